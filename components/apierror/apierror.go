@@ -1,0 +1,77 @@
+// Package apierror writes the contract's JSON error shape,
+// {"error": {"code": "...", "message": "..."}}, shared by the receiver and the control plane.
+package apierror
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Codes of the contract (section 2). Each goes with one HTTP status.
+const (
+	InvalidJSON          = "invalid_json"
+	InvalidBody          = "invalid_body"
+	InvalidPipeline      = "invalid_pipeline"
+	MissingAPIKey        = "missing_api_key"
+	InvalidAPIKey        = "invalid_api_key"
+	InvalidToken         = "invalid_token"
+	Forbidden            = "forbidden"
+	NotFound             = "not_found"
+	MethodNotAllowed     = "method_not_allowed"
+	Conflict             = "conflict"
+	PayloadTooLarge      = "payload_too_large"
+	UnsupportedMediaType = "unsupported_media_type"
+	QuotaExceeded        = "quota_exceeded"
+	RateLimited          = "rate_limited"
+	Unavailable          = "unavailable"
+	Internal             = "internal"
+)
+
+// Error is an API error: a status, a stable code and a message a person can act on.
+// RetryAfter, when set, is sent as the Retry-After header (429 and 503).
+type Error struct {
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// New returns an Error.
+func New(status int, code, message string) *Error {
+	return &Error{Status: status, Code: code, Message: message}
+}
+
+// Body is the JSON shape of an error answer.
+type Body struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// Write answers the request with e.
+func Write(w http.ResponseWriter, e *Error) {
+	var b Body
+	b.Error.Code = e.Code
+	b.Error.Message = e.Message
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", RetryAfterSeconds(e.RetryAfter))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(b)
+}
+
+// RetryAfterSeconds formats d as the delay-seconds form of Retry-After, at least 1.
+func RetryAfterSeconds(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return strconv.FormatInt(s, 10)
+}

@@ -1,0 +1,32 @@
+// Package ingestctx carries what the ingest receiver knows about a request to the
+// JetStream exporter through the collector pipeline's context. The pipeline between them
+// is synchronous (no batching or queue), which is what lets a 2xx answer mean "stored".
+package ingestctx
+
+import "context"
+
+type key struct{}
+
+// Info describes the records of one request.
+type Info struct {
+	// Prebuilt is the record kind (records.SignalEvent, records.SignalSource) when each log
+	// record's body already holds the flat record's JSON bytes, published as they are.
+	// Empty for OTLP data, which the exporter flattens. Only our receiver sets it, so an
+	// OTLP client cannot make the exporter publish arbitrary bytes.
+	Prebuilt string
+	// IdempotencyKey, from the Idempotency-Key header, becomes the Nats-Msg-Id of the
+	// request's records (suffixed ":<index>" when the request holds more than one), so a
+	// retried request is stored once within the stream's duplicate window.
+	IdempotencyKey string
+}
+
+// With returns ctx carrying info.
+func With(ctx context.Context, info Info) context.Context {
+	return context.WithValue(ctx, key{}, info)
+}
+
+// From returns the Info in ctx, or the zero Info.
+func From(ctx context.Context) Info {
+	info, _ := ctx.Value(key{}).(Info)
+	return info
+}

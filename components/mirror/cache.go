@@ -1,0 +1,243 @@
+package mirror
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/collector/component"
+	"go.uber.org/zap"
+)
+
+// Change tells a subscriber which entry changed. Deleted is true when it was removed.
+type Change struct {
+	Bucket  string
+	Key     string
+	Deleted bool
+}
+
+// Cache is the data plane's in-memory copy of the mirror, kept current by KV watches.
+// Lookups never touch the network.
+type Cache struct {
+	logger *zap.Logger
+
+	mu       sync.RWMutex
+	keys     map[string]KeyEntry
+	projects map[string]Project
+	sources  map[string]Source
+
+	ready atomic.Bool
+
+	subMu sync.Mutex
+	subs  map[int]func(Change)
+	next  int
+}
+
+// NewCache returns an empty cache; Run fills it.
+func NewCache(logger *zap.Logger) *Cache {
+	return &Cache{
+		logger:   logger,
+		keys:     map[string]KeyEntry{},
+		projects: map[string]Project{},
+		sources:  map[string]Source{},
+		subs:     map[int]func(Change){},
+	}
+}
+
+// Ready reports whether the initial contents of every bucket have been loaded. Until then
+// an unknown key may just not be loaded yet, so callers answer 503, not 401.
+func (c *Cache) Ready() bool { return c.ready.Load() }
+
+// Key resolves a key hash.
+func (c *Cache) Key(hash string) (KeyEntry, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.keys[hash]
+	return e, ok
+}
+
+// Project returns a project's configuration.
+func (c *Cache) Project(id string) (Project, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	p, ok := c.projects[id]
+	return p, ok
+}
+
+// Projects returns every project's configuration.
+func (c *Cache) Projects() []Project {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]Project, 0, len(c.projects))
+	for _, p := range c.projects {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Source returns the push source of an ingest key.
+func (c *Cache) Source(ingestKey string) (Source, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s, ok := c.sources[ingestKey]
+	return s, ok
+}
+
+// Subscribe calls fn after each change is applied (from the watching goroutine; fn must
+// not block). The returned func unsubscribes.
+func (c *Cache) Subscribe(fn func(Change)) func() {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	id := c.next
+	c.next++
+	c.subs[id] = fn
+	return func() {
+		c.subMu.Lock()
+		defer c.subMu.Unlock()
+		delete(c.subs, id)
+	}
+}
+
+func (c *Cache) notify(ch Change) {
+	c.subMu.Lock()
+	fns := make([]func(Change), 0, len(c.subs))
+	for _, fn := range c.subs {
+		fns = append(fns, fn)
+	}
+	c.subMu.Unlock()
+	for _, fn := range fns {
+		fn(ch)
+	}
+}
+
+// Run keeps the cache current until ctx ends. It survives NATS being down at start or
+// going away later: it retries opening the buckets and the watches with backoff.
+func (c *Cache) Run(ctx context.Context, js jetstream.JetStream) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.watch(ctx, js)
+		if ctx.Err() != nil {
+			return
+		}
+		c.logger.Warn("configuration mirror watch ended; retrying", zap.Error(err), zap.Duration("in", backoff))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (c *Cache) watch(ctx context.Context, js jetstream.JetStream) error {
+	store, err := Open(ctx, js, 1)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type watched struct {
+		name string
+		w    jetstream.KeyWatcher
+	}
+	var ws []watched
+	for _, kv := range []jetstream.KeyValue{store.keys, store.projects, store.sources} {
+		w, err := kv.WatchAll(wctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = w.Stop() }()
+		ws = append(ws, watched{kv.Bucket(), w})
+	}
+	// Each watcher first replays current values and then sends nil; the cache is ready
+	// when all three have done so.
+	errc := make(chan error, len(ws))
+	var loaded sync.WaitGroup
+	loaded.Add(len(ws))
+	for _, w := range ws {
+		go func() {
+			initial := true
+			for e := range w.w.Updates() {
+				if e == nil {
+					if initial {
+						initial = false
+						loaded.Done()
+					}
+					continue
+				}
+				c.apply(w.name, e)
+			}
+			if initial {
+				loaded.Done()
+			}
+			errc <- errors.New("watch of bucket " + w.name + " closed")
+		}()
+	}
+	go func() {
+		loaded.Wait()
+		if ctx.Err() == nil && !c.ready.Swap(true) {
+			c.logger.Info("configuration mirror loaded")
+		}
+	}()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case err := <-errc:
+		return err
+	}
+}
+
+func (c *Cache) apply(bucket string, e jetstream.KeyValueEntry) {
+	key := e.Key()
+	deleted := e.Operation() != jetstream.KeyValuePut
+	c.mu.Lock()
+	switch bucket {
+	case BucketKeys:
+		deleted = decodeInto(c.keys, key, e.Value(), deleted, c.logger, bucket)
+	case BucketProjects:
+		deleted = decodeInto(c.projects, key, e.Value(), deleted, c.logger, bucket)
+	case BucketSources:
+		deleted = decodeInto(c.sources, key, e.Value(), deleted, c.logger, bucket)
+	}
+	c.mu.Unlock()
+	c.notify(Change{Bucket: bucket, Key: key, Deleted: deleted})
+}
+
+// decodeInto applies one entry to m. An undecodable value removes the entry: a key or
+// project that cannot be read must not keep its previous, possibly revoked, meaning.
+func decodeInto[T any](m map[string]T, key string, value []byte, deleted bool, logger *zap.Logger, bucket string) bool {
+	if deleted {
+		delete(m, key)
+		return true
+	}
+	var v T
+	if err := json.Unmarshal(value, &v); err != nil {
+		logger.Error("undecodable configuration mirror entry ignored", zap.String("bucket", bucket), zap.String("key", key), zap.Error(err))
+		delete(m, key)
+		return true
+	}
+	m[key] = v
+	return false
+}
+
+// Provider is implemented by the extension that owns the cache (projectauth), so other
+// data-plane components read project configuration from the one copy in the process.
+type Provider interface {
+	MirrorCache() *Cache
+}
+
+// FromHost finds the configuration mirror among the collector's extensions.
+func FromHost(host interface {
+	GetExtensions() map[component.ID]component.Component
+}) (*Cache, error) {
+	for _, ext := range host.GetExtensions() {
+		if p, ok := ext.(Provider); ok {
+			return p.MirrorCache(), nil
+		}
+	}
+	return nil, errors.New("no projectauth extension is running: add it under `extensions:` and `service.extensions`")
+}

@@ -1,0 +1,91 @@
+// Package mirror is the configuration mirror: what the control plane publishes into NATS
+// KV buckets and the data plane reads from memory, so that no request waits on the control
+// plane and the data plane keeps serving while the control plane is down.
+//
+// Layout (one JSON value per KV entry):
+//
+//	bucket svc-keys      key: hex SHA-256 of an API key   value: KeyEntry
+//	bucket svc-projects  key: project id                  value: Project
+//	bucket svc-sources   key: a push source's ingest key  value: Source
+//
+// The control plane is the only writer in production; it re-publishes its whole state on
+// start, so a new or wiped NATS recovers. Tests write through the same Store.
+package mirror
+
+import "time"
+
+// Bucket names.
+const (
+	BucketKeys     = "svc-keys"
+	BucketProjects = "svc-projects"
+	BucketSources  = "svc-sources"
+)
+
+// Key scopes.
+const (
+	// ScopeProject keys send OTLP, events and agent results for their project.
+	ScopeProject = "project"
+	// ScopeIngest keys only post to the ingest URL of their push source.
+	ScopeIngest = "ingest"
+)
+
+// KeyEntry is what a key hash resolves to.
+type KeyEntry struct {
+	KeyID     string `json:"key_id"`
+	ProjectID string `json:"project_id"`
+	AccountID string `json:"account_id,omitempty"`
+	Scope     string `json:"scope"`
+	// SourceID is set for ingest-scoped keys: the one source the key may post to.
+	SourceID string `json:"source_id,omitempty"`
+}
+
+// Project is a project's data-plane configuration.
+type Project struct {
+	ID        string `json:"id"`
+	AccountID string `json:"account_id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// Version increases with every change; data-plane components compile expressions
+	// once per version.
+	Version       int64     `json:"version"`
+	Pipeline      Pipeline  `json:"pipeline"`
+	SigningSecret string    `json:"signing_secret,omitempty"`
+	Sinks         []Sink    `json:"sinks,omitempty"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+// Pipeline is contract section 6.
+type Pipeline struct {
+	Trigger               string   `json:"trigger"`
+	Transforms            []string `json:"transforms"`
+	AgentEndpointURL      string   `json:"agent_endpoint_url"`
+	WindowEnabled         bool     `json:"window_enabled"`
+	ContextFilter         string   `json:"context_filter"`
+	WindowDurationSeconds int      `json:"window_duration_seconds"`
+	GroupKey              string   `json:"group_key"`
+	BatchSize             int      `json:"batch_size"`
+}
+
+// Sink is a destination of agent results (contract section 8).
+type Sink struct {
+	ID           string            `json:"id"`
+	Kind         string            `json:"kind"` // webhook | chat
+	Enabled      bool              `json:"enabled"`
+	URL          string            `json:"url"`
+	Method       string            `json:"method,omitempty"`
+	Headers      map[string]string `json:"headers,omitempty"`
+	Format       string            `json:"format,omitempty"`
+	TextTemplate string            `json:"text_template,omitempty"`
+}
+
+// Source is a push source (contract sections 4 and 5).
+type Source struct {
+	ID             string            `json:"id"`
+	ProjectID      string            `json:"project_id"`
+	Name           string            `json:"name"`
+	Connector      string            `json:"connector"`
+	EventType      string            `json:"event_type"`
+	EventTypeField string            `json:"event_type_field,omitempty"`
+	TextTemplate   string            `json:"text_template,omitempty"`
+	EventTimeField string            `json:"event_time_field,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
+}

@@ -1,0 +1,103 @@
+package mirror
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Store writes the mirror. Every write is a KV put acknowledged by JetStream, so when a
+// call returns, every watching data-plane process sees the change within milliseconds.
+type Store struct {
+	keys, projects, sources jetstream.KeyValue
+}
+
+// Open binds to (creating when missing) the three buckets.
+func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, error) {
+	var s Store
+	var err error
+	if s.keys, err = bucket(ctx, js, BucketKeys, replicas); err != nil {
+		return nil, err
+	}
+	if s.projects, err = bucket(ctx, js, BucketProjects, replicas); err != nil {
+		return nil, err
+	}
+	if s.sources, err = bucket(ctx, js, BucketSources, replicas); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func bucket(ctx context.Context, js jetstream.JetStream, name string, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, name)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("open bucket %s: %w", name, err)
+	}
+	if replicas < 1 {
+		replicas = 1
+	}
+	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      name,
+		Description: "otelcol-svc configuration mirror",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		// Another process created it between our two calls.
+		return js.KeyValue(ctx, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create bucket %s: %w", name, err)
+	}
+	return kv, nil
+}
+
+func put(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, key, b); err != nil {
+		return fmt.Errorf("mirror put %s/%s: %w", kv.Bucket(), key, err)
+	}
+	return nil
+}
+
+func del(ctx context.Context, kv jetstream.KeyValue, key string) error {
+	err := kv.Delete(ctx, key)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("mirror delete %s/%s: %w", kv.Bucket(), key, err)
+	}
+	return nil
+}
+
+// PutKey publishes an API key by its hash (apikey.Hash).
+func (s *Store) PutKey(ctx context.Context, hash string, e KeyEntry) error {
+	return put(ctx, s.keys, hash, e)
+}
+
+// DeleteKey revokes a key.
+func (s *Store) DeleteKey(ctx context.Context, hash string) error { return del(ctx, s.keys, hash) }
+
+// PutProject publishes a project's configuration.
+func (s *Store) PutProject(ctx context.Context, p Project) error { return put(ctx, s.projects, p.ID, p) }
+
+// DeleteProject removes a project's configuration.
+func (s *Store) DeleteProject(ctx context.Context, id string) error { return del(ctx, s.projects, id) }
+
+// PutSource publishes a push source under its ingest key.
+func (s *Store) PutSource(ctx context.Context, ingestKey string, src Source) error {
+	return put(ctx, s.sources, ingestKey, src)
+}
+
+// DeleteSource removes a push source.
+func (s *Store) DeleteSource(ctx context.Context, ingestKey string) error {
+	return del(ctx, s.sources, ingestKey)
+}

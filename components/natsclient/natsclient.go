@@ -1,0 +1,136 @@
+// Package natsclient is the NATS connection settings every data-plane component shares, so
+// operators configure NATS the same way in each (url, credentials, timeouts), and every
+// connection reconnects forever instead of failing the collector.
+package natsclient
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.uber.org/zap"
+)
+
+// DefaultURL is where the embedded NATS listens.
+const DefaultURL = "nats://127.0.0.1:4223"
+
+// Config is the `nats:` block of our components.
+type Config struct {
+	// URL is one or more comma-separated server URLs. Empty means the embeddednats
+	// extension of this process (wherever it listens), or DefaultURL without one.
+	URL string `mapstructure:"url"`
+	// CredentialsFile is a NATS .creds file (JWT + nkey), for secured clusters.
+	CredentialsFile string `mapstructure:"credentials_file"`
+	// Token is a NATS auth token, for servers configured with one.
+	Token configopaque.String `mapstructure:"token"`
+	// ConnectTimeout bounds each dial.
+	ConnectTimeout time.Duration `mapstructure:"connect_timeout"`
+}
+
+// DefaultConfig points at the embedded server.
+func DefaultConfig() Config {
+	return Config{ConnectTimeout: 2 * time.Second}
+}
+
+// Embedded is implemented by the embeddednats extension.
+type Embedded interface {
+	// ClientURL is where the embedded server listens, or "" when it is not running
+	// because an external NATS is configured.
+	ClientURL() string
+}
+
+// Host is the part of component.Host used to find the embedded server.
+type Host interface {
+	GetExtensions() map[component.ID]component.Component
+}
+
+// Resolve returns the URL to dial: the configured one, else the embedded server's.
+func (c Config) Resolve(host Host) string {
+	if c.URL != "" {
+		return c.URL
+	}
+	if host != nil {
+		for _, ext := range host.GetExtensions() {
+			if e, ok := ext.(Embedded); ok && e.ClientURL() != "" {
+				return e.ClientURL()
+			}
+		}
+	}
+	return DefaultURL
+}
+
+// Validate checks the URLs.
+func (c Config) Validate() error {
+	if c.URL == "" {
+		return nil
+	}
+	var errs []error
+	for _, u := range strings.Split(c.URL, ",") {
+		p, err := url.Parse(strings.TrimSpace(u))
+		if err != nil || p.Host == "" {
+			errs = append(errs, fmt.Errorf("nats url %q is not a URL like nats://host:4222", u))
+			continue
+		}
+		switch p.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			errs = append(errs, fmt.Errorf("nats url %q: scheme must be nats, tls, ws or wss", u))
+		}
+	}
+	if c.ConnectTimeout < 0 {
+		errs = append(errs, errors.New("connect_timeout must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Connect dials NATS. It returns at once even when no server is up yet: the connection
+// keeps retrying in the background (the collector must start, and later recover, while
+// NATS is down), and callers check IsConnected to answer 503 meanwhile.
+func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn, error) {
+	u := c.Resolve(host)
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		// While disconnected, publishes fail fast rather than filling a buffer the
+		// caller would wrongly treat as stored.
+		nats.ReconnectBufSize(-1),
+		nats.Timeout(c.timeout()),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				logger.Warn("NATS disconnected", zap.String("connection", name), zap.Error(err))
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			logger.Info("NATS reconnected", zap.String("connection", name), zap.String("server", nc.ConnectedUrlRedacted()))
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			logger.Warn("NATS error", zap.String("connection", name), zap.Error(err))
+		}),
+	}
+	if c.CredentialsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.CredentialsFile))
+	}
+	if c.Token != "" {
+		opts = append(opts, nats.Token(string(c.Token)))
+	}
+	nc, err := nats.Connect(u, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nats connect: %w", err)
+	}
+	return nc, nil
+}
+
+func (c Config) timeout() time.Duration {
+	if c.ConnectTimeout > 0 {
+		return c.ConnectTimeout
+	}
+	return 2 * time.Second
+}

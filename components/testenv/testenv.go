@@ -1,0 +1,262 @@
+// Package testenv runs the real things tests depend on: an in-process nats-server with
+// JetStream, and the otelcol-svc binary built from this module, started with a shipped
+// config the way an operator would. It is imported by tests only.
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// FreePort returns a TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// NATS is an in-process nats-server with JetStream on disk.
+type NATS struct {
+	Server   *server.Server
+	Port     int
+	StoreDir string
+}
+
+// StartNATS starts a server on a free port; it stops with the test.
+func StartNATS(t testing.TB) *NATS {
+	t.Helper()
+	n := &NATS{Port: FreePort(t), StoreDir: t.TempDir()}
+	n.Start(t)
+	t.Cleanup(n.Stop)
+	return n
+}
+
+// Start (re)starts the server on the same port and store, as after an outage.
+func (n *NATS) Start(t testing.TB) {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: n.Port, JetStream: true, StoreDir: n.StoreDir,
+		NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	n.Server = s
+}
+
+// Stop shuts the server down.
+func (n *NATS) Stop() {
+	if n.Server != nil {
+		n.Server.Shutdown()
+		n.Server.WaitForShutdown()
+		n.Server = nil
+	}
+}
+
+// URL is the client URL.
+func (n *NATS) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(n.Port) }
+
+// Connect returns a client connection closed with the test.
+func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+// RepoRoot is the module root, found from this file's location.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+var (
+	buildOnce sync.Once
+	buildBin  string
+	buildErr  error
+)
+
+// Binary builds cmd/otelcol-svc once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "otelcol-svc-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildBin = filepath.Join(dir, "otelcol-svc")
+		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/otelcol-svc")
+		cmd.Dir = RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildBin
+}
+
+// Collector is a running otelcol-svc process.
+type Collector struct {
+	t       testing.TB
+	cmd     *exec.Cmd
+	log     *bytes.Buffer
+	logMu   *sync.Mutex
+	Config  string
+	Env     map[string]string
+	HTTP    string // base URL of the ingest receiver
+	GRPC    string // host:port of OTLP/gRPC
+	Health  string // base URL of the health check
+	Metrics string // base URL of the collector's own metrics
+	exited  chan struct{}
+}
+
+// CollectorOptions choose the config and extra environment.
+type CollectorOptions struct {
+	Config string            // path relative to the repo root, e.g. configs/embedded.yaml
+	Env    map[string]string // added to the defaults (free ports, a temp data dir)
+}
+
+// StartCollector runs the binary and waits until it reports healthy. The process is
+// killed at the end of the test; its log is printed if the test failed.
+func StartCollector(t testing.TB, opts CollectorOptions) *Collector {
+	t.Helper()
+	env := map[string]string{
+		"SVC_DATA_DIR":             t.TempDir(),
+		"SVC_RECEIVER_LISTEN":      "127.0.0.1:" + strconv.Itoa(FreePort(t)),
+		"SVC_OTLP_GRPC_LISTEN":     "127.0.0.1:" + strconv.Itoa(FreePort(t)),
+		"SVC_HEALTH_LISTEN":        "127.0.0.1:" + strconv.Itoa(FreePort(t)),
+		"SVC_METRICS_PORT":         strconv.Itoa(FreePort(t)),
+		"SVC_EMBEDDED_NATS_LISTEN": "127.0.0.1:" + strconv.Itoa(FreePort(t)),
+		"NATS_URL":                 "",
+	}
+	for k, v := range opts.Env {
+		env[k] = v
+	}
+	c := &Collector{t: t, Config: opts.Config, Env: env, log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
+	c.HTTP = "http://" + env["SVC_RECEIVER_LISTEN"]
+	c.GRPC = env["SVC_OTLP_GRPC_LISTEN"]
+	c.Health = "http://" + env["SVC_HEALTH_LISTEN"]
+	c.Metrics = "http://127.0.0.1:" + env["SVC_METRICS_PORT"] + "/metrics"
+	c.Start()
+	t.Cleanup(func() {
+		c.Kill()
+		if t.Failed() {
+			t.Logf("collector log:\n%s", c.Log())
+		}
+	})
+	return c
+}
+
+// EmbeddedNATSURL is the embedded server's client URL (embedded config only).
+func (c *Collector) EmbeddedNATSURL() string { return "nats://" + c.Env["SVC_EMBEDDED_NATS_LISTEN"] }
+
+// Start starts (or restarts) the process with the same settings and waits for health.
+func (c *Collector) Start() {
+	c.t.Helper()
+	cmd := exec.Command(Binary(c.t), "--config", filepath.Join(RepoRoot(), c.Config))
+	cmd.Env = os.Environ()
+	for k, v := range c.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	w := &lockedWriter{mu: c.logMu, b: c.log}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.cmd = cmd
+	c.exited = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(c.exited) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-c.exited:
+			c.t.Fatalf("collector exited during start:\n%s", c.Log())
+		default:
+		}
+		resp, err := http.Get(c.Health)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("collector not healthy within 60s:\n%s", c.Log())
+}
+
+// Kill ends the process with SIGKILL, as a crash would.
+func (c *Collector) Kill() {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGKILL)
+	<-c.exited
+	c.cmd = nil
+}
+
+// Stop ends the process gracefully.
+func (c *Collector) Stop(ctx context.Context) {
+	if c.cmd == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-ctx.Done():
+		c.Kill()
+	}
+	c.cmd = nil
+}
+
+// Log returns what the process printed.
+func (c *Collector) Log() string {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	return c.log.String()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}

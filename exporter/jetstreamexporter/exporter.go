@@ -1,0 +1,217 @@
+package jetstreamexporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/components/records"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+)
+
+// Errors a client sees (in a 503's message) when storage cannot take its records. They
+// are retryable: nothing about the request itself is wrong.
+var (
+	errNotConnected = errors.New("storage (NATS JetStream) is unreachable; retry later")
+	errStreamFull   = errors.New("the project's stream is full (its byte limit is reached); retry later, once the pipeline has caught up, or raise the stream limit")
+	errAckTimeout   = errors.New("storage did not confirm the records in time; retry later")
+)
+
+type jsExporter struct {
+	cfg    *Config
+	logger *zap.Logger
+
+	nc *nats.Conn
+	js jetstream.JetStream
+
+	// ensured remembers the projects whose stream this process has created or checked.
+	ensured sync.Map
+}
+
+func newExporter(cfg *Config, set exporter.Settings) *jsExporter {
+	return &jsExporter{cfg: cfg, logger: set.Logger}
+}
+
+func (e *jsExporter) Start(_ context.Context, host component.Host) error {
+	nc, err := e.cfg.NATS.Connect(host, "otelcol-svc jetstream exporter", e.logger)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(e.cfg.MaxPending),
+		jetstream.WithPublishAsyncTimeout(e.cfg.PublishTimeout),
+	)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	e.nc, e.js = nc, js
+	return nil
+}
+
+func (e *jsExporter) Shutdown(context.Context) error {
+	if e.nc != nil {
+		// Drain lets in-flight publishes complete and their acks arrive.
+		_ = e.nc.Drain()
+		e.nc = nil
+	}
+	return nil
+}
+
+func (e *jsExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
+	info := ingestctx.From(ctx)
+	if info.Prebuilt != "" {
+		return e.publish(ctx, info, ld.LogRecordCount(), func(emit emitFunc) error {
+			return eachBody(ld, func(b []byte) error { return emit(info.Prebuilt, b) })
+		})
+	}
+	received := time.Now()
+	return e.publish(ctx, info, ld.LogRecordCount(), func(emit emitFunc) error {
+		return records.FlattenLogs(ld, received, func(rec []byte) error { return emit(records.SignalLog, rec) })
+	})
+}
+
+func (e *jsExporter) pushTraces(ctx context.Context, td ptrace.Traces) error {
+	return e.publish(ctx, ingestctx.From(ctx), td.SpanCount(), func(emit emitFunc) error {
+		return records.FlattenTraces(td, func(rec []byte) error { return emit(records.SignalSpan, rec) })
+	})
+}
+
+func (e *jsExporter) pushMetrics(ctx context.Context, md pmetric.Metrics) error {
+	return e.publish(ctx, ingestctx.From(ctx), md.DataPointCount(), func(emit emitFunc) error {
+		return records.FlattenMetrics(md, func(rec []byte) error { return emit(records.SignalMetric, rec) })
+	})
+}
+
+// eachBody walks prebuilt records: each log record's body holds one record's JSON bytes.
+func eachBody(ld plog.Logs, fn func([]byte) error) error {
+	rls := ld.ResourceLogs()
+	for i := 0; i < rls.Len(); i++ {
+		sls := rls.At(i).ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			lrs := sls.At(j).LogRecords()
+			for k := 0; k < lrs.Len(); k++ {
+				if err := fn(lrs.At(k).Body().Bytes().AsRaw()); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+type emitFunc func(signal string, rec []byte) error
+
+// publish sends every record of one request asynchronously, then waits for all acks.
+// JetStream's acks, not the publishes, are what make the 2xx truthful.
+func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, walk func(emitFunc) error) error {
+	p, ok := tenant.FromContext(ctx)
+	if !ok {
+		return consumererror.NewPermanent(errors.New("the request carries no authenticated project; the jetstream exporter must sit behind the projectauth authenticator with no batching in between"))
+	}
+	if !streams.ValidProjectID(p.ProjectID) {
+		return consumererror.NewPermanent(fmt.Errorf("project id %q cannot name a stream", p.ProjectID))
+	}
+	if n == 0 {
+		return nil
+	}
+	if e.nc == nil || !e.nc.IsConnected() {
+		return errNotConnected
+	}
+	if err := e.ensureStream(ctx, p.ProjectID); err != nil {
+		return err
+	}
+	subject := streams.RawSubject(p.ProjectID)
+	futures := make([]jetstream.PubAckFuture, 0, n)
+	stall := jetstream.WithStallWait(e.cfg.PublishTimeout)
+	i := 0
+	err := walk(func(signal string, rec []byte) error {
+		msg := &nats.Msg{Subject: subject, Data: rec, Header: nats.Header{streams.HeaderSignal: []string{signal}}}
+		if info.IdempotencyKey != "" {
+			id := info.IdempotencyKey
+			if n > 1 {
+				id += ":" + strconv.Itoa(i)
+			}
+			msg.Header[streams.HeaderMsgID] = []string{id}
+		}
+		i++
+		f, err := e.js.PublishMsgAsync(msg, stall)
+		if err != nil {
+			return e.classify(p.ProjectID, err)
+		}
+		futures = append(futures, f)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	timer := time.NewTimer(e.cfg.PublishTimeout)
+	defer timer.Stop()
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return e.classify(p.ProjectID, err)
+		case <-timer.C:
+			return errAckTimeout
+		case <-ctx.Done():
+			return errAckTimeout
+		}
+	}
+	return nil
+}
+
+func (e *jsExporter) ensureStream(ctx context.Context, projectID string) error {
+	if _, ok := e.ensured.Load(projectID); ok {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.PublishTimeout)
+	defer cancel()
+	if err := streams.Ensure(cctx, e.js, streams.RawConfig(projectID, e.cfg.Stream)); err != nil {
+		e.logger.Warn("cannot create raw stream", zap.String("project_id", projectID), zap.Error(err))
+		return errNotConnected
+	}
+	e.ensured.Store(projectID, struct{}{})
+	return nil
+}
+
+// classify turns a publish failure into the error the client is told about.
+func (e *jsExporter) classify(projectID string, err error) error {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr) && isStoreFull(apiErr):
+		return errStreamFull
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		// The stream was deleted behind our back; create it again on the next request.
+		e.ensured.Delete(projectID)
+		return errNotConnected
+	case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, jetstream.ErrTooManyStalledMsgs):
+		return errAckTimeout
+	default:
+		e.logger.Debug("publish failed", zap.String("project_id", projectID), zap.Error(err))
+		return errNotConnected
+	}
+}
+
+// isStoreFull recognises a DiscardNew refusal: nats-server answers 10077 (store failed)
+// with "maximum bytes exceeded" / "maximum messages exceeded", or 10047 when the
+// server's JetStream storage as a whole is exhausted.
+func isStoreFull(e *jetstream.APIError) bool {
+	return e.ErrorCode == 10047 || e.ErrorCode == 10077 && strings.Contains(e.Description, "maximum")
+}

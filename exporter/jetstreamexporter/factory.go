@@ -1,0 +1,84 @@
+// Package jetstreamexporter publishes each record of a request to its project's raw
+// stream, creating the stream on first use, and returns only when JetStream has
+// confirmed every record: a 2xx from the receiver means the records are stored.
+package jetstreamexporter
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+
+	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/components/shared"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
+)
+
+var typeStr = component.MustNewType("jetstream")
+
+// NewFactory returns the exporter's factory.
+func NewFactory() exporter.Factory {
+	return exporter.NewFactory(typeStr, createDefaultConfig,
+		exporter.WithLogs(createLogs, component.StabilityLevelBeta),
+		exporter.WithTraces(createTraces, component.StabilityLevelBeta),
+		exporter.WithMetrics(createMetrics, component.StabilityLevelBeta),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	return &Config{
+		NATS:           natsclient.DefaultConfig(),
+		Stream:         streams.DefaultLimits(),
+		PublishTimeout: 5 * time.Second,
+		MaxPending:     16384,
+	}
+}
+
+var instances shared.Map[*Config, *jsExporter]
+
+func instance(set exporter.Settings, cfg component.Config) (*shared.Component[*jsExporter], error) {
+	c := cfg.(*Config)
+	return instances.LoadOrStore(c, func() (*jsExporter, error) { return newExporter(c, set), nil })
+}
+
+// The exporter is synchronous on purpose: no queue (the receiver's answer must mean
+// "stored") and no retry here (the client retries on 503, with the Retry-After we send).
+func helperOptions(s *shared.Component[*jsExporter]) []exporterhelper.Option {
+	return []exporterhelper.Option{
+		exporterhelper.WithStart(s.Start),
+		exporterhelper.WithShutdown(s.Shutdown),
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{Timeout: 0}),
+		exporterhelper.WithRetry(configretry.BackOffConfig{Enabled: false}),
+		exporterhelper.WithQueue(configoptional.None[exporterhelper.QueueBatchConfig]()),
+	}
+}
+
+func createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
+	s, err := instance(set, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return exporterhelper.NewLogs(ctx, set, cfg, s.Value.pushLogs, helperOptions(s)...)
+}
+
+func createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
+	s, err := instance(set, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return exporterhelper.NewTraces(ctx, set, cfg, s.Value.pushTraces, helperOptions(s)...)
+}
+
+func createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
+	s, err := instance(set, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return exporterhelper.NewMetrics(ctx, set, cfg, s.Value.pushMetrics, helperOptions(s)...)
+}

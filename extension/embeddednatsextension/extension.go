@@ -1,0 +1,84 @@
+package embeddednatsextension
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"go.opentelemetry.io/collector/component"
+	"go.uber.org/zap"
+)
+
+type embeddedNATS struct {
+	cfg    *Config
+	logger *zap.Logger
+	srv    *server.Server
+}
+
+func (e *embeddedNATS) Start(_ context.Context, _ component.Host) error {
+	if e.cfg.ExternalURL != "" {
+		e.logger.Info("external NATS configured; embedded NATS not started")
+		return nil
+	}
+	host, portStr, _ := net.SplitHostPort(e.cfg.Listen)
+	port, _ := strconv.Atoi(portStr)
+	opts := &server.Options{
+		ServerName:         "otelcol-svc-embedded",
+		Host:               host,
+		Port:               port,
+		JetStream:          true,
+		StoreDir:           e.cfg.StoreDir,
+		JetStreamMaxStore:  e.cfg.MaxStore,
+		JetStreamMaxMemory: e.cfg.MaxMemory,
+		MaxPayload:         e.cfg.MaxPayload,
+		NoSigs:             true, // the collector owns signal handling
+		NoLog:              true,
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return fmt.Errorf("embedded NATS: %w", err)
+	}
+	srv.SetLoggerV2(natsLogger{e.logger.Named("nats")}, false, false, false)
+	srv.Start()
+	if !srv.ReadyForConnections(30 * time.Second) {
+		srv.Shutdown()
+		return fmt.Errorf("embedded NATS did not become ready on %s (is the port taken? set NATS_URL to use an external server)", e.cfg.Listen)
+	}
+	e.srv = srv
+	e.logger.Info("embedded NATS with JetStream started", zap.String("url", srv.ClientURL()), zap.String("store_dir", e.cfg.StoreDir))
+	return nil
+}
+
+// ClientURL implements natsclient.Embedded: components configured with an empty NATS url
+// connect here. It is known before Start, so extension start order does not matter.
+func (e *embeddedNATS) ClientURL() string {
+	if e.cfg.ExternalURL != "" {
+		return ""
+	}
+	return "nats://" + e.cfg.Listen
+}
+
+// Shutdown stops the server last-in, after the pipelines that publish to it: the
+// collector shuts extensions down after receivers and exporters.
+func (e *embeddedNATS) Shutdown(context.Context) error {
+	if e.srv == nil {
+		return nil
+	}
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+	e.srv = nil
+	return nil
+}
+
+// natsLogger forwards nats-server's log to the collector's logger.
+type natsLogger struct{ l *zap.Logger }
+
+func (n natsLogger) Noticef(format string, v ...any) { n.l.Debug(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Warnf(format string, v ...any)   { n.l.Warn(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debug(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Tracef(format string, v ...any)  {}

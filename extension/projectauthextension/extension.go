@@ -1,0 +1,147 @@
+package projectauthextension
+
+import (
+	"context"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension"
+	"go.opentelemetry.io/collector/extension/extensionauth"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apikey"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+)
+
+type authenticator struct {
+	cfg    *Config
+	logger *zap.Logger
+	cache  *mirror.Cache
+
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	outcomes metric.Int64Counter
+}
+
+var (
+	_ extensionauth.Server = (*authenticator)(nil)
+	_ mirror.Provider      = (*authenticator)(nil)
+)
+
+func newAuthenticator(cfg *Config, set extension.Settings) (*authenticator, error) {
+	meter := set.MeterProvider.Meter("github.com/otelcol-svc/otelcol-svc/extension/projectauthextension")
+	outcomes, err := meter.Int64Counter("otelcol_projectauth_requests",
+		metric.WithDescription("Authentication attempts by outcome (ok, missing_key, invalid_key, not_ready)."),
+		metric.WithUnit("{request}"))
+	if err != nil {
+		return nil, err
+	}
+	return &authenticator{cfg: cfg, logger: set.Logger, cache: mirror.NewCache(set.Logger), outcomes: outcomes}, nil
+}
+
+func (a *authenticator) Start(_ context.Context, host component.Host) error {
+	nc, err := a.cfg.NATS.Connect(host, "otelcol-svc projectauth", a.logger)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	a.nc = nc
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	a.done = make(chan struct{})
+	go func() {
+		defer close(a.done)
+		a.cache.Run(ctx, js)
+	}()
+	return nil
+}
+
+func (a *authenticator) Shutdown(context.Context) error {
+	if a.cancel != nil {
+		a.cancel()
+		<-a.done
+	}
+	if a.nc != nil {
+		a.nc.Close()
+	}
+	return nil
+}
+
+// MirrorCache implements mirror.Provider.
+func (a *authenticator) MirrorCache() *mirror.Cache { return a.cache }
+
+// Authenticate resolves a project key from the X-API-Key header (HTTP) or x-api-key
+// metadata (gRPC), or an Authorization: Bearer header, to its project. Ingest-scoped keys
+// are refused here: they only open their own source's ingest URL.
+func (a *authenticator) Authenticate(ctx context.Context, sources map[string][]string) (context.Context, error) {
+	key := lookup(sources, "x-api-key")
+	if key == "" {
+		key = bearer(lookup(sources, "authorization"))
+	}
+	p, err := a.resolve(key)
+	a.outcomes.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err))))
+	if err != nil {
+		return ctx, err
+	}
+	return tenant.NewContext(ctx, p), nil
+}
+
+func (a *authenticator) resolve(key string) (tenant.Principal, error) {
+	if key == "" {
+		return tenant.Principal{}, tenant.ErrMissingKey
+	}
+	if !a.cache.Ready() {
+		return tenant.Principal{}, tenant.ErrNotReady
+	}
+	e, ok := a.cache.Key(apikey.Hash(key))
+	if !ok || e.Scope != mirror.ScopeProject {
+		return tenant.Principal{}, tenant.ErrInvalidKey
+	}
+	return tenant.Principal{ProjectID: e.ProjectID, KeyID: e.KeyID, AccountID: e.AccountID, Scope: e.Scope}, nil
+}
+
+func outcome(err error) string {
+	switch err {
+	case nil:
+		return "ok"
+	case tenant.ErrMissingKey:
+		return "missing_key"
+	case tenant.ErrNotReady:
+		return "not_ready"
+	default:
+		return "invalid_key"
+	}
+}
+
+// lookup finds a header or metadata value whatever its case: HTTP canonicalises names
+// (X-Api-Key), gRPC lowercases them.
+func lookup(sources map[string][]string, name string) string {
+	if v := sources[name]; len(v) > 0 {
+		return strings.TrimSpace(v[0])
+	}
+	for k, v := range sources {
+		if len(v) > 0 && strings.EqualFold(k, name) {
+			return strings.TrimSpace(v[0])
+		}
+	}
+	return ""
+}
+
+func bearer(h string) string {
+	const p = "bearer "
+	if len(h) > len(p) && strings.EqualFold(h[:len(p)], p) {
+		return strings.TrimSpace(h[len(p):])
+	}
+	return ""
+}

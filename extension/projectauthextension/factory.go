@@ -1,0 +1,29 @@
+// Package projectauthextension resolves API keys to projects. It implements the
+// collector's server-authenticator interface, so it plugs into `auth: authenticator:` of
+// the stock otlpreceiver (gRPC metadata x-api-key) as well as our ingest receiver, and it
+// owns the in-memory configuration mirror that other data-plane components read.
+package projectauthextension
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension"
+
+	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
+)
+
+var typeStr = component.MustNewType("projectauth")
+
+// NewFactory returns the extension's factory.
+func NewFactory() extension.Factory {
+	return extension.NewFactory(typeStr, createDefaultConfig, create, component.StabilityLevelBeta)
+}
+
+func createDefaultConfig() component.Config {
+	return &Config{NATS: natsclient.DefaultConfig()}
+}
+
+func create(_ context.Context, set extension.Settings, cfg component.Config) (extension.Extension, error) {
+	return newAuthenticator(cfg.(*Config), set)
+}

@@ -1,0 +1,134 @@
+package ingestreceiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/eventjson"
+	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/components/records"
+)
+
+// maxHeaderValue bounds X-Event-Type, X-Source and Idempotency-Key: they become record
+// fields and message ids, not free-form payload.
+const maxHeaderValue = 256
+
+// eventsScope names the scope that carries prebuilt event records through the pipeline.
+const eventsScope = "otelcol-svc/events"
+
+func (r *ingestReceiver) handleEvent(w http.ResponseWriter, req *http.Request) {
+	r.serveEvents(w, req, false)
+}
+
+func (r *ingestReceiver) handleEventBatch(w http.ResponseWriter, req *http.Request) {
+	r.serveEvents(w, req, true)
+}
+
+func (r *ingestReceiver) serveEvents(w http.ResponseWriter, req *http.Request, batch bool) {
+	if e := r.eventsRequest(w, req, batch); e != nil {
+		apierror.Write(w, e)
+	}
+}
+
+func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request, batch bool) *apierror.Error {
+	if req.Method != http.MethodPost {
+		return methodNotAllowed(w)
+	}
+	if r.logs == nil {
+		return apierror.New(http.StatusNotFound, apierror.NotFound, "this receiver is not part of a logs pipeline, which carries events")
+	}
+	ctx, aerr := r.authenticate(req)
+	if aerr != nil {
+		return aerr
+	}
+	mt := mediaType(req)
+	ndjson := mt == "application/x-ndjson" || mt == "application/ndjson" || mt == "application/jsonl"
+	if !(mt == jsonContentType || strings.HasSuffix(mt, "+json") || batch && ndjson) {
+		want := "application/json"
+		if batch {
+			want += " or application/x-ndjson"
+		}
+		return apierror.New(http.StatusUnsupportedMediaType, apierror.UnsupportedMediaType,
+			fmt.Sprintf("unsupported Content-Type %q; send %s", req.Header.Get("Content-Type"), want))
+	}
+	fields, idem, aerr := eventHeaders(req)
+	if aerr != nil {
+		return aerr
+	}
+	body, aerr := r.readBody(req)
+	if aerr != nil {
+		return aerr
+	}
+	var objs [][]byte
+	var err error
+	if batch {
+		objs, err = eventjson.Split(body, ndjson)
+	} else {
+		var obj []byte
+		obj, err = eventjson.Object(body)
+		objs = [][]byte{obj}
+	}
+	if err != nil {
+		return bodyError(err)
+	}
+	for i := range objs {
+		objs[i] = eventjson.WithFields(objs[i], fields...)
+	}
+	if err := r.consumePrebuilt(ctx, records.SignalEvent, idem, objs); err != nil {
+		return r.consumeError(err)
+	}
+	writeJSON(w, http.StatusAccepted, map[string]int{"accepted": len(objs)})
+	return nil
+}
+
+func bodyError(err error) *apierror.Error {
+	var ee *eventjson.Error
+	if errors.As(err, &ee) && ee.Syntax {
+		return apierror.New(http.StatusBadRequest, apierror.InvalidJSON, ee.Error()+"; nothing was stored")
+	}
+	return apierror.New(http.StatusBadRequest, apierror.InvalidBody, err.Error()+"; nothing was stored")
+}
+
+// eventHeaders reads the optional headers that become record fields and the message id.
+func eventHeaders(req *http.Request) ([]eventjson.Field, string, *apierror.Error) {
+	var fields []eventjson.Field
+	for _, h := range []struct{ header, field string }{{"X-Event-Type", "_event_type"}, {"X-Source", "_source"}} {
+		v, ok := req.Header[h.header]
+		if !ok {
+			continue
+		}
+		if len(v[0]) > maxHeaderValue {
+			return nil, "", apierror.New(http.StatusBadRequest, apierror.InvalidBody, fmt.Sprintf("%s is longer than %d bytes", h.header, maxHeaderValue))
+		}
+		fields = append(fields, eventjson.Field{Name: h.field, Value: v[0]})
+	}
+	idem := req.Header.Get("Idempotency-Key")
+	if len(idem) > maxHeaderValue {
+		return nil, "", apierror.New(http.StatusBadRequest, apierror.InvalidBody, fmt.Sprintf("Idempotency-Key is longer than %d bytes", maxHeaderValue))
+	}
+	return fields, idem, nil
+}
+
+// consumePrebuilt sends finished records down the logs pipeline, one log record each with
+// the record's bytes as its body; the JetStream exporter publishes them as they are.
+func (r *ingestReceiver) consumePrebuilt(ctx context.Context, signal, idem string, recs [][]byte) error {
+	ld := plog.NewLogs()
+	sl := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty()
+	sl.Scope().SetName(eventsScope)
+	lrs := sl.LogRecords()
+	lrs.EnsureCapacity(len(recs))
+	for _, rec := range recs {
+		lrs.AppendEmpty().Body().SetEmptyBytes().FromRaw(rec)
+	}
+	ctx = ingestctx.With(ctx, ingestctx.Info{Prebuilt: signal, IdempotencyKey: idem})
+	ctx = r.obs.StartLogsOp(ctx)
+	err := r.logs.ConsumeLogs(ctx, ld)
+	r.obs.EndLogsOp(ctx, signal, len(recs), err)
+	return err
+}

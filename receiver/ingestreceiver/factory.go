@@ -1,0 +1,69 @@
+// Package ingestreceiver is the HTTP front door on port 4318: OTLP/HTTP logs, traces and
+// metrics, and JSON events, each authenticated to a project by its API key. It hands
+// records to the pipeline synchronously, so its answer reflects whether they were stored.
+package ingestreceiver
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/confignet"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/receiver"
+
+	"github.com/otelcol-svc/otelcol-svc/components/shared"
+)
+
+var typeStr = component.MustNewType("ingest")
+
+// NewFactory returns the receiver's factory.
+func NewFactory() receiver.Factory {
+	return receiver.NewFactory(typeStr, createDefaultConfig,
+		receiver.WithLogs(createLogs, component.StabilityLevelBeta),
+		receiver.WithTraces(createTraces, component.StabilityLevelBeta),
+		receiver.WithMetrics(createMetrics, component.StabilityLevelBeta),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	server := confighttp.NewDefaultServerConfig()
+	server.NetAddr = confignet.AddrConfig{Endpoint: "0.0.0.0:4318", Transport: confignet.TransportTypeTCP}
+	server.MaxRequestBodySize = 10 << 20
+	return &Config{ServerConfig: server, RetryAfter: 5 * time.Second}
+}
+
+var instances shared.Map[*Config, *ingestReceiver]
+
+func instance(set receiver.Settings, cfg component.Config) (*shared.Component[*ingestReceiver], error) {
+	c := cfg.(*Config)
+	return instances.LoadOrStore(c, func() (*ingestReceiver, error) { return newReceiver(c, set) })
+}
+
+func createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
+	s, err := instance(set, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.Value.logs = next
+	return s, nil
+}
+
+func createTraces(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Traces) (receiver.Traces, error) {
+	s, err := instance(set, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.Value.traces = next
+	return s, nil
+}
+
+func createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
+	s, err := instance(set, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.Value.metrics = next
+	return s, nil
+}

@@ -1,0 +1,238 @@
+package ingestreceiver
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+)
+
+const (
+	pbContentType   = "application/x-protobuf"
+	jsonContentType = "application/json"
+)
+
+// otlpEncoding is the body encoding of an OTLP/HTTP request; answers use the same one.
+type otlpEncoding struct{ json bool }
+
+func (e otlpEncoding) contentType() string {
+	if e.json {
+		return jsonContentType
+	}
+	return pbContentType
+}
+
+// otlpEncodingOf returns the request's encoding, or false when it is neither OTLP
+// encoding (errors are then answered in JSON).
+func otlpEncodingOf(req *http.Request) otlpEncoding {
+	enc, _ := otlpEncodingOK(req)
+	return enc
+}
+
+func otlpEncodingOK(req *http.Request) (otlpEncoding, bool) {
+	switch mediaType(req) {
+	case pbContentType:
+		return otlpEncoding{}, true
+	case jsonContentType:
+		return otlpEncoding{json: true}, true
+	}
+	return otlpEncoding{json: true}, false
+}
+
+// writeOTLPError answers as the OTLP/HTTP specification asks: a google.rpc.Status in the
+// request's encoding, with Retry-After on 429 and 503.
+func writeOTLPError(w http.ResponseWriter, enc otlpEncoding, e *apierror.Error) {
+	st := &spb.Status{Code: int32(grpcCode(e.Status)), Message: e.Message}
+	var body []byte
+	var err error
+	if enc.json {
+		body, err = protojson.Marshal(st)
+	} else {
+		body, err = proto.Marshal(st)
+	}
+	if err != nil {
+		http.Error(w, e.Message, e.Status)
+		return
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", apierror.RetryAfterSeconds(e.RetryAfter))
+	}
+	w.Header().Set("Content-Type", enc.contentType())
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(body)
+}
+
+// grpcCode maps as the collector's otlpreceiver does.
+func grpcCode(status int) codes.Code {
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		return codes.InvalidArgument
+	case http.StatusUnauthorized:
+		return codes.Unauthenticated
+	case http.StatusForbidden:
+		return codes.PermissionDenied
+	case http.StatusNotFound, http.StatusMethodNotAllowed:
+		return codes.Unimplemented
+	case http.StatusTooManyRequests:
+		return codes.ResourceExhausted
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return codes.Unavailable
+	}
+	return codes.Unknown
+}
+
+// otlpRequest is the part of handling that differs between signals.
+type otlpRequest interface {
+	unmarshal(enc otlpEncoding, body []byte) error
+	// consume sends the data down the pipeline and returns the number of items.
+	consume(ctx context.Context, r *ingestReceiver, format string) (int, error)
+	response(enc otlpEncoding) ([]byte, error)
+}
+
+func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, enabled bool, signal string, or otlpRequest) {
+	enc, known := otlpEncodingOK(req)
+	fail := func(e *apierror.Error) { writeOTLPError(w, enc, e) }
+	if req.Method != http.MethodPost {
+		fail(methodNotAllowed(w))
+		return
+	}
+	if !enabled {
+		fail(apierror.New(http.StatusNotFound, apierror.NotFound, "this receiver is not part of a "+signal+" pipeline"))
+		return
+	}
+	ctx, aerr := r.authenticate(req)
+	if aerr != nil {
+		fail(aerr)
+		return
+	}
+	if !known {
+		fail(apierror.New(http.StatusUnsupportedMediaType, apierror.UnsupportedMediaType,
+			"unsupported Content-Type "+strconv.Quote(req.Header.Get("Content-Type"))+"; send application/x-protobuf or application/json"))
+		return
+	}
+	body, aerr := r.readBody(req)
+	if aerr != nil {
+		fail(aerr)
+		return
+	}
+	if err := or.unmarshal(enc, body); err != nil {
+		fail(apierror.New(http.StatusBadRequest, apierror.InvalidBody, "the body is not a valid OTLP "+signal+" export request: "+err.Error()))
+		return
+	}
+	format := "protobuf"
+	if enc.json {
+		format = "json"
+	}
+	if _, err := or.consume(ctx, r, format); err != nil {
+		fail(r.consumeError(err))
+		return
+	}
+	msg, err := or.response(enc)
+	if err != nil {
+		fail(apierror.New(http.StatusInternalServerError, apierror.Internal, "could not encode the response"))
+		return
+	}
+	w.Header().Set("Content-Type", enc.contentType())
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(msg)
+}
+
+type logsRequest struct{ req plogotlp.ExportRequest }
+
+func (l *logsRequest) unmarshal(enc otlpEncoding, body []byte) error {
+	l.req = plogotlp.NewExportRequest()
+	if enc.json {
+		return l.req.UnmarshalJSON(body)
+	}
+	return l.req.UnmarshalProto(body)
+}
+
+func (l *logsRequest) consume(ctx context.Context, r *ingestReceiver, format string) (int, error) {
+	ld := l.req.Logs()
+	n := ld.LogRecordCount()
+	ctx = r.obs.StartLogsOp(ctx)
+	err := r.logs.ConsumeLogs(ctx, ld)
+	r.obs.EndLogsOp(ctx, format, n, err)
+	return n, err
+}
+
+func (l *logsRequest) response(enc otlpEncoding) ([]byte, error) {
+	if enc.json {
+		return plogotlp.NewExportResponse().MarshalJSON()
+	}
+	return plogotlp.NewExportResponse().MarshalProto()
+}
+
+type tracesRequest struct{ req ptraceotlp.ExportRequest }
+
+func (t *tracesRequest) unmarshal(enc otlpEncoding, body []byte) error {
+	t.req = ptraceotlp.NewExportRequest()
+	if enc.json {
+		return t.req.UnmarshalJSON(body)
+	}
+	return t.req.UnmarshalProto(body)
+}
+
+func (t *tracesRequest) consume(ctx context.Context, r *ingestReceiver, format string) (int, error) {
+	td := t.req.Traces()
+	n := td.SpanCount()
+	ctx = r.obs.StartTracesOp(ctx)
+	err := r.traces.ConsumeTraces(ctx, td)
+	r.obs.EndTracesOp(ctx, format, n, err)
+	return n, err
+}
+
+func (t *tracesRequest) response(enc otlpEncoding) ([]byte, error) {
+	if enc.json {
+		return ptraceotlp.NewExportResponse().MarshalJSON()
+	}
+	return ptraceotlp.NewExportResponse().MarshalProto()
+}
+
+type metricsRequest struct{ req pmetricotlp.ExportRequest }
+
+func (m *metricsRequest) unmarshal(enc otlpEncoding, body []byte) error {
+	m.req = pmetricotlp.NewExportRequest()
+	if enc.json {
+		return m.req.UnmarshalJSON(body)
+	}
+	return m.req.UnmarshalProto(body)
+}
+
+func (m *metricsRequest) consume(ctx context.Context, r *ingestReceiver, format string) (int, error) {
+	md := m.req.Metrics()
+	n := md.DataPointCount()
+	ctx = r.obs.StartMetricsOp(ctx)
+	err := r.metrics.ConsumeMetrics(ctx, md)
+	r.obs.EndMetricsOp(ctx, format, n, err)
+	return n, err
+}
+
+func (m *metricsRequest) response(enc otlpEncoding) ([]byte, error) {
+	if enc.json {
+		return pmetricotlp.NewExportResponse().MarshalJSON()
+	}
+	return pmetricotlp.NewExportResponse().MarshalProto()
+}
+
+func (r *ingestReceiver) handleLogs(w http.ResponseWriter, req *http.Request) {
+	r.serveOTLP(w, req, r.logs != nil, "logs", &logsRequest{})
+}
+
+func (r *ingestReceiver) handleTraces(w http.ResponseWriter, req *http.Request) {
+	r.serveOTLP(w, req, r.traces != nil, "traces", &tracesRequest{})
+}
+
+func (r *ingestReceiver) handleMetrics(w http.ResponseWriter, req *http.Request) {
+	r.serveOTLP(w, req, r.metrics != nil, "metrics", &metricsRequest{})
+}

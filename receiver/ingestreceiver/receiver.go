@@ -1,0 +1,197 @@
+package ingestreceiver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/extension/extensionauth"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/receiverhelper"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+)
+
+type ingestReceiver struct {
+	cfg      *Config
+	settings receiver.Settings
+
+	logs    consumer.Logs
+	traces  consumer.Traces
+	metrics consumer.Metrics
+
+	obs    *receiverhelper.ObsReport
+	auth   extensionauth.Server
+	server *http.Server
+	wg     sync.WaitGroup
+}
+
+func newReceiver(cfg *Config, set receiver.Settings) (*ingestReceiver, error) {
+	obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
+		ReceiverID:             set.ID,
+		Transport:              "http",
+		ReceiverCreateSettings: set,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ingestReceiver{cfg: cfg, settings: set, obs: obs}, nil
+}
+
+func (r *ingestReceiver) Start(ctx context.Context, host component.Host) error {
+	auth, err := r.cfg.Auth.Get().Config.GetServerAuthenticator(ctx, host.GetExtensions())
+	if err != nil {
+		return err
+	}
+	r.auth = auth
+	// The receiver calls the authenticator itself instead of letting confighttp do it, so
+	// it can answer in the contract's error shape (missing vs invalid key, 503 while the
+	// key mirror loads) and choose per path how a request is authenticated.
+	sc := r.cfg.ServerConfig
+	sc.Auth = configoptional.None[confighttp.AuthConfig]()
+	ln, err := sc.ToListener(ctx)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", sc.NetAddr.Endpoint, err)
+	}
+	r.server, err = sc.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, r.routes(),
+		confighttp.WithErrorHandler(r.transportError))
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	r.settings.Logger.Info("ingest receiver listening", zap.String("endpoint", ln.Addr().String()))
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := r.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			componentstatus.ReportStatus(host, componentstatus.NewFatalErrorEvent(err))
+		}
+	}()
+	return nil
+}
+
+func (r *ingestReceiver) Shutdown(ctx context.Context) error {
+	var err error
+	if r.server != nil {
+		err = r.server.Shutdown(ctx)
+	}
+	r.wg.Wait()
+	return err
+}
+
+func (r *ingestReceiver) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/logs", r.handleLogs)
+	mux.HandleFunc("/v1/traces", r.handleTraces)
+	mux.HandleFunc("/v1/metrics", r.handleMetrics)
+	mux.HandleFunc("/v1/events", r.handleEvent)
+	mux.HandleFunc("/v1/events/batch", r.handleEventBatch)
+	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.NotFound,
+			fmt.Sprintf("no endpoint %s; see the receiver's README for its paths", req.URL.Path)))
+	})
+	return mux
+}
+
+// authenticate resolves the request's API key to its project.
+func (r *ingestReceiver) authenticate(req *http.Request) (context.Context, *apierror.Error) {
+	ctx, err := r.auth.Authenticate(req.Context(), req.Header)
+	if err == nil {
+		if _, ok := tenant.FromContext(ctx); ok {
+			return ctx, nil
+		}
+		err = tenant.ErrInvalidKey
+	}
+	switch {
+	case errors.Is(err, tenant.ErrMissingKey):
+		return nil, apierror.New(http.StatusUnauthorized, apierror.MissingAPIKey, "no API key: send your project's key in the X-API-Key header")
+	case errors.Is(err, tenant.ErrNotReady):
+		e := apierror.New(http.StatusServiceUnavailable, apierror.Unavailable, "the receiver is still loading its key configuration; retry in a moment")
+		e.RetryAfter = r.cfg.RetryAfter
+		return nil, e
+	default:
+		return nil, apierror.New(http.StatusUnauthorized, apierror.InvalidAPIKey, "the API key is not valid: it is unknown, revoked, or not a project key")
+	}
+}
+
+// readBody reads the (already decompressed) body within the configured limit.
+func (r *ingestReceiver) readBody(req *http.Request) ([]byte, *apierror.Error) {
+	body, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, apierror.New(http.StatusRequestEntityTooLarge, apierror.PayloadTooLarge,
+				fmt.Sprintf("the body is larger than %d bytes; send smaller requests", tooLarge.Limit))
+		}
+		return nil, apierror.New(http.StatusBadRequest, apierror.InvalidBody, "the body could not be read: "+err.Error())
+	}
+	return body, nil
+}
+
+// consumeError is what a client is told when the pipeline could not store its records.
+// Everything but a permanent error is worth retrying.
+func (r *ingestReceiver) consumeError(err error) *apierror.Error {
+	if consumererror.IsPermanent(err) {
+		r.settings.Logger.Error("records refused permanently by the pipeline", zap.Error(err))
+		return apierror.New(http.StatusInternalServerError, apierror.Internal, "the records could not be stored because of a server configuration problem; nothing was stored")
+	}
+	e := apierror.New(http.StatusServiceUnavailable, apierror.Unavailable, err.Error())
+	e.RetryAfter = r.cfg.RetryAfter
+	return e
+}
+
+// transportError answers failures that happen before our handlers run (an unknown
+// Content-Encoding, a corrupt gzip stream, a decompressed body over the limit).
+func (r *ingestReceiver) transportError(w http.ResponseWriter, req *http.Request, msg string, status int) {
+	code := apierror.InvalidBody
+	switch status {
+	case http.StatusRequestEntityTooLarge:
+		code = apierror.PayloadTooLarge
+	case http.StatusUnsupportedMediaType:
+		code = apierror.UnsupportedMediaType
+	}
+	e := apierror.New(status, code, msg)
+	if isOTLPPath(req.URL.Path) {
+		writeOTLPError(w, otlpEncodingOf(req), e)
+		return
+	}
+	apierror.Write(w, e)
+}
+
+func isOTLPPath(p string) bool {
+	return p == "/v1/logs" || p == "/v1/traces" || p == "/v1/metrics"
+}
+
+func mediaType(req *http.Request) string {
+	mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(mt)
+}
+
+func methodNotAllowed(w http.ResponseWriter) *apierror.Error {
+	w.Header().Set("Allow", http.MethodPost)
+	return apierror.New(http.StatusMethodNotAllowed, apierror.MethodNotAllowed, "only POST is allowed here")
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
