@@ -123,7 +123,12 @@ func (c *Cache) Run(ctx context.Context, js jetstream.JetStream) {
 		if ctx.Err() != nil {
 			return
 		}
-		c.logger.Warn("configuration mirror watch ended; retrying", zap.Error(err), zap.Duration("in", backoff))
+		// Early failures are normal at start (the embedded NATS may start after us).
+		log := c.logger.Debug
+		if backoff >= 2*time.Second {
+			log = c.logger.Warn
+		}
+		log("configuration mirror unavailable; retrying", zap.Error(err), zap.Duration("in", backoff))
 		select {
 		case <-ctx.Done():
 			return

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/confmap"
 )
 
 // Config of the ingest receiver.
@@ -14,6 +15,26 @@ type Config struct {
 	confighttp.ServerConfig `mapstructure:",squash"`
 	// RetryAfter is what 503 answers advertise in Retry-After.
 	RetryAfter time.Duration `mapstructure:"retry_after"`
+}
+
+// ownSettings are the keys of Config beside the HTTP server's.
+type ownSettings struct {
+	RetryAfter time.Duration `mapstructure:"retry_after"`
+}
+
+// Unmarshal is needed because confighttp.ServerConfig has an Unmarshal of its own that,
+// promoted through the embedding, would otherwise decode only the server's keys and
+// silently drop ours.
+func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	if err := c.ServerConfig.Unmarshal(conf); err != nil {
+		return err
+	}
+	own := ownSettings{RetryAfter: c.RetryAfter}
+	if err := conf.Unmarshal(&own, confmap.WithIgnoreUnused()); err != nil {
+		return err
+	}
+	c.RetryAfter = own.RetryAfter
+	return nil
 }
 
 // Validate checks the configuration.

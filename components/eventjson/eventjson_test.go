@@ -1,0 +1,139 @@
+package eventjson
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestObject(t *testing.T) {
+	obj, err := Object([]byte("  {\"big\": 12345678901234567890, \"n\": 1.50}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, `{"big": 12345678901234567890, "n": 1.50}`, string(obj))
+
+	for in, syntax := range map[string]bool{``: true, `{"a":`: true, `{} {}`: true, `[1]`: false, `"s"`: false, `null`: false} {
+		_, err := Object([]byte(in))
+		var e *Error
+		require.True(t, errors.As(err, &e), "%q", in)
+		assert.Equal(t, syntax, e.Syntax, "%q: %v", in, err)
+		assert.Equal(t, -1, e.Index)
+	}
+}
+
+func TestSplitNamesTheBadElement(t *testing.T) {
+	_, err := Split([]byte(`[{}, {}, true]`), false)
+	var e *Error
+	require.True(t, errors.As(err, &e))
+	assert.Equal(t, 2, e.Index)
+	assert.Equal(t, "element 2: a boolean is not a JSON object", err.Error())
+
+	_, err = Split([]byte("{}\n\n  \n{\"a\":1}\n\"x\""), true)
+	require.True(t, errors.As(err, &e))
+	assert.Equal(t, 2, e.Index, "blank lines are not elements")
+	assert.Contains(t, err.Error(), "line 5")
+}
+
+func TestSplitByContent(t *testing.T) {
+	objs, err := Split([]byte("{\"a\":1}\n{\"b\":2}"), false) // JSON content type, NDJSON body
+	require.NoError(t, err)
+	assert.Len(t, objs, 2)
+	objs, err = Split([]byte(`[ {"a" : 1} ,{"b":[1,2]}]`), false)
+	require.NoError(t, err)
+	assert.Equal(t, []string{`{"a" : 1}`, `{"b":[1,2]}`}, []string{string(objs[0]), string(objs[1])})
+}
+
+func TestWithFields(t *testing.T) {
+	f := []Field{{"_event_type", "deploy"}, {"_source", "ci"}}
+	for in, want := range map[string]string{
+		`{}`:                                 `{"_event_type":"deploy","_source":"ci"}`,
+		`{ }`:                                `{ "_event_type":"deploy","_source":"ci"}`,
+		`{"a": 1.50}`:                        `{"a": 1.50,"_event_type":"deploy","_source":"ci"}`,
+		`{"_source":"x","a":1}`:              `{"a":1,"_event_type":"deploy","_source":"ci"}`,
+		`{"a":1, "_event_type": {"n": 1}}`:   `{"a":1,"_event_type":"deploy","_source":"ci"}`,
+		`{"_source":1,"_event_type":2}`:      `{"_event_type":"deploy","_source":"ci"}`,
+		`{"s":"}","n":{"_source":"nested"}}`: `{"s":"}","n":{"_source":"nested"},"_event_type":"deploy","_source":"ci"}`,
+	} {
+		assert.Equal(t, want, string(WithFields([]byte(in), f...)), "%s", in)
+	}
+	assert.Equal(t, `{"a":1}`, string(WithFields([]byte(`{"a":1}`))))
+	assert.Equal(t, `{"_event_type":"a\"b\u003c"}`, string(WithFields([]byte(`{}`), Field{"_event_type", `a"b<`})))
+}
+
+func FuzzObject(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":[1,{"b":null}]}`, `[]`, `{"a":`, "\x00", `{"a":1}{"b":2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		obj, err := Object(b)
+		if err != nil {
+			return
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(obj, &m); err != nil {
+			t.Fatalf("accepted %q but it is not a JSON object: %v", obj, err)
+		}
+	})
+}
+
+func FuzzSplit(f *testing.F) {
+	for _, s := range []string{`[{},{"a":1}]`, "{}\n{\"b\":[1]}\n", `[1]`, "{}\r\n\r\n{}", `[{"a":"]"}]`, `{"a":1} {"b":2}`} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, ndjson bool) {
+		objs, err := Split(b, ndjson)
+		if err != nil {
+			return
+		}
+		if len(objs) == 0 {
+			t.Fatal("no error and no element")
+		}
+		for i, o := range objs {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(o, &m); err != nil {
+				t.Fatalf("element %d %q is not an object: %v", i, o, err)
+			}
+		}
+		var arr []json.RawMessage
+		if !ndjson && json.Unmarshal(b, &arr) == nil && len(arr) != len(objs) {
+			t.Fatalf("array of %d split into %d", len(arr), len(objs))
+		}
+	})
+}
+
+func FuzzWithFields(f *testing.F) {
+	for _, s := range []string{`{}`, `{"_event_type":1,"a":{"_source":2}}`, ` {"a" : "}" , "b":[{}]} `, `{"a":1,"a":2}`} {
+		f.Add([]byte(s), "deploy", "ci")
+	}
+	f.Fuzz(func(t *testing.T, b []byte, typ, src string) {
+		obj, err := Object(b)
+		if err != nil {
+			return
+		}
+		out := WithFields(obj, Field{"_event_type", typ}, Field{"_source", src})
+		var got, before map[string]json.RawMessage
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%q -> %q is not an object: %v", obj, out, err)
+		}
+		_ = json.Unmarshal(obj, &before)
+		var gotType string
+		_ = json.Unmarshal(got["_event_type"], &gotType)
+		var wantType string
+		enc, _ := json.Marshal(typ) // invalid UTF-8 is replaced, as in the output
+		_ = json.Unmarshal(enc, &wantType)
+		if gotType != wantType {
+			t.Fatalf("_event_type %q, want %q", gotType, wantType)
+		}
+		for k, v := range before {
+			if k == "_event_type" || k == "_source" {
+				continue
+			}
+			if string(got[k]) != string(v) {
+				t.Fatalf("member %q changed: %s -> %s", k, v, got[k])
+			}
+		}
+	})
+}

@@ -1,0 +1,100 @@
+package projectauthextension
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/extension/extensionauth"
+	"go.opentelemetry.io/collector/extension/extensiontest"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apikey"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+)
+
+func TestConfig(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	for name, wantErr := range map[string]string{"": "", "cluster": "", "bad": "scheme must be nats"} {
+		sub, err := cm.Sub(component.MustNewIDWithName("projectauth", name).String())
+		require.NoError(t, err)
+		cfg := createDefaultConfig().(*Config)
+		require.NoError(t, sub.Unmarshal(cfg))
+		if wantErr == "" {
+			assert.NoError(t, cfg.Validate(), name)
+		} else {
+			assert.ErrorContains(t, cfg.Validate(), wantErr, name)
+		}
+	}
+}
+
+func start(t *testing.T, url string) extensionauth.Server {
+	t.Helper()
+	cfg := createDefaultConfig().(*Config)
+	cfg.NATS.URL = url
+	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(typeStr), cfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { _ = ext.Shutdown(context.Background()) })
+	return ext.(extensionauth.Server)
+}
+
+func TestResolvesKeysFromTheMirror(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	m, err := mirror.Open(context.Background(), js, 1)
+	require.NoError(t, err)
+	project := apikey.Generate(apikey.KindProject)
+	ingest := apikey.Generate(apikey.KindIngest)
+	ctx := context.Background()
+	require.NoError(t, m.PutKey(ctx, apikey.Hash(project), mirror.KeyEntry{KeyID: "k1", ProjectID: "p1", AccountID: "a1", Scope: mirror.ScopeProject}))
+	require.NoError(t, m.PutKey(ctx, apikey.Hash(ingest), mirror.KeyEntry{KeyID: "k2", ProjectID: "p1", Scope: mirror.ScopeIngest, SourceID: "s1"}))
+
+	auth := start(t, n.URL())
+	require.Eventually(t, func() bool {
+		_, err := auth.Authenticate(ctx, map[string][]string{"X-Api-Key": {project}})
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond)
+
+	for name, sources := range map[string]map[string][]string{
+		"http header":   {"X-Api-Key": {project}},
+		"grpc metadata": {"x-api-key": {" " + project + " "}},
+		"bearer":        {"Authorization": {"Bearer " + project}},
+	} {
+		got, err := auth.Authenticate(ctx, sources)
+		require.NoError(t, err, name)
+		p, ok := tenant.FromContext(got)
+		require.True(t, ok, name)
+		assert.Equal(t, tenant.Principal{ProjectID: "p1", KeyID: "k1", AccountID: "a1", Scope: "project"}, p, name)
+	}
+	_, err = auth.Authenticate(ctx, map[string][]string{})
+	assert.ErrorIs(t, err, tenant.ErrMissingKey)
+	_, err = auth.Authenticate(ctx, map[string][]string{"X-Api-Key": {"osk_unknown"}})
+	assert.ErrorIs(t, err, tenant.ErrInvalidKey)
+	_, err = auth.Authenticate(ctx, map[string][]string{"X-Api-Key": {ingest}})
+	assert.ErrorIs(t, err, tenant.ErrInvalidKey, "an ingest-scoped key only opens its source's ingest URL")
+
+	require.NoError(t, m.DeleteKey(ctx, apikey.Hash(project)))
+	require.Eventually(t, func() bool {
+		_, err := auth.Authenticate(ctx, map[string][]string{"X-Api-Key": {project}})
+		return err == tenant.ErrInvalidKey
+	}, time.Second, 5*time.Millisecond, "a revoked key must stop working within a second")
+}
+
+func TestUnavailableUntilTheMirrorIsLoaded(t *testing.T) {
+	port := testenv.FreePort(t) // nothing listens here yet
+	auth := start(t, "nats://127.0.0.1:"+itoa(port))
+	_, err := auth.Authenticate(context.Background(), map[string][]string{"X-Api-Key": {"osk_anything"}})
+	assert.ErrorIs(t, err, tenant.ErrNotReady, "an unknown key is not known to be invalid before the mirror loads")
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

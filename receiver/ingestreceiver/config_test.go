@@ -1,0 +1,38 @@
+package ingestreceiver
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+)
+
+func load(t *testing.T, name string) *Config {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub(component.MustNewIDWithName("ingest", name).String())
+	require.NoError(t, err)
+	cfg := createDefaultConfig().(*Config)
+	require.NoError(t, sub.Unmarshal(cfg))
+	return cfg
+}
+
+func TestConfig(t *testing.T) {
+	def := load(t, "")
+	require.NoError(t, def.Validate())
+	assert.Equal(t, "0.0.0.0:4318", def.NetAddr.Endpoint)
+	assert.Equal(t, int64(10<<20), def.MaxRequestBodySize)
+
+	tls := load(t, "tls")
+	require.NoError(t, tls.Validate())
+	assert.Equal(t, int64(1<<20), tls.MaxRequestBodySize)
+	assert.Equal(t, 2*time.Second, tls.RetryAfter)
+	assert.True(t, tls.TLS.HasValue())
+
+	assert.ErrorContains(t, load(t, "noauth").Validate(), "auth.authenticator is required")
+}
