@@ -87,7 +87,9 @@ func (s *Store) PutKey(ctx context.Context, hash string, e KeyEntry) error {
 func (s *Store) DeleteKey(ctx context.Context, hash string) error { return del(ctx, s.keys, hash) }
 
 // PutProject publishes a project's configuration.
-func (s *Store) PutProject(ctx context.Context, p Project) error { return put(ctx, s.projects, p.ID, p) }
+func (s *Store) PutProject(ctx context.Context, p Project) error {
+	return put(ctx, s.projects, p.ID, p)
+}
 
 // DeleteProject removes a project's configuration.
 func (s *Store) DeleteProject(ctx context.Context, id string) error { return del(ctx, s.projects, id) }
