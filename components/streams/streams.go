@@ -120,3 +120,26 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamCon
 	}
 	return fmt.Errorf("create stream %s: %w", cfg.Name, err)
 }
+
+// DeadLetterStream holds what could not be delivered for a project (agent calls, and
+// later sink deliveries), with the reason in headers, so it is visible and replayable.
+func DeadLetterStream(projectID string) string { return "svc-ai-dlq-" + projectID }
+
+// DeadLetterSubject is the subject of one kind of dead letter ("agent", "sink").
+func DeadLetterSubject(projectID, kind string) string {
+	return "svc-ai-dlq." + projectID + "." + kind
+}
+
+// DeadLetterConfig is the configuration of a project's dead-letter stream: every kind of
+// dead letter of the project, the same limits as its other streams.
+func DeadLetterConfig(projectID string, l Limits) jetstream.StreamConfig {
+	return config(DeadLetterStream(projectID), "svc-ai-dlq."+projectID+".*", l)
+}
+
+// Dead-letter headers.
+const (
+	HeaderDLQReason   = "Svc-Dlq-Reason"
+	HeaderDLQStatus   = "Svc-Dlq-Status"
+	HeaderDLQAttempts = "Svc-Dlq-Attempts"
+	HeaderDLQTarget   = "Svc-Dlq-Target"
+)

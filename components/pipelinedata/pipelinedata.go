@@ -1,0 +1,103 @@
+// Package pipelinedata is how flat records travel through the collector pipeline of the
+// pipeline role, from the JetStream receiver through the trigger and window processors to
+// the agent exporter. Each record is one plog.LogRecord whose body holds the record's JSON
+// bytes exactly as they sit on the stream, so a record no transform touched reaches the
+// agent byte for byte; metadata rides in the log record's attributes, never in the record.
+//
+// The project is not here: it is the request's authenticated identity (components/tenant),
+// set by the JetStream receiver for each project's consumer.
+package pipelinedata
+
+import (
+	"go.opentelemetry.io/collector/pdata/plog"
+)
+
+// Attribute names.
+const (
+	AttrSignal = "svc.signal" // records.Signal*: log, span, metric, event, source
+	AttrKind   = "svc.kind"   // KindRecord or KindWindowCall
+	AttrSeq    = "svc.seq"    // the raw stream sequence: stable across redeliveries
+)
+
+// Kinds of item.
+const (
+	// KindRecord is a flat record; the agent gets such records in JSON-array batches.
+	KindRecord = "record"
+	// KindWindowCall is a finished window-mode call body, {"trigger": ..., "window": [...]},
+	// sent to the agent on its own.
+	KindWindowCall = "window_call"
+)
+
+// Item is one record (or window call) in a pipeline batch.
+type Item struct {
+	Body   []byte
+	Signal string
+	Kind   string
+	Seq    uint64
+}
+
+// Append adds an item to a batch.
+func Append(lrs plog.LogRecordSlice, it Item) {
+	lr := lrs.AppendEmpty()
+	lr.Body().SetEmptyBytes().FromRaw(it.Body)
+	attrs := lr.Attributes()
+	attrs.EnsureCapacity(3)
+	attrs.PutStr(AttrSignal, it.Signal)
+	if it.Kind != "" && it.Kind != KindRecord {
+		attrs.PutStr(AttrKind, it.Kind)
+	}
+	attrs.PutInt(AttrSeq, int64(it.Seq))
+}
+
+// New returns an empty batch and the slice to Append to.
+func New() (plog.Logs, plog.LogRecordSlice) {
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	return ld, lrs
+}
+
+// Read returns the item a log record carries.
+func Read(lr plog.LogRecord) Item {
+	attrs := lr.Attributes()
+	it := Item{Body: lr.Body().Bytes().AsRaw(), Kind: KindRecord}
+	if v, ok := attrs.Get(AttrSignal); ok {
+		it.Signal = v.Str()
+	}
+	if v, ok := attrs.Get(AttrKind); ok {
+		it.Kind = v.Str()
+	}
+	if v, ok := attrs.Get(AttrSeq); ok {
+		it.Seq = uint64(v.Int())
+	}
+	return it
+}
+
+// SetBody replaces a record's bytes, after a transform changed it.
+func SetBody(lr plog.LogRecord, body []byte) {
+	lr.Body().SetEmptyBytes().FromRaw(body)
+}
+
+// Each calls fn for every log record of a batch, in order.
+func Each(ld plog.Logs, fn func(lr plog.LogRecord)) {
+	rls := ld.ResourceLogs()
+	for i := 0; i < rls.Len(); i++ {
+		sls := rls.At(i).ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			lrs := sls.At(j).LogRecords()
+			for k := 0; k < lrs.Len(); k++ {
+				fn(lrs.At(k))
+			}
+		}
+	}
+}
+
+// RemoveIf drops the log records for which drop returns true.
+func RemoveIf(ld plog.Logs, drop func(lr plog.LogRecord) bool) {
+	rls := ld.ResourceLogs()
+	for i := 0; i < rls.Len(); i++ {
+		sls := rls.At(i).ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			sls.At(j).LogRecords().RemoveIf(drop)
+		}
+	}
+}
