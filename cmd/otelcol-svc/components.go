@@ -12,14 +12,18 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 	otelconftelemetry "go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 	jetstreamexporter "github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter"
+	agentexporter "github.com/otelcol-svc/otelcol-svc/exporter/agentexporter"
 	debugexporter "go.opentelemetry.io/collector/exporter/debugexporter"
 	otlphttpexporter "go.opentelemetry.io/collector/exporter/otlphttpexporter"
 	embeddednatsextension "github.com/otelcol-svc/otelcol-svc/extension/embeddednatsextension"
 	projectauthextension "github.com/otelcol-svc/otelcol-svc/extension/projectauthextension"
 	healthcheckextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension"
+	triggerprocessor "github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor"
+	windowprocessor "github.com/otelcol-svc/otelcol-svc/processor/windowprocessor"
 	batchprocessor "go.opentelemetry.io/collector/processor/batchprocessor"
 	memorylimiterprocessor "go.opentelemetry.io/collector/processor/memorylimiterprocessor"
 	ingestreceiver "github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver"
+	jetstreamreceiver "github.com/otelcol-svc/otelcol-svc/receiver/jetstreamreceiver"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
 )
 
@@ -59,6 +63,7 @@ func components() (otelcol.Factories, error) {
 
 	factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](
 		ingestreceiver.NewFactory(),
+		jetstreamreceiver.NewFactory(),
 		otlpreceiver.NewFactory(),
 	)
 	if err != nil {
@@ -66,11 +71,13 @@ func components() (otelcol.Factories, error) {
 	}
 	factories.ReceiverModules = makeModulesMap(factories.Receivers, map[component.Type]string{
 		ingestreceiver.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
+		jetstreamreceiver.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
 		otlpreceiver.NewFactory().Type(): "go.opentelemetry.io/collector/receiver/otlpreceiver v0.162.0",
 	})
 
 	factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](
 		jetstreamexporter.NewFactory(),
+		agentexporter.NewFactory(),
 		debugexporter.NewFactory(),
 		otlphttpexporter.NewFactory(),
 	)
@@ -79,11 +86,14 @@ func components() (otelcol.Factories, error) {
 	}
 	factories.ExporterModules = makeModulesMap(factories.Exporters, map[component.Type]string{
 		jetstreamexporter.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
+		agentexporter.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
 		debugexporter.NewFactory().Type(): "go.opentelemetry.io/collector/exporter/debugexporter v0.162.0",
 		otlphttpexporter.NewFactory().Type(): "go.opentelemetry.io/collector/exporter/otlphttpexporter v0.162.0",
 	})
 
 	factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](
+		triggerprocessor.NewFactory(),
+		windowprocessor.NewFactory(),
 		batchprocessor.NewFactory(),
 		memorylimiterprocessor.NewFactory(),
 	)
@@ -91,6 +101,8 @@ func components() (otelcol.Factories, error) {
 		return otelcol.Factories{}, err
 	}
 	factories.ProcessorModules = makeModulesMap(factories.Processors, map[component.Type]string{
+		triggerprocessor.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
+		windowprocessor.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
 		batchprocessor.NewFactory().Type(): "go.opentelemetry.io/collector/processor/batchprocessor v0.162.0",
 		memorylimiterprocessor.NewFactory().Type(): "go.opentelemetry.io/collector/processor/memorylimiterprocessor v0.162.0",
 	})

@@ -143,3 +143,16 @@ const (
 	HeaderDLQAttempts = "Svc-Dlq-Attempts"
 	HeaderDLQTarget   = "Svc-Dlq-Target"
 )
+
+// Create creates the stream when it does not exist and leaves an existing one as it is:
+// for readers, which must not fight the writer over limits.
+func Create(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	_, err := js.CreateStream(ctx, cfg)
+	if err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return nil
+	}
+	if _, infoErr := js.Stream(ctx, cfg.Name); infoErr == nil {
+		return nil
+	}
+	return fmt.Errorf("create stream %s: %w", cfg.Name, err)
+}

@@ -1,0 +1,98 @@
+package agentexporter
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
+)
+
+// deadLetterKind is the last token of the subject: the stream also takes sink failures.
+const deadLetterKind = "agent"
+
+// deadLetterTimeout bounds creating the stream and waiting for the publish's ack.
+const deadLetterTimeout = 5 * time.Second
+
+// deadLetter stores a call that could not be delivered, with why, in the project's
+// dead-letter stream, and returns once JetStream has acknowledged it.
+func (e *agentExporter) deadLetter(ctx context.Context, proj mirror.Project, c call, id string, res result) error {
+	if e.nc == nil || !e.nc.IsConnected() {
+		// Fail at once rather than wait out the timeout: the records are redelivered
+		// anyway, and the consumer is free again sooner.
+		return errors.New("NATS is unreachable")
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadLetterTimeout)
+	defer cancel()
+	if err := e.ensureDeadLetterStream(ctx, proj.ID); err != nil {
+		return err
+	}
+	msg := &nats.Msg{
+		Subject: streams.DeadLetterSubject(proj.ID, deadLetterKind),
+		Data:    c.body,
+		Header:  nats.Header{},
+	}
+	msg.Header.Set(streams.HeaderRequestID, id)
+	msg.Header.Set(streams.HeaderDLQReason, headerValue(res.reason))
+	msg.Header.Set(streams.HeaderDLQStatus, strconv.Itoa(res.status))
+	msg.Header.Set(streams.HeaderDLQAttempts, strconv.Itoa(res.attempts))
+	msg.Header.Set(streams.HeaderDLQTarget, headerValue(redactURL(proj.Pipeline.AgentEndpointURL)))
+	_, err := e.js.PublishMsg(ctx, msg)
+	return err
+}
+
+func (e *agentExporter) ensureDeadLetterStream(ctx context.Context, projectID string) error {
+	if _, ok := e.ensured.Load(projectID); ok {
+		return nil
+	}
+	if err := streams.Ensure(ctx, e.js, streams.DeadLetterConfig(projectID, e.cfg.DeadLetterStream)); err != nil {
+		return err
+	}
+	e.ensured.Store(projectID, struct{}{})
+	return nil
+}
+
+// redactURL drops what may hold secrets: credentials, query and fragment.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(not a valid URL)"
+	}
+	u.User = nil
+	u.RawQuery, u.ForceQuery = "", false
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
+}
+
+// origin is scheme and host only, for logs: some services put a token in the path.
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(not a valid URL)"
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// maxHeaderValue keeps a dead-letter header well within NATS's header limits.
+const maxHeaderValue = 1024
+
+// headerValue makes text safe as a header value: one line, printable, bounded.
+func headerValue(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > maxHeaderValue {
+		s = strings.ToValidUTF8(s[:maxHeaderValue], "")
+	}
+	return s
+}

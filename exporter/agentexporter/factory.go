@@ -1,0 +1,45 @@
+// Package agentexporter POSTs a project's records to its AI agent (contract section 7):
+// records in JSON-array batches of the project's batch_size, window calls one by one,
+// signed the Standard Webhooks way, retried with backoff within a budget, and moved to the
+// project's dead-letter stream when they cannot be delivered.
+package agentexporter
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+)
+
+var typeStr = component.MustNewType("agent")
+
+// NewFactory returns the exporter's factory.
+func NewFactory() exporter.Factory {
+	return exporter.NewFactory(typeStr, createDefaultConfig,
+		exporter.WithLogs(createLogs, component.StabilityLevelBeta),
+	)
+}
+
+func createDefaultConfig() component.Config { return defaultConfig() }
+
+// The exporter is synchronous on purpose: no queue (the JetStream receiver acks a raw
+// message only when its call was delivered or dead-lettered) and no helper retry (the
+// exporter retries each call itself, within its budget, keeping the request id).
+func createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
+	e, err := newExporter(cfg.(*Config), set)
+	if err != nil {
+		return nil, err
+	}
+	return exporterhelper.NewLogs(ctx, set, cfg, e.pushLogs,
+		exporterhelper.WithStart(e.Start),
+		exporterhelper.WithShutdown(e.Shutdown),
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{Timeout: 0}),
+		exporterhelper.WithRetry(configretry.BackOffConfig{Enabled: false}),
+		exporterhelper.WithQueue(configoptional.None[exporterhelper.QueueBatchConfig]()),
+	)
+}

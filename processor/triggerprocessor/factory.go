@@ -1,0 +1,31 @@
+// Package triggerprocessor is legacy mode (window_enabled false): each record is kept
+// only when the project's OTTL trigger matches it, then reshaped by the project's OTTL
+// transforms. Records of window-mode projects pass through for the window processor.
+package triggerprocessor
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+)
+
+var typeStr = component.MustNewType("trigger")
+
+// NewFactory returns the processor's factory.
+func NewFactory() processor.Factory {
+	return processor.NewFactory(typeStr, func() component.Config { return &Config{} },
+		processor.WithLogs(createLogs, component.StabilityLevelBeta))
+}
+
+func createLogs(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Logs) (processor.Logs, error) {
+	p, err := newProcessor(set)
+	if err != nil {
+		return nil, err
+	}
+	return processorhelper.NewLogs(ctx, set, cfg, next, p.processLogs,
+		processorhelper.WithStart(p.start),
+		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}))
+}

@@ -1,0 +1,31 @@
+package windowprocessor
+
+import (
+	"errors"
+	"net/url"
+	"time"
+)
+
+// Config of the window processor. The window itself (transforms, trigger, context filter,
+// group key, duration) is per project, from the configuration mirror.
+type Config struct {
+	// RedisURL selects the Redis window store, shared by every pipeline process
+	// (configs pass ${env:REDIS_URL:-}). Empty: windows are kept in this process's memory.
+	RedisURL string `mapstructure:"redis_url"`
+	// SweepInterval is how often the in-memory store drops expired windows.
+	SweepInterval time.Duration `mapstructure:"sweep_interval"`
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.RedisURL != "" {
+		if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+			errs = append(errs, errors.New("redis_url must look like redis://host:6379/0 (or rediss://, unix://)"))
+		}
+	}
+	if c.SweepInterval <= 0 {
+		errs = append(errs, errors.New("sweep_interval must be positive"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,39 @@
+// Package windowprocessor is window mode (window_enabled true): for each record, in order,
+// the project's transforms run; when the trigger matches, the window of the record's group
+// is read and a {"trigger", "window"} call is emitted; when the context filter passes, the
+// record is stored in its group's window for window_duration. Records of legacy projects
+// pass through for the trigger processor.
+package windowprocessor
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+)
+
+var typeStr = component.MustNewType("window")
+
+// NewFactory returns the processor's factory.
+func NewFactory() processor.Factory {
+	return processor.NewFactory(typeStr, createDefaultConfig,
+		processor.WithLogs(createLogs, component.StabilityLevelBeta))
+}
+
+func createDefaultConfig() component.Config {
+	return &Config{SweepInterval: 30 * time.Second}
+}
+
+func createLogs(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Logs) (processor.Logs, error) {
+	p, err := newProcessor(cfg.(*Config), set)
+	if err != nil {
+		return nil, err
+	}
+	return processorhelper.NewLogs(ctx, set, cfg, next, p.processLogs,
+		processorhelper.WithStart(p.start),
+		processorhelper.WithShutdown(p.shutdown),
+		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}))
+}

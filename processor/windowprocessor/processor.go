@@ -1,0 +1,175 @@
+package windowprocessor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
+	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
+	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/components/windowstore"
+)
+
+type windowProcessor struct {
+	cfg    *Config
+	logger *zap.Logger
+	cache  *mirror.Cache
+	store  windowstore.Store
+
+	records metric.Int64Counter
+	size    metric.Int64Histogram
+}
+
+func newProcessor(cfg *Config, set processor.Settings) (*windowProcessor, error) {
+	meter := set.MeterProvider.Meter("github.com/otelcol-svc/otelcol-svc/processor/windowprocessor")
+	records, err := meter.Int64Counter("otelcol_window_records",
+		metric.WithDescription("Window-mode records by outcome: triggered, stored (passed the context filter), skipped, error."))
+	if err != nil {
+		return nil, err
+	}
+	size, err := meter.Int64Histogram("otelcol_window_size",
+		metric.WithDescription("Records in the window sent with each trigger."))
+	if err != nil {
+		return nil, err
+	}
+	return &windowProcessor{cfg: cfg, logger: set.Logger, records: records, size: size}, nil
+}
+
+func (p *windowProcessor) start(ctx context.Context, host component.Host) error {
+	cache, err := mirror.FromHost(host)
+	if err != nil {
+		return err
+	}
+	p.cache = cache
+	if p.cfg.RedisURL == "" {
+		p.store = windowstore.NewMemory(p.cfg.SweepInterval)
+		p.logger.Info("window store: in memory (set REDIS_URL to share windows between pipeline processes)")
+		return nil
+	}
+	r, err := windowstore.NewRedis(p.cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	// Redis being down at start is not fatal: batches are retried until it is back.
+	if err := r.Ping(ctx); err != nil {
+		p.logger.Warn("Redis window store not reachable yet", zap.Error(err))
+	}
+	p.store = r
+	return nil
+}
+
+func (p *windowProcessor) shutdown(context.Context) error {
+	if p.store != nil {
+		return p.store.Close()
+	}
+	return nil
+}
+
+func outcome(o string) metric.MeasurementOption {
+	return metric.WithAttributes(attribute.String("outcome", o))
+}
+
+func (p *windowProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
+	project, c, ok, err := pipelinecfg.ForRequest(ctx, p.cache)
+	if !ok || (err == nil && !c.Window) {
+		return ld, nil // not ours: no project, or legacy mode
+	}
+	if err != nil {
+		return ld, err
+	}
+	out, calls := pipelinedata.New()
+	var storeErr error
+	pipelinedata.Each(ld, func(lr plog.LogRecord) {
+		if storeErr != nil {
+			return
+		}
+		storeErr = p.record(ctx, project.ID, c, pipelinedata.Read(lr), calls)
+	})
+	if storeErr != nil {
+		// The window store is away: the whole batch is delivered again later. Adds are
+		// idempotent (by stream sequence), so nothing is stored twice.
+		return ld, storeErr
+	}
+	if calls.Len() == 0 {
+		return out, processorhelper.ErrSkipProcessingData
+	}
+	return out, nil
+}
+
+// record runs one record through transforms, trigger and context filter. Only window
+// store failures are returned (retryable); a record that cannot be evaluated is skipped.
+func (p *windowProcessor) record(ctx context.Context, project string, c *pipelinecfg.Compiled, it pipelinedata.Item, calls plog.LogRecordSlice) error {
+	rec, err := ottlevent.DecodeRecord(it.Body, it.Signal)
+	if err != nil {
+		p.skip(ctx, project, err)
+		return nil
+	}
+	body := it.Body
+	if c.Transforms != nil {
+		if err := c.Transforms.Apply(ctx, rec); err != nil {
+			p.skip(ctx, project, err)
+			return nil
+		}
+		if rec.Changed() {
+			body = rec.AppendJSON(nil)
+		}
+	}
+	group := ""
+	if c.GroupKey != nil {
+		if group, err = c.GroupKey.String(ctx, rec); err != nil {
+			group = "" // a record without the group field goes to the empty group
+		}
+	}
+	now := time.Now()
+	if match, err := c.Trigger.Match(ctx, rec); err == nil && match {
+		window, err := p.store.Window(ctx, project, group, now.Add(-c.WindowDuration))
+		if err != nil {
+			return err
+		}
+		pipelinedata.Append(calls, pipelinedata.Item{Body: callBody(body, window), Signal: it.Signal, Kind: pipelinedata.KindWindowCall, Seq: it.Seq})
+		p.records.Add(ctx, 1, outcome("triggered"))
+		p.size.Record(ctx, int64(len(window)))
+	}
+	if pass, err := c.ContextFilter.Match(ctx, rec); err == nil && pass {
+		if err := p.store.Add(ctx, project, group, it.Seq, body, now, c.WindowDuration); err != nil {
+			return fmt.Errorf("window store: %w", err)
+		}
+		p.records.Add(ctx, 1, outcome("stored"))
+	}
+	return nil
+}
+
+func (p *windowProcessor) skip(ctx context.Context, project string, err error) {
+	p.records.Add(ctx, 1, outcome("error"))
+	p.logger.Warn("record skipped: a transform or expression failed on it", zap.String("project_id", project), zap.Error(err))
+}
+
+// callBody is {"trigger": <record>, "window": [<records>]}, with every record's bytes
+// inserted as they are.
+func callBody(trigger []byte, window [][]byte) []byte {
+	n := len(trigger) + 24
+	for _, w := range window {
+		n += len(w) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"trigger":`...)
+	b = append(b, trigger...)
+	b = append(b, `,"window":[`...)
+	for i, w := range window {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, w...)
+	}
+	return append(b, "]}"...)
+}

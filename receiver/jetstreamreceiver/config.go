@@ -1,0 +1,61 @@
+package jetstreamreceiver
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
+)
+
+// Config of the JetStream receiver.
+type Config struct {
+	NATS natsclient.Config `mapstructure:"nats"`
+	// Stream holds the limits a raw stream is created with when a project is consumed
+	// before its first record arrives (an existing stream is left as it is). Keep them
+	// equal to the jetstream exporter's.
+	Stream streams.Limits `mapstructure:"stream"`
+	// Durable is the consumer name on every project's raw stream. Pipeline processes
+	// with the same name share the work; a different name reads everything again.
+	Durable string `mapstructure:"durable"`
+	// BatchSize is the most records handed to the pipeline at once.
+	BatchSize int `mapstructure:"batch_size"`
+	// Linger is how long a legacy-mode batch may wait to fill before it is processed, so a
+	// lone event is not held back. Window-mode projects flush as soon as no more records
+	// are waiting (their calls are one per trigger).
+	Linger time.Duration `mapstructure:"linger"`
+	// AckWait is how long JetStream waits for an ack before redelivering; while the
+	// pipeline works on a batch (agent retries) the receiver keeps it alive.
+	AckWait time.Duration `mapstructure:"ack_wait"`
+	// RetryDelay is how long a batch the pipeline could not handle waits before it is
+	// delivered again.
+	RetryDelay time.Duration `mapstructure:"retry_delay"`
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if err := c.NATS.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("nats: %w", err))
+	}
+	if err := c.Stream.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("stream: %w", err))
+	}
+	if c.Durable == "" {
+		errs = append(errs, errors.New("durable must name the consumer, e.g. svc-pipeline"))
+	}
+	if c.BatchSize < 1 || c.BatchSize > 10000 {
+		errs = append(errs, fmt.Errorf("batch_size must be between 1 and 10000, got %d", c.BatchSize))
+	}
+	if c.Linger < 0 {
+		errs = append(errs, errors.New("linger must not be negative"))
+	}
+	if c.AckWait < time.Second {
+		errs = append(errs, errors.New("ack_wait must be at least 1s"))
+	}
+	if c.RetryDelay <= 0 {
+		errs = append(errs, errors.New("retry_delay must be positive"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,41 @@
+// Package jetstreamreceiver consumes each project's raw stream with a durable pull
+// consumer and explicit acks, and feeds the records to the pipeline role's collector
+// pipeline. A message is acked only when the pipeline has handled it (dropped by the
+// trigger, delivered, or dead-lettered), so a process killed at any instant loses nothing.
+package jetstreamreceiver
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/receiver"
+
+	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
+)
+
+var typeStr = component.MustNewType("jetstream")
+
+// NewFactory returns the receiver's factory.
+func NewFactory() receiver.Factory {
+	return receiver.NewFactory(typeStr, createDefaultConfig,
+		receiver.WithLogs(createLogs, component.StabilityLevelBeta))
+}
+
+func createDefaultConfig() component.Config {
+	return &Config{
+		NATS:       natsclient.DefaultConfig(),
+		Stream:     streams.DefaultLimits(),
+		Durable:    "svc-pipeline",
+		BatchSize:  500,
+		Linger:     50 * time.Millisecond,
+		AckWait:    60 * time.Second,
+		RetryDelay: 5 * time.Second,
+	}
+}
+
+func createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
+	return newReceiver(cfg.(*Config), set, next)
+}

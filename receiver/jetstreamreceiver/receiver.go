@@ -1,0 +1,356 @@
+package jetstreamreceiver
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/receiverhelper"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
+	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+)
+
+type jsReceiver struct {
+	cfg      *Config
+	settings receiver.Settings
+	next     consumer.Logs
+	obs      *receiverhelper.ObsReport
+
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	cache *mirror.Cache
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{}
+	unsub  func()
+
+	mu      sync.Mutex
+	workers map[string]*worker
+	paused  map[string]string // project -> reason, to log a pause once
+
+	pausedGauge metric.Int64UpDownCounter
+	batches     metric.Int64Counter
+}
+
+type worker struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*jsReceiver, error) {
+	obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
+		ReceiverID: set.ID, Transport: "jetstream", ReceiverCreateSettings: set,
+	})
+	if err != nil {
+		return nil, err
+	}
+	meter := set.MeterProvider.Meter("github.com/otelcol-svc/otelcol-svc/receiver/jetstreamreceiver")
+	paused, err := meter.Int64UpDownCounter("otelcol_pipeline_paused_projects",
+		metric.WithDescription("Projects not consumed because their pipeline configuration is invalid."))
+	if err != nil {
+		return nil, err
+	}
+	batches, err := meter.Int64Counter("otelcol_pipeline_batches",
+		metric.WithDescription("Batches handed to the pipeline, by outcome (acked, redelivered)."))
+	if err != nil {
+		return nil, err
+	}
+	return &jsReceiver{
+		cfg: cfg, settings: set, next: next, obs: obs,
+		workers: map[string]*worker{}, paused: map[string]string{},
+		pausedGauge: paused, batches: batches,
+	}, nil
+}
+
+func (r *jsReceiver) Start(_ context.Context, host component.Host) error {
+	cache, err := mirror.FromHost(host)
+	if err != nil {
+		return err
+	}
+	nc, err := r.cfg.NATS.Connect(host, "otelcol-svc jetstream receiver "+r.settings.ID.String(), r.settings.Logger)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	r.nc, r.js, r.cache = nc, js, cache
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.kick = make(chan struct{}, 1)
+	r.unsub = cache.Subscribe(func(c mirror.Change) {
+		if c.Bucket == mirror.BucketProjects {
+			r.poke()
+		}
+	})
+	r.wg.Add(1)
+	go r.reconcileLoop()
+	r.poke()
+	return nil
+}
+
+func (r *jsReceiver) Shutdown(context.Context) error {
+	if r.cancel == nil {
+		return nil
+	}
+	r.unsub()
+	r.cancel()
+	r.wg.Wait()
+	r.mu.Lock()
+	for id, w := range r.workers {
+		w.cancel()
+		<-w.done
+		delete(r.workers, id)
+	}
+	r.mu.Unlock()
+	r.nc.Close()
+	return nil
+}
+
+func (r *jsReceiver) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// reconcileLoop starts a worker for every project that should be consumed and stops the
+// others, whenever project configuration changes (and every few seconds, so a project
+// whose mirror loaded late is picked up).
+func (r *jsReceiver) reconcileLoop() {
+	defer r.wg.Done()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.kick:
+		case <-tick.C:
+		}
+		r.reconcile()
+	}
+}
+
+func (r *jsReceiver) reconcile() {
+	want := map[string]bool{}
+	for _, p := range r.cache.Projects() {
+		if p.Pipeline.AgentEndpointURL == "" || !streams.ValidProjectID(p.ID) {
+			continue
+		}
+		// A project whose expressions do not compile is paused rather than consumed and
+		// redelivered forever; it resumes when its configuration is fixed.
+		if err := pipelinecfg.Check(p); err != nil {
+			r.pause(p.ID, err.Error())
+			continue
+		}
+		r.unpause(p.ID)
+		want[p.ID] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, w := range r.workers {
+		if !want[id] {
+			w.cancel()
+			<-w.done
+			delete(r.workers, id)
+			r.settings.Logger.Info("stopped consuming project", zap.String("project_id", id))
+		}
+	}
+	for id := range want {
+		if _, ok := r.workers[id]; ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(r.ctx)
+		w := &worker{cancel: cancel, done: make(chan struct{})}
+		r.workers[id] = w
+		go func() {
+			defer close(w.done)
+			r.consume(ctx, id)
+		}()
+		r.settings.Logger.Info("consuming project", zap.String("project_id", id))
+	}
+	// Paused projects that are gone or fixed no longer count.
+	for id := range r.paused {
+		if p, ok := r.cache.Project(id); !ok || p.Pipeline.AgentEndpointURL == "" {
+			r.unpauseLocked(id)
+		}
+	}
+}
+
+func (r *jsReceiver) pause(id, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, ok := r.paused[id]; ok && prev == reason {
+		return
+	}
+	if _, ok := r.paused[id]; !ok {
+		r.pausedGauge.Add(context.Background(), 1)
+	}
+	r.paused[id] = reason
+	r.settings.Logger.Error("project paused: its pipeline configuration is invalid; fix it to resume",
+		zap.String("project_id", id), zap.String("reason", reason))
+}
+
+func (r *jsReceiver) unpause(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unpauseLocked(id)
+}
+
+func (r *jsReceiver) unpauseLocked(id string) {
+	if _, ok := r.paused[id]; ok {
+		delete(r.paused, id)
+		r.pausedGauge.Add(context.Background(), -1)
+		r.settings.Logger.Info("project resumed", zap.String("project_id", id))
+	}
+}
+
+// consume runs one project's consumer until ctx ends, re-creating it after errors (the
+// stream may not exist until the project's first event, or NATS may be away).
+func (r *jsReceiver) consume(ctx context.Context, project string) {
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		err := r.consumeOnce(ctx, project)
+		if ctx.Err() != nil {
+			return
+		}
+		r.settings.Logger.Warn("project consumer stopped; restarting", zap.String("project_id", project), zap.Error(err), zap.Duration("in", backoff))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (r *jsReceiver) consumeOnce(ctx context.Context, project string) error {
+	if err := streams.Create(ctx, r.js, streams.RawConfig(project, r.cfg.Stream)); err != nil {
+		return err
+	}
+	cons, err := r.js.CreateOrUpdateConsumer(ctx, streams.RawStream(project), jetstream.ConsumerConfig{
+		Durable:       r.cfg.Durable,
+		Description:   "otelcol-svc pipeline",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       r.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 4 * r.cfg.BatchSize,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(r.cfg.BatchSize))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	batch := make([]jetstream.Msg, 0, r.cfg.BatchSize)
+	for {
+		first, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return err
+		}
+		batch = append(batch[:0], first)
+		batch = r.fill(it, batch, project)
+		r.process(ctx, project, batch)
+	}
+}
+
+// fill collects more waiting messages: up to the linger for legacy projects, whose calls
+// batch records; only what is already there for window projects, whose calls are one per
+// trigger and where latency matters.
+func (r *jsReceiver) fill(it jetstream.MessagesContext, batch []jetstream.Msg, project string) []jetstream.Msg {
+	linger := r.cfg.Linger
+	if p, ok := r.cache.Project(project); ok && p.Pipeline.WindowEnabled {
+		linger = 0
+	}
+	deadline := time.Now().Add(linger)
+	for len(batch) < r.cfg.BatchSize {
+		wait := time.Until(deadline)
+		if wait < time.Millisecond {
+			wait = time.Millisecond // take what is buffered already
+		}
+		m, err := it.Next(jetstream.NextMaxWait(wait))
+		if err != nil {
+			break
+		}
+		batch = append(batch, m)
+	}
+	return batch
+}
+
+// process hands one batch to the pipeline and acks it when the pipeline has handled every
+// record, or asks for redelivery when it has not.
+func (r *jsReceiver) process(ctx context.Context, project string, batch []jetstream.Msg) {
+	ld, lrs := pipelinedata.New()
+	lrs.EnsureCapacity(len(batch))
+	for _, m := range batch {
+		var seq uint64
+		if meta, err := m.Metadata(); err == nil {
+			seq = meta.Sequence.Stream
+		}
+		pipelinedata.Append(lrs, pipelinedata.Item{Body: m.Data(), Signal: m.Headers().Get(streams.HeaderSignal), Seq: seq})
+	}
+	stop := r.keepAlive(batch)
+	pctx := tenant.NewContext(ctx, tenant.Principal{ProjectID: project, Scope: "pipeline"})
+	pctx = r.obs.StartLogsOp(pctx)
+	err := r.next.ConsumeLogs(pctx, ld)
+	r.obs.EndLogsOp(pctx, "flat_record", len(batch), err)
+	stop()
+	if err != nil {
+		if ctx.Err() == nil {
+			r.settings.Logger.Warn("batch not handled; it will be delivered again",
+				zap.String("project_id", project), zap.Int("records", len(batch)), zap.Duration("in", r.cfg.RetryDelay), zap.Error(err))
+		}
+		for _, m := range batch {
+			_ = m.NakWithDelay(r.cfg.RetryDelay)
+		}
+		r.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "redelivered")))
+		return
+	}
+	for _, m := range batch {
+		_ = m.Ack()
+	}
+	r.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "acked")))
+}
+
+// keepAlive tells JetStream the batch is still being worked on (agent retries can outlast
+// AckWait), so it is not redelivered to another pipeline process meanwhile.
+func (r *jsReceiver) keepAlive(batch []jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(r.cfg.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				for _, m := range batch {
+					_ = m.InProgress()
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
