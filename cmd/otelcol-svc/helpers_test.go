@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apikey"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
