@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensionauth"
+	"go.opentelemetry.io/collector/extension/extensioncapabilities"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
@@ -31,9 +32,21 @@ type authenticator struct {
 }
 
 var (
-	_ extensionauth.Server = (*authenticator)(nil)
-	_ mirror.Provider      = (*authenticator)(nil)
+	_            extensionauth.Server            = (*authenticator)(nil)
+	_            mirror.Provider                 = (*authenticator)(nil)
+	_            extensioncapabilities.Dependent = (*authenticator)(nil)
+	embeddedNATS                                 = component.MustNewID("embeddednats")
 )
+
+// Dependencies makes the collector start the embedded NATS first when we use it (an
+// empty nats.url), so the key mirror loads at once instead of after retries. Without the
+// extension configured, the collector refuses the config with a message naming it.
+func (a *authenticator) Dependencies() []component.ID {
+	if a.cfg.NATS.URL == "" {
+		return []component.ID{embeddedNATS}
+	}
+	return nil
+}
 
 func newAuthenticator(cfg *Config, set extension.Settings) (*authenticator, error) {
 	meter := set.MeterProvider.Meter("github.com/otelcol-svc/otelcol-svc/extension/projectauthextension")
