@@ -1,6 +1,8 @@
 // Package testenv runs the real things tests depend on: an in-process nats-server with
 // JetStream, and the otelcol-svc binary built from this module, started with a shipped
-// config the way an operator would. It is imported by tests only.
+// config the way an operator would. It is imported by tests and by the load generator
+// under bench/, which is why its functions take the small interface T instead of
+// testing.TB (a program cannot implement testing.TB: it has an unexported method).
 package testenv
 
 import (
@@ -16,7 +18,6 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -24,8 +25,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// T is the part of testing.TB that testenv uses. *testing.T, *testing.B and testing.TB
+// satisfy it; a program implements it to drive the same environment (see bench/).
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+	Failed() bool
+}
+
 // FreePort returns a TCP port that was free a moment ago.
-func FreePort(t testing.TB) int {
+func FreePort(t T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,7 +56,7 @@ type NATS struct {
 }
 
 // StartNATS starts a server on a free port; it stops with the test.
-func StartNATS(t testing.TB) *NATS {
+func StartNATS(t T) *NATS {
 	t.Helper()
 	n := &NATS{Port: FreePort(t), StoreDir: t.TempDir()}
 	n.Start(t)
@@ -52,7 +65,7 @@ func StartNATS(t testing.TB) *NATS {
 }
 
 // Start (re)starts the server on the same port and store, as after an outage.
-func (n *NATS) Start(t testing.TB) {
+func (n *NATS) Start(t T) {
 	t.Helper()
 	s, err := server.NewServer(&server.Options{
 		Host: "127.0.0.1", Port: n.Port, JetStream: true, StoreDir: n.StoreDir,
@@ -81,7 +94,7 @@ func (n *NATS) Stop() {
 func (n *NATS) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(n.Port) }
 
 // Connect returns a client connection closed with the test.
-func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+func Connect(t T, url string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.Timeout(5*time.Second))
 	if err != nil {
@@ -108,7 +121,7 @@ var (
 )
 
 // Binary builds cmd/otelcol-svc once per test process and returns its path.
-func Binary(t testing.TB) string {
+func Binary(t T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "otelcol-svc-bin")
@@ -131,7 +144,7 @@ func Binary(t testing.TB) string {
 
 // Collector is a running otelcol-svc process.
 type Collector struct {
-	t       testing.TB
+	t       T
 	cmd     *exec.Cmd
 	log     *bytes.Buffer
 	logMu   *sync.Mutex
@@ -152,7 +165,7 @@ type CollectorOptions struct {
 
 // StartCollector runs the binary and waits until it reports healthy. The process is
 // killed at the end of the test; its log is printed if the test failed.
-func StartCollector(t testing.TB, opts CollectorOptions) *Collector {
+func StartCollector(t T, opts CollectorOptions) *Collector {
 	t.Helper()
 	env := map[string]string{
 		"SVC_DATA_DIR":             t.TempDir(),
@@ -179,6 +192,14 @@ func StartCollector(t testing.TB, opts CollectorOptions) *Collector {
 		}
 	})
 	return c
+}
+
+// Pid is the process id of the running collector, 0 when it is not running.
+func (c *Collector) Pid() int {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
 }
 
 // EmbeddedNATSURL is the embedded server's client URL (embedded config only).

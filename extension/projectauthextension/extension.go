@@ -81,12 +81,14 @@ func (a *authenticator) Start(_ context.Context, host component.Host) error {
 }
 
 func (a *authenticator) Shutdown(context.Context) error {
+	// Close the connection first: stopping the KV watchers makes JetStream API calls,
+	// which would each wait out their timeout while NATS is unreachable.
+	if a.nc != nil {
+		a.nc.Close()
+	}
 	if a.cancel != nil {
 		a.cancel()
 		<-a.done
-	}
-	if a.nc != nil {
-		a.nc.Close()
 	}
 	return nil
 }
