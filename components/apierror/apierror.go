@@ -64,7 +64,9 @@ func Write(w http.ResponseWriter, e *Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(b)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // messages quote expressions like "a >= 1"; keep them readable
+	_ = enc.Encode(b)
 }
 
 // RetryAfterSeconds formats d as the delay-seconds form of Retry-After, at least 1.

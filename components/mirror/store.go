@@ -103,3 +103,29 @@ func (s *Store) PutSource(ctx context.Context, ingestKey string, src Source) err
 func (s *Store) DeleteSource(ctx context.Context, ingestKey string) error {
 	return del(ctx, s.sources, ingestKey)
 }
+
+// List returns the entry names of a bucket (BucketKeys, BucketProjects, BucketSources), so
+// a full re-publish can delete what no longer exists.
+func (s *Store) List(ctx context.Context, bucket string) ([]string, error) {
+	var kv jetstream.KeyValue
+	switch bucket {
+	case BucketKeys:
+		kv = s.keys
+	case BucketProjects:
+		kv = s.projects
+	case BucketSources:
+		kv = s.sources
+	default:
+		return nil, fmt.Errorf("unknown bucket %q", bucket)
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = lister.Stop() }()
+	var out []string
+	for k := range lister.Keys() {
+		out = append(out, k)
+	}
+	return out, nil
+}

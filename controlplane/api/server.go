@@ -1,0 +1,186 @@
+// Package api is the control plane's JSON API (contract section 9). Every change is
+// applied in a database transaction, written to the configuration mirror, and committed
+// only when the mirror took it, so "200" means the data plane sees the change.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+)
+
+// maxBody bounds every request body of the API.
+const maxBody = 1 << 20
+
+// Server serves the API.
+type Server struct {
+	Store  *store.Store
+	Tokens *auth.Tokens
+	Logger *slog.Logger
+	// Mirror returns the configuration mirror and JetStream, or an error while NATS is
+	// unreachable (changes are then refused with 503, reads still work).
+	Mirror func(ctx context.Context) (*mirror.Store, jetstream.JetStream, error)
+
+	loginByEmail *auth.Limiter
+	loginByAddr  *auth.Limiter
+}
+
+// Handler returns the HTTP handler of the API.
+func (s *Server) Handler() http.Handler {
+	s.loginByEmail = auth.NewLimiter(10, 15*time.Minute)
+	s.loginByAddr = auth.NewLimiter(50, 15*time.Minute)
+	mux := http.NewServeMux()
+	route(mux, "/healthz", methods{"GET": s.healthz})
+	route(mux, "/api/v1/auth/signup", methods{"POST": s.signup})
+	route(mux, "/api/v1/auth/login", methods{"POST": s.login})
+	route(mux, "/api/v1/me", methods{"GET": s.authed(s.me)})
+	route(mux, "/api/v1/projects", methods{"GET": s.authed(s.listProjects), "POST": s.authed(s.createProject)})
+	route(mux, "/api/v1/projects/{id}", methods{"GET": s.authed(s.getProject), "PATCH": s.authed(s.patchProject), "DELETE": s.authed(s.deleteProject)})
+	route(mux, "/api/v1/projects/{id}/keys", methods{"GET": s.authed(s.listKeys), "POST": s.authed(s.createKey)})
+	route(mux, "/api/v1/projects/{id}/keys/{key_id}", methods{"DELETE": s.authed(s.deleteKey)})
+	route(mux, "/api/v1/projects/{id}/members", methods{"GET": s.authed(s.listMembers), "POST": s.authed(s.addMember)})
+	route(mux, "/api/v1/projects/{id}/members/{user_id}", methods{"DELETE": s.authed(s.deleteMember)})
+	route(mux, "/api/v1/projects/{id}/pipeline", methods{"GET": s.authed(s.getPipeline), "PUT": s.authed(s.putPipeline)})
+	route(mux, "/api/v1/projects/{id}/pipeline/rotate-secret", methods{"POST": s.authed(s.rotateSecret)})
+	route(mux, "/api/v1/projects/{id}/sinks", methods{"GET": s.authed(s.listSinks), "POST": s.authed(s.createSink)})
+	route(mux, "/api/v1/projects/{id}/sinks/{sink_id}", methods{"GET": s.authed(s.getSink), "PATCH": s.authed(s.patchSink), "DELETE": s.authed(s.deleteSink)})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.NotFound, "no endpoint "+r.URL.Path))
+	})
+	return securityHeaders(mux)
+}
+
+type methods map[string]http.HandlerFunc
+
+// route dispatches by method and answers others with the contract's 405 shape.
+func route(mux *http.ServeMux, pattern string, m methods) {
+	allow := make([]string, 0, len(m))
+	for k := range m {
+		allow = append(allow, k)
+	}
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := m[r.Method]; ok {
+			h(w, r)
+			return
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		apierror.Write(w, apierror.New(http.StatusMethodNotAllowed, apierror.MethodNotAllowed, r.Method+" is not allowed here"))
+	})
+}
+
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.Store.Ping(ctx); err != nil {
+		fail(w, unavailable("the database is unreachable"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "database": s.Store.Kind()})
+}
+
+// --- helpers -------------------------------------------------------------------------
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func fail(w http.ResponseWriter, e *apierror.Error) { apierror.Write(w, e) }
+
+func badBody(msg string) *apierror.Error {
+	return apierror.New(http.StatusBadRequest, apierror.InvalidBody, msg)
+}
+
+func notFound(what string) *apierror.Error {
+	return apierror.New(http.StatusNotFound, apierror.NotFound, what+" not found")
+}
+
+func unavailable(msg string) *apierror.Error {
+	e := apierror.New(http.StatusServiceUnavailable, apierror.Unavailable, msg)
+	e.RetryAfter = 5 * time.Second
+	return e
+}
+
+// decode reads a JSON body strictly: bounded, one object, no unknown fields (a typo in a
+// field name is an error, not a silent default).
+func decode(r *http.Request, v any) *apierror.Error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+		return apierror.New(http.StatusUnsupportedMediaType, apierror.UnsupportedMediaType, "send Content-Type: application/json")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return apierror.New(http.StatusRequestEntityTooLarge, apierror.PayloadTooLarge, fmt.Sprintf("the body is larger than %d bytes", maxBody))
+		}
+		return badBody("the body could not be read")
+	}
+	return decodeBytes(body, v)
+}
+
+func decodeBytes(body []byte, v any) *apierror.Error {
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+			return apierror.New(http.StatusBadRequest, apierror.InvalidJSON, "the body is not valid JSON: "+err.Error())
+		case errors.As(err, &typ):
+			return badBody(fmt.Sprintf("field %q must be %s", typ.Field, typ.Type.String()))
+		default:
+			return badBody(strings.TrimPrefix(err.Error(), "json: "))
+		}
+	}
+	if dec.More() {
+		return apierror.New(http.StatusBadRequest, apierror.InvalidJSON, "the body holds more than one JSON value")
+	}
+	return nil
+}
+
+// internal logs an unexpected error and answers 500 without details.
+func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
+	s.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	fail(w, apierror.New(http.StatusInternalServerError, apierror.Internal, "something went wrong on our side; try again"))
+}
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func ts(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339)
+}

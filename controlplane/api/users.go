@@ -1,0 +1,174 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+)
+
+// newID returns prefix + 16 random lowercase hex characters: safe in URLs, stream names
+// and NATS subjects.
+func newID(prefix string) string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return prefix + hex.EncodeToString(b[:])
+}
+
+type credentials struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+}
+
+type userJSON struct {
+	ID    string `json:"id"`
+	Email string `json:"email"`
+}
+
+func normalizeEmail(e string) (string, bool) {
+	e = strings.ToLower(strings.TrimSpace(e))
+	a, err := mail.ParseAddress(e)
+	if err != nil || a.Address != e || a.Name != "" || len(e) > 254 {
+		return "", false
+	}
+	return e, true
+}
+
+func (s *Server) signup(w http.ResponseWriter, r *http.Request) {
+	var c credentials
+	if e := decode(r, &c); e != nil {
+		fail(w, e)
+		return
+	}
+	email, ok := normalizeEmail(c.Email)
+	if !ok {
+		fail(w, badBody("email must be an address like ops@example.com"))
+		return
+	}
+	if n := len(c.Password); n < auth.MinPasswordLen || n > auth.MaxPasswordLen {
+		fail(w, badBody(fmt.Sprintf("password must be %d to %d characters", auth.MinPasswordLen, auth.MaxPasswordLen)))
+		return
+	}
+	hash, err := auth.HashPassword(c.Password)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	u := store.User{ID: newID("u_"), Email: email, PasswordHash: hash, CreatedAt: time.Now().UTC()}
+	err = s.Store.InTx(r.Context(), func(tx *store.Tx) error { return tx.CreateUser(r.Context(), u) })
+	if errors.Is(err, store.ErrConflict) {
+		fail(w, apierror.New(http.StatusConflict, apierror.Conflict, "an account with this email exists; log in instead"))
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	s.respondToken(w, r, http.StatusCreated, u)
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	var c credentials
+	if e := decode(r, &c); e != nil {
+		fail(w, e)
+		return
+	}
+	email, _ := normalizeEmail(c.Email)
+	now := time.Now()
+	addr := clientAddr(r)
+	for _, l := range []struct {
+		lim *auth.Limiter
+		key string
+	}{{s.loginByEmail, "email:" + email}, {s.loginByAddr, "addr:" + addr}} {
+		if ok, wait := l.lim.Allow(l.key, now); !ok {
+			e := apierror.New(http.StatusTooManyRequests, apierror.RateLimited, "too many failed logins; wait before trying again")
+			e.RetryAfter = wait
+			fail(w, e)
+			return
+		}
+	}
+	var u store.User
+	err := s.Store.InTx(r.Context(), func(tx *store.Tx) error {
+		var err error
+		u, err = tx.UserByEmail(r.Context(), email)
+		return err
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.internal(w, r, err)
+		return
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		auth.BurnTime(c.Password)
+	} else {
+		err = auth.CheckPassword(c.Password, u.PasswordHash)
+	}
+	if err != nil {
+		s.loginByEmail.Fail("email:"+email, now)
+		s.loginByAddr.Fail("addr:"+addr, now)
+		fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "wrong email or password"))
+		return
+	}
+	s.loginByEmail.Reset("email:" + email)
+	s.respondToken(w, r, http.StatusOK, u)
+}
+
+func (s *Server) respondToken(w http.ResponseWriter, r *http.Request, status int, u store.User) {
+	tok, err := s.Tokens.Issue(u.ID, u.Email, time.Now())
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, status, map[string]any{"token": tok, "user": userJSON{ID: u.ID, Email: u.Email}})
+}
+
+type userKey struct{}
+
+// authed requires a valid login token of an existing user.
+func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		const p = "bearer "
+		hdr := r.Header.Get("Authorization")
+		if len(hdr) <= len(p) || !strings.EqualFold(hdr[:len(p)], p) {
+			fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "sign in: send Authorization: Bearer <token from /api/v1/auth/login>"))
+			return
+		}
+		claims, err := s.Tokens.Parse(strings.TrimSpace(hdr[len(p):]))
+		if err != nil {
+			fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "the token is invalid or expired; log in again"))
+			return
+		}
+		var u store.User
+		err = s.Store.InTx(r.Context(), func(tx *store.Tx) error {
+			var err error
+			u, err = tx.UserByID(r.Context(), claims.Subject)
+			return err
+		})
+		if errors.Is(err, store.ErrNotFound) {
+			fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "the account of this token no longer exists"))
+			return
+		}
+		if err != nil {
+			s.internal(w, r, err)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+	}
+}
+
+func currentUser(r *http.Request) store.User { return r.Context().Value(userKey{}).(store.User) }
+
+func (s *Server) me(w http.ResponseWriter, r *http.Request) {
+	u := currentUser(r)
+	writeJSON(w, http.StatusOK, userJSON{ID: u.ID, Email: u.Email})
+}

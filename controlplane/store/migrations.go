@@ -1,0 +1,56 @@
+package store
+
+// migrations are applied in order, once each, at start. The SQL is the subset SQLite and
+// PostgreSQL share: TEXT ids, BIGINT unix-millisecond times, INTEGER booleans, JSON in TEXT.
+// Never edit an applied migration; add the next one.
+var migrations = []string{
+	// 1: accounts, projects, members, keys, sinks, settings.
+	`CREATE TABLE users (
+		id            TEXT PRIMARY KEY,
+		email         TEXT NOT NULL UNIQUE,
+		password_hash TEXT NOT NULL,
+		created_at    BIGINT NOT NULL
+	);
+	CREATE TABLE projects (
+		id             TEXT PRIMARY KEY,
+		name           TEXT NOT NULL,
+		owner_id       TEXT NOT NULL REFERENCES users(id),
+		pipeline       TEXT NOT NULL,
+		signing_secret TEXT NOT NULL,
+		version        BIGINT NOT NULL,
+		created_at     BIGINT NOT NULL,
+		updated_at     BIGINT NOT NULL
+	);
+	CREATE TABLE members (
+		project_id TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+		user_id    TEXT NOT NULL REFERENCES users(id),
+		role       TEXT NOT NULL,
+		created_at BIGINT NOT NULL,
+		PRIMARY KEY (project_id, user_id)
+	);
+	CREATE INDEX members_user ON members(user_id);
+	CREATE TABLE api_keys (
+		id           TEXT PRIMARY KEY,
+		project_id   TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+		name         TEXT NOT NULL,
+		prefix       TEXT NOT NULL,
+		hash         TEXT NOT NULL UNIQUE,
+		scope        TEXT NOT NULL,
+		source_id    TEXT NOT NULL DEFAULT '',
+		created_at   BIGINT NOT NULL,
+		last_used_at BIGINT NOT NULL DEFAULT 0
+	);
+	CREATE INDEX api_keys_project ON api_keys(project_id);
+	CREATE TABLE sinks (
+		id         TEXT PRIMARY KEY,
+		project_id TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+		config     TEXT NOT NULL,
+		created_at BIGINT NOT NULL,
+		updated_at BIGINT NOT NULL
+	);
+	CREATE INDEX sinks_project ON sinks(project_id);
+	CREATE TABLE settings (
+		name  TEXT PRIMARY KEY,
+		value TEXT NOT NULL
+	)`,
+}

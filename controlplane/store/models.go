@@ -1,0 +1,329 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+)
+
+// Roles of project members.
+const (
+	RoleOwner  = "owner"
+	RoleAdmin  = "admin"
+	RoleMember = "member"
+)
+
+// User is an account.
+type User struct {
+	ID           string
+	Email        string
+	PasswordHash string
+	CreatedAt    time.Time
+}
+
+// Project is a project with its configuration.
+type Project struct {
+	ID            string
+	Name          string
+	OwnerID       string
+	Pipeline      mirror.Pipeline
+	SigningSecret string
+	Version       int64
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// Member is a user's role in a project.
+type Member struct {
+	UserID    string
+	Email     string
+	Role      string
+	CreatedAt time.Time
+}
+
+// Key is an API key, without the key itself (only its hash is stored).
+type Key struct {
+	ID         string
+	ProjectID  string
+	Name       string
+	Prefix     string
+	Hash       string
+	Scope      string
+	SourceID   string
+	CreatedAt  time.Time
+	LastUsedAt time.Time
+}
+
+// Sink is a destination of agent results.
+type Sink struct {
+	ID        string
+	ProjectID string
+	Config    mirror.Sink
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+func ms(t int64) time.Time {
+	if t == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(t).UTC()
+}
+
+// CreateUser adds an account; ErrConflict when the email is taken.
+func (t *Tx) CreateUser(ctx context.Context, u User) error {
+	_, err := t.exec(ctx, `INSERT INTO users (id, email, password_hash, created_at) VALUES (?, ?, ?, ?)`,
+		u.ID, u.Email, u.PasswordHash, u.CreatedAt.UnixMilli())
+	if isUnique(err) {
+		return ErrConflict
+	}
+	return err
+}
+
+func (t *Tx) user(ctx context.Context, where string, arg any) (User, error) {
+	var u User
+	var created int64
+	err := t.queryRow(ctx, `SELECT id, email, password_hash, created_at FROM users WHERE `+where, arg).Scan(&u.ID, &u.Email, &u.PasswordHash, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return u, ErrNotFound
+	}
+	u.CreatedAt = ms(created)
+	return u, err
+}
+
+// UserByEmail finds an account by its (normalised) email.
+func (t *Tx) UserByEmail(ctx context.Context, email string) (User, error) {
+	return t.user(ctx, "email = ?", email)
+}
+
+// UserByID finds an account.
+func (t *Tx) UserByID(ctx context.Context, id string) (User, error) { return t.user(ctx, "id = ?", id) }
+
+// CreateProject adds a project and makes its creator the owner.
+func (t *Tx) CreateProject(ctx context.Context, p Project) error {
+	pipe, err := json.Marshal(p.Pipeline)
+	if err != nil {
+		return err
+	}
+	if _, err := t.exec(ctx, `INSERT INTO projects (id, name, owner_id, pipeline, signing_secret, version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		p.ID, p.Name, p.OwnerID, string(pipe), p.SigningSecret, p.Version, p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli()); err != nil {
+		return err
+	}
+	_, err = t.exec(ctx, `INSERT INTO members (project_id, user_id, role, created_at) VALUES (?, ?, ?, ?)`, p.ID, p.OwnerID, RoleOwner, p.CreatedAt.UnixMilli())
+	return err
+}
+
+const projectCols = `p.id, p.name, p.owner_id, p.pipeline, p.signing_secret, p.version, p.created_at, p.updated_at`
+
+func scanProject(sc interface{ Scan(...any) error }, extra ...any) (Project, error) {
+	var p Project
+	var pipe string
+	var created, updated int64
+	dest := append([]any{&p.ID, &p.Name, &p.OwnerID, &pipe, &p.SigningSecret, &p.Version, &created, &updated}, extra...)
+	if err := sc.Scan(dest...); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return p, ErrNotFound
+		}
+		return p, err
+	}
+	p.CreatedAt, p.UpdatedAt = ms(created), ms(updated)
+	return p, json.Unmarshal([]byte(pipe), &p.Pipeline)
+}
+
+// ProjectForUser returns a project and the user's role in it; ErrNotFound when the user is
+// not a member (a stranger never learns the project exists).
+func (t *Tx) ProjectForUser(ctx context.Context, id, userID string) (Project, string, error) {
+	var role string
+	p, err := scanProject(t.queryRow(ctx, `SELECT `+projectCols+`, m.role FROM projects p JOIN members m ON m.project_id = p.id WHERE p.id = ? AND m.user_id = ?`, id, userID), &role)
+	return p, role, err
+}
+
+// ProjectsForUser lists the projects a user is a member of, with the user's role.
+func (t *Tx) ProjectsForUser(ctx context.Context, userID string) ([]Project, []string, error) {
+	rows, err := t.query(ctx, `SELECT `+projectCols+`, m.role FROM projects p JOIN members m ON m.project_id = p.id WHERE m.user_id = ? ORDER BY p.created_at, p.id`, userID)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var ps []Project
+	var roles []string
+	for rows.Next() {
+		var role string
+		p, err := scanProject(rows, &role)
+		if err != nil {
+			return nil, nil, err
+		}
+		ps = append(ps, p)
+		roles = append(roles, role)
+	}
+	return ps, roles, rows.Err()
+}
+
+// AllProjects lists every project, for re-publishing the mirror.
+func (t *Tx) AllProjects(ctx context.Context) ([]Project, error) {
+	rows, err := t.query(ctx, `SELECT `+projectCols+` FROM projects p ORDER BY p.id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ps []Project
+	for rows.Next() {
+		p, err := scanProject(rows)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, rows.Err()
+}
+
+// UpdateProject saves name, pipeline and signing secret with a new version.
+func (t *Tx) UpdateProject(ctx context.Context, p Project) error {
+	pipe, err := json.Marshal(p.Pipeline)
+	if err != nil {
+		return err
+	}
+	return affected(t.exec(ctx, `UPDATE projects SET name = ?, pipeline = ?, signing_secret = ?, version = ?, updated_at = ? WHERE id = ?`,
+		p.Name, string(pipe), p.SigningSecret, p.Version, p.UpdatedAt.UnixMilli(), p.ID))
+}
+
+// DeleteProject removes a project with its members, keys and sinks.
+func (t *Tx) DeleteProject(ctx context.Context, id string) error {
+	for _, q := range []string{`DELETE FROM api_keys WHERE project_id = ?`, `DELETE FROM sinks WHERE project_id = ?`, `DELETE FROM members WHERE project_id = ?`} {
+		if _, err := t.exec(ctx, q, id); err != nil {
+			return err
+		}
+	}
+	return affected(t.exec(ctx, `DELETE FROM projects WHERE id = ?`, id))
+}
+
+// Members lists a project's members.
+func (t *Tx) Members(ctx context.Context, projectID string) ([]Member, error) {
+	rows, err := t.query(ctx, `SELECT m.user_id, u.email, m.role, m.created_at FROM members m JOIN users u ON u.id = m.user_id WHERE m.project_id = ? ORDER BY m.created_at, u.email`, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Member
+	for rows.Next() {
+		var m Member
+		var created int64
+		if err := rows.Scan(&m.UserID, &m.Email, &m.Role, &created); err != nil {
+			return nil, err
+		}
+		m.CreatedAt = ms(created)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// PutMember adds a member or changes its role.
+func (t *Tx) PutMember(ctx context.Context, projectID, userID, role string) error {
+	_, err := t.exec(ctx, `INSERT INTO members (project_id, user_id, role, created_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (project_id, user_id) DO UPDATE SET role = excluded.role`, projectID, userID, role, now())
+	return err
+}
+
+// DeleteMember removes a member.
+func (t *Tx) DeleteMember(ctx context.Context, projectID, userID string) error {
+	return affected(t.exec(ctx, `DELETE FROM members WHERE project_id = ? AND user_id = ?`, projectID, userID))
+}
+
+// CreateKey stores a key's hash.
+func (t *Tx) CreateKey(ctx context.Context, k Key) error {
+	_, err := t.exec(ctx, `INSERT INTO api_keys (id, project_id, name, prefix, hash, scope, source_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.ProjectID, k.Name, k.Prefix, k.Hash, k.Scope, k.SourceID, k.CreatedAt.UnixMilli())
+	return err
+}
+
+func (t *Tx) keys(ctx context.Context, where string, args ...any) ([]Key, error) {
+	rows, err := t.query(ctx, `SELECT id, project_id, name, prefix, hash, scope, source_id, created_at, last_used_at FROM api_keys WHERE `+where+` ORDER BY created_at, id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Key
+	for rows.Next() {
+		var k Key
+		var created, used int64
+		if err := rows.Scan(&k.ID, &k.ProjectID, &k.Name, &k.Prefix, &k.Hash, &k.Scope, &k.SourceID, &created, &used); err != nil {
+			return nil, err
+		}
+		k.CreatedAt, k.LastUsedAt = ms(created), ms(used)
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// Keys lists a project's keys.
+func (t *Tx) Keys(ctx context.Context, projectID string) ([]Key, error) {
+	return t.keys(ctx, "project_id = ?", projectID)
+}
+
+// AllKeys lists every key, for re-publishing the mirror.
+func (t *Tx) AllKeys(ctx context.Context) ([]Key, error) { return t.keys(ctx, "1 = 1") }
+
+// DeleteKey removes one key of a project and returns it (its hash revokes it in the mirror).
+func (t *Tx) DeleteKey(ctx context.Context, projectID, keyID string) (Key, error) {
+	ks, err := t.keys(ctx, "project_id = ? AND id = ?", projectID, keyID)
+	if err != nil {
+		return Key{}, err
+	}
+	if len(ks) == 0 {
+		return Key{}, ErrNotFound
+	}
+	return ks[0], affected(t.exec(ctx, `DELETE FROM api_keys WHERE id = ?`, keyID))
+}
+
+// CreateSink stores a sink.
+func (t *Tx) CreateSink(ctx context.Context, s Sink) error {
+	cfg, err := json.Marshal(s.Config)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec(ctx, `INSERT INTO sinks (id, project_id, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`,
+		s.ID, s.ProjectID, string(cfg), s.CreatedAt.UnixMilli(), s.UpdatedAt.UnixMilli())
+	return err
+}
+
+// Sinks lists a project's sinks.
+func (t *Tx) Sinks(ctx context.Context, projectID string) ([]Sink, error) {
+	rows, err := t.query(ctx, `SELECT id, project_id, config, created_at, updated_at FROM sinks WHERE project_id = ? ORDER BY created_at, id`, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Sink
+	for rows.Next() {
+		var s Sink
+		var cfg string
+		var created, updated int64
+		if err := rows.Scan(&s.ID, &s.ProjectID, &cfg, &created, &updated); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(cfg), &s.Config); err != nil {
+			return nil, err
+		}
+		s.CreatedAt, s.UpdatedAt = ms(created), ms(updated)
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// UpdateSink saves a sink's configuration.
+func (t *Tx) UpdateSink(ctx context.Context, s Sink) error {
+	cfg, err := json.Marshal(s.Config)
+	if err != nil {
+		return err
+	}
+	return affected(t.exec(ctx, `UPDATE sinks SET config = ?, updated_at = ? WHERE id = ? AND project_id = ?`, string(cfg), s.UpdatedAt.UnixMilli(), s.ID, s.ProjectID))
+}
+
+// DeleteSink removes a sink.
+func (t *Tx) DeleteSink(ctx context.Context, projectID, id string) error {
+	return affected(t.exec(ctx, `DELETE FROM sinks WHERE id = ? AND project_id = ?`, id, projectID))
+}
