@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
@@ -77,4 +78,47 @@ func TestPipelineKill9LosesNothing(t *testing.T) {
 	t.Logf("killed after %d records; %d delivered in all, %d unique, %d duplicates", before, total, unique, total-unique)
 	// Redelivered at most: what was in flight at the kill (the consumer's unacked window).
 	assert.LessOrEqual(t, total-unique, 4*500, "duplicates are bounded by the records in flight")
+}
+
+// Two pipeline processes share each project's durable consumer: both do part of the work
+// and every record reaches the agent.
+func TestPipelineProcessesShareTheWork(t *testing.T) {
+	const n = 4000
+	nt := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, nt.URL())
+	ctx := context.Background()
+	m, err := mirror.Open(ctx, js, 1)
+	require.NoError(t, err)
+	agent := startAgent(t)
+	agent.setRespond(func(int, *http.Request) (int, time.Duration) { return http.StatusOK, 2 * time.Millisecond })
+	require.NoError(t, m.PutProject(ctx, mirror.Project{ID: "shared", Version: 1, Pipeline: mirror.Pipeline{AgentEndpointURL: agent.URL, BatchSize: 20}}))
+
+	vars := map[string]string{"NATS_URL": nt.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1", "SVC_PIPELINE_FETCH": "50"}
+	a := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/pipeline.yaml", Env: vars})
+	b := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/pipeline.yaml", Env: vars})
+
+	require.NoError(t, streams.Ensure(ctx, js, streams.RawConfig("shared", streams.DefaultLimits())))
+	for i := 0; i < n; i++ {
+		_, err := js.PublishMsg(ctx, &nats.Msg{Subject: streams.RawSubject("shared"), Data: []byte(`{"id":` + strconv.Itoa(i) + `}`),
+			Header: nats.Header{streams.HeaderSignal: []string{records.SignalEvent}}})
+		require.NoError(t, err)
+	}
+	seen := func() int {
+		ids := map[string]bool{}
+		for _, batch := range batchRecords(t, agent.delivered()) {
+			for _, r := range batch {
+				ids[string(r)] = true
+			}
+		}
+		return len(ids)
+	}
+	require.Eventually(t, func() bool { return seen() == n }, 60*time.Second, 50*time.Millisecond)
+	handled := func(c *testenv.Collector) int {
+		v, _ := strconv.Atoi(metric(t, c.Metrics, "otelcol_receiver_accepted_log_records"))
+		return v
+	}
+	ha, hb := handled(a), handled(b)
+	t.Logf("process A handled %d records, process B %d", ha, hb)
+	assert.Positive(t, ha, "both processes take part")
+	assert.Positive(t, hb, "both processes take part")
 }

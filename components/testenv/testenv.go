@@ -8,9 +8,13 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +27,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
 )
 
 // T is the part of testing.TB that testenv uses. *testing.T, *testing.B and testing.TB
@@ -280,4 +286,151 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.Write(p)
+}
+
+var (
+	buildMu   sync.Mutex
+	buildDone = map[string]string{}
+)
+
+// BuildPackage builds a main package of this module (e.g. "./controlplane") once per
+// test process and returns the binary's path.
+func BuildPackage(t T, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if bin, ok := buildDone[pkg]; ok {
+		return bin
+	}
+	dir, err := os.MkdirTemp("", "otelcol-svc-bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	buildDone[pkg] = bin
+	return bin
+}
+
+// ControlPlane is a running control plane process.
+type ControlPlane struct {
+	t      T
+	bin    string
+	Env    map[string]string
+	URL    string
+	cmd    *exec.Cmd
+	log    *bytes.Buffer
+	logMu  *sync.Mutex
+	exited chan struct{}
+}
+
+// StartControlPlane runs the control plane binary with env (plus a free port) and waits
+// until /healthz answers 200. It is killed at the end of the test.
+func StartControlPlane(t T, env map[string]string) *ControlPlane {
+	t.Helper()
+	c := &ControlPlane{t: t, bin: BuildPackage(t, "./controlplane"), Env: map[string]string{}, log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
+	for k, v := range env {
+		c.Env[k] = v
+	}
+	if c.Env["SVC_CONTROLPLANE_LISTEN"] == "" {
+		c.Env["SVC_CONTROLPLANE_LISTEN"] = "127.0.0.1:" + strconv.Itoa(FreePort(t))
+	}
+	c.URL = "http://" + c.Env["SVC_CONTROLPLANE_LISTEN"]
+	c.Start()
+	t.Cleanup(func() {
+		c.Kill()
+		if t.Failed() {
+			t.Logf("control plane log:\n%s", c.Log())
+		}
+	})
+	return c
+}
+
+// Start (re)starts the process with the same settings.
+func (c *ControlPlane) Start() {
+	c.t.Helper()
+	cmd := exec.Command(c.bin)
+	cmd.Env = os.Environ()
+	for k, v := range c.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	w := &lockedWriter{mu: c.logMu, b: c.log}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.cmd = cmd
+	c.exited = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(c.exited) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-c.exited:
+			c.t.Fatalf("control plane exited during start:\n%s", c.Log())
+		default:
+		}
+		if resp, err := http.Get(c.URL + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	c.t.Fatalf("control plane not healthy within 30s:\n%s", c.Log())
+}
+
+// Kill ends the process with SIGKILL.
+func (c *ControlPlane) Kill() {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGKILL)
+	<-c.exited
+	c.cmd = nil
+}
+
+// Log returns what the process printed.
+func (c *ControlPlane) Log() string {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	return c.log.String()
+}
+
+// PostgresURL creates a fresh database on the machine's PostgreSQL (POSTGRES_URL, default
+// postgres://postgres@127.0.0.1:5432/postgres) and drops it after the test.
+func PostgresURL(t T) string {
+	t.Helper()
+	admin := os.Getenv("POSTGRES_URL")
+	if admin == "" {
+		admin = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	db, err := sql.Open("pgx", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "svc_test_" + hex.EncodeToString(b[:])
+	if _, err := db.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("PostgreSQL must run for this test (.ci/run starts it): %v", err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("pgx", admin)
+		if err == nil {
+			_, _ = db.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
+			db.Close()
+		}
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+)
+
+// stack is a control plane with its NATS (and, when asked, a receiver on the same NATS).
+type stack struct {
+	nats *testenv.NATS
+	cp   *testenv.ControlPlane
+	db   map[string]string
+}
+
+// databases runs fn once per supported database.
+func databases(t *testing.T, fn func(t *testing.T, db map[string]string)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, map[string]string{"SVC_DATA_DIR": t.TempDir()}) })
+	t.Run("postgres", func(t *testing.T) {
+		fn(t, map[string]string{"SVC_DATA_DIR": t.TempDir(), "DATABASE_URL": testenv.PostgresURL(t)})
+	})
+}
+
+const testJWTSecret = "test-secret-test-secret-test-secret-0123"
+
+func startStack(t *testing.T, db map[string]string) *stack {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	env := map[string]string{"NATS_URL": n.URL(), "SVC_JWT_SECRET": testJWTSecret}
+	for k, v := range db {
+		env[k] = v
+	}
+	return &stack{nats: n, cp: testenv.StartControlPlane(t, env), db: db}
+}
+
+// receiver starts the ingest role on the stack's NATS.
+func (s *stack) receiver(t *testing.T) *testenv.Collector {
+	t.Helper()
+	return testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/receiver.yaml",
+		Env: map[string]string{"NATS_URL": s.nats.URL(), "SVC_STREAM_REPLICAS": "1"}})
+}
+
+type reply struct {
+	Status int
+	Body   map[string]any
+	Raw    []byte
+}
+
+func (r reply) str(k string) string { s, _ := r.Body[k].(string); return s }
+
+func (r reply) code() string {
+	e, _ := r.Body["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+func (r reply) message() string {
+	e, _ := r.Body["error"].(map[string]any)
+	m, _ := e["message"].(string)
+	return m
+}
+
+func call(t *testing.T, base, method, path, token string, body any) reply {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(t, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := reply{Status: resp.StatusCode, Raw: raw}
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &r.Body)
+	}
+	return r
+}
+
+// signup creates an account and returns its token and id.
+func (s *stack) signup(t *testing.T, email string) (token, id string) {
+	t.Helper()
+	r := call(t, s.cp.URL, "POST", "/api/v1/auth/signup", "", map[string]string{"email": email, "password": "correct horse battery"})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Raw)
+	return r.str("token"), r.Body["user"].(map[string]any)["id"].(string)
+}
