@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -173,39 +175,43 @@ type CollectorOptions struct {
 // killed at the end of the test; its log is printed if the test failed.
 func StartCollector(t T, opts CollectorOptions) *Collector {
 	t.Helper()
-	env := map[string]string{
-		"SVC_DATA_DIR":             t.TempDir(),
-		"SVC_RECEIVER_LISTEN":      "127.0.0.1:" + strconv.Itoa(FreePort(t)),
-		"SVC_OTLP_GRPC_LISTEN":     "127.0.0.1:" + strconv.Itoa(FreePort(t)),
-		"SVC_HEALTH_LISTEN":        "127.0.0.1:" + strconv.Itoa(FreePort(t)),
-		"SVC_METRICS_PORT":         strconv.Itoa(FreePort(t)),
-		"SVC_EMBEDDED_NATS_LISTEN": "127.0.0.1:" + strconv.Itoa(FreePort(t)),
-		"NATS_URL":                 "",
-	}
-	for k, v := range opts.Env {
-		env[k] = v
-	}
-	c := &Collector{t: t, Config: opts.Config, Env: env, log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
-	c.HTTP = "http://" + env["SVC_RECEIVER_LISTEN"]
-	c.GRPC = env["SVC_OTLP_GRPC_LISTEN"]
-	c.Health = "http://" + env["SVC_HEALTH_LISTEN"]
-	c.Metrics = "http://127.0.0.1:" + env["SVC_METRICS_PORT"] + "/metrics"
-	c.Start()
+	c := &Collector{t: t, Config: opts.Config, log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
+	dataDir := t.TempDir()
 	t.Cleanup(func() {
 		c.Kill()
 		if t.Failed() {
 			t.Logf("collector log:\n%s", c.Log())
 		}
 	})
-	return c
-}
-
-// Pid is the process id of the running collector, 0 when it is not running.
-func (c *Collector) Pid() int {
-	if c.cmd == nil || c.cmd.Process == nil {
-		return 0
+	for attempt := 0; ; attempt++ {
+		env := map[string]string{
+			"SVC_DATA_DIR":             dataDir,
+			"SVC_RECEIVER_LISTEN":      "127.0.0.1:" + strconv.Itoa(FreePort(t)),
+			"SVC_OTLP_GRPC_LISTEN":     "127.0.0.1:" + strconv.Itoa(FreePort(t)),
+			"SVC_HEALTH_LISTEN":        "127.0.0.1:" + strconv.Itoa(FreePort(t)),
+			"SVC_METRICS_PORT":         strconv.Itoa(FreePort(t)),
+			"SVC_EMBEDDED_NATS_LISTEN": "127.0.0.1:" + strconv.Itoa(FreePort(t)),
+			"NATS_URL":                 "",
+		}
+		for k, v := range opts.Env {
+			env[k] = v
+		}
+		c.Env = env
+		c.HTTP = "http://" + env["SVC_RECEIVER_LISTEN"]
+		c.GRPC = env["SVC_OTLP_GRPC_LISTEN"]
+		c.Health = "http://" + env["SVC_HEALTH_LISTEN"]
+		c.Metrics = "http://127.0.0.1:" + env["SVC_METRICS_PORT"] + "/metrics"
+		err := c.start()
+		if err == nil {
+			return c
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 4 {
+			t.Fatal(err)
+		}
+		c.logMu.Lock()
+		c.log.Reset()
+		c.logMu.Unlock()
 	}
-	return c.cmd.Process.Pid
 }
 
 // EmbeddedNATSURL is the embedded server's client URL (embedded config only).
@@ -214,6 +220,16 @@ func (c *Collector) EmbeddedNATSURL() string { return "nats://" + c.Env["SVC_EMB
 // Start starts (or restarts) the process with the same settings and waits for health.
 func (c *Collector) Start() {
 	c.t.Helper()
+	if err := c.start(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// errPortTaken is a start that failed because a port picked as free was taken meanwhile
+// (by a test running in parallel): StartCollector then retries with other ports.
+var errPortTaken = errors.New("address already in use")
+
+func (c *Collector) start() error {
 	cmd := exec.Command(Binary(c.t), "--config", filepath.Join(RepoRoot(), c.Config))
 	cmd.Env = os.Environ()
 	for k, v := range c.Env {
@@ -222,7 +238,7 @@ func (c *Collector) Start() {
 	w := &lockedWriter{mu: c.logMu, b: c.log}
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
+		return err
 	}
 	c.cmd = cmd
 	c.exited = make(chan struct{})
@@ -231,19 +247,23 @@ func (c *Collector) Start() {
 	for time.Now().Before(deadline) {
 		select {
 		case <-c.exited:
-			c.t.Fatalf("collector exited during start:\n%s", c.Log())
+			c.cmd = nil
+			if strings.Contains(c.Log(), "address already in use") {
+				return errPortTaken
+			}
+			return fmt.Errorf("collector exited during start:\n%s", c.Log())
 		default:
 		}
 		resp, err := http.Get(c.Health)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	c.t.Fatalf("collector not healthy within 60s:\n%s", c.Log())
+	return fmt.Errorf("collector not healthy within 60s:\n%s", c.Log())
 }
 
 // Kill ends the process with SIGKILL, as a crash would.
