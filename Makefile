@@ -10,16 +10,22 @@ FUZZTIME  ?= 10s
 
 build:
 	$(GO) build -o $(BIN)/otelcol-svc ./cmd/otelcol-svc
+	$(GO) build -o $(BIN)/controlplane ./controlplane
 
+# The embedded default: the collector (all data-plane roles, embedded NATS) and the
+# control plane beside it (SQLite), state under DATA_DIR. Ctrl-C stops both.
 run: build
 	@mkdir -p $(DATA_DIR)
 	@echo "otelcol-svc (embedded default): data in $(DATA_DIR)"
+	@echo "  control plane API           http://localhost:8080"
 	@echo "  ingest  OTLP/HTTP + events  http://localhost:4318"
 	@echo "  OTLP/gRPC                   localhost:4317"
 	@echo "  embedded NATS               nats://127.0.0.1:4223"
 	@echo "  health                      http://127.0.0.1:13133"
 	@echo "  collector metrics           http://localhost:8888/metrics"
-	SVC_DATA_DIR=$(DATA_DIR) $(BIN)/otelcol-svc --config configs/embedded.yaml
+	@SVC_DATA_DIR=$(DATA_DIR) $(BIN)/otelcol-svc --config configs/embedded.yaml & col=$$!; \
+	trap 'kill $$col 2>/dev/null; wait $$col' EXIT INT TERM; \
+	SVC_DATA_DIR=$(DATA_DIR) $(BIN)/controlplane
 
 test:
 	$(GO) test -count=1 ./...

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"regexp"
 	"strings"
@@ -8,9 +9,11 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
@@ -62,6 +65,10 @@ func TestSignupLoginKeyReachesTheReceiver(t *testing.T) {
 		require.Equal(t, http.StatusOK, list.Status)
 		assert.NotContains(t, string(list.Raw), key, "the key is shown only once")
 		assert.Contains(t, string(list.Raw), k.str("prefix"))
+		require.Eventually(t, func() bool {
+			keys := call(t, cp, "GET", "/api/v1/projects/"+pid+"/keys", token, nil).Body["keys"].([]any)
+			return len(keys) == 1 && keys[0].(map[string]any)["last_used_at"] != nil
+		}, 5*time.Second, 50*time.Millisecond, "the listing shows when the key was last used")
 
 		r = call(t, cp, "DELETE", "/api/v1/projects/"+pid+"/keys/"+k.str("id"), token, nil)
 		require.Equal(t, http.StatusNoContent, r.Status)
@@ -69,6 +76,17 @@ func TestSignupLoginKeyReachesTheReceiver(t *testing.T) {
 		require.Eventually(t, func() bool { return ingest(t, col.HTTP, key) == http.StatusUnauthorized }, time.Second, 10*time.Millisecond,
 			"a deleted key is refused within 1 s")
 		t.Logf("key refused %v after deletion", time.Since(revoked))
+
+		// Deleting the project revokes its keys and removes its streams.
+		key2 := call(t, cp, "POST", "/api/v1/projects/"+pid+"/keys", token, map[string]string{"name": "k2"}).str("key")
+		require.Eventually(t, func() bool { return ingest(t, col.HTTP, key2) == http.StatusAccepted }, time.Second, 10*time.Millisecond)
+		_, js := testenv.Connect(t, s.nats.URL())
+		_, err := js.Stream(context.Background(), streams.RawStream(pid))
+		require.NoError(t, err, "the raw stream exists once events arrived")
+		require.Equal(t, http.StatusNoContent, call(t, cp, "DELETE", "/api/v1/projects/"+pid, token, nil).Status)
+		require.Eventually(t, func() bool { return ingest(t, col.HTTP, key2) == http.StatusUnauthorized }, time.Second, 10*time.Millisecond)
+		_, err = js.Stream(context.Background(), streams.RawStream(pid))
+		assert.ErrorIs(t, err, jetstream.ErrStreamNotFound, "the project's streams are removed")
 	})
 }
 

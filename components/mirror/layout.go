@@ -7,6 +7,7 @@
 //	bucket svc-keys      key: hex SHA-256 of an API key   value: KeyEntry
 //	bucket svc-projects  key: project id                  value: Project
 //	bucket svc-sources   key: a push source's ingest key  value: Source
+//	bucket svc-key-usage key: key id                      value: unix milliseconds of last use
 //
 // The control plane is the only writer in production; it re-publishes its whole state on
 // start, so a new or wiped NATS recovers. Tests write through the same Store.
@@ -19,6 +20,9 @@ const (
 	BucketKeys     = "svc-keys"
 	BucketProjects = "svc-projects"
 	BucketSources  = "svc-sources"
+	// BucketKeyUsage is written by the data plane (when a key was last used, at most once
+	// a minute per key and process) and read by the control plane for key listings.
+	BucketKeyUsage = "svc-key-usage"
 )
 
 // Key scopes.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -12,7 +14,7 @@ import (
 // Store writes the mirror. Every write is a KV put acknowledged by JetStream, so when a
 // call returns, every watching data-plane process sees the change within milliseconds.
 type Store struct {
-	keys, projects, sources jetstream.KeyValue
+	keys, projects, sources, usage jetstream.KeyValue
 }
 
 // Open binds to (creating when missing) the three buckets.
@@ -26,6 +28,9 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 		return nil, err
 	}
 	if s.sources, err = bucket(ctx, js, BucketSources, replicas); err != nil {
+		return nil, err
+	}
+	if s.usage, err = bucket(ctx, js, BucketKeyUsage, replicas); err != nil {
 		return nil, err
 	}
 	return &s, nil
@@ -129,3 +134,25 @@ func (s *Store) List(ctx context.Context, bucket string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// KeyUsed records that a key was used at t.
+func (s *Store) KeyUsed(ctx context.Context, keyID string, t time.Time) error {
+	_, err := s.usage.Put(ctx, keyID, []byte(strconv.FormatInt(t.UnixMilli(), 10)))
+	return err
+}
+
+// KeyLastUsed returns when a key was last used (zero when never or unknown).
+func (s *Store) KeyLastUsed(ctx context.Context, keyID string) time.Time {
+	e, err := s.usage.Get(ctx, keyID)
+	if err != nil {
+		return time.Time{}
+	}
+	ms, err := strconv.ParseInt(string(e.Value()), 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// ForgetKeyUsage removes a deleted key's usage record.
+func (s *Store) ForgetKeyUsage(ctx context.Context, keyID string) error { return del(ctx, s.usage, keyID) }

@@ -282,8 +282,14 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
+		// Last use is reported by the data plane into the mirror; without NATS the
+		// listing still works, without it.
+		ms, _, _ := s.Mirror(ctx)
 		out := make([]map[string]any, 0, len(keys))
 		for _, k := range keys {
+			if ms != nil {
+				k.LastUsedAt = ms.KeyLastUsed(ctx, k.ID)
+			}
 			out = append(out, keyJSON(k))
 		}
 		rep.set(http.StatusOK, map[string]any{"keys": out})
@@ -336,6 +342,7 @@ func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
 		if err := ms.DeleteKey(ctx, k.Hash); err != nil {
 			return err
 		}
+		_ = ms.ForgetKeyUsage(ctx, k.ID)
 		rep.set(http.StatusNoContent, nil)
 		return nil
 	})

@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/nats-io/nats.go"
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
 func load(t *testing.T, name string) *Config {

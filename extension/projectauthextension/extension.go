@@ -3,6 +3,8 @@ package projectauthextension
 import (
 	"context"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,7 +31,14 @@ type authenticator struct {
 	done   chan struct{}
 
 	outcomes metric.Int64Counter
+
+	// Key usage is reported to the control plane's listings off the request path, at most
+	// once per key and usageEvery per process.
+	reported sync.Map // key id -> time.Time of the last report
+	used     chan string
 }
+
+const usageEvery = time.Minute
 
 var (
 	_            extensionauth.Server            = (*authenticator)(nil)
@@ -73,11 +82,58 @@ func (a *authenticator) Start(_ context.Context, host component.Host) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	a.done = make(chan struct{})
+	a.used = make(chan string, 1024)
+	var wg sync.WaitGroup
+	wg.Add(2)
 	go func() {
-		defer close(a.done)
+		defer wg.Done()
 		a.cache.Run(ctx, js)
 	}()
+	go func() {
+		defer wg.Done()
+		a.reportUsage(ctx, js)
+	}()
+	go func() {
+		wg.Wait()
+		close(a.done)
+	}()
 	return nil
+}
+
+// noteUse queues a key's use for reporting, unless it was reported recently. It never
+// blocks a request: when the queue is full the use is simply reported later.
+func (a *authenticator) noteUse(keyID string) {
+	now := time.Now()
+	if last, ok := a.reported.Load(keyID); ok && now.Sub(last.(time.Time)) < usageEvery {
+		return
+	}
+	a.reported.Store(keyID, now)
+	select {
+	case a.used <- keyID:
+	default:
+		a.reported.Delete(keyID)
+	}
+}
+
+func (a *authenticator) reportUsage(ctx context.Context, js jetstream.JetStream) {
+	var store *mirror.Store
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-a.used:
+			if store == nil {
+				var err error
+				if store, err = mirror.Open(ctx, js, 1); err != nil {
+					a.reported.Delete(id)
+					continue
+				}
+			}
+			if err := store.KeyUsed(ctx, id, time.Now()); err != nil {
+				a.reported.Delete(id) // report again on next use
+			}
+		}
+	}
 }
 
 func (a *authenticator) Shutdown(context.Context) error {
@@ -123,6 +179,7 @@ func (a *authenticator) resolve(key string) (tenant.Principal, error) {
 	if !ok || e.Scope != mirror.ScopeProject {
 		return tenant.Principal{}, tenant.ErrInvalidKey
 	}
+	a.noteUse(e.KeyID)
 	return tenant.Principal{ProjectID: e.ProjectID, KeyID: e.KeyID, AccountID: e.AccountID, Scope: e.Scope}, nil
 }
 
