@@ -214,6 +214,15 @@ func StartCollector(t T, opts CollectorOptions) *Collector {
 	}
 }
 
+// Pid is the process id of the running collector, 0 when it is not running (the load
+// generator under bench/ samples its memory and CPU time from /proc).
+func (c *Collector) Pid() int {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
+}
+
 // EmbeddedNATSURL is the embedded server's client URL (embedded config only).
 func (c *Collector) EmbeddedNATSURL() string { return "nats://" + c.Env["SVC_EMBEDDED_NATS_LISTEN"] }
 

@@ -1,0 +1,397 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/otelcol-svc/otelcol-svc/components/records"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
+)
+
+// result is what one timed phase measured. A "batch" is one request's records: one
+// HTTP request in the ingest phase, one group of async publishes in the reference.
+type result struct {
+	Records   int64           // records confirmed (200 answers / JetStream acks)
+	Batches   int64           // batches confirmed
+	Elapsed   time.Duration   // from the start until the last worker finished
+	Latencies []time.Duration // per confirmed batch
+	Failures  map[string]int  // what went wrong, by kind, with a count
+}
+
+// merge adds the figures of another round of the same phase.
+func (r result) merge(o result) result {
+	r.Records += o.Records
+	r.Batches += o.Batches
+	r.Elapsed += o.Elapsed
+	r.Latencies = append(r.Latencies, o.Latencies...)
+	slices.Sort(r.Latencies)
+	if r.Failures == nil {
+		r.Failures = map[string]int{}
+	}
+	for k, v := range o.Failures {
+		r.Failures[k] += v
+	}
+	return r
+}
+
+func (r result) rate() float64 { return float64(r.Records) / r.Elapsed.Seconds() }
+
+// percentile is the nearest-rank percentile of sorted latencies.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p+0.999999) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// run starts conc workers that each call batch in a loop until d has passed; a batch in
+// flight at the deadline completes and counts. batch returns the records it got
+// confirmed, or a failure description.
+func run(conc int, d time.Duration, batch func(worker, i int) (int, string)) result {
+	var mu sync.Mutex
+	res := result{Failures: map[string]int{}}
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var n, batches int64
+			lat := make([]time.Duration, 0, 4096)
+			fails := map[string]int{}
+			for i := 0; time.Now().Before(deadline); i++ {
+				t0 := time.Now()
+				got, fail := batch(w, i)
+				if fail != "" {
+					fails[fail]++
+					continue
+				}
+				lat = append(lat, time.Since(t0))
+				n += int64(got)
+				batches++
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			res.Records += n
+			res.Batches += batches
+			res.Latencies = append(res.Latencies, lat...)
+			for k, v := range fails {
+				res.Failures[k] += v
+			}
+		}()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	slices.Sort(res.Latencies)
+	return res
+}
+
+// pick spreads workers over the distinct requests so that they do not send the same
+// one at the same time.
+func pick(reqs []request, worker, conc, i int) request { return reqs[(worker+i*conc)%len(reqs)] }
+
+// reference publishes the flat records straight to JetStream the way the exporter does
+// for one request: every record of a batch with PublishMsgAsync (same subject shape,
+// same Svc-Signal header, same client options), then wait for all acks.
+func reference(js jetstream.JetStream, project string, reqs []request, conc int, d time.Duration) result {
+	subject := streams.RawSubject(project)
+	stall := jetstream.WithStallWait(publishTimeout)
+	return run(conc, d, func(worker, i int) (int, string) {
+		recs := pick(reqs, worker, conc, i).records
+		futures := make([]jetstream.PubAckFuture, 0, len(recs))
+		for _, rec := range recs {
+			// A fresh message each time: PublishMsgAsync sets its reply subject.
+			msg := &nats.Msg{Subject: subject, Data: rec, Header: nats.Header{streams.HeaderSignal: []string{records.SignalLog}}}
+			f, err := js.PublishMsgAsync(msg, stall)
+			if err != nil {
+				return 0, "publish: " + err.Error()
+			}
+			futures = append(futures, f)
+		}
+		timer := time.NewTimer(publishTimeout)
+		defer timer.Stop()
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return 0, "ack: " + err.Error()
+			case <-timer.C:
+				return 0, "ack: timeout"
+			}
+		}
+		return len(recs), ""
+	})
+}
+
+// sender posts OTLP/HTTP protobuf requests to the collector.
+type sender struct {
+	client *http.Client
+	url    string
+	key    string
+}
+
+func newSender(base, key string, conns int) *sender {
+	tr := &http.Transport{
+		MaxIdleConns:        conns * 2,
+		MaxIdleConnsPerHost: conns * 2, // the default (2) would close and reopen connections
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+	}
+	return &sender{client: &http.Client{Transport: tr, Timeout: 30 * time.Second}, url: base + "/v1/logs", key: key}
+}
+
+// post sends one request and returns "" on a 200, else a description of the failure
+// (the status and the OTLP Status message the collector answered).
+func (s *sender) post(body []byte) string {
+	req, err := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(body))
+	if err != nil {
+		return err.Error()
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("X-API-Key", s.key)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return "transport: " + err.Error()
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		_, _ = io.Copy(io.Discard, resp.Body) // drained, so the connection is reused
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	var st spb.Status
+	msg := strconv.Quote(string(b))
+	if proto.Unmarshal(b, &st) == nil && st.Message != "" {
+		msg = st.Message
+	}
+	return fmt.Sprintf("%d %s", resp.StatusCode, msg)
+}
+
+// ingest is the timed OTLP/HTTP phase.
+func ingest(s *sender, reqs []request, conc int, d time.Duration) result {
+	return run(conc, d, func(worker, i int) (int, string) {
+		r := pick(reqs, worker, conc, i)
+		if fail := s.post(r.body); fail != "" {
+			return 0, fail
+		}
+		return len(r.records), ""
+	})
+}
+
+// rssResult is what the paced phase measured.
+type rssResult struct {
+	Idle, Peak, Final     mem
+	Sent, Failed, Skipped int64
+	Elapsed               time.Duration
+	Failures              map[string]int
+}
+
+// mem is a reading of a process's resident memory, in MiB: the total (VmRSS), and its
+// anonymous (heap, stacks) and file-backed (mostly the executable's own pages) parts.
+type mem struct {
+	RSS  float64 `json:"rss_mib"`
+	Anon float64 `json:"anon_mib"`
+	File float64 `json:"file_mib"`
+}
+
+// paced sends one request every batch/rate seconds for d, whatever the answers take
+// (each request in its own goroutine, at most maxInFlight at once; a tick that finds
+// them all busy is skipped and counted), and samples the collector's memory every
+// 200 ms. Peak is the sample with the highest VmRSS.
+func paced(s *sender, reqs []request, pid int, rate float64, d time.Duration) (rssResult, error) {
+	const maxInFlight = 256
+	var res rssResult
+	idle, err := readMem(pid)
+	if err != nil {
+		return res, err
+	}
+	res.Idle, res.Peak = idle, idle
+
+	var mu sync.Mutex // guards res.Peak, res.Failed and res.Failures
+	stopSampler := make(chan struct{})
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopSampler:
+				return
+			case <-t.C:
+				if m, err := readMem(pid); err == nil {
+					mu.Lock()
+					if m.RSS > res.Peak.RSS {
+						res.Peak = m
+					}
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+
+	res.Failures = map[string]int{}
+	sem := make(chan struct{}, maxInFlight)
+	var wg sync.WaitGroup
+	interval := time.Duration(float64(time.Second) * float64(len(reqs[0].records)) / rate)
+	tick := time.NewTicker(interval)
+	start := time.Now()
+	for i := 0; time.Since(start) < d; i++ {
+		<-tick.C
+		select {
+		case sem <- struct{}{}:
+		default:
+			res.Skipped++
+			continue
+		}
+		res.Sent++
+		wg.Add(1)
+		go func(body []byte) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if fail := s.post(body); fail != "" {
+				mu.Lock()
+				res.Failed++
+				res.Failures[fail]++
+				mu.Unlock()
+			}
+		}(reqs[i%len(reqs)].body)
+	}
+	tick.Stop()
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	close(stopSampler)
+	<-samplerDone
+	if res.Final, err = readMem(pid); err != nil {
+		return res, err
+	}
+	if res.Final.RSS > res.Peak.RSS {
+		res.Peak = res.Final
+	}
+	return res, nil
+}
+
+// readMem reads a process's resident memory from /proc/<pid>/status.
+func readMem(pid int) (mem, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return mem{}, err
+	}
+	var m mem
+	fields := map[string]*float64{"VmRSS:": &m.RSS, "RssAnon:": &m.Anon, "RssFile:": &m.File}
+	found := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line) // e.g. "VmRSS:", "88792", "kB"
+		if len(f) == 3 && fields[f[0]] != nil {
+			kb, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				return mem{}, fmt.Errorf("parse %q: %w", line, err)
+			}
+			*fields[f[0]] = kb / 1024
+			found++
+		}
+	}
+	if found != len(fields) {
+		return mem{}, fmt.Errorf("no VmRSS, RssAnon and RssFile in /proc/%d/status", pid)
+	}
+	return m, nil
+}
+
+// cpuSnap is a reading of CPU time consumed so far: by the collector process, by this
+// load generator, and by the whole machine. Differences between two snapshots show
+// where a phase's CPU went, and whether something else on the machine was busy (the
+// figures are only comparable between runs when "other" stays near zero).
+type cpuSnap struct {
+	collector, self, busy time.Duration
+}
+
+// clockTick is USER_HZ, the unit of /proc times: 100 on every Linux platform Go runs on.
+const clockTick = 10 * time.Millisecond
+
+func readCPU(pid int) cpuSnap {
+	var s cpuSnap
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+		// Fields after the command name (which may hold spaces, hence the last ')'):
+		// state is field 3, utime and stime are fields 14 and 15.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
+			f := strings.Fields(string(b[i+1:]))
+			if len(f) > 12 {
+				u, _ := strconv.ParseInt(f[11], 10, 64)
+				k, _ := strconv.ParseInt(f[12], 10, 64)
+				s.collector = time.Duration(u+k) * clockTick
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		// "cpu  user nice system idle iowait irq softirq steal ...": busy is all but idle
+		// and iowait.
+		line, _, _ := strings.Cut(string(b), "\n")
+		for i, v := range strings.Fields(line)[1:] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			if i != 3 && i != 4 && i < 8 {
+				s.busy += time.Duration(n) * clockTick
+			}
+		}
+	}
+	return s
+}
+
+// add returns s plus the CPU spent between a and b.
+func (s cpuSnap) add(a, b cpuSnap) cpuSnap {
+	return cpuSnap{s.collector + b.collector - a.collector, s.self + b.self - a.self, s.busy + b.busy - a.busy}
+}
+
+// use turns CPU spent during elapsed into cores.
+func (s cpuSnap) use(elapsed time.Duration) cpuUse {
+	sec := elapsed.Seconds()
+	c, g := s.collector.Seconds()/sec, s.self.Seconds()/sec
+	return cpuUse{Collector: c, Generator: g, Other: max(0, s.busy.Seconds()/sec-c-g)}
+}
+
+// cpuUse is the CPU spent during a phase, in cores (CPU seconds per second).
+type cpuUse struct {
+	Collector float64 `json:"collector_cores"`
+	Generator float64 `json:"generator_cores"`
+	Other     float64 `json:"other_cores"` // the rest of the machine: should be ~0
+}
+
+// perfRecord samples the collector's stacks with Linux perf into dir/name.perf.data
+// until the returned function is called (nothing when dir is empty). Go binaries keep
+// frame pointers, so perf's call graphs show where the collector's time goes, e.g.
+// perf report -i FILE --children --sort symbol.
+func perfRecord(r *runner, dir, name string, pid int) (stop func()) {
+	if dir == "" {
+		return func() {}
+	}
+	cmd := exec.Command("perf", "record", "-F", "499", "-g", "-p", strconv.Itoa(pid), "-o", filepath.Join(dir, name+".perf.data"))
+	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	if err := cmd.Start(); err != nil {
+		r.Fatalf("perf record: %v (install linux-perf, or run without -perf)", err)
+	}
+	return func() {
+		_ = cmd.Process.Signal(os.Interrupt) // perf writes its file on SIGINT
+		_ = cmd.Wait()
+	}
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sync"
+)
+
+// runner implements testenv.T for a program, so the load generator starts the collector
+// exactly as the end-to-end tests do. Fatal prints, runs the cleanups (which stop the
+// collector and print its log, since the run has then failed) and exits non-zero.
+type runner struct {
+	mu       sync.Mutex
+	cleanups []func()
+	failed   bool
+}
+
+func (r *runner) Helper() {}
+
+func (r *runner) Logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+}
+
+func (r *runner) Fatal(args ...any) {
+	fmt.Fprintln(os.Stderr, append([]any{"bench/ingest: error:"}, args...)...)
+	r.fail()
+}
+
+func (r *runner) Fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench/ingest: error: "+format+"\n", args...)
+	r.fail()
+}
+
+// fail may be called from any goroutine; only the first caller cleans up, the others
+// wait for the exit.
+func (r *runner) fail() {
+	r.mu.Lock()
+	if r.failed {
+		r.mu.Unlock()
+		select {} // the first failure is exiting the process
+	}
+	r.failed = true
+	r.mu.Unlock()
+	r.cleanup()
+	os.Exit(1)
+}
+
+func (r *runner) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+func (r *runner) TempDir() string {
+	dir, err := os.MkdirTemp("", "bench-ingest-")
+	if err != nil {
+		r.Fatal(err)
+	}
+	r.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+func (r *runner) Cleanup(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cleanups = append(r.cleanups, f)
+}
+
+// cleanup runs the registered functions last-in first-out, as testing does.
+func (r *runner) cleanup() {
+	for {
+		r.mu.Lock()
+		n := len(r.cleanups)
+		if n == 0 {
+			r.mu.Unlock()
+			return
+		}
+		f := r.cleanups[n-1]
+		r.cleanups = r.cleanups[:n-1]
+		r.mu.Unlock()
+		f()
+	}
+}
