@@ -91,7 +91,11 @@ func TestSignupLoginKeyReachesTheReceiver(t *testing.T) {
 }
 
 func TestBadTokensAreRefused(t *testing.T) {
-	s := startStack(t, map[string]string{"SVC_DATA_DIR": t.TempDir()})
+	databases(t, testBadTokens)
+}
+
+func testBadTokens(t *testing.T, db map[string]string) {
+	s := startStack(t, db)
 	token, uid := s.signup(t, "a@example.com")
 	sign := func(secret string, exp time.Time) string {
 		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
@@ -116,7 +120,11 @@ func TestBadTokensAreRefused(t *testing.T) {
 }
 
 func TestLoginIsRateLimited(t *testing.T) {
-	s := startStack(t, map[string]string{"SVC_DATA_DIR": t.TempDir()})
+	databases(t, testLoginRateLimit)
+}
+
+func testLoginRateLimit(t *testing.T, db map[string]string) {
+	s := startStack(t, db)
 	s.signup(t, "victim@example.com")
 	var last reply
 	for i := 0; i < 12; i++ {
