@@ -1,7 +1,6 @@
 package ottlevent
 
 import (
-	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.uber.org/zap/zapcore"
@@ -153,7 +152,7 @@ func appendMap(dst []byte, m pcommon.Map) []byte {
 			dst = append(dst, ',')
 		}
 		first = false
-		dst = appendString(dst, k)
+		dst = records.AppendString(dst, k)
 		dst = append(dst, ':')
 		dst = records.AppendValue(dst, v)
 	}
@@ -179,56 +178,3 @@ func (r *Record) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return nil
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendString quotes s with the conventions of package records (whose quoting
-// function is not exported): invalid UTF-8 becomes U+FFFD, U+2028/U+2029 are
-// escaped, HTML characters are not. Keys written here and values written by
-// records.AppendValue must agree, or a changed record would mix two styles.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}

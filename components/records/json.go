@@ -89,6 +89,10 @@ func appendFloat(dst []byte, f float64) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// AppendString appends s as a JSON string with the conventions of this package; other
+// packages that write records (a transformed record) use it so all records agree.
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
+
 // appendString quotes s as a JSON string. Output is always valid UTF-8: invalid
 // bytes become U+FFFD, as with encoding/json, because downstream consumers
 // reject invalid UTF-8. HTML characters are left alone: nothing here is embedded
