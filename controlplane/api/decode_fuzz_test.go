@@ -19,14 +19,14 @@ func FuzzPipelineBody(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var b pipelineBody
+		var b mirror.Pipeline
 		if e := decodeBytes(body, &b); e != nil {
 			if e.Status != http.StatusBadRequest || e.Message == "" {
 				t.Fatalf("decode error %+v", e)
 			}
 			return
 		}
-		pl := withDefaults(mirror.Pipeline(b))
+		pl := withDefaults(b)
 		if e := ValidatePipeline(pl); e != nil {
 			if e.Code != "invalid_pipeline" || !strings.Contains(e.Message, ":") {
 				t.Fatalf("validation error without a field: %+v", e)

@@ -13,18 +13,6 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
-// pipelineBody is contract section 6. Pointers tell a missing field (its default) from a
-// zero one.
-type pipelineBody struct {
-	Trigger               string   `json:"trigger"`
-	Transforms            []string `json:"transforms"`
-	AgentEndpointURL      string   `json:"agent_endpoint_url"`
-	WindowEnabled         bool     `json:"window_enabled"`
-	ContextFilter         string   `json:"context_filter"`
-	WindowDurationSeconds int      `json:"window_duration_seconds"`
-	GroupKey              string   `json:"group_key"`
-	BatchSize             int      `json:"batch_size"`
-}
 
 func pipelineJSON(p store.Project, role string) map[string]any {
 	pl := withDefaults(p.Pipeline)
@@ -69,12 +57,13 @@ func (s *Server) getPipeline(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putPipeline(w http.ResponseWriter, r *http.Request) {
-	var b pipelineBody
+	// The body is contract section 6 exactly: mirror.Pipeline carries its JSON names.
+	var b mirror.Pipeline
 	if e := decode(r, &b); e != nil {
 		fail(w, e)
 		return
 	}
-	pl := withDefaults(mirror.Pipeline(b))
+	pl := withDefaults(b)
 	if e := ValidatePipeline(pl); e != nil {
 		fail(w, e)
 		return
