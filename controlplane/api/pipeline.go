@@ -13,7 +13,6 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
-
 func pipelineJSON(p store.Project, role string) map[string]any {
 	pl := withDefaults(p.Pipeline)
 	out := map[string]any{
