@@ -18,6 +18,10 @@ type Info struct {
 	// request's records (suffixed ":<index>" when the request holds more than one), so a
 	// retried request is stored once within the stream's duplicate window.
 	IdempotencyKey string
+	// Output sends the records to the project's output stream (agent results) instead of
+	// its raw stream; each record is then one result, with RequestID in Svc-Request-Id.
+	Output    bool
+	RequestID string
 }
 
 // With returns ctx carrying info.

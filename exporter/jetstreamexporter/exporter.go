@@ -2,6 +2,8 @@ package jetstreamexporter
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -134,16 +136,22 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 	if e.nc == nil || !e.nc.IsConnected() {
 		return errNotConnected
 	}
-	if err := e.ensureStream(ctx, p.ProjectID); err != nil {
+	cfg := streams.RawConfig(p.ProjectID, e.cfg.Stream)
+	if info.Output {
+		cfg = streams.OutputConfig(p.ProjectID, e.cfg.Stream)
+	}
+	if err := e.ensureStream(ctx, cfg); err != nil {
 		return err
 	}
-	subject := streams.RawSubject(p.ProjectID)
+	subject := cfg.Subjects[0]
 	futures := make([]jetstream.PubAckFuture, 0, n)
 	stall := jetstream.WithStallWait(e.cfg.PublishTimeout)
 	i := 0
 	err := walk(func(signal string, rec []byte) error {
 		msg := &nats.Msg{Subject: subject, Data: rec, Header: signalHeader(signal)}
-		if info.IdempotencyKey != "" {
+		if info.Output {
+			msg.Header = outputHeader(info.RequestID, rec)
+		} else if info.IdempotencyKey != "" {
 			id := info.IdempotencyKey
 			if n > 1 {
 				id += ":" + strconv.Itoa(i)
@@ -196,17 +204,29 @@ func signalHeader(signal string) nats.Header {
 	return nats.Header{streams.HeaderSignal: []string{signal}}
 }
 
-func (e *jsExporter) ensureStream(ctx context.Context, projectID string) error {
-	if _, ok := e.ensured.Load(projectID); ok {
+// outputHeader carries an agent result's request id; its message id makes the same result
+// posted twice (an agent retrying) one message, while different results for one request
+// are all kept.
+func outputHeader(requestID string, payload []byte) nats.Header {
+	sum := sha256.Sum256(payload)
+	return nats.Header{
+		streams.HeaderSignal:    []string{"agent_output"},
+		streams.HeaderRequestID: []string{requestID},
+		streams.HeaderMsgID:     []string{"out:" + requestID + ":" + hex.EncodeToString(sum[:12])},
+	}
+}
+
+func (e *jsExporter) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) error {
+	if _, ok := e.ensured.Load(cfg.Name); ok {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.PublishTimeout)
 	defer cancel()
-	if err := streams.Ensure(cctx, e.js, streams.RawConfig(projectID, e.cfg.Stream)); err != nil {
-		e.logger.Warn("cannot create raw stream", zap.String("project_id", projectID), zap.Error(err))
+	if err := streams.Ensure(cctx, e.js, cfg); err != nil {
+		e.logger.Warn("cannot create stream", zap.String("stream", cfg.Name), zap.Error(err))
 		return errNotConnected
 	}
-	e.ensured.Store(projectID, struct{}{})
+	e.ensured.Store(cfg.Name, struct{}{})
 	return nil
 }
 
@@ -218,7 +238,8 @@ func (e *jsExporter) classify(projectID string, err error) error {
 		return errStreamFull
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
 		// The stream was deleted behind our back; create it again on the next request.
-		e.ensured.Delete(projectID)
+		e.ensured.Delete(streams.RawStream(projectID))
+		e.ensured.Delete(streams.OutputStream(projectID))
 		return errNotConnected
 	case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, jetstream.ErrTooManyStalledMsgs):
 		return errAckTimeout

@@ -80,7 +80,7 @@ func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request,
 	for i := range objs {
 		objs[i] = eventjson.WithFields(objs[i], fields...)
 	}
-	if err := r.consumePrebuilt(ctx, records.SignalEvent, idem, objs); err != nil {
+	if err := r.consumePrebuilt(ctx, ingestctx.Info{Prebuilt: records.SignalEvent, IdempotencyKey: idem}, objs); err != nil {
 		return r.consumeError(err)
 	}
 	writeJSON(w, http.StatusAccepted, map[string]int{"accepted": len(objs)})
@@ -117,7 +117,7 @@ func eventHeaders(req *http.Request) ([]eventjson.Field, string, *apierror.Error
 
 // consumePrebuilt sends finished records down the logs pipeline, one log record each with
 // the record's bytes as its body; the JetStream exporter publishes them as they are.
-func (r *ingestReceiver) consumePrebuilt(ctx context.Context, signal, idem string, recs [][]byte) error {
+func (r *ingestReceiver) consumePrebuilt(ctx context.Context, info ingestctx.Info, recs [][]byte) error {
 	ld := plog.NewLogs()
 	sl := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty()
 	sl.Scope().SetName(eventsScope)
@@ -126,9 +126,9 @@ func (r *ingestReceiver) consumePrebuilt(ctx context.Context, signal, idem strin
 	for _, rec := range recs {
 		lrs.AppendEmpty().Body().SetEmptyBytes().FromRaw(rec)
 	}
-	ctx = ingestctx.With(ctx, ingestctx.Info{Prebuilt: signal, IdempotencyKey: idem})
+	ctx = ingestctx.With(ctx, info)
 	ctx = r.obs.StartLogsOp(ctx)
 	err := r.logs.ConsumeLogs(ctx, ld)
-	r.obs.EndLogsOp(ctx, signal, len(recs), err)
+	r.obs.EndLogsOp(ctx, info.Prebuilt, len(recs), err)
 	return err
 }

@@ -100,6 +100,7 @@ func (r *ingestReceiver) routes() http.Handler {
 	mux.HandleFunc("/v1/metrics", r.handleMetrics)
 	mux.HandleFunc("/v1/events", r.handleEvent)
 	mux.HandleFunc("/v1/events/batch", r.handleEventBatch)
+	mux.HandleFunc("/internal/agent-output", r.handleAgentOutput)
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.NotFound,
 			fmt.Sprintf("no endpoint %s; see the receiver's README for its paths", req.URL.Path)))

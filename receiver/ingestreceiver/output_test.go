@@ -1,0 +1,50 @@
+package ingestreceiver
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestParseAgentOutput(t *testing.T) {
+	out, e := parseAgentOutput([]byte(`{"request_id": "req_1", "payload": {"summary": "disk full", "n": 1.50}}`), "")
+	assert.Nil(t, e)
+	assert.Equal(t, "req_1", out.RequestID)
+	assert.Equal(t, `{"summary": "disk full", "n": 1.50}`, string(out.Payload), "the payload's bytes as sent")
+
+	out, e = parseAgentOutput([]byte(`{"payload": "ok"}`), "req_hdr")
+	assert.Nil(t, e)
+	assert.Equal(t, "req_hdr", out.RequestID, "the header serves when the body has no request_id")
+
+	for body, code := range map[string]string{
+		`{"payload": "ok"}`:                       "invalid_body", // no request id anywhere
+		`{"request_id": "r"}`:                     "invalid_body", // no payload
+		`{"requestId": "r", "payload": 1}`:        "invalid_body", // misspelt field
+		`{"request_id": "a b", "payload": 1}`:     "invalid_body",
+		`{"request_id": "r", "payload": `:         "invalid_json",
+		`{"request_id": "r", "payload": 1} {"x"}`: "invalid_json",
+	} {
+		_, e := parseAgentOutput([]byte(body), "")
+		if assert.NotNil(t, e, body) {
+			assert.Equal(t, code, e.Code, body)
+		}
+	}
+}
+
+func FuzzParseAgentOutput(f *testing.F) {
+	for _, s := range []string{`{"request_id":"r","payload":{}}`, `{"payload":[1,2]}`, `{"request_id":1}`, `{`} {
+		f.Add([]byte(s), "req_h")
+	}
+	f.Fuzz(func(t *testing.T, body []byte, header string) {
+		out, e := parseAgentOutput(body, header)
+		if e != nil {
+			if e.Status != 400 || e.Message == "" {
+				t.Fatalf("bad error %+v", e)
+			}
+			return
+		}
+		if out.RequestID == "" || len(out.Payload) == 0 {
+			t.Fatalf("accepted without request id or payload: %q", body)
+		}
+	})
+}
