@@ -256,7 +256,8 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, project string) error {
 	if err != nil {
 		return err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(r.cfg.BatchSize))
+	// Two batches in flight: the next one arrives while the pipeline works on this one.
+	it, err := cons.Messages(jetstream.PullMaxMessages(2 * r.cfg.BatchSize))
 	if err != nil {
 		return err
 	}
@@ -284,8 +285,8 @@ func (r *jsReceiver) fill(it jetstream.MessagesContext, batch []jetstream.Msg, p
 	deadline := time.Now().Add(linger)
 	for len(batch) < r.cfg.BatchSize {
 		wait := time.Until(deadline)
-		if wait < time.Millisecond {
-			wait = time.Millisecond // take what is buffered already
+		if wait < time.Microsecond {
+			wait = time.Microsecond // take only what is buffered already
 		}
 		m, err := it.Next(jetstream.NextMaxWait(wait))
 		if err != nil {

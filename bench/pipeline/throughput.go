@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/records"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
+)
+
+const (
+	tpProject    = "benchpipe"    // consumed by the collector's pipeline role
+	tpRefProject = "benchpiperef" // consumed by the reference, in this process
+	streamMax    = 8 << 30        // bytes: the pre-published records must fit
+
+	// The JetStream receiver's settings in configs/pipeline.yaml (durable name, fetch
+	// size, ack wait); the reference consumer uses the same.
+	durable = "svc-pipeline"
+	fetch   = 500
+	ackWait = 60 * time.Second
+
+	trigger = "severity_number >= 17"
+)
+
+type throughputReport struct {
+	Records       int64    `json:"records"`          // on each stream
+	Distinct      int      `json:"distinct_records"` // published round robin
+	RecordBytes   int      `json:"record_bytes_avg"`
+	Matches       int64    `json:"trigger_matches_expected"`
+	PublishPerSec float64  `json:"prepublish_records_per_sec"` // not timed against a goal
+	Reference     consumed `json:"reference"`
+	Pipeline      consumed `json:"pipeline"`
+	AgentCalls    int64    `json:"agent_calls"`
+	AgentRecords  int64    `json:"agent_records"`
+	Ratio         float64  `json:"ratio"` // pipeline / reference records/s
+}
+
+// consumed is one drain of a stream: from the consumer's creation (the server's
+// timestamp) until it had nothing pending and nothing waiting for an ack.
+type consumed struct {
+	RecordsPerSec float64 `json:"records_per_sec"`
+	Seconds       float64 `json:"seconds"`
+	Redelivered   int     `json:"redelivered"`
+	CPU           cpuUse  `json:"cpu"`
+	// CPU time per record: the collector process, and this process (the NATS server, the
+	// agent, and for the reference its consumer).
+	CollectorUsPerRecord float64 `json:"collector_cpu_us_per_record"`
+	BenchUsPerRecord     float64 `json:"bench_cpu_us_per_record"`
+}
+
+// consumerConfig is the JetStream receiver's consumer (receiver/jetstreamreceiver).
+func consumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: -1,
+		MaxAckPending: 4 * fetch, DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+func throughput(r *runner, n int64, perfDir string) *throughputReport {
+	ctx := context.Background()
+	rep := &throughputReport{Records: n}
+	recs, err := flatRecords(30_000)
+	if err != nil {
+		r.Fatal(err)
+	}
+	rep.Distinct = len(recs)
+	var size int
+	for _, rec := range recs {
+		size += len(rec)
+	}
+	rep.RecordBytes = size / len(recs)
+	rep.Matches = n / 100 // one ERROR in every 100 records, and n is a multiple of 100
+
+	nt := testenv.StartNATS(r)
+	_, js := testenv.Connect(r, nt.URL())
+	limits := streams.DefaultLimits()
+	limits.MaxBytes = streamMax
+	for _, p := range []string{tpProject, tpRefProject} {
+		if err := streams.Ensure(ctx, js, streams.RawConfig(p, limits)); err != nil {
+			r.Fatal(err)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "pre-publishing %d records (%d B each on average) to each of 2 streams...\n", n, rep.RecordBytes)
+	t0 := time.Now()
+	publish(r, nt.URL(), tpProject, recs, n)
+	publish(r, nt.URL(), tpRefProject, recs, n)
+	rep.PublishPerSec = float64(2*n) / time.Since(t0).Seconds()
+	syscall.Sync() // write the streams' pages back now, not during the timed phases
+
+	// The collector runs from the start, idle: the project has no pipeline yet, so its
+	// start-up does not fall into a timed phase.
+	ag := startAgent(r, false)
+	col := testenv.StartCollector(r, testenv.CollectorOptions{Config: "configs/pipeline.yaml", Env: map[string]string{
+		"NATS_URL": nt.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1",
+		"SVC_STREAM_MAX_BYTES": strconv.Itoa(streamMax),
+	}})
+	pid := col.Pid()
+	time.Sleep(time.Second)
+
+	fmt.Fprintln(os.Stderr, "reference: plain JetStream pull consumer in this process, pull and ack every record...")
+	c0 := readCPU(pid)
+	cons, err := js.CreateOrUpdateConsumer(ctx, streams.RawStream(tpRefProject), consumerConfig())
+	if err != nil {
+		r.Fatal(err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(fetch))
+	if err != nil {
+		r.Fatal(err)
+	}
+	go func() {
+		for {
+			m, err := it.Next()
+			if err != nil {
+				return // stopped
+			}
+			_ = m.Ack()
+		}
+	}()
+	rep.Reference = drained(r, js, tpRefProject, n, c0, pid)
+	it.Stop()
+	time.Sleep(time.Second)
+
+	fmt.Fprintf(os.Stderr, "pipeline: otelcol-svc (configs/pipeline.yaml, pid %d), trigger %q, batch_size 10, agent %s...\n", pid, trigger, ag.URL)
+	m, err := mirror.Open(ctx, js, 1)
+	if err != nil {
+		r.Fatal(err)
+	}
+	stop := perfRecord(r, perfDir, "throughput-pipeline", pid)
+	c0 = readCPU(pid)
+	err = m.PutProject(ctx, mirror.Project{ID: tpProject, Version: 1, SigningSecret: webhooksig.NewSecret(), Pipeline: mirror.Pipeline{
+		Trigger: trigger, BatchSize: 10, AgentEndpointURL: ag.URL,
+	}})
+	if err != nil {
+		r.Fatal(err)
+	}
+	rep.Pipeline = drained(r, js, tpProject, n, c0, pid)
+	stop()
+	rep.AgentCalls, rep.AgentRecords = ag.calls.Load(), ag.records.Load()
+	if bad := ag.invalid.Load(); bad > 0 {
+		r.Fatalf("%d agent calls were not a JSON array", bad)
+	}
+	if rep.Reference.RecordsPerSec > 0 {
+		rep.Ratio = rep.Pipeline.RecordsPerSec / rep.Reference.RecordsPerSec
+	}
+	return rep
+}
+
+// publish puts n records on a project's raw stream, round robin over recs, the way the
+// receiver's exporter does (async publish, header Svc-Signal: log), and checks that all
+// are stored.
+func publish(r *runner, url, project string, recs [][]byte, n int64) {
+	nc, _ := testenv.Connect(r, url)
+	var failed atomic.Int64
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(16384),
+		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { failed.Add(1) }))
+	if err != nil {
+		r.Fatal(err)
+	}
+	subject := streams.RawSubject(project)
+	hdr := nats.Header{streams.HeaderSignal: []string{records.SignalLog}} // read-only, shared
+	for i := int64(0); i < n; i++ {
+		if _, err := js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: recs[i%int64(len(recs))], Header: hdr},
+			jetstream.WithStallWait(30*time.Second)); err != nil {
+			r.Fatalf("publish: %v", err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		r.Fatal("publish: acks still pending after a minute")
+	}
+	s, err := js.Stream(context.Background(), streams.RawStream(project))
+	if err != nil {
+		r.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		r.Fatal(err)
+	}
+	if f := failed.Load(); f > 0 || int64(info.State.Msgs) != n {
+		r.Fatalf("publish to %s: %d errors, %d of %d records stored", project, f, info.State.Msgs, n)
+	}
+}
+
+// drained polls the project's durable consumer until it has delivered and got acks for
+// every one of the n records, and measures from the consumer's creation (by the
+// collector or by the reference) to then. c0 is the CPU reading at the phase's start.
+func drained(r *runner, js jetstream.JetStream, project string, n int64, c0 cpuSnap, pid int) consumed {
+	ctx := context.Background()
+	const poll = 10 * time.Millisecond
+	start := time.Now()
+	var info *jetstream.ConsumerInfo
+	var lastFloor uint64
+	lastMove := time.Now()
+	for {
+		cons, err := js.Consumer(ctx, streams.RawStream(project), durable)
+		if err == nil {
+			info, err = cons.Info(ctx)
+		}
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
+			if time.Since(start) > 30*time.Second {
+				r.Fatalf("no consumer %s on %s after 30s", durable, streams.RawStream(project))
+			}
+		case err != nil:
+			r.Fatal(err)
+		case info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= uint64(n):
+			end := time.Now()
+			c1 := readCPU(pid)
+			el := end.Sub(info.Created)
+			cpu := since(c0, c1, end.Sub(start))
+			return consumed{
+				RecordsPerSec: float64(n) / el.Seconds(), Seconds: el.Seconds(), Redelivered: info.NumRedelivered, CPU: cpu,
+				CollectorUsPerRecord: float64((c1.collector - c0.collector).Microseconds()) / float64(n),
+				BenchUsPerRecord:     float64((c1.self - c0.self).Microseconds()) / float64(n),
+			}
+		case info.AckFloor.Stream != lastFloor:
+			lastFloor, lastMove = info.AckFloor.Stream, time.Now()
+		case time.Since(lastMove) > 30*time.Second:
+			r.Fatalf("consumer of %s stalled: ack floor %d of %d, %d pending, %d awaiting ack",
+				project, info.AckFloor.Stream, n, info.NumPending, info.NumAckPending)
+		}
+		time.Sleep(poll)
+	}
+}
