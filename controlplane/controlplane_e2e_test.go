@@ -61,6 +61,11 @@ func TestSignupLoginKeyReachesTheReceiver(t *testing.T) {
 			"a new key is accepted by the receiver within 1 s")
 		t.Logf("key accepted %v after creation", time.Since(created))
 
+		// The data plane does not need the control plane to keep serving.
+		s.cp.Kill()
+		assert.Equal(t, http.StatusAccepted, ingest(t, col.HTTP, key), "ingestion goes on while the control plane is down")
+		s.cp.Start()
+
 		list := call(t, cp, "GET", "/api/v1/projects/"+pid+"/keys", token, nil)
 		require.Equal(t, http.StatusOK, list.Status)
 		assert.NotContains(t, string(list.Raw), key, "the key is shown only once")

@@ -192,7 +192,9 @@ func TestTriggersMatchJSONEventsByTypeAndBarePath(t *testing.T) {
 func testWindow(t *testing.T, extra map[string]string) {
 	e := startEmbedded(t, extra)
 	agent := startAgent(t)
-	key, _ := e.pipelineProject(t, "win", mirror.Pipeline{
+	// A fresh project id: Redis outlives the test, and windows last 300 s.
+	id := fmt.Sprintf("win%d", time.Now().UnixNano())
+	key, _ := e.pipelineProject(t, id, mirror.Pipeline{
 		WindowEnabled: true, GroupKey: "traceId", ContextFilter: "severity_number >= 9",
 		Trigger: "severity_number >= 17", WindowDurationSeconds: 300, AgentEndpointURL: agent.URL,
 	})
@@ -218,11 +220,11 @@ func testWindow(t *testing.T, extra map[string]string) {
 	assert.Equal(t, []any{"a1", "a2"}, bodies, "the trace's stored events, oldest first, not the trigger")
 
 	// The trigger's bytes are the record as stored.
-	msgs := stored(t, e.js, "win")
+	msgs := stored(t, e.js, id)
 	assert.Equal(t, string(msgs[len(msgs)-1].Data), string(call.Trigger))
 
 	// Entries older than the duration are gone.
-	require.NoError(t, e.m.PutProject(context.Background(), mirror.Project{ID: "win", Version: 2, Pipeline: mirror.Pipeline{
+	require.NoError(t, e.m.PutProject(context.Background(), mirror.Project{ID: id, Version: 2, Pipeline: mirror.Pipeline{
 		WindowEnabled: true, GroupKey: "traceId", ContextFilter: "severity_number >= 9",
 		Trigger: "severity_number >= 17", WindowDurationSeconds: 1, AgentEndpointURL: agent.URL,
 	}}))
