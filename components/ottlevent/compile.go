@@ -76,11 +76,43 @@ func (e *EvalError) Unwrap() error { return e.Err }
 // enable context names (log.body), which makes a bare path an error; here the bare
 // path is the primary syntax (contract section 6), and `event.` remains accepted as
 // a plain first segment that parsePath strips.
-func newParser(set component.TelemetrySettings) (ottl.Parser[*Record], error) {
+func newParser(set component.TelemetrySettings, rd *reads) (ottl.Parser[*Record], error) {
 	if set.Logger == nil {
 		set.Logger = zap.NewNop()
 	}
-	return ottl.NewParser(functions(), parsePath, set, ottl.WithEnumParser[*Record](parseEnum))
+	parse := func(path ottl.Path[*Record]) (ottl.GetSetter[*Record], error) {
+		gs, err := parsePath(path)
+		if err == nil {
+			rd.note(gs)
+		}
+		return gs, err
+	}
+	return ottl.NewParser(functions(), parse, set, ottl.WithEnumParser[*Record](parseEnum))
+}
+
+// reads collects the top-level fields an expression's paths read, so a record can be
+// decoded in part to evaluate it (DecodeRecordFields). all is set when a path reaches
+// the whole record (event) or a field named at run time (event[expr]).
+type reads struct {
+	fields map[string]bool
+	all    bool
+}
+
+func (rd *reads) note(gs ottl.GetSetter[*Record]) {
+	switch p := gs.(type) {
+	case signalPath:
+	case *fieldPath:
+		if p.root {
+			rd.all = true
+			return
+		}
+		rd.fields[p.field] = true
+		if p.alt != "" {
+			rd.fields[p.alt] = true
+		}
+	default:
+		rd.all = true
+	}
 }
 
 func compileError(kind string, index int, expr string, rw rewritten, err error) *CompileError {
@@ -121,8 +153,9 @@ func (e *userError) Unwrap() error { return e.err }
 
 // Condition is a compiled trigger or context filter.
 type Condition struct {
-	cond *ottl.Condition[*Record]
-	text string
+	cond  *ottl.Condition[*Record]
+	text  string
+	reads reads
 }
 
 // CompileCondition compiles an OTTL condition over the event context. An empty
@@ -131,7 +164,8 @@ func CompileCondition(expr string, set component.TelemetrySettings) (*Condition,
 	if strings.TrimSpace(expr) == "" {
 		return &Condition{}, nil
 	}
-	p, err := newParser(set)
+	rd := reads{fields: map[string]bool{}}
+	p, err := newParser(set, &rd)
 	if err != nil {
 		return nil, err
 	}
@@ -140,11 +174,20 @@ func CompileCondition(expr string, set component.TelemetrySettings) (*Condition,
 	if err != nil {
 		return nil, compileError(KindCondition, -1, expr, rw, err)
 	}
-	return &Condition{cond: c, text: expr}, nil
+	return &Condition{cond: c, text: expr, reads: rd}, nil
 }
 
 // String returns the expression as written.
 func (c *Condition) String() string { return c.text }
+
+// Reads returns the top-level fields the condition reads, for DecodeRecordFields; ok is
+// false when it may read the whole record (then decode it all).
+func (c *Condition) Reads() (fields map[string]bool, ok bool) {
+	if c.reads.all || c.reads.fields == nil {
+		return nil, c.cond == nil // an empty condition reads nothing
+	}
+	return c.reads.fields, true
+}
 
 // Match reports whether r satisfies the condition. An error (a converter failing on
 // this record's data, say ParseJSON on a body that is not JSON) comes with false: the
@@ -176,7 +219,7 @@ func CompileStatements(stmts []string, set component.TelemetrySettings) (*Statem
 	if len(stmts) == 0 {
 		return out, nil
 	}
-	p, err := newParser(set)
+	p, err := newParser(set, &reads{fields: map[string]bool{}})
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +268,7 @@ func CompileValue(expr string, set component.TelemetrySettings) (*ValueExpr, err
 	if strings.TrimSpace(expr) == "" {
 		return &ValueExpr{}, nil
 	}
-	p, err := newParser(set)
+	p, err := newParser(set, &reads{fields: map[string]bool{}})
 	if err != nil {
 		return nil, err
 	}

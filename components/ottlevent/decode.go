@@ -74,6 +74,87 @@ func DecodeRecord(data []byte, signal string) (*Record, error) {
 	return NewRecord(m, signal), nil
 }
 
+// DecodeRecordFields decodes only the top-level members named in fields and skips the
+// others without building them: evaluating a trigger that reads one field of a 750-byte
+// record then costs a fraction of a full decode. The skipped parts are not validated;
+// records come from the stream, where the receiver stored only valid JSON. The result
+// serves to evaluate expressions, never to re-encode the record.
+func DecodeRecordFields(data []byte, signal string, fields map[string]bool) (*Record, error) {
+	d := decoders.Get().(*decoder)
+	defer d.release()
+	d.src = string(data)
+	d.data = data
+	d.pos = 0
+	d.skipWS()
+	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
+		return nil, d.errorf("want a JSON object")
+	}
+	d.pos++
+	m := pcommon.NewMap()
+	d.skipWS()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		return NewRecord(m, signal), nil
+	}
+	m.EnsureCapacity(len(fields))
+	d.depth++
+	err := d.members(func(key string) (pcommon.Value, bool) {
+		if !fields[key] {
+			return pcommon.Value{}, false
+		}
+		v, dup := m.GetOrPutEmpty(key)
+		if dup {
+			m.Remove(key)
+			v = m.PutEmpty(key)
+		}
+		return v, true
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return NewRecord(m, signal), nil
+}
+
+// skipValue moves past one JSON value without decoding it.
+func (d *decoder) skipValue() error {
+	depth := 0
+	for d.pos < len(d.data) {
+		switch c := d.data[d.pos]; c {
+		case '"':
+			d.pos++
+			for d.pos < len(d.data) && d.data[d.pos] != '"' {
+				if d.data[d.pos] == '\\' {
+					d.pos++
+				}
+				d.pos++
+			}
+			d.pos++
+			if depth == 0 {
+				return nil
+			}
+		case '{', '[':
+			depth++
+			d.pos++
+		case '}', ']':
+			if depth == 0 {
+				return nil // a scalar ended by its container
+			}
+			depth--
+			d.pos++
+			if depth == 0 {
+				return nil
+			}
+		case ',':
+			if depth == 0 {
+				return nil
+			}
+			d.pos++
+		default:
+			d.pos++
+		}
+	}
+	return d.errorf("unexpected end of input")
+}
+
 var decoders = sync.Pool{New: func() any { return new(decoder) }}
 
 func (d *decoder) release() {
@@ -131,13 +212,13 @@ func (d *decoder) object(m pcommon.Map) error {
 	n := d.countMembers()
 	if n <= smallObject {
 		m.EnsureCapacity(n)
-		return d.members(func(key string) pcommon.Value {
+		return d.members(func(key string) (pcommon.Value, bool) {
 			v, dup := m.GetOrPutEmpty(key)
 			if dup { // the last one wins, in its own place, as for large objects
 				m.Remove(key)
 				v = m.PutEmpty(key)
 			}
-			return v
+			return v, true
 		}, nil)
 	}
 	// Large objects use xpdata.MapBuilder: Map.PutEmpty searches all keys on every
@@ -147,10 +228,10 @@ func (d *decoder) object(m pcommon.Map) error {
 	mb.EnsureCapacity(n)
 	seen := make(map[string]int, n)
 	dups := false
-	return d.members(func(key string) pcommon.Value {
+	return d.members(func(key string) (pcommon.Value, bool) {
 		seen[key]++
 		dups = dups || seen[key] > 1
-		return mb.AppendEmpty(key)
+		return mb.AppendEmpty(key), true
 	}, func() {
 		mb.UnsafeIntoMap(m)
 		if dups {
@@ -161,7 +242,7 @@ func (d *decoder) object(m pcommon.Map) error {
 
 // members decodes "key": value pairs up to the closing '}', putting each value where
 // put says; done runs after the '}'.
-func (d *decoder) members(put func(key string) pcommon.Value, done func()) error {
+func (d *decoder) members(put func(key string) (pcommon.Value, bool), done func()) error {
 	for {
 		d.skipWS()
 		if d.pos >= len(d.data) {
@@ -185,7 +266,13 @@ func (d *decoder) members(put func(key string) pcommon.Value, done func()) error
 		d.skipWS()
 		// The value is filled before the next put: a builder's value is only
 		// valid until the next append.
-		if err := d.value(put(key)); err != nil {
+		v, keep := put(key)
+		if !keep {
+			err = d.skipValue()
+		} else {
+			err = d.value(v)
+		}
+		if err != nil {
 			return err
 		}
 		d.skipWS()

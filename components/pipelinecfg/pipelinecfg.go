@@ -31,6 +31,9 @@ const (
 type Compiled struct {
 	Version        int64
 	Trigger        *ottlevent.Condition  // matches every record when the trigger is empty
+	// TriggerFields are the top-level fields the trigger reads, when it reads named
+	// fields only: records are then decoded in part to evaluate it.
+	TriggerFields map[string]bool
 	Transforms     *ottlevent.Statements // nil when there are none
 	ContextFilter  *ottlevent.Condition  // window mode; matches every record when empty
 	GroupKey       *ottlevent.ValueExpr  // window mode; nil: one group per project
@@ -75,6 +78,9 @@ func Compile(p mirror.Pipeline) (*Compiled, error) {
 	var err error
 	if c.Trigger, err = ottlevent.CompileCondition(p.Trigger, settings); err != nil {
 		return nil, &FieldError{"trigger", err}
+	}
+	if fields, ok := c.Trigger.Reads(); ok {
+		c.TriggerFields = fields
 	}
 	if len(p.Transforms) > 0 {
 		if c.Transforms, err = ottlevent.CompileStatements(p.Transforms, settings); err != nil {

@@ -88,7 +88,15 @@ func (p *triggerProcessor) record(ctx context.Context, c *pipelinecfg.Compiled, 
 		return true, nil // every record goes as it is: no need to decode it
 	}
 	it := pipelinedata.Read(lr)
-	rec, err := ottlevent.DecodeRecord(it.Body, it.Signal)
+	// Most records do not match: decode only what the trigger reads, and the whole
+	// record only for a match that transforms will change.
+	var rec *ottlevent.Record
+	var err error
+	if c.TriggerFields != nil {
+		rec, err = ottlevent.DecodeRecordFields(it.Body, it.Signal, c.TriggerFields)
+	} else {
+		rec, err = ottlevent.DecodeRecord(it.Body, it.Signal)
+	}
 	if err != nil {
 		return false, err
 	}
@@ -98,6 +106,11 @@ func (p *triggerProcessor) record(ctx context.Context, c *pipelinecfg.Compiled, 
 	}
 	if c.Transforms == nil {
 		return true, nil
+	}
+	if c.TriggerFields != nil {
+		if rec, err = ottlevent.DecodeRecord(it.Body, it.Signal); err != nil {
+			return false, err
+		}
 	}
 	if err := c.Transforms.Apply(ctx, rec); err != nil {
 		return false, err
