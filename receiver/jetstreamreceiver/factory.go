@@ -29,7 +29,7 @@ func createDefaultConfig() component.Config {
 		NATS:       natsclient.DefaultConfig(),
 		Stream:     streams.DefaultLimits(),
 		Durable:    "svc-pipeline",
-		BatchSize:  500,
+		BatchSize:  1000,
 		Linger:     50 * time.Millisecond,
 		AckWait:    60 * time.Second,
 		RetryDelay: 5 * time.Second,
