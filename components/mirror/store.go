@@ -155,4 +155,6 @@ func (s *Store) KeyLastUsed(ctx context.Context, keyID string) time.Time {
 }
 
 // ForgetKeyUsage removes a deleted key's usage record.
-func (s *Store) ForgetKeyUsage(ctx context.Context, keyID string) error { return del(ctx, s.usage, keyID) }
+func (s *Store) ForgetKeyUsage(ctx context.Context, keyID string) error {
+	return del(ctx, s.usage, keyID)
+}

@@ -1,7 +1,6 @@
 package ottlevent
 
 import (
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.uber.org/zap/zapcore"
 
@@ -177,4 +176,3 @@ func (r *Record) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddBool("changed", r.changed)
 	return nil
 }
-

@@ -29,11 +29,11 @@ const (
 
 // Compiled is a project's pipeline, ready to run. Safe for concurrent use.
 type Compiled struct {
-	Version        int64
-	Trigger        *ottlevent.Condition  // matches every record when the trigger is empty
+	Version int64
+	Trigger *ottlevent.Condition // matches every record when the trigger is empty
 	// TriggerFields are the top-level fields the trigger reads, when it reads named
 	// fields only: records are then decoded in part to evaluate it.
-	TriggerFields map[string]bool
+	TriggerFields  map[string]bool
 	Transforms     *ottlevent.Statements // nil when there are none
 	ContextFilter  *ottlevent.Condition  // window mode; matches every record when empty
 	GroupKey       *ottlevent.ValueExpr  // window mode; nil: one group per project
