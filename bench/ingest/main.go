@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
 	"io"
 	"maps"
 	"os"
@@ -69,14 +70,14 @@ func main() {
 		os.Exit(2)
 	}
 
-	r := &runner{}
+	r := benchkit.NewRunner("bench/ingest")
 	// Ctrl-C still kills the collector and removes the temporary directories.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() { <-sig; r.cleanup(); os.Exit(130) }()
+	go func() { <-sig; r.Cleanups(); os.Exit(130) }()
 
 	rep := bench(r, *perfDir, *duration, *rounds, *conc, *batch, *distinct, *rssRate, *rssDuration)
-	r.cleanup()
+	r.Cleanups()
 	rep.print(os.Stdout)
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
@@ -92,7 +93,7 @@ func main() {
 // busy), only the latency does.
 func defaultConcurrency() int { return 4 * runtime.GOMAXPROCS(0) }
 
-func bench(r *runner, perfDir string, d time.Duration, rounds, conc, batch, distinct int, rssRate float64, rssD time.Duration) *report {
+func bench(r *benchkit.Runner, perfDir string, d time.Duration, rounds, conc, batch, distinct int, rssRate float64, rssD time.Duration) *report {
 	rep := &report{Duration: d.String(), Rounds: rounds, Concurrency: conc, Batch: batch, Distinct: distinct, GOMAXPROCS: runtime.GOMAXPROCS(0), CPUs: runtime.NumCPU()}
 
 	fmt.Fprintf(os.Stderr, "generating %d requests of %d records...\n", distinct, batch)
@@ -149,13 +150,13 @@ func bench(r *runner, perfDir string, d time.Duration, rounds, conc, batch, dist
 	slice := d / time.Duration(rounds)
 	for i := 1; i <= rounds; i++ {
 		fmt.Fprintf(os.Stderr, "round %d/%d: reference (JetStream async publish, %d goroutines, %s)...\n", i, rounds, conc, slice)
-		c0, stop := readCPU(pid), perfRecord(r, perfDir, fmt.Sprintf("reference-%d", i), pid)
+		c0, stop := readCPU(pid), benchkit.PerfRecord(r, perfDir, fmt.Sprintf("reference-%d", i), pid)
 		ref = ref.merge(reference(js, refProject, reqs, conc, slice))
 		refCPU = refCPU.add(c0, readCPU(pid))
 		stop()
 		time.Sleep(time.Second)
 		fmt.Fprintf(os.Stderr, "round %d/%d: ingest (OTLP/HTTP protobuf, %d workers, %s)...\n", i, rounds, conc, slice)
-		c0, stop = readCPU(pid), perfRecord(r, perfDir, fmt.Sprintf("ingest-%d", i), pid)
+		c0, stop = readCPU(pid), benchkit.PerfRecord(r, perfDir, fmt.Sprintf("ingest-%d", i), pid)
 		ing = ing.merge(ingest(s, reqs, conc, slice))
 		ingCPU = ingCPU.add(c0, readCPU(pid))
 		stop()
@@ -178,7 +179,7 @@ func bench(r *runner, perfDir string, d time.Duration, rounds, conc, batch, dist
 // provision publishes project "bench" and a key for it into the configuration mirror,
 // as the control plane does, waits until the collector accepts the key, and creates the
 // reference's stream. It returns the key and a JetStream client for the reference.
-func provision(r *runner, col *testenv.Collector) (string, jetstream.JetStream) {
+func provision(r *benchkit.Runner, col *testenv.Collector) (string, jetstream.JetStream) {
 	ctx := context.Background()
 	nc, _ := testenv.Connect(r, col.EmbeddedNATSURL())
 	// The reference's client is set up like the exporter's.

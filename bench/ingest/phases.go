@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -375,23 +373,4 @@ type cpuUse struct {
 	Collector float64 `json:"collector_cores"`
 	Generator float64 `json:"generator_cores"`
 	Other     float64 `json:"other_cores"` // the rest of the machine: should be ~0
-}
-
-// perfRecord samples the collector's stacks with Linux perf into dir/name.perf.data
-// until the returned function is called (nothing when dir is empty). Go binaries keep
-// frame pointers, so perf's call graphs show where the collector's time goes, e.g.
-// perf report -i FILE --children --sort symbol.
-func perfRecord(r *runner, dir, name string, pid int) (stop func()) {
-	if dir == "" {
-		return func() {}
-	}
-	cmd := exec.Command("perf", "record", "-F", "499", "-g", "-p", strconv.Itoa(pid), "-o", filepath.Join(dir, name+".perf.data"))
-	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-	if err := cmd.Start(); err != nil {
-		r.Fatalf("perf record: %v (install linux-perf, or run without -perf)", err)
-	}
-	return func() {
-		_ = cmd.Process.Signal(os.Interrupt) // perf writes its file on SIGINT
-		_ = cmd.Wait()
-	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -30,7 +31,7 @@ type windowCall struct {
 	body []byte
 }
 
-func startAgent(r *runner, window bool) *agent {
+func startAgent(r *benchkit.Runner, window bool) *agent {
 	a := &agent{}
 	answer := func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")

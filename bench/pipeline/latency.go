@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
 	"io"
 	"net/http"
 	"os"
@@ -57,7 +58,7 @@ type latencyReport struct {
 // latency runs configs/embedded.yaml with the Redis window store and a window-mode
 // project, sends rate records/s over OTLP/HTTP for d, and measures each trigger's way to
 // the agent.
-func latency(r *runner, d time.Duration, rate float64, perfDir string) *latencyReport {
+func latency(r *benchkit.Runner, d time.Duration, rate float64, perfDir string) *latencyReport {
 	ctx := context.Background()
 	rep := &latencyReport{TargetPerSec: rate, Redis: os.Getenv("REDIS_URL")}
 	if rep.Redis == "" {
@@ -113,7 +114,7 @@ func latency(r *runner, d time.Duration, rate float64, perfDir string) *latencyR
 		}
 		if i == nWarm {
 			measured, c0 = time.Now(), readCPU(pid)
-			stopPerf = perfRecord(r, perfDir, "latency", pid)
+			stopPerf = benchkit.PerfRecord(r, perfDir, "latency", pid)
 			stopDirect = direct(ag, rate/triggerEvery)
 		}
 		sent := time.Now()
@@ -193,7 +194,7 @@ func latency(r *runner, d time.Duration, rate float64, perfDir string) *latencyR
 
 // waitReady waits until the collector accepts the key (an empty OTLP request publishes
 // nothing) and consumes the project, so start-up is not measured.
-func waitReady(r *runner, s *sender, js jetstream.JetStream, project string) {
+func waitReady(r *benchkit.Runner, s *sender, js jetstream.JetStream, project string) {
 	deadline := time.Now().Add(20 * time.Second)
 	for !s.post(nil) {
 		if time.Now().After(deadline) {
@@ -286,7 +287,7 @@ func (s *sender) post(body []byte) bool {
 
 // cleanRedis checks that Redis answers, and removes the project's windows at the end
 // (they would otherwise expire after window_duration).
-func cleanRedis(r *runner, url, project string) {
+func cleanRedis(r *benchkit.Runner, url, project string) {
 	opts, err := redis.ParseURL(url)
 	if err != nil {
 		r.Fatalf("REDIS_URL: %v", err)

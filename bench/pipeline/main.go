@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
 	"io"
 	"os"
 	"os/signal"
@@ -66,11 +67,11 @@ func main() {
 		os.Exit(2)
 	}
 
-	r := &runner{}
+	r := benchkit.NewRunner("bench/pipeline")
 	// Ctrl-C still kills the collector and removes the temporary directories.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() { <-sig; r.exit(); os.Exit(130) }()
+	go func() { <-sig; r.Exit(); os.Exit(130) }()
 
 	rep := &report{Duration: duration.String(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), LoadBefore: loadavg()}
 	if run["ottl"] {
@@ -80,18 +81,18 @@ func main() {
 	if run["throughput"] || run["latency"] {
 		fmt.Fprintln(os.Stderr, "building otelcol-svc...")
 		bin := testenv.Binary(r) // built once per process, for both phases; ours to remove
-		r.atExit(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
+		r.AtExit(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
 	}
 	if run["throughput"] {
 		rep.Throughput = throughput(r, n, *perfDir)
 		// Stop the collector and NATS and remove the streams' files (GBs) before the
 		// latency phase.
-		r.cleanup()
+		r.Cleanups()
 	}
 	if run["latency"] {
 		rep.Latency = latency(r, *duration, *rate, *perfDir)
 	}
-	r.exit()
+	r.Exit()
 	rep.goals()
 	rep.print(os.Stdout)
 	if *jsonOut != "" {

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,24 +91,3 @@ func distOf(d []time.Duration) dist {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// perfRecord samples the collector's stacks with Linux perf into dir/name.perf.data
-// until the returned function is called (nothing when dir is empty). Go binaries keep
-// frame pointers, so `perf report -i FILE --children --sort symbol` shows call graphs.
-func perfRecord(r *runner, dir, name string, pid int) (stop func()) {
-	if dir == "" {
-		return func() {}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		r.Fatal(err)
-	}
-	cmd := exec.Command("perf", "record", "-F", "499", "-g", "-p", strconv.Itoa(pid), "-o", filepath.Join(dir, name+".perf.data"))
-	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-	if err := cmd.Start(); err != nil {
-		r.Fatalf("perf record: %v (install linux-perf, or run without -perf)", err)
-	}
-	return func() {
-		_ = cmd.Process.Signal(os.Interrupt) // perf writes its file on SIGINT
-		_ = cmd.Wait()
-	}
-}

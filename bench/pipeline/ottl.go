@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -27,7 +28,7 @@ type ottlReport struct {
 	OTTLLogAlloc      float64 `json:"ottllog_allocs_per_op"`
 }
 
-func ottl(r *runner) *ottlReport {
+func ottl(r *benchkit.Runner) *ottlReport {
 	cmd := exec.Command("go", ottlArgs...)
 	cmd.Dir = testenv.RepoRoot()
 	out, err := cmd.CombinedOutput()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -68,7 +69,7 @@ func consumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
-func throughput(r *runner, n int64, perfDir string) *throughputReport {
+func throughput(r *benchkit.Runner, n int64, perfDir string) *throughputReport {
 	ctx := context.Background()
 	rep := &throughputReport{Records: n}
 	recs, err := flatRecords(30_000)
@@ -137,7 +138,7 @@ func throughput(r *runner, n int64, perfDir string) *throughputReport {
 	if err != nil {
 		r.Fatal(err)
 	}
-	stop := perfRecord(r, perfDir, "throughput-pipeline", pid)
+	stop := benchkit.PerfRecord(r, perfDir, "throughput-pipeline", pid)
 	c0 = readCPU(pid)
 	err = m.PutProject(ctx, mirror.Project{ID: tpProject, Version: 1, SigningSecret: webhooksig.NewSecret(), Pipeline: mirror.Pipeline{
 		Trigger: trigger, BatchSize: 10, AgentEndpointURL: ag.URL,
@@ -160,7 +161,7 @@ func throughput(r *runner, n int64, perfDir string) *throughputReport {
 // publish puts n records on a project's raw stream, round robin over recs, the way the
 // receiver's exporter does (async publish, header Svc-Signal: log), and checks that all
 // are stored.
-func publish(r *runner, url, project string, recs [][]byte, n int64) {
+func publish(r *benchkit.Runner, url, project string, recs [][]byte, n int64) {
 	nc, _ := testenv.Connect(r, url)
 	var failed atomic.Int64
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(16384),
@@ -197,7 +198,7 @@ func publish(r *runner, url, project string, recs [][]byte, n int64) {
 // drained polls the project's durable consumer until it has delivered and got acks for
 // every one of the n records, and measures from the consumer's creation (by the
 // collector or by the reference) to then. c0 is the CPU reading at the phase's start.
-func drained(r *runner, js jetstream.JetStream, project string, n int64, c0 cpuSnap, pid int) consumed {
+func drained(r *benchkit.Runner, js jetstream.JetStream, project string, n int64, c0 cpuSnap, pid int) consumed {
 	ctx := context.Background()
 	const poll = 10 * time.Millisecond
 	start := time.Now()
