@@ -47,6 +47,11 @@ func (e *SyntaxError) Error() string {
 // triggers or transforms reads: encoding/json would first build map[string]any and
 // lose key order, and its token API costs an allocation per token.
 func DecodeRecord(data []byte, signal string) (*Record, error) {
+	return decodeTop(data, signal, (*decoder).object)
+}
+
+// decodeTop decodes one JSON object with body filling the map from after its '{'.
+func decodeTop(data []byte, signal string, body func(*decoder, pcommon.Map) error) (*Record, error) {
 	d := decoders.Get().(*decoder)
 	defer d.release()
 	// One copy of the input backs every string without escapes (most of them),
@@ -64,7 +69,7 @@ func DecodeRecord(data []byte, signal string) (*Record, error) {
 	}
 	d.pos++
 	m := pcommon.NewMap()
-	if err := d.object(m); err != nil {
+	if err := body(d, m); err != nil {
 		return nil, err
 	}
 	d.skipWS()
@@ -80,38 +85,20 @@ func DecodeRecord(data []byte, signal string) (*Record, error) {
 // records come from the stream, where the receiver stored only valid JSON. The result
 // serves to evaluate expressions, never to re-encode the record.
 func DecodeRecordFields(data []byte, signal string, fields map[string]bool) (*Record, error) {
-	d := decoders.Get().(*decoder)
-	defer d.release()
-	d.src = string(data)
-	d.data = data
-	d.pos = 0
-	d.skipWS()
-	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
-		return nil, d.errorf("want a JSON object")
-	}
-	d.pos++
-	m := pcommon.NewMap()
-	d.skipWS()
-	if d.pos < len(d.data) && d.data[d.pos] == '}' {
-		return NewRecord(m, signal), nil
-	}
-	m.EnsureCapacity(len(fields))
-	d.depth++
-	err := d.members(func(key string) (pcommon.Value, bool) {
-		if !fields[key] {
-			return pcommon.Value{}, false
+	return decodeTop(data, signal, func(d *decoder, m pcommon.Map) error {
+		d.skipWS()
+		if d.pos < len(d.data) && d.data[d.pos] == '}' {
+			d.pos++
+			return nil
 		}
-		v, dup := m.GetOrPutEmpty(key)
-		if dup {
-			m.Remove(key)
-			v = m.PutEmpty(key)
-		}
-		return v, true
-	}, nil)
-	if err != nil {
-		return nil, err
-	}
-	return NewRecord(m, signal), nil
+		m.EnsureCapacity(len(fields))
+		return d.members(func(key string) (pcommon.Value, bool) {
+			if !fields[key] {
+				return pcommon.Value{}, false
+			}
+			return putLast(m, key), true
+		}, nil)
+	})
 }
 
 // skipValue moves past one JSON value without decoding it.
@@ -194,6 +181,17 @@ func (d *decoder) skipWS() {
 // size.
 const smallObject = 16
 
+// putLast returns the value to fill for key: a duplicated key keeps its last value, in
+// its own place, as for large objects and as encoding/json does.
+func putLast(m pcommon.Map, key string) pcommon.Value {
+	v, dup := m.GetOrPutEmpty(key)
+	if dup {
+		m.Remove(key)
+		v = m.PutEmpty(key)
+	}
+	return v
+}
+
 // object decodes the members of an object whose '{' was consumed into m.
 func (d *decoder) object(m pcommon.Map) error {
 	d.depth++
@@ -212,14 +210,7 @@ func (d *decoder) object(m pcommon.Map) error {
 	n := d.countMembers()
 	if n <= smallObject {
 		m.EnsureCapacity(n)
-		return d.members(func(key string) (pcommon.Value, bool) {
-			v, dup := m.GetOrPutEmpty(key)
-			if dup { // the last one wins, in its own place, as for large objects
-				m.Remove(key)
-				v = m.PutEmpty(key)
-			}
-			return v, true
-		}, nil)
+		return d.members(func(key string) (pcommon.Value, bool) { return putLast(m, key), true }, nil)
 	}
 	// Large objects use xpdata.MapBuilder: Map.PutEmpty searches all keys on every
 	// call, which would make a 100k-key event quadratic. The builder does not look

@@ -377,12 +377,7 @@ func (e *encoder) metricPoints(m pmetric.Metric, emit func([]byte) error) error 
 		dps := h.DataPoints()
 		for i := 0; i < dps.Len(); i++ {
 			dp := dps.At(i)
-			e.point(dp.Attributes(), dp.Timestamp(), dp.StartTimestamp())
-			e.key("count")
-			e.buf = strconv.AppendUint(e.buf, dp.Count(), 10)
-			e.optFloat("sum", dp.HasSum(), dp.Sum())
-			e.optFloat("min", dp.HasMin(), dp.Min())
-			e.optFloat("max", dp.HasMax(), dp.Max())
+			e.distribution(dp)
 			e.key("bucketCounts")
 			e.uints(dp.BucketCounts())
 			e.key("explicitBounds")
@@ -406,12 +401,7 @@ func (e *encoder) metricPoints(m pmetric.Metric, emit func([]byte) error) error 
 		dps := h.DataPoints()
 		for i := 0; i < dps.Len(); i++ {
 			dp := dps.At(i)
-			e.point(dp.Attributes(), dp.Timestamp(), dp.StartTimestamp())
-			e.key("count")
-			e.buf = strconv.AppendUint(e.buf, dp.Count(), 10)
-			e.optFloat("sum", dp.HasSum(), dp.Sum())
-			e.optFloat("min", dp.HasMin(), dp.Min())
-			e.optFloat("max", dp.HasMax(), dp.Max())
+			e.distribution(dp)
 			e.key("scale")
 			e.buf = strconv.AppendInt(e.buf, int64(dp.Scale()), 10)
 			e.key("zeroCount")
@@ -464,3 +454,28 @@ func CountSpans(td ptrace.Traces) int { return td.SpanCount() }
 
 // CountDataPoints returns the number of records FlattenMetrics would emit.
 func CountDataPoints(md pmetric.Metrics) int { return md.DataPointCount() }
+
+// distributionPoint is what histogram and exponential-histogram points have in common.
+type distributionPoint interface {
+	Attributes() pcommon.Map
+	Timestamp() pcommon.Timestamp
+	StartTimestamp() pcommon.Timestamp
+	Count() uint64
+	HasSum() bool
+	Sum() float64
+	HasMin() bool
+	Min() float64
+	HasMax() bool
+	Max() float64
+}
+
+// distribution writes a distribution point's common fields: attributes and times, then
+// count, and sum, min and max when the point has them.
+func (e *encoder) distribution(dp distributionPoint) {
+	e.point(dp.Attributes(), dp.Timestamp(), dp.StartTimestamp())
+	e.key("count")
+	e.buf = strconv.AppendUint(e.buf, dp.Count(), 10)
+	e.optFloat("sum", dp.HasSum(), dp.Sum())
+	e.optFloat("min", dp.HasMin(), dp.Min())
+	e.optFloat("max", dp.HasMax(), dp.Max())
+}
