@@ -129,12 +129,12 @@ func bench(r *benchkit.Runner, perfDir string, d time.Duration, rounds, conc, ba
 	// JetStream caches would still hold memory grown there, which is not what the
 	// process needs at 10k records/s.
 	fmt.Fprintf(os.Stderr, "RSS phase: %.0f records/s for %s...\n", rssRate, rssD)
-	c0 := readCPU(pid)
+	c0 := benchkit.ReadCPU(pid)
 	rss, err := paced(s, reqs, pid, rssRate, rssD)
 	if err != nil {
 		r.Fatal(err)
 	}
-	rssCPU := cpuSnap{}.add(c0, readCPU(pid)).use(rss.Elapsed)
+	rssCPU := cpuUseOf(benchkit.CPUSnap{}.Add(c0, benchkit.ReadCPU(pid)), rss.Elapsed)
 	rep.RSS = rssReport{
 		TargetRecordsPerSec: rssRate,
 		SentRecordsPerSec:   float64(rss.Sent-rss.Failed) * float64(batch) / rss.Elapsed.Seconds(),
@@ -146,24 +146,24 @@ func bench(r *benchkit.Runner, perfDir string, d time.Duration, rounds, conc, ba
 	// conditions (other work on the machine, the kernel writing back earlier phases'
 	// data, the streams' growing files), which keeps the ratio meaningful.
 	var ref, ing result
-	var refCPU, ingCPU cpuSnap
+	var refCPU, ingCPU benchkit.CPUSnap
 	slice := d / time.Duration(rounds)
 	for i := 1; i <= rounds; i++ {
 		fmt.Fprintf(os.Stderr, "round %d/%d: reference (JetStream async publish, %d goroutines, %s)...\n", i, rounds, conc, slice)
-		c0, stop := readCPU(pid), benchkit.PerfRecord(r, perfDir, fmt.Sprintf("reference-%d", i), pid)
+		c0, stop := benchkit.ReadCPU(pid), benchkit.PerfRecord(r, perfDir, fmt.Sprintf("reference-%d", i), pid)
 		ref = ref.merge(reference(js, refProject, reqs, conc, slice))
-		refCPU = refCPU.add(c0, readCPU(pid))
+		refCPU = refCPU.Add(c0, benchkit.ReadCPU(pid))
 		stop()
 		time.Sleep(time.Second)
 		fmt.Fprintf(os.Stderr, "round %d/%d: ingest (OTLP/HTTP protobuf, %d workers, %s)...\n", i, rounds, conc, slice)
-		c0, stop = readCPU(pid), benchkit.PerfRecord(r, perfDir, fmt.Sprintf("ingest-%d", i), pid)
+		c0, stop = benchkit.ReadCPU(pid), benchkit.PerfRecord(r, perfDir, fmt.Sprintf("ingest-%d", i), pid)
 		ing = ing.merge(ingest(s, reqs, conc, slice))
-		ingCPU = ingCPU.add(c0, readCPU(pid))
+		ingCPU = ingCPU.Add(c0, benchkit.ReadCPU(pid))
 		stop()
 		time.Sleep(time.Second)
 	}
-	rep.Reference = phaseReport(ref, refCPU.use(ref.Elapsed))
-	rep.Ingest = phaseReport(ing, ingCPU.use(ing.Elapsed))
+	rep.Reference = phaseReport(ref, cpuUseOf(refCPU, ref.Elapsed))
+	rep.Ingest = phaseReport(ing, cpuUseOf(ingCPU, ing.Elapsed))
 
 	if rep.Reference.RecordsPerSec > 0 {
 		rep.Ratio = rep.Ingest.RecordsPerSec / rep.Reference.RecordsPerSec

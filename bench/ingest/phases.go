@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
 	"io"
 	"net/http"
 	"os"
@@ -10,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -313,59 +313,13 @@ func readMem(pid int) (mem, error) {
 	return m, nil
 }
 
-// cpuSnap is a reading of CPU time consumed so far: by the collector process, by this
-// load generator, and by the whole machine. Differences between two snapshots show
-// where a phase's CPU went, and whether something else on the machine was busy (the
-// figures are only comparable between runs when "other" stays near zero).
-type cpuSnap struct {
-	collector, self, busy time.Duration
-}
-
-// clockTick is USER_HZ, the unit of /proc times: 100 on every Linux platform Go runs on.
-const clockTick = 10 * time.Millisecond
-
-func readCPU(pid int) cpuSnap {
-	var s cpuSnap
-	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
-		// Fields after the command name (which may hold spaces, hence the last ')'):
-		// state is field 3, utime and stime are fields 14 and 15.
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
-			f := strings.Fields(string(b[i+1:]))
-			if len(f) > 12 {
-				u, _ := strconv.ParseInt(f[11], 10, 64)
-				k, _ := strconv.ParseInt(f[12], 10, 64)
-				s.collector = time.Duration(u+k) * clockTick
-			}
-		}
-	}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	if b, err := os.ReadFile("/proc/stat"); err == nil {
-		// "cpu  user nice system idle iowait irq softirq steal ...": busy is all but idle
-		// and iowait.
-		line, _, _ := strings.Cut(string(b), "\n")
-		for i, v := range strings.Fields(line)[1:] {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			if i != 3 && i != 4 && i < 8 {
-				s.busy += time.Duration(n) * clockTick
-			}
-		}
-	}
-	return s
-}
-
 // add returns s plus the CPU spent between a and b.
-func (s cpuSnap) add(a, b cpuSnap) cpuSnap {
-	return cpuSnap{s.collector + b.collector - a.collector, s.self + b.self - a.self, s.busy + b.busy - a.busy}
-}
 
 // use turns CPU spent during elapsed into cores.
-func (s cpuSnap) use(elapsed time.Duration) cpuUse {
+func cpuUseOf(s benchkit.CPUSnap, elapsed time.Duration) cpuUse {
 	sec := elapsed.Seconds()
-	c, g := s.collector.Seconds()/sec, s.self.Seconds()/sec
-	return cpuUse{Collector: c, Generator: g, Other: max(0, s.busy.Seconds()/sec-c-g)}
+	c, g := s.Collector.Seconds()/sec, s.Self.Seconds()/sec
+	return cpuUse{Collector: c, Generator: g, Other: max(0, s.Busy.Seconds()/sec-c-g)}
 }
 
 // cpuUse is the CPU spent during a phase, in cores (CPU seconds per second).

@@ -101,7 +101,7 @@ func latency(r *benchkit.Runner, d time.Duration, rate float64, perfDir string) 
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 256)
 	g := newLatencyGen(traceIDs)
-	var c0 cpuSnap
+	var c0 benchkit.CPUSnap
 	var measured time.Time
 	var stopPerf func()
 	var stopDirect func() []time.Duration
@@ -113,7 +113,7 @@ func latency(r *benchkit.Runner, d time.Duration, rate float64, perfDir string) 
 			time.Sleep(w)
 		}
 		if i == nWarm {
-			measured, c0 = time.Now(), readCPU(pid)
+			measured, c0 = time.Now(), benchkit.ReadCPU(pid)
 			stopPerf = benchkit.PerfRecord(r, perfDir, "latency", pid)
 			stopDirect = direct(ag, rate/triggerEvery)
 		}
@@ -143,7 +143,7 @@ func latency(r *benchkit.Runner, d time.Duration, rate float64, perfDir string) 
 	end := time.Now()
 	rep.Sent = nAll - nWarm
 	rep.SentPerSec = float64(rep.Sent) / end.Sub(measured).Seconds()
-	rep.CPU = since(c0, readCPU(pid), end.Sub(measured))
+	rep.CPU = since(c0, benchkit.ReadCPU(pid), end.Sub(measured))
 	directLat := stopDirect()
 	stopPerf()
 

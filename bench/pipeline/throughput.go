@@ -111,7 +111,7 @@ func throughput(r *benchkit.Runner, n int64, perfDir string) *throughputReport {
 	time.Sleep(time.Second)
 
 	fmt.Fprintln(os.Stderr, "reference: plain JetStream pull consumer in this process, pull and ack every record...")
-	c0 := readCPU(pid)
+	c0 := benchkit.ReadCPU(pid)
 	cons, err := js.CreateOrUpdateConsumer(ctx, streams.RawStream(tpRefProject), consumerConfig())
 	if err != nil {
 		r.Fatal(err)
@@ -139,7 +139,7 @@ func throughput(r *benchkit.Runner, n int64, perfDir string) *throughputReport {
 		r.Fatal(err)
 	}
 	stop := benchkit.PerfRecord(r, perfDir, "throughput-pipeline", pid)
-	c0 = readCPU(pid)
+	c0 = benchkit.ReadCPU(pid)
 	err = m.PutProject(ctx, mirror.Project{ID: tpProject, Version: 1, SigningSecret: webhooksig.NewSecret(), Pipeline: mirror.Pipeline{
 		Trigger: trigger, BatchSize: 10, AgentEndpointURL: ag.URL,
 	}})
@@ -198,7 +198,7 @@ func publish(r *benchkit.Runner, url, project string, recs [][]byte, n int64) {
 // drained polls the project's durable consumer until it has delivered and got acks for
 // every one of the n records, and measures from the consumer's creation (by the
 // collector or by the reference) to then. c0 is the CPU reading at the phase's start.
-func drained(r *benchkit.Runner, js jetstream.JetStream, project string, n int64, c0 cpuSnap, pid int) consumed {
+func drained(r *benchkit.Runner, js jetstream.JetStream, project string, n int64, c0 benchkit.CPUSnap, pid int) consumed {
 	ctx := context.Background()
 	const poll = 10 * time.Millisecond
 	start := time.Now()
@@ -219,13 +219,13 @@ func drained(r *benchkit.Runner, js jetstream.JetStream, project string, n int64
 			r.Fatal(err)
 		case info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= uint64(n):
 			end := time.Now()
-			c1 := readCPU(pid)
+			c1 := benchkit.ReadCPU(pid)
 			el := end.Sub(info.Created)
 			cpu := since(c0, c1, end.Sub(start))
 			return consumed{
 				RecordsPerSec: float64(n) / el.Seconds(), Seconds: el.Seconds(), Redelivered: info.NumRedelivered, CPU: cpu,
-				CollectorUsPerRecord: float64((c1.collector - c0.collector).Microseconds()) / float64(n),
-				BenchUsPerRecord:     float64((c1.self - c0.self).Microseconds()) / float64(n),
+				CollectorUsPerRecord: float64((c1.Collector - c0.Collector).Microseconds()) / float64(n),
+				BenchUsPerRecord:     float64((c1.Self - c0.Self).Microseconds()) / float64(n),
 			}
 		case info.AckFloor.Stream != lastFloor:
 			lastFloor, lastMove = info.AckFloor.Stream, time.Now()
