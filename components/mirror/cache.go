@@ -2,6 +2,8 @@ package mirror
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -29,6 +31,8 @@ type Cache struct {
 	keys     map[string]KeyEntry
 	projects map[string]Project
 	sources  map[string]Source
+	// consoleKeys verify console tokens (BucketSettings, KeyConsoleTokenKeys).
+	consoleKeys []ed25519.PublicKey
 
 	ready atomic.Bool
 
@@ -85,6 +89,14 @@ func (c *Cache) Source(ingestKey string) (Source, bool) {
 	defer c.mu.RUnlock()
 	s, ok := c.sources[ingestKey]
 	return s, ok
+}
+
+// ConsoleKeys returns the public keys that verify console tokens; none until the control
+// plane has published them. The slice must not be modified.
+func (c *Cache) ConsoleKeys() []ed25519.PublicKey {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.consoleKeys
 }
 
 // Subscribe calls fn after each change is applied (from the watching goroutine; fn must
@@ -150,7 +162,7 @@ func (c *Cache) watch(ctx context.Context, js jetstream.JetStream) error {
 		w    jetstream.KeyWatcher
 	}
 	var ws []watched
-	for _, kv := range []jetstream.KeyValue{store.keys, store.projects, store.sources} {
+	for _, kv := range []jetstream.KeyValue{store.keys, store.projects, store.sources, store.settings} {
 		w, err := kv.WatchAll(wctx)
 		if err != nil {
 			return err
@@ -159,7 +171,7 @@ func (c *Cache) watch(ctx context.Context, js jetstream.JetStream) error {
 		ws = append(ws, watched{kv.Bucket(), w})
 	}
 	// Each watcher first replays current values and then sends nil; the cache is ready
-	// when all three have done so.
+	// when all of them have done so.
 	errc := make(chan error, len(ws))
 	var loaded sync.WaitGroup
 	loaded.Add(len(ws))
@@ -207,9 +219,39 @@ func (c *Cache) apply(bucket string, e jetstream.KeyValueEntry) {
 		deleted = decodeInto(c.projects, key, e.Value(), deleted, c.logger, bucket)
 	case BucketSources:
 		deleted = decodeInto(c.sources, key, e.Value(), deleted, c.logger, bucket)
+	case BucketSettings:
+		deleted = c.applySetting(key, e.Value(), deleted)
 	}
 	c.mu.Unlock()
 	c.notify(Change{Bucket: bucket, Key: key, Deleted: deleted})
+}
+
+// applySetting applies one entry of BucketSettings (c.mu held). Unknown entries are
+// ignored: a newer control plane may publish settings this process does not know.
+func (c *Cache) applySetting(key string, value []byte, deleted bool) bool {
+	if key != KeyConsoleTokenKeys {
+		return deleted
+	}
+	c.consoleKeys = nil
+	if deleted {
+		return true
+	}
+	var ck ConsoleKeys
+	if err := json.Unmarshal(value, &ck); err != nil {
+		c.logger.Error("undecodable configuration mirror entry ignored", zap.String("bucket", BucketSettings), zap.String("key", key), zap.Error(err))
+		return true
+	}
+	keys := make([]ed25519.PublicKey, 0, len(ck.PublicKeys))
+	for i, s := range ck.PublicKeys {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(b) != ed25519.PublicKeySize {
+			c.logger.Error("console token key ignored: not a base64 Ed25519 public key", zap.Int("index", i))
+			continue
+		}
+		keys = append(keys, ed25519.PublicKey(b))
+	}
+	c.consoleKeys = keys
+	return false
 }
 
 // decodeInto applies one entry to m. An undecodable value removes the entry: a key or

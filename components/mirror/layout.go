@@ -8,6 +8,7 @@
 //	bucket svc-projects  key: project id                  value: Project
 //	bucket svc-sources   key: a push source's ingest key  value: Source
 //	bucket svc-key-usage key: key id                      value: unix milliseconds of last use
+//	bucket svc-settings  key: console-token-keys           value: ConsoleKeys
 //
 // The control plane is the only writer in production; it re-publishes its whole state on
 // start, so a new or wiped NATS recovers. Tests write through the same Store.
@@ -23,6 +24,14 @@ const (
 	// BucketKeyUsage is written by the data plane (when a key was last used, at most once
 	// a minute per key and process) and read by the control plane for key listings.
 	BucketKeyUsage = "svc-key-usage"
+	// BucketSettings holds instance-wide settings, one entry per Key* name below.
+	BucketSettings = "svc-settings"
+)
+
+// Entries of BucketSettings.
+const (
+	// KeyConsoleTokenKeys holds the public keys that verify console tokens.
+	KeyConsoleTokenKeys = "console-token-keys"
 )
 
 // Key scopes.
@@ -79,6 +88,9 @@ type Sink struct {
 	Headers      map[string]string `json:"headers,omitempty"`
 	Format       string            `json:"format,omitempty"`
 	TextTemplate string            `json:"text_template,omitempty"`
+	// Since is when the sink was created or last enabled: it receives the results stored
+	// from then on, never a backlog from before it existed or while it was off.
+	Since time.Time `json:"since,omitempty"`
 }
 
 // Source is a push source (contract sections 4 and 5).
@@ -92,4 +104,12 @@ type Source struct {
 	TextTemplate   string            `json:"text_template,omitempty"`
 	EventTimeField string            `json:"event_time_field,omitempty"`
 	Labels         map[string]string `json:"labels,omitempty"`
+}
+
+// ConsoleKeys are the Ed25519 public keys (base64, standard encoding, 32 bytes each) that
+// verify console tokens (components/consoletoken), which the control plane signs. A list,
+// so that during a rotation tokens signed with the previous key stay valid until they
+// expire; the control plane drops the old key afterwards.
+type ConsoleKeys struct {
+	PublicKeys []string `json:"public_keys"`
 }

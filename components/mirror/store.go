@@ -14,10 +14,10 @@ import (
 // Store writes the mirror. Every write is a KV put acknowledged by JetStream, so when a
 // call returns, every watching data-plane process sees the change within milliseconds.
 type Store struct {
-	keys, projects, sources, usage jetstream.KeyValue
+	keys, projects, sources, usage, settings jetstream.KeyValue
 }
 
-// Open binds to (creating when missing) the three buckets.
+// Open binds to (creating when missing) the mirror's buckets.
 func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, error) {
 	var s Store
 	var err error
@@ -31,6 +31,9 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 		return nil, err
 	}
 	if s.usage, err = bucket(ctx, js, BucketKeyUsage, replicas); err != nil {
+		return nil, err
+	}
+	if s.settings, err = bucket(ctx, js, BucketSettings, replicas); err != nil {
 		return nil, err
 	}
 	return &s, nil
@@ -157,4 +160,26 @@ func (s *Store) KeyLastUsed(ctx context.Context, keyID string) time.Time {
 // ForgetKeyUsage removes a deleted key's usage record.
 func (s *Store) ForgetKeyUsage(ctx context.Context, keyID string) error {
 	return del(ctx, s.usage, keyID)
+}
+
+// PutConsoleKeys publishes the public keys that verify console tokens, replacing the list.
+func (s *Store) PutConsoleKeys(ctx context.Context, k ConsoleKeys) error {
+	return put(ctx, s.settings, KeyConsoleTokenKeys, k)
+}
+
+// ConsoleKeys returns the published console token keys (none when never published), so a
+// rotation can keep the current key beside the new one.
+func (s *Store) ConsoleKeys(ctx context.Context) (ConsoleKeys, error) {
+	var k ConsoleKeys
+	e, err := s.settings.Get(ctx, KeyConsoleTokenKeys)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return k, nil
+	}
+	if err != nil {
+		return k, fmt.Errorf("mirror get %s/%s: %w", BucketSettings, KeyConsoleTokenKeys, err)
+	}
+	if err := json.Unmarshal(e.Value(), &k); err != nil {
+		return k, fmt.Errorf("mirror %s/%s: %w", BucketSettings, KeyConsoleTokenKeys, err)
+	}
+	return k, nil
 }

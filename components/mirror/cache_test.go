@@ -1,0 +1,85 @@
+package mirror
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+)
+
+func startCache(t *testing.T) (*Store, *Cache) {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	ctx, cancel := context.WithCancel(context.Background())
+	store, err := Open(ctx, js, 1)
+	require.NoError(t, err)
+	c := NewCache(zap.NewNop())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx, js) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, c.Ready, 10*time.Second, 10*time.Millisecond)
+	return store, c
+}
+
+func newPub(t *testing.T) ed25519.PublicKey {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	return pub
+}
+
+func TestConsoleKeys(t *testing.T) {
+	store, c := startCache(t)
+	ctx := context.Background()
+	assert.Empty(t, c.ConsoleKeys())
+	got, err := store.ConsoleKeys(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, got.PublicKeys)
+
+	oldKey, newKey := newPub(t), newPub(t)
+	enc := base64.StdEncoding.EncodeToString
+	require.NoError(t, store.PutConsoleKeys(ctx, ConsoleKeys{PublicKeys: []string{enc(newKey), "not base64!", enc([]byte("short")), enc(oldKey)}}))
+	require.Eventually(t, func() bool { return len(c.ConsoleKeys()) == 2 }, 10*time.Second, 10*time.Millisecond)
+	// Entries that are not Ed25519 public keys are skipped; the others keep their order.
+	assert.Equal(t, []ed25519.PublicKey{newKey, oldKey}, c.ConsoleKeys())
+	got, err = store.ConsoleKeys(ctx)
+	require.NoError(t, err)
+	assert.Len(t, got.PublicKeys, 4)
+
+	// Rotation done: the old key is withdrawn.
+	require.NoError(t, store.PutConsoleKeys(ctx, ConsoleKeys{PublicKeys: []string{enc(newKey)}}))
+	require.Eventually(t, func() bool { return len(c.ConsoleKeys()) == 1 }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, []ed25519.PublicKey{newKey}, c.ConsoleKeys())
+}
+
+func TestCacheLoadsExistingSettings(t *testing.T) {
+	// Keys published before the data plane starts are there as soon as it is Ready.
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store, err := Open(ctx, js, 1)
+	require.NoError(t, err)
+	key := newPub(t)
+	require.NoError(t, store.PutConsoleKeys(ctx, ConsoleKeys{PublicKeys: []string{base64.StdEncoding.EncodeToString(key)}}))
+	require.NoError(t, store.PutSource(ctx, "ik", Source{ID: "s1", ProjectID: "p", Name: "gh"}))
+
+	c := NewCache(zap.NewNop())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx, js) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, c.Ready, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, []ed25519.PublicKey{key}, c.ConsoleKeys())
+	src, ok := c.Source("ik")
+	assert.True(t, ok)
+	assert.Equal(t, "gh", src.Name)
+}
