@@ -71,6 +71,9 @@ func (c *Call) Windowed() bool { return c.Trigger != nil }
 type Webhook struct {
 	// RequestID is the id the agent quoted when it sent the result.
 	RequestID string
+	// WebhookID names the delivery (the signed webhook-id). It is the same on every
+	// attempt and redelivery of a result, so deduplicate by it.
+	WebhookID string
 	// Payload is the result, byte for byte as the agent sent it: any JSON value.
 	Payload json.RawMessage
 }
@@ -111,7 +114,7 @@ func (v Verifier) VerifyWebhook(r *http.Request) (*Webhook, error) {
 	if !json.Valid(body) {
 		return nil, fmt.Errorf("%w: it is not JSON", ErrBody)
 	}
-	return &Webhook{RequestID: id, Payload: body}, nil
+	return &Webhook{RequestID: id, WebhookID: r.Header.Get(webhooksig.HeaderID), Payload: body}, nil
 }
 
 // read returns the verified body of r and its request id.
@@ -141,8 +144,9 @@ func (v Verifier) read(r *http.Request) ([]byte, string, error) {
 			return nil, "", fmt.Errorf("%w: %w", ErrSignature, err)
 		}
 	}
-	// X-Request-Id is what the receiver expects back; webhook-id carries the same value
-	// and is the fallback for a sender that only sets the Standard Webhooks headers.
+	// X-Request-Id is what the receiver expects back. A call's webhook-id carries the
+	// same value, so it stands in for a sender that sets only the Standard Webhooks
+	// headers.
 	id := r.Header.Get("X-Request-Id")
 	if id == "" {
 		id = r.Header.Get(webhooksig.HeaderID)

@@ -220,7 +220,7 @@ func TestVerifyWebhook(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", body, err)
 		}
-		if string(wh.Payload) != body || wh.RequestID != testID {
+		if string(wh.Payload) != body || wh.RequestID != testID || wh.WebhookID != testID {
 			t.Fatalf("%s: got %+v", body, wh)
 		}
 	}

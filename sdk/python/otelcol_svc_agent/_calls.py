@@ -39,6 +39,8 @@ class Webhook:
     request_id: str
     payload: Any
     raw: bytes
+    webhook_id: str = ""
+    """Names the delivery; the same on every attempt and redelivery: deduplicate by it."""
 
 
 def _reject_constant(name: str) -> Any:
@@ -53,7 +55,8 @@ def _verified(secret: str, headers: Any, body: Body, tolerance: float, allow_uns
         # A secret that failed to load must not switch verification off silently.
         raise ValueError("no webhook secret configured: pass the project's whsec_... signing secret, "
                          "or allow_unsigned=True for local development")
-    # X-Request-Id is what the receiver expects back; webhook-id carries the same value.
+    # X-Request-Id is what the receiver expects back. A call's webhook-id carries the
+    # same value, so it stands in for a sender that sets only the Standard Webhooks headers.
     request_id = header(headers, "x-request-id") or header(headers, HEADER_ID)
     if not request_id:
         raise BodyError("the X-Request-Id header is missing, so the result could not be matched to the call")
@@ -77,7 +80,9 @@ def parse_call(secret: str, headers: Any, body: Body, *, tolerance: float = DEFA
     if isinstance(value, list):
         return Call(request_id=request_id, records=value, raw=raw)
     if isinstance(value, dict):
-        trigger, window = value.get("trigger"), value.get("window", [])
+        trigger, window = value.get("trigger"), value.get("window")
+        if window is None:
+            window = []
         if trigger is None:
             raise BodyError('a window call without "trigger"')
         if not isinstance(window, list):
@@ -90,4 +95,4 @@ def verify_webhook(secret: str, headers: Any, body: Body, *, tolerance: float = 
                    allow_unsigned: bool = False) -> Webhook:
     """Verifies a webhook sink's delivery and returns its payload (parsed) and raw bytes."""
     raw, request_id, value = _verified(secret, headers, body, tolerance, allow_unsigned)
-    return Webhook(request_id=request_id, payload=value, raw=raw)
+    return Webhook(request_id=request_id, payload=value, raw=raw, webhook_id=header(headers, HEADER_ID))

@@ -65,6 +65,12 @@ class VerifyWebhookTest(unittest.TestCase):
             body = json.dumps(payload).encode()
             wh = verify_webhook(SECRET, signed_headers(body), body)
             self.assertEqual((wh.request_id, wh.payload, wh.raw), (REQUEST_ID, payload, body))
+        # A sink's delivery has its own webhook-id, the same on every attempt.
+        body = b'{"ok":true}'
+        headers = signed_headers(body, request_id="msg_42")
+        headers["X-Request-Id"] = REQUEST_ID
+        wh = verify_webhook(SECRET, headers, body)
+        self.assertEqual((wh.request_id, wh.webhook_id), (REQUEST_ID, "msg_42"))
 
     def test_refused(self):
         body = b'{"ok":true}'
