@@ -6,7 +6,7 @@ OCB_VER   := v0.162.0
 DATA_DIR  ?= ./data
 FUZZTIME  ?= 10s
 
-.PHONY: build run test generate check-generate bench fuzz clean
+.PHONY: build run test test-sdk generate check-generate bench fuzz clean
 
 build:
 	$(GO) build -o $(BIN)/otelcol-svc ./cmd/otelcol-svc
@@ -29,6 +29,13 @@ run: build
 
 test:
 	$(GO) test -count=1 ./...
+	$(MAKE) --no-print-directory test-sdk
+
+# The Python and JavaScript agent SDKs' own tests (their cross-language check against
+# components/webhooksig runs with the Go tests, in ./sdk).
+test-sdk:
+	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s sdk/python/tests -t sdk/python
+	node --test sdk/typescript/test/*.test.js
 
 # Regenerates cmd/otelcol-svc from builder-config.yaml with the pinned ocb.
 generate: $(OCB)
