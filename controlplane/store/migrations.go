@@ -53,4 +53,17 @@ var migrations = []string{
 		name  TEXT PRIMARY KEY,
 		value TEXT NOT NULL
 	)`,
+	// 2: push sources. The ingest key is kept in clear: it is part of the source's URL and
+	// the mirror's key for it (the secret that authenticates posts is the source's
+	// ingest-scoped API key in api_keys, stored hashed). Its full configuration is JSON.
+	`CREATE TABLE sources (
+		id         TEXT PRIMARY KEY,
+		project_id TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+		name       TEXT NOT NULL,
+		ingest_key TEXT NOT NULL UNIQUE,
+		config     TEXT NOT NULL,
+		created_at BIGINT NOT NULL,
+		UNIQUE (project_id, name)
+	);
+	CREATE INDEX api_keys_source ON api_keys(source_id)`,
 }

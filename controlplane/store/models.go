@@ -191,9 +191,9 @@ func (t *Tx) UpdateProject(ctx context.Context, p Project) error {
 		p.Name, string(pipe), p.SigningSecret, p.Version, p.UpdatedAt.UnixMilli(), p.ID))
 }
 
-// DeleteProject removes a project with its members, keys and sinks.
+// DeleteProject removes a project with its members, keys, sinks and sources.
 func (t *Tx) DeleteProject(ctx context.Context, id string) error {
-	for _, q := range []string{`DELETE FROM api_keys WHERE project_id = ?`, `DELETE FROM sinks WHERE project_id = ?`, `DELETE FROM members WHERE project_id = ?`} {
+	for _, q := range []string{`DELETE FROM api_keys WHERE project_id = ?`, `DELETE FROM sinks WHERE project_id = ?`, `DELETE FROM sources WHERE project_id = ?`, `DELETE FROM members WHERE project_id = ?`} {
 		if _, err := t.exec(ctx, q, id); err != nil {
 			return err
 		}
