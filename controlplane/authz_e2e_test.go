@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -44,6 +45,15 @@ func TestAuthorizationMatrix(t *testing.T) {
 			return extraID
 		}
 		sinkID := newSink()
+		// Source names are unique per project: each create gets a fresh one.
+		sources := 0
+		sourceBody := func() any {
+			sources++
+			return map[string]any{"name": fmt.Sprintf("source %d", sources), "labels": map[string]string{"repo": "repo.name"}}
+		}
+		newSource := func() string { return call(t, cp, "POST", p+"/sources", owner, sourceBody()).str("id") }
+		sourceID := newSource()
+		sourceTest := map[string]any{"source_id": sourceID, "payload": map[string]any{"repo": map[string]any{"name": "a"}}}
 		fixed := func(s string) func() string { return func() string { return s } }
 		checks := []check{
 			{"get project", "GET", fixed(p), nil, [4]int{200, 200, 200, 404}},
@@ -62,6 +72,12 @@ func TestAuthorizationMatrix(t *testing.T) {
 			{"get sink", "GET", fixed(p + "/sinks/" + sinkID), nil, [4]int{200, 200, 200, 404}},
 			{"patch sink", "PATCH", fixed(p + "/sinks/" + sinkID), map[string]any{"enabled": false}, [4]int{200, 200, 403, 404}},
 			{"delete sink", "DELETE", func() string { return p + "/sinks/" + newSink() }, nil, [4]int{204, 204, 403, 404}},
+			{"list sources", "GET", fixed(p + "/sources"), nil, [4]int{200, 200, 200, 404}},
+			{"create source", "POST", fixed(p + "/sources"), sourceBody, [4]int{201, 201, 403, 404}},
+			{"get source", "GET", fixed(p + "/sources/" + sourceID), nil, [4]int{200, 200, 200, 404}},
+			{"test source", "POST", fixed(p + "/sources/test"), sourceTest, [4]int{200, 200, 200, 404}},
+			{"delete source", "DELETE", func() string { return p + "/sources/" + newSource() }, nil, [4]int{204, 204, 403, 404}},
+			{"console token", "POST", fixed(p + "/console-token"), nil, [4]int{200, 200, 200, 404}},
 			{"delete project", "DELETE", fixed(p), nil, [4]int{0, 403, 403, 404}}, // the owner's delete comes last
 		}
 		users := []struct {
@@ -73,15 +89,15 @@ func TestAuthorizationMatrix(t *testing.T) {
 				if c.want[i] == 0 {
 					continue
 				}
-				r := call(t, cp, c.method, c.path(), u.token, c.body)
+				r := call(t, cp, c.method, c.path(), u.token, body(c.body))
 				assert.Equal(t, c.want[i], r.Status, "%s as %s: %s", c.name, u.name, r.Raw)
 				if u.name == "stranger" {
 					// Exactly what a project that does not exist answers.
-					missing := call(t, cp, c.method, "/api/v1/projects/p_0000000000000000"+c.path()[len(p):], u.token, c.body)
+					missing := call(t, cp, c.method, "/api/v1/projects/p_0000000000000000"+c.path()[len(p):], u.token, body(c.body))
 					assert.Equal(t, missing.Raw, r.Raw, "%s: a stranger must not learn the project exists", c.name)
 				}
 			}
-			assert.Equal(t, http.StatusUnauthorized, call(t, cp, c.method, c.path(), "", c.body).Status, "%s without a token", c.name)
+			assert.Equal(t, http.StatusUnauthorized, call(t, cp, c.method, c.path(), "", body(c.body)).Status, "%s without a token", c.name)
 		}
 
 		// Secrets: admins see the signing secret, members do not; nobody sees a key again.
@@ -96,6 +112,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 		assert.Equal(t, http.StatusNoContent, call(t, cp, "DELETE", p, owner, nil).Status)
 		assert.Equal(t, http.StatusNotFound, call(t, cp, "GET", p, owner, nil).Status)
 	})
+}
+
+// body is a check's request body; a func makes a new one for each call.
+func body(b any) any {
+	if f, ok := b.(func() any); ok {
+		return f()
+	}
+	return b
 }
 
 func ownerID(t *testing.T, s *stack, token string) string {

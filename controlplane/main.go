@@ -7,15 +7,19 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -84,7 +88,16 @@ func run(logger *slog.Logger) error {
 	replicas, _ := strconv.Atoi(env("SVC_MIRROR_REPLICAS", "1"))
 	m := &mirrorConn{nc: nc, replicas: replicas}
 
-	srv := &api.Server{Store: db, Tokens: tokens, Logger: logger, Mirror: m.get}
+	receiverURL, err := publicURL(env("SVC_PUBLIC_RECEIVER_URL", "http://localhost:4318"))
+	if err != nil {
+		return fmt.Errorf("SVC_PUBLIC_RECEIVER_URL: %w", err)
+	}
+	consoleKey, err := consoleKey(ctx, db)
+	if err != nil {
+		return err
+	}
+
+	srv := &api.Server{Store: db, Tokens: tokens, Logger: logger, Mirror: m.get, ReceiverURL: receiverURL, ConsoleKey: consoleKey}
 	httpSrv := &http.Server{
 		Addr:              env("SVC_CONTROLPLANE_LISTEN", "0.0.0.0:8080"),
 		Handler:           srv.Handler(),
@@ -128,6 +141,43 @@ func jwtSecret(ctx context.Context, db *store.Store) ([]byte, error) {
 		return err
 	})
 	return []byte(secret), err
+}
+
+// consoleKey is the Ed25519 key that signs console tokens, generated once and kept in
+// the database like the JWT secret, so every control plane on the same database signs
+// with the same key (and publishes the same public key).
+func consoleKey(ctx context.Context, db *store.Store) (ed25519.PrivateKey, error) {
+	seed := make([]byte, ed25519.SeedSize)
+	if _, err := rand.Read(seed); err != nil {
+		return nil, err
+	}
+	var stored string
+	err := db.InTx(ctx, func(tx *store.Tx) error {
+		var err error
+		stored, err = tx.SetSettingOnce(ctx, "console_token_ed25519_seed", base64.StdEncoding.EncodeToString(seed))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	seed, err = base64.StdEncoding.DecodeString(stored)
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, errors.New("the console token key stored in the database (setting console_token_ed25519_seed) is damaged")
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// publicURL checks an address users are told (an absolute http(s) URL) and drops a
+// trailing slash, so paths can be appended.
+func publicURL(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("%q must be an absolute http:// or https:// URL such as https://ingest.example.com", s)
+	}
+	return strings.TrimRight(s, "/"), nil
 }
 
 // mirrorConn opens the mirror's buckets once NATS is reachable.

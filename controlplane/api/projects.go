@@ -49,15 +49,25 @@ func (r *reply) write(w http.ResponseWriter) {
 }
 
 // onProject runs fn on the project named in the path, in a transaction, after checking
-// the current user's access. A user who is not a member gets 404 whatever the project's
-// existence, so a stranger never learns a project exists. Changes need the mirror: while
-// NATS is away they are refused with 503 and nothing is saved.
+// the current user's access (see inProject), and answers.
 func (s *Server) onProject(w http.ResponseWriter, r *http.Request, level access, fn change) {
-	ctx := r.Context()
+	rep, err := s.inProject(r.Context(), currentUser(r).ID, r.PathValue("id"), level, fn)
+	if err == nil {
+		rep.write(w)
+		return
+	}
+	s.answer(w, r, err, "project")
+}
+
+// inProject runs fn on a project in a transaction, after checking the user's access; the
+// API and the MCP tools both go through it. A user who is not a member gets ErrNotFound
+// whatever the project's existence, so a stranger never learns a project exists. Changes
+// need the mirror: while NATS is away they are refused with 503 and nothing is saved.
+func (s *Server) inProject(ctx context.Context, userID, projectID string, level access, fn change) (reply, error) {
 	var ms *mirror.Store
 	var rep reply
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
-		p, role, err := tx.ProjectForUser(ctx, r.PathValue("id"), currentUser(r).ID)
+		p, role, err := tx.ProjectForUser(ctx, projectID, userID)
 		if err != nil {
 			return err
 		}
@@ -74,11 +84,7 @@ func (s *Server) onProject(w http.ResponseWriter, r *http.Request, level access,
 		}
 		return fn(ctx, tx, p, role, ms, &rep)
 	})
-	if err == nil {
-		rep.write(w)
-		return
-	}
-	s.answer(w, r, err, "project")
+	return rep, err
 }
 
 // answer maps an operation's error to a response (success was already written).
@@ -233,12 +239,23 @@ func (s *Server) deleteProject(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
+		sources, err := tx.Sources(ctx, p.ID)
+		if err != nil {
+			return err
+		}
 		if err := tx.DeleteProject(ctx, p.ID); err != nil {
 			return err
 		}
-		// Keys first: from here on nothing can write into the project.
+		// Keys first (the sources' ingest-scoped keys among them): from here on nothing
+		// can write into the project. Then the sources, so their URLs stop answering
+		// also where ingest needs no key.
 		for _, k := range keys {
 			if err := ms.DeleteKey(ctx, k.Hash); err != nil {
+				return err
+			}
+		}
+		for _, src := range sources {
+			if err := ms.DeleteSource(ctx, src.IngestKey); err != nil {
 				return err
 			}
 		}
@@ -272,8 +289,12 @@ func (s *Server) deleteStreams(ctx context.Context, project string) {
 // --- keys ----------------------------------------------------------------------------
 
 func keyJSON(k store.Key) map[string]any {
-	return map[string]any{"id": k.ID, "name": k.Name, "prefix": k.Prefix, "scope": k.Scope,
+	out := map[string]any{"id": k.ID, "name": k.Name, "prefix": k.Prefix, "scope": k.Scope,
 		"created_at": ts(k.CreatedAt), "last_used_at": ts(k.LastUsedAt)}
+	if k.SourceID != "" {
+		out["source_id"] = k.SourceID // an ingest-scoped key of that push source
+	}
+	return out
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {

@@ -16,9 +16,16 @@ func (s *Server) Resync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.ConsoleKey != nil {
+		// Receivers verify console tokens with this public key.
+		if err := ms.PutConsoleKeys(ctx, s.consolePublicKeys()); err != nil {
+			return err
+		}
+	}
 	var projects []store.Project
 	var sinks [][]store.Sink
 	var keys []store.Key
+	var sources []store.Source
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
 		var err error
 		if projects, err = tx.AllProjects(ctx); err != nil {
@@ -31,7 +38,10 @@ func (s *Server) Resync(ctx context.Context) error {
 			}
 			sinks = append(sinks, sk)
 		}
-		keys, err = tx.AllKeys(ctx)
+		if keys, err = tx.AllKeys(ctx); err != nil {
+			return err
+		}
+		sources, err = tx.AllSources(ctx)
 		return err
 	})
 	if err != nil {
@@ -53,13 +63,23 @@ func (s *Server) Resync(ctx context.Context) error {
 			return err
 		}
 	}
+	wantSources := map[string]bool{}
+	for _, src := range sources {
+		wantSources[src.IngestKey] = true
+		if err := ms.PutSource(ctx, src.IngestKey, src.Config); err != nil {
+			return err
+		}
+	}
 	if err := prune(ctx, ms, mirror.BucketKeys, wantKeys, ms.DeleteKey); err != nil {
+		return err
+	}
+	if err := prune(ctx, ms, mirror.BucketSources, wantSources, ms.DeleteSource); err != nil {
 		return err
 	}
 	if err := prune(ctx, ms, mirror.BucketProjects, wantProjects, ms.DeleteProject); err != nil {
 		return err
 	}
-	s.Logger.Debug("configuration mirror re-published", "projects", len(projects), "keys", len(keys))
+	s.Logger.Debug("configuration mirror re-published", "projects", len(projects), "keys", len(keys), "sources", len(sources))
 	return nil
 }
 

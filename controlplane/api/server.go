@@ -5,6 +5,7 @@ package api
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,12 @@ type Server struct {
 	// Mirror returns the configuration mirror and JetStream, or an error while NATS is
 	// unreachable (changes are then refused with 503, reads still work).
 	Mirror func(ctx context.Context) (*mirror.Store, jetstream.JetStream, error)
+	// ReceiverURL is the receiver's public address (SVC_PUBLIC_RECEIVER_URL, no trailing
+	// slash): ingest URLs and the console's data-plane read API are under it.
+	ReceiverURL string
+	// ConsoleKey signs console tokens (components/consoletoken); its public half is
+	// published in the mirror, where the receiver reads it to verify them.
+	ConsoleKey ed25519.PrivateKey
 
 	loginByEmail *auth.Limiter
 	loginByAddr  *auth.Limiter
@@ -58,6 +65,10 @@ func (s *Server) Handler() http.Handler {
 	route(mux, "/api/v1/projects/{id}/pipeline/rotate-secret", methods{"POST": s.authed(s.rotateSecret)})
 	route(mux, "/api/v1/projects/{id}/sinks", methods{"GET": s.authed(s.listSinks), "POST": s.authed(s.createSink)})
 	route(mux, "/api/v1/projects/{id}/sinks/{sink_id}", methods{"GET": s.authed(s.getSink), "PATCH": s.authed(s.patchSink), "DELETE": s.authed(s.deleteSink)})
+	route(mux, "/api/v1/projects/{id}/sources", methods{"GET": s.authed(s.listSources), "POST": s.authed(s.createSource)})
+	route(mux, "/api/v1/projects/{id}/sources/test", methods{"POST": s.authed(s.testSource)})
+	route(mux, "/api/v1/projects/{id}/sources/{source_id}", methods{"GET": s.authed(s.getSource), "DELETE": s.authed(s.deleteSource)})
+	route(mux, "/api/v1/projects/{id}/console-token", methods{"POST": s.authed(s.consoleToken)})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.NotFound, "no endpoint "+r.URL.Path))
 	})
