@@ -1,0 +1,370 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+)
+
+// The MCP endpoint (/mcp, streamable HTTP) offers an agent the same operations as the
+// API, under the same sign-in: every tool call runs as the user of the Bearer token and
+// goes through inProject, so the access rules are the API's (someone else's project is
+// "not found"). Tools never return event payloads: the control plane never sees any, and
+// a source test leaves the sample payload out of the envelope it shows.
+
+const mcpInstructions = `otelcol-svc turns events into calls to your AI agent. Typical flow:
+1. list_projects to find the project_id.
+2. test_source with the source settings you plan and a sample payload, until warnings is empty.
+3. create_source: it returns the ingest_url and an api_key (shown once; keep it). Post JSON to the
+   ingest_url with Authorization: Bearer <api_key>.
+4. get_console_token, then GET {receiver_url}/console/v1/projects/{project_id}/events with
+   Authorization: Bearer <token> to see that the events arrived.
+5. set_pipeline to choose which events reach the agent (trigger, an OTTL condition over the
+   record, e.g. event["_event_type"] == "opened") and where (agent_endpoint_url).`
+
+// mcpHandler serves MCP. It runs behind authed (a contract-shaped 401 without a valid
+// token); RequireBearerToken then hands the user to the SDK, which passes it to every
+// tool call as TokenInfo. The handler is stateless, so any control plane replica can
+// answer any request.
+func (s *Server) mcpHandler() http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "otelcol-svc", Title: "otelcol-svc control plane", Version: "1.0.0"},
+		&mcp.ServerOptions{Instructions: mcpInstructions})
+
+	mcp.AddTool(srv, &mcp.Tool{Name: "list_projects",
+		Description: "List the projects you are a member of, with your role in each (owner and admin may change a project, member may read it)."},
+		s.toolListProjects)
+	mcp.AddTool(srv, &mcp.Tool{Name: "create_source",
+		Description: "Create a push source (connector webhook): a URL that takes JSON posts (one object, an array of objects, or NDJSON) and stores each payload losslessly in an envelope with _event_type, _source, timestamp, text and labels. " +
+			"Returns ingest_url, ingest_key, an ingest-scoped api_key (shown only now: keep it, it is sent as Authorization: Bearer <api_key>) and a curl command. Needs owner or admin. Try the settings with test_source first.",
+		InputSchema: mustSchema[createSourceArgs]("project_id", "name")},
+		s.toolCreateSource)
+	mcp.AddTool(srv, &mcp.Tool{Name: "test_source",
+		Description: "Check a source's settings (an unsaved source, or a saved one by source_id) against a sample payload, without storing anything: returns the envelope the source would store (without its payload member, which is the sample as sent) and warnings about fields the settings name that the payload lacks or holds in an unusable form (missing label fields, an unparseable time, unknown template fields).",
+		InputSchema: mustSchema[testSourceArgs]("project_id", "payload")},
+		s.toolTestSource)
+	mcp.AddTool(srv, &mcp.Tool{Name: "list_sources",
+		Description: "List a project's push sources with their settings and ingest URLs (API keys are not shown again, only their first characters)."},
+		s.toolListSources)
+	mcp.AddTool(srv, &mcp.Tool{Name: "delete_source",
+		Description: "Delete a push source: its ingest URL and API key stop working within a second. Needs owner or admin."},
+		s.toolDeleteSource)
+	mcp.AddTool(srv, &mcp.Tool{Name: "get_pipeline",
+		Description: "Show a project's pipeline: trigger, transforms, agent_endpoint_url, window settings, batch_size."},
+		s.toolGetPipeline)
+	mcp.AddTool(srv, &mcp.Tool{Name: "set_pipeline",
+		Description: "Change a project's pipeline. Fields you leave out keep their current value; send \"\" or [] to clear one. Expressions are OTTL over the record (event[\"field\"][\"nested\"], or bare lowercase paths such as body, attributes[\"k\"], _event_type via event[\"_event_type\"]); an invalid one is refused with the field and the parser's line:column, and nothing changes. Needs owner or admin."},
+		s.toolSetPipeline)
+	mcp.AddTool(srv, &mcp.Tool{Name: "get_console_token",
+		Description: "Get a token (valid 10 minutes) for the receiver's console API, to check that events arrived: GET {receiver_url}/console/v1/projects/{project_id}/events with Authorization: Bearer <token>. Events are read from the receiver, never through these tools."},
+		s.toolConsoleToken)
+
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Stateless:    true,
+		JSONResponse: true,
+		// The localhost protection guards servers that trust whoever can reach them
+		// (DNS rebinding from a browser). Every request here needs a Bearer token a
+		// browser page cannot have, and the protection would refuse a reverse proxy on
+		// the same machine that keeps the public Host header.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        maxBody,
+		Logger:                     s.Logger,
+	})
+	verify := func(ctx context.Context, token string, r *http.Request) (*mcpauth.TokenInfo, error) {
+		u, ok := r.Context().Value(userKey{}).(store.User)
+		claims, err := s.Tokens.Parse(token)
+		if !ok || err != nil || claims.Subject != u.ID {
+			return nil, mcpauth.ErrInvalidToken
+		}
+		return &mcpauth.TokenInfo{UserID: u.ID, Expiration: claims.ExpiresAt.Time}, nil
+	}
+	return mcpauth.RequireBearerToken(verify, nil)(h)
+}
+
+// mustSchema infers a tool's input schema and marks fields required that the Go type
+// leaves optional (omitempty for the embedded SourceSpec).
+func mustSchema[T any](required ...string) *jsonschema.Schema {
+	sc, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range required {
+		if !containsString(sc.Required, r) {
+			sc.Required = append(sc.Required, r)
+		}
+	}
+	return sc
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// onProjectTool runs fn as the tool call's user, like onProject for the API, and turns
+// errors into tool errors an agent can act on.
+func (s *Server) onProjectTool(ctx context.Context, req *mcp.CallToolRequest, projectID string, level access, fn change) error {
+	userID := ""
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		userID = req.Extra.TokenInfo.UserID
+	}
+	if userID == "" {
+		return errors.New("invalid_token: sign in: send Authorization: Bearer <token from /api/v1/auth/login>")
+	}
+	if strings.TrimSpace(projectID) == "" {
+		return errors.New("invalid_body: project_id is required; list_projects shows yours")
+	}
+	_, err := s.inProject(ctx, userID, projectID, level, fn)
+	return s.toolError(err, "project")
+}
+
+// toolError maps an operation's error as answer does for the API.
+func (s *Server) toolError(err error, what string) error {
+	var ae *apierror.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae):
+		return fmt.Errorf("%s: %s", ae.Code, ae.Message)
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%s: %s not found", apierror.NotFound, what)
+	case errors.Is(err, store.ErrConflict):
+		return fmt.Errorf("%s: %s already exists", apierror.Conflict, what)
+	default:
+		s.Logger.Error("MCP tool failed", "error", err)
+		return fmt.Errorf("%s: something went wrong on our side; try again", apierror.Internal)
+	}
+}
+
+// --- tools ---------------------------------------------------------------------------
+
+type projectIn struct {
+	ProjectID string `json:"project_id" jsonschema:"the project's id (p_...); list_projects shows yours"`
+}
+
+type projectItem struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Role string `json:"role" jsonschema:"your role: owner, admin or member"`
+}
+
+type projectsOut struct {
+	Projects []projectItem `json:"projects"`
+}
+
+func (s *Server) toolListProjects(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, projectsOut, error) {
+	out := projectsOut{Projects: []projectItem{}}
+	if req.Extra == nil || req.Extra.TokenInfo == nil {
+		return nil, out, errors.New("invalid_token: sign in first")
+	}
+	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
+		ps, roles, err := tx.ProjectsForUser(ctx, req.Extra.TokenInfo.UserID)
+		for i, p := range ps {
+			out.Projects = append(out.Projects, projectItem{ID: p.ID, Name: p.Name, Role: roles[i]})
+		}
+		return err
+	})
+	return nil, out, s.toolError(err, "project")
+}
+
+type createSourceArgs struct {
+	ProjectID string `json:"project_id" jsonschema:"the project's id (p_...); list_projects shows yours"`
+	SourceSpec
+}
+
+type createSourceOut struct {
+	SourceView
+	Curl string `json:"curl" jsonschema:"a command that posts a sample event to the source"`
+}
+
+func (s *Server) toolCreateSource(ctx context.Context, req *mcp.CallToolRequest, in createSourceArgs) (*mcp.CallToolResult, createSourceOut, error) {
+	var out createSourceOut
+	src, e := in.SourceSpec.validate("", true)
+	if e != nil {
+		return nil, out, s.toolError(e, "source")
+	}
+	err := s.onProjectTool(ctx, req, in.ProjectID, write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store, _ *reply) error {
+		v, err := s.createSourceIn(ctx, tx, p, ms, src)
+		out.SourceView = v
+		return err
+	})
+	if err != nil {
+		return nil, createSourceOut{}, err
+	}
+	out.Curl = fmt.Sprintf(`curl -sS -X POST '%s' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"hello": "world"}'`,
+		out.IngestURL, out.APIKey)
+	return nil, out, nil
+}
+
+type testSourceArgs struct {
+	ProjectID string         `json:"project_id" jsonschema:"the project's id (p_...)"`
+	SourceID  string         `json:"source_id,omitempty" jsonschema:"a saved source to test (src_...); or give source instead"`
+	Source    *SourceSpec    `json:"source,omitempty" jsonschema:"settings of a source not saved yet, as create_source takes them (name optional)"`
+	Payload   map[string]any `json:"payload" jsonschema:"a sample payload: one JSON object as your system would post it"`
+}
+
+type testSourceOut struct {
+	Envelope  map[string]any `json:"envelope" jsonschema:"the record the source would store, without its payload member (the sample as sent)"`
+	EventType string         `json:"event_type" jsonschema:"the record's _event_type"`
+	Warnings  []string       `json:"warnings" jsonschema:"what to fix in the settings or the payload; empty when the mapping is complete"`
+}
+
+func (s *Server) toolTestSource(ctx context.Context, req *mcp.CallToolRequest, in testSourceArgs) (*mcp.CallToolResult, testSourceOut, error) {
+	var out testSourceOut
+	if in.Payload == nil {
+		return nil, out, errors.New("invalid_body: payload must be a JSON object: a sample of what your system posts")
+	}
+	payload, err := json.Marshal(in.Payload)
+	if err != nil {
+		return nil, out, fmt.Errorf("invalid_body: payload: %v", err)
+	}
+	var res SourceTest
+	err = s.onProjectTool(ctx, req, in.ProjectID, read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store, _ *reply) error {
+		var err error
+		res, err = testSourceIn(ctx, tx, p, in.Source, in.SourceID, payload)
+		return err
+	})
+	if err != nil {
+		return nil, out, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(res.Envelope))
+	dec.UseNumber()
+	if err := dec.Decode(&out.Envelope); err != nil {
+		return nil, out, s.toolError(err, "source")
+	}
+	delete(out.Envelope, "payload")
+	out.EventType, out.Warnings = res.EventType, res.Warnings
+	return nil, out, nil
+}
+
+type sourcesOut struct {
+	Sources []SourceView `json:"sources"`
+}
+
+func (s *Server) toolListSources(ctx context.Context, req *mcp.CallToolRequest, in projectIn) (*mcp.CallToolResult, sourcesOut, error) {
+	var out sourcesOut
+	err := s.onProjectTool(ctx, req, in.ProjectID, read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store, _ *reply) error {
+		var err error
+		out.Sources, err = s.listSourcesIn(ctx, tx, p)
+		return err
+	})
+	return nil, out, err
+}
+
+type deleteSourceArgs struct {
+	ProjectID string `json:"project_id" jsonschema:"the project's id (p_...)"`
+	SourceID  string `json:"source_id" jsonschema:"the source to delete (src_...); list_sources shows them"`
+}
+
+type deleteSourceOut struct {
+	Deleted string `json:"deleted" jsonschema:"the id of the deleted source"`
+}
+
+func (s *Server) toolDeleteSource(ctx context.Context, req *mcp.CallToolRequest, in deleteSourceArgs) (*mcp.CallToolResult, deleteSourceOut, error) {
+	err := s.onProjectTool(ctx, req, in.ProjectID, write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store, _ *reply) error {
+		return deleteSourceIn(ctx, tx, p, ms, in.SourceID)
+	})
+	if err != nil {
+		return nil, deleteSourceOut{}, err
+	}
+	return nil, deleteSourceOut{Deleted: in.SourceID}, nil
+}
+
+// mcpPipeline is a pipeline as the tools show it: the API's fields without the signing
+// secret, which an agent in a conversation has no use for.
+func mcpPipeline(p store.Project) map[string]any {
+	return pipelineJSON(p, store.RoleMember)
+}
+
+func (s *Server) toolGetPipeline(ctx context.Context, req *mcp.CallToolRequest, in projectIn) (*mcp.CallToolResult, map[string]any, error) {
+	var out map[string]any
+	err := s.onProjectTool(ctx, req, in.ProjectID, read, func(_ context.Context, _ *store.Tx, p store.Project, _ string, _ *mirror.Store, _ *reply) error {
+		out = mcpPipeline(p)
+		return nil
+	})
+	return nil, out, err
+}
+
+type setPipelineIn struct {
+	ProjectID             string    `json:"project_id" jsonschema:"the project's id (p_...)"`
+	Trigger               *string   `json:"trigger,omitempty" jsonschema:"OTTL condition selecting the records that reach the agent, e.g. event[\"_event_type\"] == \"opened\"; empty matches every record"`
+	Transforms            *[]string `json:"transforms,omitempty" jsonschema:"OTTL statements applied to each record, e.g. set(event[\"service\"], resource_attributes[\"service.name\"])"`
+	AgentEndpointURL      *string   `json:"agent_endpoint_url,omitempty" jsonschema:"the agent's HTTPS endpoint; records are POSTed there (nothing is consumed while it is empty)"`
+	WindowEnabled         *bool     `json:"window_enabled,omitempty" jsonschema:"window mode: the agent gets {trigger, window} with the trigger's recent group context instead of batches"`
+	ContextFilter         *string   `json:"context_filter,omitempty" jsonschema:"window mode: OTTL condition selecting the records kept as context"`
+	WindowDurationSeconds *int      `json:"window_duration_seconds,omitempty" jsonschema:"window mode: how long context is kept (default 300)"`
+	GroupKey              *string   `json:"group_key,omitempty" jsonschema:"window mode: OTTL path grouping records, e.g. traceId or event[\"labels\"][\"repo\"]"`
+	BatchSize             *int      `json:"batch_size,omitempty" jsonschema:"legacy mode: records per agent call (default 10)"`
+}
+
+func (in setPipelineIn) apply(pl *mirror.Pipeline) {
+	setStr := func(dst *string, src *string) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	setStr(&pl.Trigger, in.Trigger)
+	setStr(&pl.AgentEndpointURL, in.AgentEndpointURL)
+	setStr(&pl.ContextFilter, in.ContextFilter)
+	setStr(&pl.GroupKey, in.GroupKey)
+	if in.Transforms != nil {
+		pl.Transforms = *in.Transforms
+	}
+	if in.WindowEnabled != nil {
+		pl.WindowEnabled = *in.WindowEnabled
+	}
+	if in.WindowDurationSeconds != nil {
+		pl.WindowDurationSeconds = *in.WindowDurationSeconds
+	}
+	if in.BatchSize != nil {
+		pl.BatchSize = *in.BatchSize
+	}
+}
+
+func (s *Server) toolSetPipeline(ctx context.Context, req *mcp.CallToolRequest, in setPipelineIn) (*mcp.CallToolResult, map[string]any, error) {
+	var out map[string]any
+	err := s.onProjectTool(ctx, req, in.ProjectID, write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store, _ *reply) error {
+		pl := p.Pipeline
+		in.apply(&pl)
+		pl = withDefaults(pl)
+		// The same checks as PUT /pipeline.
+		if e := ValidatePipeline(pl); e != nil {
+			return e
+		}
+		p.Pipeline = pl
+		return s.saveProject(ctx, tx, ms, p, func(saved store.Project) { out = mcpPipeline(saved) })
+	})
+	return nil, out, err
+}
+
+type consoleTokenOut struct {
+	ConsoleToken
+	EventsURL string `json:"events_url" jsonschema:"GET this with Authorization: Bearer <token> to list the project's recent events"`
+}
+
+func (s *Server) toolConsoleToken(ctx context.Context, req *mcp.CallToolRequest, in projectIn) (*mcp.CallToolResult, consoleTokenOut, error) {
+	var out consoleTokenOut
+	err := s.onProjectTool(ctx, req, in.ProjectID, read, func(_ context.Context, _ *store.Tx, p store.Project, _ string, _ *mirror.Store, _ *reply) error {
+		var err error
+		out.ConsoleToken, err = s.consoleTokenFor(req.Extra.TokenInfo.UserID, p)
+		out.EventsURL = s.ReceiverURL + "/console/v1/projects/" + url.PathEscape(p.ID) + "/events"
+		return err
+	})
+	return nil, out, err
+}

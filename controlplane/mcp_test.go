@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-svc/otelcol-svc/components/consoletoken"
+)
+
+// bearer adds a token to every request, as an agent's MCP client configured with a header.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func mcpSession(t *testing.T, cpURL, token string) (*mcp.ClientSession, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1.0.0"}, nil)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	if token != "" {
+		hc.Transport = bearer{token}
+	}
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: cpURL + "/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+	if err == nil {
+		t.Cleanup(func() { _ = cs.Close() })
+	}
+	return cs, err
+}
+
+// tool calls a tool and returns its structured output (or, for a tool error, its text).
+func tool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (out map[string]any, errText string) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	require.NoError(t, err, name)
+	var text strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	if res.IsError {
+		return nil, text.String()
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &out), "%s: %s", name, b)
+	return out, ""
+}
+
+func TestMCPTools(t *testing.T) {
+	databases(t, func(t *testing.T, db map[string]string) {
+		s := startSourceStack(t, db)
+		cp := s.cp.URL
+		owner, ownerID := s.signup(t, "agent-owner@example.com")
+		member, _ := s.signup(t, "agent-member@example.com")
+		stranger, _ := s.signup(t, "agent-stranger@example.com")
+		pid := call(t, cp, "POST", "/api/v1/projects", owner, map[string]string{"name": "agent"}).str("id")
+		require.Equal(t, http.StatusCreated, call(t, cp, "POST", "/api/v1/projects/"+pid+"/members", owner, map[string]string{"email": "agent-member@example.com"}).Status)
+		require.Equal(t, http.StatusOK, call(t, cp, "PUT", "/api/v1/projects/"+pid+"/pipeline", owner, map[string]any{"agent_endpoint_url": "https://agent.example.com/hook"}).Status)
+
+		cs, err := mcpSession(t, cp, owner)
+		require.NoError(t, err)
+
+		// The tools an agent sees, each described well enough to act on.
+		tools, err := cs.ListTools(context.Background(), nil)
+		require.NoError(t, err)
+		var names []string
+		for _, tl := range tools.Tools {
+			names = append(names, tl.Name)
+			assert.NotEmpty(t, tl.Description, tl.Name)
+			raw, _ := json.Marshal(tl.InputSchema)
+			var schema struct {
+				Properties map[string]struct{ Description string }
+				Required   []string
+			}
+			require.NoError(t, json.Unmarshal(raw, &schema))
+			for name, p := range schema.Properties {
+				assert.NotEmpty(t, p.Description, "%s: %s is described", tl.Name, name)
+			}
+			if tl.Name != "list_projects" {
+				assert.Contains(t, schema.Required, "project_id", tl.Name)
+			}
+		}
+		sort.Strings(names)
+		assert.Equal(t, []string{"create_source", "delete_source", "get_console_token", "get_pipeline", "list_projects", "list_sources", "set_pipeline", "test_source"}, names)
+
+		projects, _ := tool(t, cs, "list_projects", map[string]any{})
+		assert.Equal(t, []any{map[string]any{"id": pid, "name": "agent", "role": "owner"}}, projects["projects"])
+
+		// Try the mapping first, then create the source.
+		spec := githubSource("github")
+		sample := map[string]any{"action": "opened", "repo": map[string]any{"name": "acme/api"}, "created_at": "2024-05-01T12:00:00Z"}
+		tested, errText := tool(t, cs, "test_source", map[string]any{"project_id": pid, "source": spec, "payload": sample})
+		require.Empty(t, errText)
+		assert.Equal(t, []any{}, tested["warnings"])
+		assert.Equal(t, "opened", tested["event_type"])
+		env := tested["envelope"].(map[string]any)
+		assert.Equal(t, "acme/api: opened", env["text"])
+		assert.NotContains(t, env, "payload", "tools never return payloads")
+
+		args := map[string]any{"project_id": pid}
+		for k, v := range spec {
+			args[k] = v
+		}
+		created, errText := tool(t, cs, "create_source", args)
+		require.Empty(t, errText)
+		apiKey, ingestURL, id := created["api_key"].(string), created["ingest_url"].(string), created["id"].(string)
+		assert.True(t, strings.HasPrefix(ingestURL, testReceiverURL+"/ingest/in_"), ingestURL)
+		assert.Equal(t, ingestURL, testReceiverURL+"/ingest/"+created["ingest_key"].(string))
+		assert.Contains(t, created["curl"], ingestURL)
+		assert.Contains(t, created["curl"], "Authorization: Bearer "+apiKey)
+		_, errText = tool(t, cs, "create_source", args)
+		assert.Contains(t, errText, "conflict", "the name is taken")
+		_, errText = tool(t, cs, "create_source", map[string]any{"project_id": pid, "name": "bad", "text_template": "{oops"})
+		assert.Contains(t, errText, "text_template", "validation names the field")
+
+		// The saved source tests the same; a payload that does not fit gets warnings.
+		tested, errText = tool(t, cs, "test_source", map[string]any{"project_id": pid, "source_id": id, "payload": map[string]any{"repo": map[string]any{}}})
+		require.Empty(t, errText)
+		assert.Len(t, tested["warnings"], 5, "%v", tested["warnings"])
+
+		listed, _ := tool(t, cs, "list_sources", map[string]any{"project_id": pid})
+		require.Len(t, listed["sources"], 1)
+		raw, _ := json.Marshal(listed)
+		assert.NotContains(t, string(raw), apiKey, "the key is shown only when created")
+		assert.Equal(t, ingestURL, listed["sources"].([]any)[0].(map[string]any)["ingest_url"])
+		// The API sees what the tools did: it is the same store.
+		assert.Len(t, call(t, cp, "GET", "/api/v1/projects/"+pid+"/sources", owner, nil).Body["sources"], 1)
+
+		// set_pipeline: refused like PUT /pipeline, with the field and the parser's position.
+		_, errText = tool(t, cs, "set_pipeline", map[string]any{"project_id": pid, "trigger": `event["_event_type"] === "opened"`})
+		assert.Contains(t, errText, "invalid_pipeline")
+		assert.Contains(t, errText, "trigger:")
+		assert.Regexp(t, regexp.MustCompile(`\d+:\d+`), errText)
+		pl, _ := tool(t, cs, "get_pipeline", map[string]any{"project_id": pid})
+		assert.Equal(t, "", pl["trigger"], "nothing changed")
+		pl, errText = tool(t, cs, "set_pipeline", map[string]any{"project_id": pid, "trigger": `event["_event_type"] == "opened"`, "group_key": `event["labels"]["repo"]`})
+		require.Empty(t, errText)
+		assert.Equal(t, `event["_event_type"] == "opened"`, pl["trigger"])
+		assert.Equal(t, "https://agent.example.com/hook", pl["agent_endpoint_url"], "fields left out keep their value")
+		assert.NotContains(t, pl, "signing_secret")
+		api := call(t, cp, "GET", "/api/v1/projects/"+pid+"/pipeline", owner, nil)
+		assert.Equal(t, `event["_event_type"] == "opened"`, api.str("trigger"))
+		assert.Equal(t, `event["labels"]["repo"]`, api.str("group_key"))
+
+		ct, errText := tool(t, cs, "get_console_token", map[string]any{"project_id": pid})
+		require.Empty(t, errText)
+		claims, err := consoletoken.Verify(publishedConsoleKeys(t, s.nats.URL()), ct["token"].(string), time.Now())
+		require.NoError(t, err)
+		assert.Equal(t, ownerID, claims.UserID)
+		assert.Equal(t, testReceiverURL+"/console/v1/projects/"+pid+"/events", ct["events_url"])
+
+		// Access rules are the API's: a member reads but cannot change; a stranger does not
+		// see the project at all.
+		ms, err := mcpSession(t, cp, member)
+		require.NoError(t, err)
+		_, errText = tool(t, ms, "list_sources", map[string]any{"project_id": pid})
+		assert.Empty(t, errText)
+		_, errText = tool(t, ms, "delete_source", map[string]any{"project_id": pid, "source_id": id})
+		assert.Contains(t, errText, "forbidden")
+		ss, err := mcpSession(t, cp, stranger)
+		require.NoError(t, err)
+		for _, c := range []struct {
+			name string
+			args map[string]any
+		}{
+			{"list_sources", map[string]any{"project_id": pid}},
+			{"delete_source", map[string]any{"project_id": pid, "source_id": id}},
+			{"create_source", map[string]any{"project_id": pid, "name": "x"}},
+			{"get_console_token", map[string]any{"project_id": pid}},
+			{"set_pipeline", map[string]any{"project_id": pid, "trigger": ""}},
+		} {
+			_, errText := tool(t, ss, c.name, c.args)
+			assert.Equal(t, "not_found: project not found", errText, c.name)
+			c.args["project_id"] = "p_0000000000000000"
+			_, missing := tool(t, ss, c.name, c.args)
+			assert.Equal(t, missing, errText, "%s: exactly what a project that does not exist answers", c.name)
+		}
+
+		_, errText = tool(t, cs, "delete_source", map[string]any{"project_id": pid, "source_id": id})
+		require.Empty(t, errText)
+		listed, _ = tool(t, cs, "list_sources", map[string]any{"project_id": pid})
+		assert.Empty(t, listed["sources"])
+		_, errText = tool(t, cs, "delete_source", map[string]any{"project_id": pid, "source_id": id})
+		assert.Contains(t, errText, "not_found")
+	})
+}
+
+func TestMCPNeedsAToken(t *testing.T) {
+	s := startSourceStack(t, map[string]string{"SVC_DATA_DIR": t.TempDir()})
+	_, err := mcpSession(t, s.cp.URL, "")
+	assert.Error(t, err, "no token, no session")
+	_, err = mcpSession(t, s.cp.URL, "not-a-token")
+	assert.Error(t, err, "a bad token, no session")
+
+	r := call(t, s.cp.URL, "POST", "/mcp", "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+	assert.Equal(t, http.StatusUnauthorized, r.Status)
+	assert.Equal(t, "invalid_token", r.code(), "the contract's error shape: %s", r.Raw)
+}
