@@ -12,6 +12,7 @@ import (
 
 // agentCall is one POST the pipeline made to the customer's agent.
 type agentCall struct {
+	Method string
 	Header http.Header
 	Body   []byte
 	At     time.Time
@@ -52,7 +53,7 @@ func startAgent(t *testing.T) *testAgent {
 			body = nil // only answered-2xx calls count as delivered
 		}
 		a.mu.Lock()
-		a.calls = append(a.calls, agentCall{Header: r.Header.Clone(), Body: body, At: time.Now()})
+		a.calls = append(a.calls, agentCall{Method: r.Method, Header: r.Header.Clone(), Body: body, At: time.Now()})
 		a.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)

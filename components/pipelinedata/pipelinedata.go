@@ -1,5 +1,5 @@
 // Package pipelinedata is how flat records travel through the collector pipeline of the
-// pipeline role, from the JetStream receiver through the trigger and window processors to
+// pipeline role (and agent results through the sink role's), from the JetStream receiver through the trigger and window processors to
 // the agent exporter. Each record is one plog.LogRecord whose body holds the record's JSON
 // bytes exactly as they sit on the stream, so a record no transform touched reaches the
 // agent byte for byte; metadata rides in the log record's attributes, never in the record.
@@ -16,7 +16,12 @@ import (
 const (
 	AttrSignal = "svc.signal" // records.Signal*: log, span, metric, event, source
 	AttrKind   = "svc.kind"   // KindRecord or KindWindowCall
-	AttrSeq    = "svc.seq"    // the raw stream sequence: stable across redeliveries
+	AttrSeq    = "svc.seq"    // the stream sequence: stable across redeliveries
+
+	// The sink role's items: an agent result bound for one destination.
+	AttrSink      = "svc.sink"       // the destination (sink id) the result is for
+	AttrRequestID = "svc.request_id" // the agent call the result answers
+	AttrMsgID     = "svc.msg_id"     // the output message's id: stable across redeliveries
 )
 
 // Kinds of item.
@@ -26,6 +31,9 @@ const (
 	// KindWindowCall is a finished window-mode call body, {"trigger": ..., "window": [...]},
 	// sent to the agent on its own.
 	KindWindowCall = "window_call"
+	// KindResult is an agent result from an output stream, to be delivered to the
+	// destination named by AttrSink.
+	KindResult = "result"
 )
 
 // Item is one record (or window call) in a pipeline batch.
@@ -34,6 +42,11 @@ type Item struct {
 	Signal string
 	Kind   string
 	Seq    uint64
+
+	// Set on KindResult items only.
+	SinkID    string
+	RequestID string
+	MsgID     string
 }
 
 // Append adds an item to a batch.
@@ -47,6 +60,11 @@ func Append(lrs plog.LogRecordSlice, it Item) {
 		attrs.PutStr(AttrKind, it.Kind)
 	}
 	attrs.PutInt(AttrSeq, int64(it.Seq))
+	if it.Kind == KindResult {
+		attrs.PutStr(AttrSink, it.SinkID)
+		attrs.PutStr(AttrRequestID, it.RequestID)
+		attrs.PutStr(AttrMsgID, it.MsgID)
+	}
 }
 
 // New returns an empty batch and the slice to Append to.
@@ -68,6 +86,13 @@ func Read(lr plog.LogRecord) Item {
 	}
 	if v, ok := attrs.Get(AttrSeq); ok {
 		it.Seq = uint64(v.Int())
+	}
+	if it.Kind == KindResult {
+		str := func(name string) string {
+			v, _ := attrs.Get(name)
+			return v.Str()
+		}
+		it.SinkID, it.RequestID, it.MsgID = str(AttrSink), str(AttrRequestID), str(AttrMsgID)
 	}
 	return it
 }

@@ -142,6 +142,8 @@ const (
 	HeaderDLQStatus   = "Svc-Dlq-Status"
 	HeaderDLQAttempts = "Svc-Dlq-Attempts"
 	HeaderDLQTarget   = "Svc-Dlq-Target"
+	HeaderDLQKind     = "Svc-Dlq-Kind" // a sink's kind: webhook or chat
+	HeaderDLQSink     = "Svc-Dlq-Sink" // the sink a result was for
 )
 
 // Create creates the stream when it does not exist and leaves an existing one as it is:

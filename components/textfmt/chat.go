@@ -1,6 +1,7 @@
 package textfmt
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/url"
 	"strings"
@@ -41,8 +42,9 @@ func Platform(format, webhookURL string) string {
 }
 
 // DefaultText is the text of a result when the sink has no template: its text, summary
-// or message field, else the whole payload as compact JSON in a code block.
-func DefaultText(doc any) string {
+// or message field, else the payload (as sent, keys in their order) as compact JSON in a
+// code block.
+func DefaultText(payload []byte, doc any) string {
 	if m, ok := doc.(map[string]any); ok {
 		for _, k := range []string{"text", "summary", "message"} {
 			if s, ok := m[k].(string); ok && s != "" {
@@ -50,7 +52,11 @@ func DefaultText(doc any) string {
 			}
 		}
 	}
-	return "```\n" + String(doc) + "\n```"
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, payload); err != nil {
+		return "```\n" + String(doc) + "\n```"
+	}
+	return "```\n" + compact.String() + "\n```"
 }
 
 // Truncate shortens s to at most n characters, marking the cut with an ellipsis and never

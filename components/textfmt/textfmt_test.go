@@ -59,10 +59,12 @@ func TestChat(t *testing.T) {
 	}
 	assert.Equal(t, Discord, Platform("discord", "https://hooks.slack.com/x"), "an explicit format wins")
 
-	doc, _ := Decode([]byte(`{"summary":"checkout is failing","n":1}`))
-	assert.Equal(t, "checkout is failing", DefaultText(doc))
-	doc, _ = Decode([]byte(`{"n":1.50}`))
-	assert.Equal(t, "```\n{\"n\":1.50}\n```", DefaultText(doc))
+	raw := []byte(`{"summary":"checkout is failing","n":1}`)
+	doc, _ := Decode(raw)
+	assert.Equal(t, "checkout is failing", DefaultText(raw, doc))
+	raw = []byte(`{"z": 1.50, "a": [1, 2]}`)
+	doc, _ = Decode(raw)
+	assert.Equal(t, "```\n{\"z\":1.50,\"a\":[1,2]}\n```", DefaultText(raw, doc), "compact, numbers and key order as sent")
 
 	long := strings.Repeat("é", 5000)
 	var discord struct {

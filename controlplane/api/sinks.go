@@ -189,6 +189,7 @@ func (s *Server) createSink(w http.ResponseWriter, r *http.Request) {
 	s.onProject(w, r, write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store, rep *reply) error {
 		now := time.Now().UTC()
 		c.ID = newID("s_")
+		c.Since = now
 		sk := store.Sink{ID: c.ID, ProjectID: p.ID, Config: c, CreatedAt: now, UpdatedAt: now}
 		if err := tx.CreateSink(ctx, sk); err != nil {
 			return err
@@ -211,11 +212,16 @@ func (s *Server) patchSink(w http.ResponseWriter, r *http.Request) {
 		if b.Kind != nil && *b.Kind != sk.Config.Kind {
 			return badBody("kind cannot change; create another sink")
 		}
+		wasEnabled := sk.Config.Enabled
 		b.apply(&sk.Config)
 		if e := ValidateSink(&sk.Config); e != nil {
 			return e
 		}
 		sk.UpdatedAt = time.Now().UTC()
+		if sk.Config.Enabled && !wasEnabled {
+			// Turned back on: deliver what arrives from now, not what came while it was off.
+			sk.Config.Since = sk.UpdatedAt
+		}
 		if err := tx.UpdateSink(ctx, sk); err != nil {
 			return err
 		}

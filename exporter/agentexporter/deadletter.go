@@ -24,27 +24,32 @@ const deadLetterTimeout = 5 * time.Second
 // deadLetter stores a call that could not be delivered, with why, in the project's
 // dead-letter stream, and returns once JetStream has acknowledged it.
 func (e *agentExporter) deadLetter(ctx context.Context, proj mirror.Project, c call, id string, res result) error {
+	h := deadLetterHeaders(id, res, proj.Pipeline.AgentEndpointURL)
+	return e.publishDeadLetter(ctx, proj.ID, deadLetterKind, c.body, h)
+}
+
+func deadLetterHeaders(requestID string, res result, target string) nats.Header {
+	h := nats.Header{}
+	h.Set(streams.HeaderRequestID, requestID)
+	h.Set(streams.HeaderDLQReason, headerValue(res.reason))
+	h.Set(streams.HeaderDLQStatus, strconv.Itoa(res.status))
+	h.Set(streams.HeaderDLQAttempts, strconv.Itoa(res.attempts))
+	h.Set(streams.HeaderDLQTarget, headerValue(redactURL(target)))
+	return h
+}
+
+func (e *agentExporter) publishDeadLetter(ctx context.Context, projectID, kind string, body []byte, h nats.Header) error {
 	if e.nc == nil || !e.nc.IsConnected() {
-		// Fail at once rather than wait out the timeout: the records are redelivered
+		// Fail at once rather than wait out the timeout: the messages are redelivered
 		// anyway, and the consumer is free again sooner.
 		return errors.New("NATS is unreachable")
 	}
 	ctx, cancel := context.WithTimeout(ctx, deadLetterTimeout)
 	defer cancel()
-	if err := e.ensureDeadLetterStream(ctx, proj.ID); err != nil {
+	if err := e.ensureDeadLetterStream(ctx, projectID); err != nil {
 		return err
 	}
-	msg := &nats.Msg{
-		Subject: streams.DeadLetterSubject(proj.ID, deadLetterKind),
-		Data:    c.body,
-		Header:  nats.Header{},
-	}
-	msg.Header.Set(streams.HeaderRequestID, id)
-	msg.Header.Set(streams.HeaderDLQReason, headerValue(res.reason))
-	msg.Header.Set(streams.HeaderDLQStatus, strconv.Itoa(res.status))
-	msg.Header.Set(streams.HeaderDLQAttempts, strconv.Itoa(res.attempts))
-	msg.Header.Set(streams.HeaderDLQTarget, headerValue(redactURL(proj.Pipeline.AgentEndpointURL)))
-	_, err := e.js.PublishMsg(ctx, msg)
+	_, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: streams.DeadLetterSubject(projectID, kind), Data: body, Header: h})
 	return err
 }
 

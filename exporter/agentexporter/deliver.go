@@ -16,7 +16,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/outbound"
 	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
 )
@@ -52,36 +51,56 @@ type attemptResult struct {
 	reason string
 }
 
-// deliver makes the call's attempts until one succeeds, one fails finally, the retry
+// outgoing is one HTTP request the exporter must deliver: a call to an agent, or a
+// result to a sink destination.
+type outgoing struct {
+	// who is "agent", "webhook" or "chat": it names the other side in reasons and logs,
+	// and labels the telemetry.
+	who string
+	// urlField names the setting the URL comes from, for a sentence about a bad URL.
+	urlField  string
+	project   string
+	method    string
+	target    string
+	headers   map[string]string // configured by the user (webhook sinks)
+	body      []byte
+	requestID string
+	// signID is the webhook-id of the signature, the same on every attempt; empty means
+	// the request id.
+	signID string
+	// secret signs the request; empty sends it unsigned.
+	secret string
+}
+
+// deliver makes the request's attempts until one succeeds, one fails finally, the retry
 // budget is spent, or ctx ends.
-func (e *agentExporter) deliver(ctx context.Context, proj mirror.Project, c call, id string) result {
-	target := proj.Pipeline.AgentEndpointURL
-	if err := outbound.CheckURL(target); err != nil {
-		return result{reason: "agent_endpoint_url is not valid: " + err.Error()}
+func (e *agentExporter) deliver(ctx context.Context, o outgoing) result {
+	if err := outbound.CheckURL(o.target); err != nil {
+		return result{reason: o.urlField + " is not valid: " + err.Error()}
 	}
 	budget := e.cfg.Retry.MaxElapsedTime
 	deadline := time.Now().Add(budget)
 	for n := 1; ; n++ {
-		a := e.attempt(ctx, proj, target, c.body, id)
+		a := e.attempt(ctx, o)
 		switch a.class {
 		case classOK:
-			e.tel.attempt(ctx, attemptOK)
+			e.tel.attempt(ctx, o.who, attemptOK)
 			return result{delivered: true, status: a.status, attempts: n}
 		case classAborted:
 			return result{aborted: true, status: a.status, attempts: n}
 		case classFinal:
-			e.tel.attempt(ctx, attemptFinal)
+			e.tel.attempt(ctx, o.who, attemptFinal)
 			return result{status: a.status, attempts: n, reason: a.reason}
 		}
-		e.tel.attempt(ctx, attemptRetryable)
+		e.tel.attempt(ctx, o.who, attemptRetryable)
 		wait, fromAgent := e.wait(n, a)
 		remaining := time.Until(deadline)
 		if remaining <= 0 || (fromAgent && wait > remaining) {
 			return result{status: a.status, attempts: n, reason: exhausted(budget, n, a, fromAgent, wait, remaining)}
 		}
 		wait = min(wait, remaining)
-		e.logger.Debug("agent call attempt failed; retrying",
-			zap.String("project", proj.ID), zap.String("request_id", id),
+		e.logger.Debug(o.who+" delivery attempt failed; retrying",
+			zap.String("project", o.project), zap.String("request_id", o.requestID),
 			zap.Int("attempt", n), zap.String("last", a.reason), zap.Duration("in", wait))
 		if !sleep(ctx, wait) {
 			return result{aborted: true, status: a.status, attempts: n}
@@ -136,15 +155,19 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// attempt makes one POST, bounded by the configured timeout.
-func (e *agentExporter) attempt(ctx context.Context, proj mirror.Project, target string, body []byte, id string) attemptResult {
+// attempt makes one request, bounded by the configured timeout.
+func (e *agentExporter) attempt(ctx context.Context, o outgoing) attemptResult {
 	actx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, target, bytes.NewReader(body))
-	if err != nil {
-		return attemptResult{class: classFinal, reason: "agent_endpoint_url is not valid: the request could not be built"}
+	method := o.method
+	if method == "" {
+		method = http.MethodPost
 	}
-	if err := e.setHeaders(req.Header, proj, id, body); err != nil {
+	req, err := http.NewRequestWithContext(actx, method, o.target, bytes.NewReader(o.body))
+	if err != nil {
+		return attemptResult{class: classFinal, reason: o.urlField + " is not valid: the request could not be built"}
+	}
+	if err := e.setHeaders(req.Header, o); err != nil {
 		return attemptResult{class: classFinal, reason: "the project's signing secret cannot sign: " + err.Error()}
 	}
 	resp, err := e.client.Do(req)
@@ -152,22 +175,31 @@ func (e *agentExporter) attempt(ctx context.Context, proj mirror.Project, target
 		return e.classifyError(ctx, err)
 	}
 	defer resp.Body.Close()
-	// An answer the agent started to send counts by its status, even if its body is cut
-	// short: a 2xx means the agent took the call.
+	// An answer the other side started to send counts by its status, even if its body is
+	// cut short: a 2xx means it took the request.
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, e.cfg.MaxResponseBytes))
-	return classifyStatus(resp.StatusCode, resp.Header.Get("Retry-After"), answer, time.Now())
+	return classifyStatus(o.who, resp.StatusCode, resp.Header.Get("Retry-After"), answer, time.Now())
 }
 
-func (e *agentExporter) setHeaders(h http.Header, proj mirror.Project, id string, body []byte) error {
+func (e *agentExporter) setHeaders(h http.Header, o outgoing) error {
+	// The user's headers first, so ours win (the control plane refuses reserved names,
+	// but a mirror entry written otherwise must not override the signature).
+	for k, v := range o.headers {
+		h.Set(k, v)
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", e.userAgent)
-	h.Set("X-Request-Id", id)
-	if proj.SigningSecret == "" {
+	h.Set("X-Request-Id", o.requestID)
+	if o.secret == "" {
 		return nil
 	}
+	id := o.signID
+	if id == "" {
+		id = o.requestID
+	}
 	// A fresh timestamp per attempt: a retry long after the first attempt must not fall
-	// outside the agent's replay window.
-	return webhooksig.SetHeaders(h, proj.SigningSecret, id, time.Now(), body)
+	// outside the receiver's replay window.
+	return webhooksig.SetHeaders(h, o.secret, id, time.Now(), o.body)
 }
 
 func (e *agentExporter) classifyError(ctx context.Context, err error) attemptResult {
@@ -203,7 +235,7 @@ func describe(err error) string {
 	return err.Error()
 }
 
-func classifyStatus(status int, retryAfter string, answer []byte, now time.Time) attemptResult {
+func classifyStatus(who string, status int, retryAfter string, answer []byte, now time.Time) attemptResult {
 	switch {
 	case status >= 200 && status < 300:
 		return attemptResult{class: classOK, status: status}
@@ -212,22 +244,22 @@ func classifyStatus(status int, retryAfter string, answer []byte, now time.Time)
 		return attemptResult{class: classRetryable, status: status, retryAfter: d, hasRetryAfter: ok, reason: strconv.Itoa(status)}
 	case status >= 300 && status < 400:
 		return attemptResult{class: classFinal, status: status,
-			reason: fmt.Sprintf("agent answered %d: redirects are not followed; set agent_endpoint_url to the final address", status)}
+			reason: fmt.Sprintf("%s answered %d: redirects are not followed; configure the final address", who, status)}
 	}
-	return attemptResult{class: classFinal, status: status, reason: answered(status, answer)}
+	return attemptResult{class: classFinal, status: status, reason: answered(who, status, answer)}
 }
 
 // maxAnswerInReason is how much of a refusing agent's answer the dead letter keeps.
 const maxAnswerInReason = 200
 
-func answered(status int, answer []byte) string {
+func answered(who string, status int, answer []byte) string {
 	snippet := strings.TrimSpace(string(answer[:min(len(answer), maxAnswerInReason)]))
 	// A cut in the middle of a character leaves an invalid tail.
 	snippet = strings.ToValidUTF8(snippet, "")
 	if snippet == "" {
-		return fmt.Sprintf("agent answered %d with an empty body", status)
+		return fmt.Sprintf("%s answered %d with an empty body", who, status)
 	}
-	return fmt.Sprintf("agent answered %d: %s", status, snippet)
+	return fmt.Sprintf("%s answered %d: %s", who, status, snippet)
 }
 
 // maxRetryAfter keeps a huge delay-seconds from overflowing a Duration; anything this long

@@ -103,6 +103,12 @@ func (e *agentExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
 	if err != nil {
 		return err
 	}
+	if isResults(ld) {
+		return e.pushResults(ctx, proj, ld)
+	}
+	if proj.Pipeline.AgentEndpointURL == "" {
+		return fmt.Errorf("project %s has no agent_endpoint_url; the records will be redelivered once it has one", proj.ID)
+	}
 	for _, c := range buildCalls(ld, batchSize(proj)) {
 		if err := e.handle(ctx, proj, c); err != nil {
 			return err
@@ -129,8 +135,6 @@ func (e *agentExporter) project(ctx context.Context) (mirror.Project, error) {
 		return proj, fmt.Errorf("project %s: the configuration mirror is not loaded yet; the records will be redelivered", p.ProjectID)
 	case !ok:
 		return proj, fmt.Errorf("project %s is not in the configuration mirror; the records will be redelivered", p.ProjectID)
-	case proj.Pipeline.AgentEndpointURL == "":
-		return proj, fmt.Errorf("project %s has no agent_endpoint_url; the records will be redelivered once it has one", p.ProjectID)
 	}
 	if proj.SigningSecret == "" {
 		e.warnUnsigned(proj.ID)
@@ -142,7 +146,7 @@ func (e *agentExporter) project(ctx context.Context) (mirror.Project, error) {
 
 func (e *agentExporter) warnUnsigned(projectID string) {
 	if _, seen := e.warnedUnsigned.LoadOrStore(projectID, struct{}{}); !seen {
-		e.logger.Warn("project has no signing secret: its agent calls are sent unsigned, so the agent cannot tell them from forged ones",
+		e.logger.Warn("project has no signing secret: its agent calls and webhooks are sent unsigned, so the receiving side cannot tell them from forged ones",
 			zap.String("project", projectID))
 	}
 }
@@ -159,7 +163,10 @@ func batchSize(p mirror.Project) int {
 func (e *agentExporter) handle(ctx context.Context, proj mirror.Project, c call) error {
 	id := newRequestID()
 	start := time.Now()
-	res := e.deliver(ctx, proj, c, id)
+	res := e.deliver(ctx, outgoing{
+		who: "agent", urlField: "agent_endpoint_url", project: proj.ID,
+		target: proj.Pipeline.AgentEndpointURL, body: c.body, requestID: id, secret: proj.SigningSecret,
+	})
 	switch {
 	case res.delivered:
 		e.tel.callEnded(ctx, outcomeDelivered, c.records, time.Since(start))

@@ -59,9 +59,9 @@ func TestHeaderValueIsOneBoundedLine(t *testing.T) {
 	assert.Equal(t, "agent answered 400: a b  c", headerValue("agent answered 400: a\nb\r\nc"))
 	long := headerValue(string(make([]byte, 5000)))
 	assert.LessOrEqual(t, len(long), maxHeaderValue)
-	assert.Equal(t, "agent answered 500 with an empty body", answered(500, []byte("  \n")))
+	assert.Equal(t, "agent answered 500 with an empty body", answered("agent", 500, []byte("  \n")))
 	// 199 ASCII bytes and a two-byte character cut in half: the half is dropped.
-	cut := answered(400, []byte(strings.Repeat("a", 199)+"é"))
+	cut := answered("agent", 400, []byte(strings.Repeat("a", 199)+"é"))
 	assert.Equal(t, "agent answered 400: "+strings.Repeat("a", 199), cut)
 }
 

@@ -9,15 +9,28 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 )
 
+// What a receiver consumes.
+const (
+	// ConsumeRaw feeds the pipeline role: one consumer per project with an agent endpoint.
+	ConsumeRaw = "raw"
+	// ConsumeOutput feeds the sink role: one consumer per enabled destination of a
+	// project, each with its own cursor, on the project's output stream.
+	ConsumeOutput = "output"
+)
+
 // Config of the JetStream receiver.
 type Config struct {
 	NATS natsclient.Config `mapstructure:"nats"`
+	// Consume is "raw" (records for the pipeline role) or "output" (agent results for the
+	// sink role).
+	Consume string `mapstructure:"consume"`
 	// Stream holds the limits a raw stream is created with when a project is consumed
 	// before its first record arrives (an existing stream is left as it is). Keep them
 	// equal to the jetstream exporter's.
 	Stream streams.Limits `mapstructure:"stream"`
-	// Durable is the consumer name on every project's raw stream. Pipeline processes
-	// with the same name share the work; a different name reads everything again.
+	// Durable is the consumer name on every project's raw stream, or for output streams
+	// the prefix of each destination's consumer ("<durable>-<sink id>"). Processes with
+	// the same name share the work; a different name reads everything again.
 	Durable string `mapstructure:"durable"`
 	// BatchSize is the most records handed to the pipeline at once.
 	BatchSize int `mapstructure:"batch_size"`
@@ -41,6 +54,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Stream.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("stream: %w", err))
+	}
+	if c.Consume != ConsumeRaw && c.Consume != ConsumeOutput {
+		errs = append(errs, fmt.Errorf(`consume must be "raw" or "output", got %q`, c.Consume))
 	}
 	if c.Durable == "" {
 		errs = append(errs, errors.New("durable must name the consumer, e.g. svc-pipeline"))

@@ -31,6 +31,12 @@ func TestConfig(t *testing.T) {
 	assert.Equal(t, 200*time.Millisecond, tuned.Linger)
 	assert.Equal(t, 2*time.Minute, tuned.AckWait)
 
+	out := load(t, "output")
+	require.NoError(t, out.Validate())
+	assert.Equal(t, ConsumeOutput, out.Consume)
+	assert.Equal(t, ConsumeRaw, tuned.Consume, "raw is the default")
+	assert.ErrorContains(t, load(t, "badconsume").Validate(), `consume must be "raw" or "output", got "outputs"`)
+
 	err := load(t, "bad").Validate()
 	for _, want := range []string{"durable must name", "batch_size must be between", "ack_wait must be at least 1s"} {
 		assert.ErrorContains(t, err, want)

@@ -27,6 +27,7 @@ func NewFactory() receiver.Factory {
 func createDefaultConfig() component.Config {
 	return &Config{
 		NATS:       natsclient.DefaultConfig(),
+		Consume:    ConsumeRaw,
 		Stream:     streams.DefaultLimits(),
 		Durable:    "svc-pipeline",
 		BatchSize:  1000,

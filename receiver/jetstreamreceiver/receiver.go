@@ -47,8 +47,31 @@ type jsReceiver struct {
 }
 
 type worker struct {
+	target target
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// target is what one worker consumes: a project's raw stream, or one destination's cursor
+// on a project's output stream.
+type target struct {
+	project string
+	sink    string    // output mode: the destination's sink id
+	since   time.Time // output mode: results stored from then on are the destination's
+}
+
+func (t target) key() string {
+	if t.sink == "" {
+		return t.project
+	}
+	return t.project + "/" + t.sink
+}
+
+func (t target) logFields() []zap.Field {
+	if t.sink == "" {
+		return []zap.Field{zap.String("project_id", t.project)}
+	}
+	return []zap.Field{zap.String("project_id", t.project), zap.String("sink_id", t.sink)}
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*jsReceiver, error) {
@@ -147,10 +170,23 @@ func (r *jsReceiver) reconcileLoop() {
 	}
 }
 
-func (r *jsReceiver) reconcile() {
-	want := map[string]bool{}
+// wanted lists what this receiver should consume now.
+func (r *jsReceiver) wanted() map[string]target {
+	want := map[string]target{}
 	for _, p := range r.cache.Projects() {
-		if p.Pipeline.AgentEndpointURL == "" || !streams.ValidProjectID(p.ID) {
+		if !streams.ValidProjectID(p.ID) {
+			continue
+		}
+		if r.cfg.Consume == ConsumeOutput {
+			for _, s := range p.Sinks {
+				if s.Enabled && validConsumerToken(s.ID) {
+					t := target{project: p.ID, sink: s.ID, since: s.Since}
+					want[t.key()] = t
+				}
+			}
+			continue
+		}
+		if p.Pipeline.AgentEndpointURL == "" {
 			continue
 		}
 		// A project whose expressions do not compile is paused rather than consumed and
@@ -160,30 +196,39 @@ func (r *jsReceiver) reconcile() {
 			continue
 		}
 		r.unpause(p.ID)
-		want[p.ID] = true
+		want[p.ID] = target{project: p.ID}
 	}
+	return want
+}
+
+func (r *jsReceiver) reconcile() {
+	want := r.wanted()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for id, w := range r.workers {
-		if !want[id] {
-			w.cancel()
-			<-w.done
-			delete(r.workers, id)
-			r.settings.Logger.Info("stopped consuming project", zap.String("project_id", id))
+	for key, w := range r.workers {
+		if _, ok := want[key]; ok {
+			continue
+		}
+		w.cancel()
+		<-w.done
+		delete(r.workers, key)
+		r.settings.Logger.Info("stopped consuming", w.target.logFields()...)
+		if w.target.sink != "" {
+			r.forgetDestination(w.target)
 		}
 	}
-	for id := range want {
-		if _, ok := r.workers[id]; ok {
+	for key, t := range want {
+		if _, ok := r.workers[key]; ok {
 			continue
 		}
 		ctx, cancel := context.WithCancel(r.ctx)
-		w := &worker{cancel: cancel, done: make(chan struct{})}
-		r.workers[id] = w
+		w := &worker{target: t, cancel: cancel, done: make(chan struct{})}
+		r.workers[key] = w
 		go func() {
 			defer close(w.done)
-			r.consume(ctx, id)
+			r.consume(ctx, t)
 		}()
-		r.settings.Logger.Info("consuming project", zap.String("project_id", id))
+		r.settings.Logger.Info("consuming", t.logFields()...)
 	}
 	// Paused projects that are gone or fixed no longer count.
 	for id := range r.paused {
@@ -221,16 +266,16 @@ func (r *jsReceiver) unpauseLocked(id string) {
 	}
 }
 
-// consume runs one project's consumer until ctx ends, re-creating it after errors (the
+// consume runs one target's consumer until ctx ends, re-creating it after errors (the
 // stream may not exist until the project's first event, or NATS may be away).
-func (r *jsReceiver) consume(ctx context.Context, project string) {
+func (r *jsReceiver) consume(ctx context.Context, t target) {
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
-		err := r.consumeOnce(ctx, project)
+		err := r.consumeOnce(ctx, t)
 		if ctx.Err() != nil {
 			return
 		}
-		r.settings.Logger.Warn("project consumer stopped; restarting", zap.String("project_id", project), zap.Error(err), zap.Duration("in", backoff))
+		r.settings.Logger.Warn("consumer stopped; restarting", append(t.logFields(), zap.Error(err), zap.Duration("in", backoff))...)
 		select {
 		case <-ctx.Done():
 			return
@@ -240,19 +285,8 @@ func (r *jsReceiver) consume(ctx context.Context, project string) {
 	}
 }
 
-func (r *jsReceiver) consumeOnce(ctx context.Context, project string) error {
-	if err := streams.Create(ctx, r.js, streams.RawConfig(project, r.cfg.Stream)); err != nil {
-		return err
-	}
-	cons, err := r.js.CreateOrUpdateConsumer(ctx, streams.RawStream(project), jetstream.ConsumerConfig{
-		Durable:       r.cfg.Durable,
-		Description:   "otelcol-svc pipeline",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       r.cfg.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: 4 * r.cfg.BatchSize,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+func (r *jsReceiver) consumeOnce(ctx context.Context, t target) error {
+	cons, err := r.consumer(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -269,17 +303,17 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, project string) error {
 			return err
 		}
 		batch = append(batch[:0], first)
-		batch = r.fill(it, batch, project)
-		r.process(ctx, project, batch)
+		batch = r.fill(it, batch, t.project)
+		r.process(ctx, t, batch)
 	}
 }
 
 // fill collects more waiting messages: up to the linger for legacy projects, whose calls
-// batch records; only what is already there for window projects, whose calls are one per
-// trigger and where latency matters.
+// batch records; only what is already there for window projects and for results, which
+// go out one by one and where latency matters.
 func (r *jsReceiver) fill(it jetstream.MessagesContext, batch []jetstream.Msg, project string) []jetstream.Msg {
 	linger := r.cfg.Linger
-	if p, ok := r.cache.Project(project); ok && p.Pipeline.WindowEnabled {
+	if p, ok := r.cache.Project(project); r.cfg.Consume == ConsumeOutput || ok && p.Pipeline.WindowEnabled {
 		linger = 0
 	}
 	deadline := time.Now().Add(linger)
@@ -299,7 +333,8 @@ func (r *jsReceiver) fill(it jetstream.MessagesContext, batch []jetstream.Msg, p
 
 // process hands one batch to the pipeline and acks it when the pipeline has handled every
 // record, or asks for redelivery when it has not.
-func (r *jsReceiver) process(ctx context.Context, project string, batch []jetstream.Msg) {
+func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Msg) {
+	project := t.project
 	ld, lrs := pipelinedata.New()
 	lrs.EnsureCapacity(len(batch))
 	for _, m := range batch {
@@ -307,10 +342,20 @@ func (r *jsReceiver) process(ctx context.Context, project string, batch []jetstr
 		if meta, err := m.Metadata(); err == nil {
 			seq = meta.Sequence.Stream
 		}
-		pipelinedata.Append(lrs, pipelinedata.Item{Body: m.Data(), Signal: m.Headers().Get(streams.HeaderSignal), Seq: seq})
+		h := m.Headers()
+		it := pipelinedata.Item{Body: m.Data(), Signal: h.Get(streams.HeaderSignal), Seq: seq}
+		if t.sink != "" {
+			it.Kind, it.SinkID = pipelinedata.KindResult, t.sink
+			it.RequestID, it.MsgID = h.Get(streams.HeaderRequestID), h.Get(streams.HeaderMsgID)
+		}
+		pipelinedata.Append(lrs, it)
 	}
 	stop := r.keepAlive(batch)
-	pctx := tenant.NewContext(ctx, tenant.Principal{ProjectID: project, Scope: "pipeline"})
+	scope := "pipeline"
+	if t.sink != "" {
+		scope = "sink"
+	}
+	pctx := tenant.NewContext(ctx, tenant.Principal{ProjectID: project, Scope: scope})
 	pctx = r.obs.StartLogsOp(pctx)
 	err := r.next.ConsumeLogs(pctx, ld)
 	r.obs.EndLogsOp(pctx, "flat_record", len(batch), err)
@@ -318,7 +363,7 @@ func (r *jsReceiver) process(ctx context.Context, project string, batch []jetstr
 	if err != nil {
 		if ctx.Err() == nil {
 			r.settings.Logger.Warn("batch not handled; it will be delivered again",
-				zap.String("project_id", project), zap.Int("records", len(batch)), zap.Duration("in", r.cfg.RetryDelay), zap.Error(err))
+				append(t.logFields(), zap.Int("records", len(batch)), zap.Duration("in", r.cfg.RetryDelay), zap.Error(err))...)
 		}
 		for _, m := range batch {
 			_ = m.NakWithDelay(r.cfg.RetryDelay)

@@ -1,0 +1,96 @@
+package jetstreamreceiver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
+)
+
+// consumer returns the durable consumer a target reads from, creating its stream and the
+// consumer when they do not exist yet.
+func (r *jsReceiver) consumer(ctx context.Context, t target) (jetstream.Consumer, error) {
+	if t.sink == "" {
+		if err := streams.Create(ctx, r.js, streams.RawConfig(t.project, r.cfg.Stream)); err != nil {
+			return nil, err
+		}
+		return r.js.CreateOrUpdateConsumer(ctx, streams.RawStream(t.project), jetstream.ConsumerConfig{
+			Durable:       r.cfg.Durable,
+			Description:   "otelcol-svc pipeline",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       r.cfg.AckWait,
+			MaxDeliver:    -1,
+			MaxAckPending: 4 * r.cfg.BatchSize,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
+	}
+	stream := streams.OutputStream(t.project)
+	if err := streams.Create(ctx, r.js, streams.OutputConfig(t.project, r.cfg.Stream)); err != nil {
+		return nil, err
+	}
+	name := r.destinationConsumer(t)
+	// An existing cursor is kept as it is: its start was fixed when the destination was
+	// created or enabled, and other sink processes share it.
+	if c, err := r.js.Consumer(ctx, stream, name); err == nil {
+		return c, nil
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, err
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   "otelcol-svc sink destination " + t.sink,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       r.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 4 * r.cfg.BatchSize,
+		DeliverPolicy: jetstream.DeliverNewPolicy,
+	}
+	if !t.since.IsZero() {
+		// From the moment the destination was created or enabled, so a result stored
+		// between that moment and this consumer's creation is not missed.
+		since := t.since
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	}
+	c, err := r.js.CreateConsumer(ctx, stream, cfg)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		// Another sink process created it first.
+		return r.js.Consumer(ctx, stream, name)
+	}
+	return c, err
+}
+
+func (r *jsReceiver) destinationConsumer(t target) string {
+	return r.cfg.Durable + "-" + t.sink
+}
+
+// forgetDestination deletes the cursor of a destination that was removed or disabled, so
+// that enabling it again starts from then rather than delivering a backlog. Another sink
+// process may have deleted it already.
+func (r *jsReceiver) forgetDestination(t target) {
+	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+	defer cancel()
+	err := r.js.DeleteConsumer(ctx, streams.OutputStream(t.project), r.destinationConsumer(t))
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) && r.ctx.Err() == nil {
+		r.settings.Logger.Warn("could not delete the consumer of a removed destination; it holds no messages and is removed with the project",
+			append(t.logFields(), zap.Error(err))...)
+	}
+}
+
+// validConsumerToken reports whether a sink id can be part of a consumer name (and of
+// the API subjects the server derives from it).
+func validConsumerToken(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
