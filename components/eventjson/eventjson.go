@@ -59,6 +59,27 @@ func Split(body []byte, ndjson bool) ([][]byte, error) {
 	return splitLines(trimmed)
 }
 
+// Objects returns the objects of a push: one JSON object (formatted any way, e.g. pretty
+// printed over many lines), a JSON array of objects, or NDJSON (one object per line). The
+// content decides, whatever the client declared: a body starting with '[' is an array; a
+// body that is one valid object is that object; anything else is read line by line, so
+// several lines of objects are NDJSON even when sent as application/json, and one object
+// over many lines is one object even when sent as application/x-ndjson. As with Split, one
+// element that is not an object fails the whole body, naming its index.
+func Objects(body []byte) ([][]byte, error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return nil, &Error{Index: -1, Syntax: true, Msg: "the body is empty; send a JSON object, a JSON array of objects, or NDJSON"}
+	}
+	switch {
+	case trimmed[0] == '[':
+		return splitArray(trimmed)
+	case trimmed[0] == '{' && bytes.IndexByte(trimmed, '\n') >= 0 && json.Valid(trimmed):
+		return [][]byte{trimmed}, nil
+	}
+	return splitLines(trimmed)
+}
+
 func splitArray(body []byte) ([][]byte, error) {
 	if err := syntaxError(body); err != nil {
 		return nil, &Error{Index: -1, Syntax: true, Msg: err.Error()}

@@ -1,6 +1,7 @@
 package eventjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -133,6 +134,85 @@ func FuzzWithFields(f *testing.F) {
 			}
 			if string(got[k]) != string(v) {
 				t.Fatalf("member %q changed: %s -> %s", k, v, got[k])
+			}
+		}
+	})
+}
+
+func TestObjects(t *testing.T) {
+	pretty := "{\n  \"a\": 1,\n  \"b\": {\"c\": [1, 2]}\n}"
+	for body, want := range map[string][]string{
+		`{"a":1}`:                               {`{"a":1}`},
+		"\n" + pretty + "\n":                    {pretty},
+		`[{"a":1}, {"b":2},{}]`:                 {`{"a":1}`, `{"b":2}`, `{}`},
+		"[\n {\"a\":1},\n {\"b\":2}\n]":         {`{"a":1}`, `{"b":2}`},
+		"{\"a\":1}\n{\"b\":2}\r\n\n{\"c\":3}\n": {`{"a":1}`, `{"b":2}`, `{"c":3}`},
+	} {
+		objs, err := Objects([]byte(body))
+		require.NoError(t, err, "%q", body)
+		var got []string
+		for _, o := range objs {
+			got = append(got, string(o))
+		}
+		assert.Equal(t, want, got, "%q", body)
+	}
+	for body, want := range map[string]struct {
+		index  int
+		syntax bool
+	}{
+		``:                        {-1, true},
+		`[]`:                      {-1, false},
+		`[{"a":1}, 2]`:            {1, false},
+		`[{"a":1}, {]`:            {-1, true},
+		"{\"a\":1}\n[1]\n":        {1, false},
+		"{\"a\":1}\n{\"a\":1}\n{": {2, true},
+		`"x"`:                     {0, false},
+	} {
+		_, err := Objects([]byte(body))
+		var ee *Error
+		require.ErrorAs(t, err, &ee, "%q", body)
+		assert.Equal(t, want.index, ee.Index, "%q: %v", body, err)
+		assert.Equal(t, want.syntax, ee.Syntax, "%q: %v", body, err)
+	}
+}
+
+func FuzzObjects(f *testing.F) {
+	for _, s := range []string{`[{},{"a":1}]`, "{}\n{\"b\":[1]}\n", `[1]`, "{\n\"a\": 1\n}", `[{"a":"]"}]`, `{"a":1} {"b":2}`, "{\"a\":\n1}\n{}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		objs, err := Objects(b)
+		if err != nil {
+			var ee *Error
+			if !errors.As(err, &ee) || ee.Index < -1 || ee.Msg == "" {
+				t.Fatalf("error %T %v", err, err)
+			}
+			return
+		}
+		if len(objs) == 0 {
+			t.Fatal("no error and no element")
+		}
+		for i, o := range objs {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(o, &m); err != nil {
+				t.Fatalf("element %d %q is not an object: %v", i, o, err)
+			}
+			if !bytes.Contains(b, o) {
+				t.Fatalf("element %d %q is not bytes of the body", i, o)
+			}
+		}
+		// A body that is one JSON value is read as that value.
+		var v any
+		if json.Unmarshal(b, &v) == nil {
+			switch x := v.(type) {
+			case map[string]any:
+				if len(objs) != 1 {
+					t.Fatalf("one object split into %d", len(objs))
+				}
+			case []any:
+				if len(x) != len(objs) {
+					t.Fatalf("array of %d split into %d", len(x), len(objs))
+				}
 			}
 		}
 	})
