@@ -1,7 +1,12 @@
 package projectauthextension
 
 import (
+	"errors"
 	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 )
@@ -10,12 +15,65 @@ import (
 type Config struct {
 	// NATS is where the configuration mirror lives.
 	NATS natsclient.Config `mapstructure:"nats"`
+	// PushIngest is how POSTs to push sources' ingest URLs are authenticated (contract
+	// section 5).
+	PushIngest PushIngestConfig `mapstructure:"push_ingest"`
 }
 
-// Validate checks the NATS settings.
-func (c *Config) Validate() error {
-	if err := c.NATS.Validate(); err != nil {
-		return fmt.Errorf("nats: %w", err)
+// PushIngestConfig authenticates push ingest (POST /ingest/<ingest_key>).
+type PushIngestConfig struct {
+	// Auth is "on" (default): a request needs the source's ingest-scoped key or the
+	// service token; "off" accepts every POST to a known ingest URL (the ingest key in
+	// the URL is then the only secret). Off is logged as a warning at start.
+	Auth string `mapstructure:"auth"`
+	// ServiceToken, when set, is a shared token (SERVICE_INGEST_TOKEN) accepted for every
+	// source as X-Service-Token or Authorization: Bearer.
+	ServiceToken configopaque.String `mapstructure:"service_token"`
+}
+
+// Unmarshal accepts auth as a YAML boolean too (auth: false, or SVC_INGEST_AUTH=false,
+// which the collector reads as a boolean).
+func (c *PushIngestConfig) Unmarshal(conf *confmap.Conf) error {
+	if v, ok := conf.Get("auth").(bool); ok {
+		s := "off"
+		if v {
+			s = "on"
+		}
+		// Merge replaces only auth: the other values keep what the collector knows about
+		// them (an env value of digits still decodes as the string it was).
+		if err := conf.Merge(confmap.NewFromStringMap(map[string]any{"auth": s})); err != nil {
+			return err
+		}
 	}
-	return nil
+	type plain PushIngestConfig // without this method, so Unmarshal does not recurse
+	return conf.Unmarshal((*plain)(c))
+}
+
+// authOff reports whether push-ingest authentication is turned off.
+func (c PushIngestConfig) authOff() bool {
+	switch strings.ToLower(strings.TrimSpace(c.Auth)) {
+	case "off", "false", "disabled", "none":
+		return true
+	}
+	return false
+}
+
+// minServiceToken is the shortest service token accepted: shorter ones can be guessed.
+const minServiceToken = 16
+
+// Validate checks the settings.
+func (c *Config) Validate() error {
+	var errs []error
+	if err := c.NATS.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("nats: %w", err))
+	}
+	switch strings.ToLower(strings.TrimSpace(c.PushIngest.Auth)) {
+	case "", "on", "true", "enabled", "off", "false", "disabled", "none":
+	default:
+		errs = append(errs, fmt.Errorf("push_ingest.auth must be on or off, got %q", c.PushIngest.Auth))
+	}
+	if n := len(strings.TrimSpace(string(c.PushIngest.ServiceToken))); n > 0 && n < minServiceToken {
+		errs = append(errs, fmt.Errorf("push_ingest.service_token (SERVICE_INGEST_TOKEN) must be at least %d characters; use a long random value, e.g. `openssl rand -hex 32`", minServiceToken))
+	}
+	return errors.Join(errs...)
 }

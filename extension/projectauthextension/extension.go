@@ -2,6 +2,7 @@ package projectauthextension
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ type authenticator struct {
 	cache  *mirror.Cache
 
 	nc     *nats.Conn
+	js     jetstream.JetStream
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -60,7 +62,7 @@ func (a *authenticator) Dependencies() []component.ID {
 func newAuthenticator(cfg *Config, set extension.Settings) (*authenticator, error) {
 	meter := set.MeterProvider.Meter("github.com/otelcol-svc/otelcol-svc/extension/projectauthextension")
 	outcomes, err := meter.Int64Counter("otelcol_projectauth_requests",
-		metric.WithDescription("Authentication attempts by outcome (ok, missing_key, invalid_key, not_ready)."),
+		metric.WithDescription("Authentication attempts by outcome (ok, missing_key, invalid_key, invalid_token, not_found, not_ready) and, for push ingest and console reads, surface."),
 		metric.WithUnit("{request}"))
 	if err != nil {
 		return nil, err
@@ -78,7 +80,12 @@ func (a *authenticator) Start(_ context.Context, host component.Host) error {
 		nc.Close()
 		return err
 	}
-	a.nc = nc
+	a.nc, a.js = nc, js
+	if a.cfg.PushIngest.authOff() {
+		a.logger.Warn("push-ingest authentication is OFF (push_ingest.auth: off, SVC_INGEST_AUTH=off): anyone who knows a source's ingest URL can post to it; turn it on unless this instance is only reachable by trusted senders")
+	} else if a.cfg.PushIngest.ServiceToken != "" {
+		a.logger.Info("push ingest also accepts the service ingest token (SERVICE_INGEST_TOKEN) for every source")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	a.done = make(chan struct{})
@@ -184,13 +191,17 @@ func (a *authenticator) resolve(key string) (tenant.Principal, error) {
 }
 
 func outcome(err error) string {
-	switch err {
-	case nil:
+	switch {
+	case err == nil:
 		return "ok"
-	case tenant.ErrMissingKey:
+	case errors.Is(err, tenant.ErrMissingKey):
 		return "missing_key"
-	case tenant.ErrNotReady:
+	case errors.Is(err, tenant.ErrNotReady):
 		return "not_ready"
+	case errors.Is(err, tenant.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, tenant.ErrInvalidToken):
+		return "invalid_token"
 	default:
 		return "invalid_key"
 	}

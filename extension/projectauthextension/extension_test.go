@@ -24,7 +24,11 @@ import (
 func TestConfig(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
-	for name, wantErr := range map[string]string{"": "", "cluster": "", "bad": "scheme must be nats"} {
+	for name, wantErr := range map[string]string{
+		"": "", "cluster": "", "bad": "scheme must be nats",
+		"ingest_off": "", "ingest_token": "", "ingest_bool": "",
+		"ingest_bad": "push_ingest.auth must be on or off", "short_token": "at least 16 characters",
+	} {
 		sub, err := cm.Sub(component.MustNewIDWithName("projectauth", name).String())
 		require.NoError(t, err)
 		cfg := createDefaultConfig().(*Config)

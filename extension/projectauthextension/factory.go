@@ -21,7 +21,7 @@ func NewFactory() extension.Factory {
 }
 
 func createDefaultConfig() component.Config {
-	return &Config{NATS: natsclient.DefaultConfig()}
+	return &Config{NATS: natsclient.DefaultConfig(), PushIngest: PushIngestConfig{Auth: "on"}}
 }
 
 func create(_ context.Context, set extension.Settings, cfg component.Config) (extension.Extension, error) {

@@ -1,0 +1,187 @@
+package projectauthextension
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apikey"
+	"github.com/otelcol-svc/otelcol-svc/components/consoletoken"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+)
+
+// Messages of push-ingest refusals: what the sender should do.
+const (
+	msgIngestMissing = "this ingest URL needs authentication: send the source's ingest key as `Authorization: Bearer osi_...`, or the instance's service ingest token as X-Service-Token"
+	msgIngestProject = "a project API key (osk_...) cannot post to an ingest URL: send this source's ingest key (osi_..., shown when the source was created) as `Authorization: Bearer`"
+	msgIngestOther   = "this ingest key belongs to another source: each source's ingest key only opens that source's ingest URL"
+	msgIngestUnknown = "the ingest key is not valid: it is unknown or revoked (deleting a source revokes its key)"
+	msgIngestXAPIKey = "send the source's ingest key as `Authorization: Bearer <key>`, not in X-API-Key"
+	msgServiceToken  = "the service ingest token is not valid for this instance"
+	msgNoServiceTok  = "this instance has no service ingest token (SERVICE_INGEST_TOKEN is unset); send the source's ingest key as `Authorization: Bearer osi_...`"
+	msgUnknownSource = "no push source has this ingest URL: check the URL, or the source was deleted"
+)
+
+// AuthenticateIngest authorizes a POST to the ingest URL of ingestKey (contract section
+// 5) and returns the context carrying the source's project as the principal (scope
+// ingest, with the source id) and the source. Accepted when any of these holds: the
+// Bearer token is this source's ingest-scoped key; the service token is configured and
+// sent as X-Service-Token or Bearer; push-ingest auth is off. Errors wrap
+// tenant.ErrNotReady, ErrNotFound (unknown ingest key), ErrMissingKey, ErrInvalidKey or
+// ErrInvalidToken, with a message for the sender (tenant.Message).
+func (a *authenticator) AuthenticateIngest(ctx context.Context, headers map[string][]string, ingestKey string) (context.Context, mirror.Source, error) {
+	src, p, err := a.ingest(headers, ingestKey)
+	a.outcomes.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err)), attribute.String("surface", "push_ingest")))
+	if err != nil {
+		return ctx, mirror.Source{}, err
+	}
+	return tenant.NewContext(ctx, p), src, nil
+}
+
+func (a *authenticator) ingest(headers map[string][]string, ingestKey string) (mirror.Source, tenant.Principal, error) {
+	if !a.cache.Ready() {
+		return mirror.Source{}, tenant.Principal{}, tenant.ErrNotReady
+	}
+	src, ok := a.cache.Source(ingestKey)
+	if !ok || src.ProjectID == "" {
+		return mirror.Source{}, tenant.Principal{}, tenant.Refuse(tenant.ErrNotFound, msgUnknownSource)
+	}
+	p := tenant.Principal{ProjectID: src.ProjectID, Scope: mirror.ScopeIngest, SourceID: src.ID}
+	if proj, ok := a.cache.Project(src.ProjectID); ok {
+		p.AccountID = proj.AccountID
+	}
+	if a.cfg.PushIngest.authOff() {
+		return src, p, nil
+	}
+	bearerTok := bearer(lookup(headers, "authorization"))
+	serviceTok := lookup(headers, "x-service-token")
+	if bearerTok == "" && serviceTok == "" {
+		if lookup(headers, "x-api-key") != "" {
+			return src, p, tenant.Refuse(tenant.ErrMissingKey, msgIngestXAPIKey)
+		}
+		return src, p, tenant.Refuse(tenant.ErrMissingKey, msgIngestMissing)
+	}
+	// Any one valid credential is enough; when none is, the first presented one explains.
+	var refusal error
+	if bearerTok != "" {
+		if a.serviceToken(bearerTok) {
+			return src, p, nil
+		}
+		e, ok := a.cache.Key(apikey.Hash(bearerTok))
+		switch {
+		case ok && e.Scope == mirror.ScopeIngest && e.SourceID == src.ID && e.ProjectID == src.ProjectID:
+			a.noteUse(e.KeyID)
+			p.KeyID = e.KeyID
+			if e.AccountID != "" {
+				p.AccountID = e.AccountID
+			}
+			return src, p, nil
+		case ok && e.Scope == mirror.ScopeProject:
+			refusal = tenant.Refuse(tenant.ErrInvalidKey, msgIngestProject)
+		case ok && e.Scope == mirror.ScopeIngest:
+			refusal = tenant.Refuse(tenant.ErrInvalidKey, msgIngestOther)
+		default:
+			refusal = tenant.Refuse(tenant.ErrInvalidKey, msgIngestUnknown)
+		}
+	}
+	if serviceTok != "" {
+		if a.serviceToken(serviceTok) {
+			return src, p, nil
+		}
+		if refusal == nil {
+			msg := msgServiceToken
+			if a.cfg.PushIngest.ServiceToken == "" {
+				msg = msgNoServiceTok
+			}
+			refusal = tenant.Refuse(tenant.ErrInvalidToken, msg)
+		}
+	}
+	return src, p, refusal
+}
+
+// serviceToken reports whether tok is the configured service ingest token, in constant
+// time (hashing first makes the comparison independent of the lengths too).
+func (a *authenticator) serviceToken(tok string) bool {
+	want := strings.TrimSpace(string(a.cfg.PushIngest.ServiceToken))
+	if want == "" {
+		return false
+	}
+	x, y := sha256.Sum256([]byte(tok)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(x[:], y[:]) == 1
+}
+
+// Messages of console read refusals.
+const (
+	msgConsoleMissing   = "send the project's API key as X-API-Key, or a console token from the control plane as `Authorization: Bearer <token>`"
+	msgConsoleNoProject = "no such project, or your credentials do not open it"
+	msgConsoleIngestKey = "an ingest key (osi_...) only posts to its source's ingest URL; read with the project's API key or a console token"
+	msgConsoleNoKeys    = "console tokens cannot be checked yet: the control plane has not published its token keys; retry in a moment"
+)
+
+// AuthenticateConsole authorizes a read of projectID's records through the console read
+// API: the project's API key (X-API-Key, or a Bearer that is not a JWT) or a console token
+// (a Bearer JWT, components/consoletoken) for this project. A credential for another
+// project is refused as tenant.ErrNotFound, exactly like a project that does not exist.
+func (a *authenticator) AuthenticateConsole(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error) {
+	p, err := a.console(headers, projectID)
+	a.outcomes.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err)), attribute.String("surface", "console")))
+	if err != nil {
+		return ctx, err
+	}
+	return tenant.NewContext(ctx, p), nil
+}
+
+func (a *authenticator) console(headers map[string][]string, projectID string) (tenant.Principal, error) {
+	key := lookup(headers, "x-api-key")
+	tok := bearer(lookup(headers, "authorization"))
+	if key == "" && tok == "" {
+		return tenant.Principal{}, tenant.Refuse(tenant.ErrMissingKey, msgConsoleMissing)
+	}
+	if !a.cache.Ready() {
+		return tenant.Principal{}, tenant.ErrNotReady
+	}
+	if key == "" && looksLikeJWT(tok) {
+		c, err := consoletoken.Verify(a.cache.ConsoleKeys(), tok, time.Now())
+		switch {
+		case errors.Is(err, consoletoken.ErrNoKeys):
+			return tenant.Principal{}, tenant.Refuse(tenant.ErrNotReady, msgConsoleNoKeys)
+		case err != nil:
+			return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidToken, "the console token is not valid or has expired; get a new one from the control plane")
+		case c.ProjectID != projectID:
+			return tenant.Principal{}, tenant.Refuse(tenant.ErrNotFound, msgConsoleNoProject)
+		}
+		return tenant.Principal{ProjectID: c.ProjectID, Scope: tenant.ScopeConsole, KeyID: "user:" + c.UserID}, nil
+	}
+	if key == "" {
+		key = tok
+	}
+	e, ok := a.cache.Key(apikey.Hash(key))
+	switch {
+	case !ok:
+		return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidKey, "the API key is not valid: it is unknown or revoked")
+	case e.Scope != mirror.ScopeProject:
+		return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidKey, msgConsoleIngestKey)
+	case e.ProjectID != projectID:
+		return tenant.Principal{}, tenant.Refuse(tenant.ErrNotFound, msgConsoleNoProject)
+	}
+	a.noteUse(e.KeyID)
+	return tenant.Principal{ProjectID: e.ProjectID, KeyID: e.KeyID, AccountID: e.AccountID, Scope: e.Scope}, nil
+}
+
+// looksLikeJWT tells a compact JWT (three base64url parts, a JSON header) from an API key.
+func looksLikeJWT(s string) bool {
+	return strings.HasPrefix(s, "eyJ") && strings.Count(s, ".") == 2
+}
+
+// JetStream is the extension's connection to the NATS that holds the mirror and the
+// streams; the ingest receiver reads recent records through it for the console. Nil
+// before Start.
+func (a *authenticator) JetStream() jetstream.JetStream { return a.js }

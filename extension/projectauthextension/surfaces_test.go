@@ -1,0 +1,204 @@
+package projectauthextension
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/extension/extensiontest"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apikey"
+	"github.com/otelcol-svc/otelcol-svc/components/consoletoken"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+)
+
+func TestPushIngestAuthSetting(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	for name, off := range map[string]bool{"": false, "ingest_off": true, "ingest_bool": true, "ingest_token": false} {
+		sub, err := cm.Sub(component.MustNewIDWithName("projectauth", name).String())
+		require.NoError(t, err)
+		cfg := createDefaultConfig().(*Config)
+		require.NoError(t, sub.Unmarshal(cfg))
+		assert.Equal(t, off, cfg.PushIngest.authOff(), name)
+	}
+}
+
+type fixture struct {
+	m                      *mirror.Store
+	project, ingest, other string
+	projectB               string
+	consolePriv            ed25519.PrivateKey
+}
+
+// startWith starts the extension with cfg against a mirror holding project p1 (project key,
+// source s1 with its ingest key, source s2 with its own) and project p2 (a project key).
+func startWith(t *testing.T, mutate func(*Config)) (*authenticator, fixture) {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	ctx := context.Background()
+	m, err := mirror.Open(ctx, js, 1)
+	require.NoError(t, err)
+	f := fixture{m: m, project: apikey.Generate(apikey.KindProject), ingest: apikey.Generate(apikey.KindIngest),
+		other: apikey.Generate(apikey.KindIngest), projectB: apikey.Generate(apikey.KindProject)}
+	require.NoError(t, m.PutProject(ctx, mirror.Project{ID: "p1", AccountID: "a1", Version: 1}))
+	require.NoError(t, m.PutKey(ctx, apikey.Hash(f.project), mirror.KeyEntry{KeyID: "k1", ProjectID: "p1", AccountID: "a1", Scope: mirror.ScopeProject}))
+	require.NoError(t, m.PutKey(ctx, apikey.Hash(f.projectB), mirror.KeyEntry{KeyID: "kb", ProjectID: "p2", Scope: mirror.ScopeProject}))
+	require.NoError(t, m.PutKey(ctx, apikey.Hash(f.ingest), mirror.KeyEntry{KeyID: "k2", ProjectID: "p1", AccountID: "a1", Scope: mirror.ScopeIngest, SourceID: "s1"}))
+	require.NoError(t, m.PutKey(ctx, apikey.Hash(f.other), mirror.KeyEntry{KeyID: "k3", ProjectID: "p1", Scope: mirror.ScopeIngest, SourceID: "s2"}))
+	require.NoError(t, m.PutSource(ctx, "in_one", mirror.Source{ID: "s1", ProjectID: "p1", Name: "github"}))
+	require.NoError(t, m.PutSource(ctx, "in_two", mirror.Source{ID: "s2", ProjectID: "p1", Name: "stripe"}))
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	f.consolePriv = priv
+	require.NoError(t, m.PutConsoleKeys(ctx, mirror.ConsoleKeys{PublicKeys: []string{base64.StdEncoding.EncodeToString(pub)}}))
+
+	cfg := createDefaultConfig().(*Config)
+	cfg.NATS.URL = n.URL()
+	if mutate != nil {
+		mutate(cfg)
+	}
+	ext, err := NewFactory().Create(ctx, extensiontest.NewNopSettings(typeStr), cfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(ctx, componenttest.NewNopHost()))
+	t.Cleanup(func() { _ = ext.Shutdown(context.Background()) })
+	a := ext.(*authenticator)
+	require.Eventually(t, func() bool { return a.cache.Ready() && len(a.cache.ConsoleKeys()) == 1 }, 10*time.Second, 10*time.Millisecond)
+	return a, f
+}
+
+func ingestAs(a *authenticator, ingestKey string, headers map[string][]string) (tenant.Principal, error) {
+	ctx, src, err := a.AuthenticateIngest(context.Background(), headers, ingestKey)
+	if err != nil {
+		return tenant.Principal{}, err
+	}
+	p, _ := tenant.FromContext(ctx)
+	if p.SourceID != src.ID {
+		panic("principal and source disagree")
+	}
+	return p, nil
+}
+
+func TestPushIngestWithIngestKey(t *testing.T) {
+	a, f := startWith(t, nil)
+	p, err := ingestAs(a, "in_one", map[string][]string{"Authorization": {"Bearer " + f.ingest}})
+	require.NoError(t, err)
+	assert.Equal(t, tenant.Principal{ProjectID: "p1", KeyID: "k2", AccountID: "a1", Scope: mirror.ScopeIngest, SourceID: "s1"}, p)
+
+	for name, c := range map[string]struct {
+		key     string
+		headers map[string][]string
+		want    error
+		msg     string
+	}{
+		"unknown ingest URL":      {"in_nope", map[string][]string{"Authorization": {"Bearer " + f.ingest}}, tenant.ErrNotFound, "no push source"},
+		"no credentials":          {"in_one", map[string][]string{}, tenant.ErrMissingKey, "needs authentication"},
+		"ingest key in X-API-Key": {"in_one", map[string][]string{"X-Api-Key": {f.ingest}}, tenant.ErrMissingKey, "Authorization: Bearer"},
+		"another source's key":    {"in_two", map[string][]string{"Authorization": {"Bearer " + f.ingest}}, tenant.ErrInvalidKey, "another source"},
+		"project key":             {"in_one", map[string][]string{"Authorization": {"Bearer " + f.project}}, tenant.ErrInvalidKey, "project API key"},
+		"unknown key":             {"in_one", map[string][]string{"Authorization": {"Bearer osi_nope"}}, tenant.ErrInvalidKey, "unknown or revoked"},
+		"service token unset":     {"in_one", map[string][]string{"X-Service-Token": {"0123456789abcdef0123"}}, tenant.ErrInvalidToken, "SERVICE_INGEST_TOKEN is unset"},
+	} {
+		_, err := ingestAs(a, c.key, c.headers)
+		assert.ErrorIs(t, err, c.want, name)
+		assert.Contains(t, tenant.Message(err, ""), c.msg, name)
+	}
+
+	// Revoking the ingest key (deleting the source) stops it.
+	require.NoError(t, f.m.DeleteKey(context.Background(), apikey.Hash(f.ingest)))
+	require.Eventually(t, func() bool {
+		_, err := ingestAs(a, "in_one", map[string][]string{"Authorization": {"Bearer " + f.ingest}})
+		return err != nil
+	}, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestPushIngestWithServiceToken(t *testing.T) {
+	const tok = "0123456789abcdef0123"
+	a, f := startWith(t, func(c *Config) { c.PushIngest.ServiceToken = tok })
+	for name, h := range map[string]map[string][]string{
+		"X-Service-Token":         {"X-Service-Token": {tok}},
+		"bearer":                  {"Authorization": {"Bearer " + tok}},
+		"ingest key still works":  {"Authorization": {"Bearer " + f.ingest}},
+		"any one valid is enough": {"Authorization": {"Bearer wrong"}, "X-Service-Token": {tok}},
+	} {
+		p, err := ingestAs(a, "in_one", h)
+		require.NoError(t, err, name)
+		assert.Equal(t, "p1", p.ProjectID, name)
+	}
+	// The service token opens every source.
+	p, err := ingestAs(a, "in_two", map[string][]string{"X-Service-Token": {tok}})
+	require.NoError(t, err)
+	assert.Equal(t, "s2", p.SourceID)
+
+	_, err = ingestAs(a, "in_one", map[string][]string{"X-Service-Token": {tok + "x"}})
+	assert.ErrorIs(t, err, tenant.ErrInvalidToken)
+	_, err = ingestAs(a, "in_one", map[string][]string{"Authorization": {"Bearer " + tok[:10]}})
+	assert.ErrorIs(t, err, tenant.ErrInvalidKey)
+	_, err = ingestAs(a, "in_one", nil)
+	assert.ErrorIs(t, err, tenant.ErrMissingKey)
+}
+
+func TestPushIngestAuthOff(t *testing.T) {
+	a, _ := startWith(t, func(c *Config) { c.PushIngest.Auth = "off" })
+	p, err := ingestAs(a, "in_two", nil)
+	require.NoError(t, err)
+	assert.Equal(t, tenant.Principal{ProjectID: "p1", AccountID: "a1", Scope: mirror.ScopeIngest, SourceID: "s2"}, p)
+	// The ingest URL itself stays a secret.
+	_, err = ingestAs(a, "in_nope", nil)
+	assert.ErrorIs(t, err, tenant.ErrNotFound)
+}
+
+func TestConsoleAuth(t *testing.T) {
+	a, f := startWith(t, nil)
+	console := func(projectID string, h map[string][]string) (tenant.Principal, error) {
+		ctx, err := a.AuthenticateConsole(context.Background(), h, projectID)
+		p, _ := tenant.FromContext(ctx)
+		return p, err
+	}
+	token := func(project string, priv ed25519.PrivateKey) string {
+		tok, err := consoletoken.Issue(priv, consoletoken.Claims{UserID: "u1", ProjectID: project}, time.Minute, time.Now())
+		require.NoError(t, err)
+		return tok
+	}
+	p, err := console("p1", map[string][]string{"X-Api-Key": {f.project}})
+	require.NoError(t, err)
+	assert.Equal(t, "k1", p.KeyID)
+	_, err = console("p1", map[string][]string{"Authorization": {"Bearer " + f.project}})
+	require.NoError(t, err)
+	p, err = console("p1", map[string][]string{"Authorization": {"Bearer " + token("p1", f.consolePriv)}})
+	require.NoError(t, err)
+	assert.Equal(t, tenant.Principal{ProjectID: "p1", Scope: tenant.ScopeConsole, KeyID: "user:u1"}, p)
+
+	_, otherPriv, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	for name, c := range map[string]struct {
+		project string
+		headers map[string][]string
+		want    error
+	}{
+		"nothing":                {"p1", map[string][]string{}, tenant.ErrMissingKey},
+		"B's key for A":          {"p1", map[string][]string{"X-Api-Key": {f.projectB}}, tenant.ErrNotFound},
+		"A's key for B":          {"p2", map[string][]string{"X-Api-Key": {f.project}}, tenant.ErrNotFound},
+		"A's key, no project":    {"nope", map[string][]string{"X-Api-Key": {f.project}}, tenant.ErrNotFound},
+		"token for another":      {"p2", map[string][]string{"Authorization": {"Bearer " + token("p1", f.consolePriv)}}, tenant.ErrNotFound},
+		"token signed elsewhere": {"p1", map[string][]string{"Authorization": {"Bearer " + token("p1", otherPriv)}}, tenant.ErrInvalidToken},
+		"ingest key":             {"p1", map[string][]string{"X-Api-Key": {f.ingest}}, tenant.ErrInvalidKey},
+		"unknown key":            {"p1", map[string][]string{"X-Api-Key": {"osk_nope"}}, tenant.ErrInvalidKey},
+	} {
+		_, err := console(c.project, c.headers)
+		assert.ErrorIs(t, err, c.want, name)
+		assert.NotEmpty(t, tenant.Message(err, ""), name)
+	}
+}
