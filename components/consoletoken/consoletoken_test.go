@@ -126,7 +126,10 @@ func TestIssueRefuses(t *testing.T) {
 		"no user":    func() error { _, err := Issue(priv, Claims{ProjectID: "p"}, time.Minute, now); return err },
 		"zero ttl":   func() error { _, err := Issue(priv, Claims{UserID: "u", ProjectID: "p"}, 0, now); return err },
 		"long ttl":   func() error { _, err := Issue(priv, Claims{UserID: "u", ProjectID: "p"}, 2*MaxTTL, now); return err },
-		"bad key":    func() error { _, err := Issue(priv[:10], Claims{UserID: "u", ProjectID: "p"}, time.Minute, now); return err },
+		"bad key": func() error {
+			_, err := Issue(priv[:10], Claims{UserID: "u", ProjectID: "p"}, time.Minute, now)
+			return err
+		},
 	} {
 		assert.Error(t, f(), name)
 	}

@@ -22,6 +22,9 @@ type Info struct {
 	// its raw stream; each record is then one result, with RequestID in Svc-Request-Id.
 	Output    bool
 	RequestID string
+	// SourceID is the push source of the request's records (Prebuilt records.SignalSource);
+	// it becomes the Svc-Source-Id header of each record.
+	SourceID string
 }
 
 // With returns ctx carrying info.

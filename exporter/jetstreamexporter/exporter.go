@@ -147,8 +147,16 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 	futures := make([]jetstream.PubAckFuture, 0, n)
 	stall := jetstream.WithStallWait(e.cfg.PublishTimeout)
 	i := 0
+	// A push source's records name their source; one read-only header map serves them all.
+	var sourceHeader nats.Header
+	if info.SourceID != "" && !info.Output {
+		sourceHeader = nats.Header{streams.HeaderSignal: []string{info.Prebuilt}, streams.HeaderSourceID: []string{info.SourceID}}
+	}
 	err := walk(func(signal string, rec []byte) error {
 		msg := &nats.Msg{Subject: subject, Data: rec, Header: signalHeader(signal)}
+		if sourceHeader != nil {
+			msg.Header = sourceHeader
+		}
 		if info.Output {
 			msg.Header = outputHeader(info.RequestID, rec)
 		} else if info.IdempotencyKey != "" {
@@ -157,6 +165,9 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 				id += ":" + strconv.Itoa(i)
 			}
 			msg.Header = nats.Header{streams.HeaderSignal: []string{signal}, streams.HeaderMsgID: []string{id}}
+			if info.SourceID != "" {
+				msg.Header[streams.HeaderSourceID] = []string{info.SourceID}
+			}
 		}
 		i++
 		f, err := e.js.PublishMsgAsync(msg, stall)

@@ -1,6 +1,8 @@
 // Package ingestreceiver is the HTTP front door on port 4318: OTLP/HTTP logs, traces and
-// metrics, and JSON events, each authenticated to a project by its API key. It hands
-// records to the pipeline synchronously, so its answer reflects whether they were stored.
+// metrics, JSON events and push sources' payloads, each authenticated to a project by the
+// projectauth extension. It hands records to the pipeline synchronously, so its answer
+// reflects whether they were stored. It also serves the console's read API (a project's
+// recent records and their field paths), read straight from the project's stream.
 package ingestreceiver
 
 import (

@@ -36,6 +36,7 @@ type ingestReceiver struct {
 
 	obs    *receiverhelper.ObsReport
 	auth   extensionauth.Server
+	dp     dataPlaneAuth // the authenticator's push-ingest and console side; nil for another authenticator
 	server *http.Server
 	wg     sync.WaitGroup
 }
@@ -58,6 +59,7 @@ func (r *ingestReceiver) Start(ctx context.Context, host component.Host) error {
 		return err
 	}
 	r.auth = auth
+	r.dp, _ = auth.(dataPlaneAuth)
 	// The receiver calls the authenticator itself instead of letting confighttp do it, so
 	// it can answer in the contract's error shape (missing vs invalid key, 503 while the
 	// key mirror loads) and choose per path how a request is authenticated.
@@ -101,6 +103,10 @@ func (r *ingestReceiver) routes() http.Handler {
 	mux.HandleFunc("/v1/events", r.handleEvent)
 	mux.HandleFunc("/v1/events/batch", r.handleEventBatch)
 	mux.HandleFunc("/internal/agent-output", r.handleAgentOutput)
+	mux.HandleFunc(pushPrefix, r.handlePush)
+	mux.HandleFunc("/console/v1/projects/{project_id}/events", r.handleConsoleEvents)
+	mux.HandleFunc("/console/v1/projects/{project_id}/fields", r.handleConsoleFields)
+	mux.HandleFunc("/console/", r.handleConsoleOther)
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.NotFound,
 			fmt.Sprintf("no endpoint %s; see the receiver's README for its paths", req.URL.Path)))

@@ -1,0 +1,110 @@
+package ingestreceiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/envelope"
+	"github.com/otelcol-svc/otelcol-svc/components/eventjson"
+	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/records"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+)
+
+// dataPlaneAuth is what the projectauth extension offers beside extensionauth.Server: push
+// ingest and console authentication, and its NATS connection for console reads.
+type dataPlaneAuth interface {
+	AuthenticateIngest(ctx context.Context, headers map[string][]string, ingestKey string) (context.Context, mirror.Source, error)
+	AuthenticateConsole(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error)
+	JetStream() jetstream.JetStream
+}
+
+const pushPrefix = "/ingest/"
+
+// handlePush takes POST /ingest/<ingest_key> (contract sections 3 to 5): one JSON object, a
+// JSON array of objects or NDJSON from anything that can POST JSON. Each object is wrapped
+// in its source's envelope and stored as one "source" record on the project's raw stream,
+// with the source id in the Svc-Source-Id header.
+func (r *ingestReceiver) handlePush(w http.ResponseWriter, req *http.Request) {
+	n, e := r.push(w, req)
+	if e != nil {
+		apierror.Write(w, e)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]int{"accepted": n})
+}
+
+func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request) (int, *apierror.Error) {
+	if req.Method != http.MethodPost {
+		return 0, methodNotAllowed(w)
+	}
+	ingestKey := strings.TrimPrefix(req.URL.Path, pushPrefix)
+	if ingestKey == "" || strings.Contains(ingestKey, "/") {
+		return 0, apierror.New(http.StatusNotFound, apierror.NotFound, "POST to /ingest/<ingest_key>, the ingest URL shown when the source was created")
+	}
+	if r.logs == nil || r.dp == nil {
+		return 0, apierror.New(http.StatusNotFound, apierror.NotFound, "push ingest needs this receiver in a logs pipeline and the projectauth extension as its authenticator")
+	}
+	ctx, src, err := r.dp.AuthenticateIngest(req.Context(), req.Header, ingestKey)
+	if err != nil {
+		return 0, r.authRefusal(err)
+	}
+	idem := req.Header.Get("Idempotency-Key")
+	if len(idem) > maxHeaderValue {
+		return 0, apierror.New(http.StatusBadRequest, apierror.InvalidBody, fmt.Sprintf("Idempotency-Key is longer than %d bytes", maxHeaderValue))
+	}
+	body, aerr := r.readBody(req)
+	if aerr != nil {
+		return 0, aerr
+	}
+	objs, err := eventjson.Objects(body)
+	if err != nil {
+		e := bodyError(err)
+		switch mediaType(req) {
+		case "application/x-www-form-urlencoded", "multipart/form-data":
+			e.Message += "; this URL takes JSON: set the sender's content type to application/json"
+		}
+		return 0, e
+	}
+	received := time.Now()
+	recs := make([][]byte, len(objs))
+	for i, obj := range objs {
+		res, err := envelope.Build(src, obj, received)
+		if err != nil { // unreachable: Objects returned objects
+			return 0, apierror.New(http.StatusBadRequest, apierror.InvalidBody, fmt.Sprintf("element %d: %v; nothing was stored", i, err))
+		}
+		recs[i] = res.Record
+	}
+	info := ingestctx.Info{Prebuilt: records.SignalSource, IdempotencyKey: idem, SourceID: src.ID}
+	if err := r.consumePrebuilt(ctx, info, recs); err != nil {
+		return 0, r.consumeError(err)
+	}
+	return len(recs), nil
+}
+
+// authRefusal answers a refusal of the push-ingest or console authenticator.
+func (r *ingestReceiver) authRefusal(err error) *apierror.Error {
+	switch {
+	case errors.Is(err, tenant.ErrNotReady):
+		e := apierror.New(http.StatusServiceUnavailable, apierror.Unavailable,
+			tenant.Message(err, "the receiver is still loading its configuration; retry in a moment"))
+		e.RetryAfter = r.cfg.RetryAfter
+		return e
+	case errors.Is(err, tenant.ErrNotFound):
+		return apierror.New(http.StatusNotFound, apierror.NotFound, tenant.Message(err, "not found"))
+	case errors.Is(err, tenant.ErrMissingKey):
+		return apierror.New(http.StatusUnauthorized, apierror.MissingAPIKey, tenant.Message(err, "no credentials: send an API key"))
+	case errors.Is(err, tenant.ErrInvalidToken):
+		return apierror.New(http.StatusUnauthorized, apierror.InvalidToken, tenant.Message(err, "the token is not valid"))
+	default:
+		return apierror.New(http.StatusUnauthorized, apierror.InvalidAPIKey, tenant.Message(err, "the API key is not valid"))
+	}
+}
