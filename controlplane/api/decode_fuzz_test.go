@@ -1,11 +1,15 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/otelcol-svc/otelcol-svc/components/envelope"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/textfmt"
 )
 
 // Request bodies come from anyone with a token: decoding and validating them must never
@@ -60,6 +64,42 @@ func FuzzSinkBody(f *testing.F) {
 			if reservedHeaders[strings.ToLower(k)] {
 				t.Fatalf("accepted a reserved header %q", k)
 			}
+		}
+	})
+}
+
+// Source settings come from anyone with a token too: whatever passes validation must be a
+// source the receiver can build envelopes with, and its template must render.
+func FuzzSourceBody(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"github","event_type_field":"action","text_template":"{repo.name}: {action}","event_time_field":"created_at","labels":{"repo":"repo.name"}}`,
+		`{"name":"x","text_template":"{{literal}} {a}}}"}`, `{"name":"x","text_template":"{a"}`, `{"name":"x","text_template":"}"}`,
+		`{"name":"x","labels":{"":"a"}}`, `{"name":"x","labels":{"a":"b..c"}}`, `{"name":"x","connector":"email"}`, `{"name":""}`,
+	} {
+		f.Add([]byte(s), []byte(`{"action":"opened","repo":{"name":"acme/api"},"created_at":"2024-05-01T12:00:00Z"}`))
+	}
+	f.Fuzz(func(t *testing.T, body, payload []byte) {
+		var spec SourceSpec
+		if e := decodeBytes(body, &spec); e != nil {
+			return
+		}
+		src, e := spec.validate("", true)
+		if e != nil {
+			if e.Code != "invalid_body" || e.Message == "" {
+				t.Fatalf("validation error %+v", e)
+			}
+			return
+		}
+		if src.Connector != "webhook" || src.Name == "" || src.EventType == "" || len(src.Labels) > maxLabels {
+			t.Fatalf("accepted an invalid source: %+v", src)
+		}
+		for _, ph := range textfmt.Placeholders(src.TextTemplate) {
+			if checkPath(ph) != nil {
+				t.Fatalf("accepted template %q with placeholder %q", src.TextTemplate, ph)
+			}
+		}
+		if res, err := envelope.Build(src, payload, time.Unix(0, 0)); err == nil && !json.Valid(res.Record) {
+			t.Fatalf("invalid envelope %s", res.Record)
 		}
 	})
 }
