@@ -164,6 +164,7 @@ func TestMCPTools(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, ownerID, claims.UserID)
 		assert.Equal(t, testReceiverURL+"/console/v1/projects/"+pid+"/events", ct["events_url"])
+		assert.Equal(t, testReceiverURL+"/console/v1/projects/"+pid+"/fields", ct["fields_url"])
 
 		// Access rules are the API's: a member reads but cannot change; a stranger does not
 		// see the project at all.

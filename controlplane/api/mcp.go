@@ -68,7 +68,7 @@ func (s *Server) mcpHandler() http.Handler {
 		Description: "Change a project's pipeline. Fields you leave out keep their current value; send \"\" or [] to clear one. Expressions are OTTL over the record (event[\"field\"][\"nested\"], or bare lowercase paths such as body, attributes[\"k\"], _event_type via event[\"_event_type\"]); an invalid one is refused with the field and the parser's line:column, and nothing changes. Needs owner or admin."},
 		s.toolSetPipeline)
 	mcp.AddTool(srv, &mcp.Tool{Name: "get_console_token",
-		Description: "Get a token (valid 10 minutes) for the receiver's console API, to check that events arrived: GET {receiver_url}/console/v1/projects/{project_id}/events with Authorization: Bearer <token>. Events are read from the receiver, never through these tools."},
+		Description: "Get a token (valid 10 minutes) for the receiver's console API, to check that events arrived: GET events_url (recent records, newest first; add ?source_id=<id> for one source's) or fields_url (which fields arrive and how often, to choose a reliable key field) with Authorization: Bearer <token>. Events are read from the receiver, never through these tools."},
 		s.toolConsoleToken)
 
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
@@ -355,7 +355,8 @@ func (s *Server) toolSetPipeline(ctx context.Context, req *mcp.CallToolRequest, 
 
 type consoleTokenOut struct {
 	ConsoleToken
-	EventsURL string `json:"events_url" jsonschema:"GET this with Authorization: Bearer <token> to list the project's recent events"`
+	EventsURL string `json:"events_url" jsonschema:"GET this with Authorization: Bearer <token> to list the project's recent records (?source_id=<id> for one source, ?limit=N)"`
+	FieldsURL string `json:"fields_url" jsonschema:"GET this with Authorization: Bearer <token> to see which fields recent records carry and how often"`
 }
 
 func (s *Server) toolConsoleToken(ctx context.Context, req *mcp.CallToolRequest, in projectIn) (*mcp.CallToolResult, consoleTokenOut, error) {
@@ -363,7 +364,8 @@ func (s *Server) toolConsoleToken(ctx context.Context, req *mcp.CallToolRequest,
 	err := s.onProjectTool(ctx, req, in.ProjectID, read, func(_ context.Context, _ *store.Tx, p store.Project, _ string, _ *mirror.Store, _ *reply) error {
 		var err error
 		out.ConsoleToken, err = s.consoleTokenFor(req.Extra.TokenInfo.UserID, p)
-		out.EventsURL = s.ReceiverURL + "/console/v1/projects/" + url.PathEscape(p.ID) + "/events"
+		consoleAPI := s.ReceiverURL + "/console/v1/projects/" + url.PathEscape(p.ID)
+		out.EventsURL, out.FieldsURL = consoleAPI+"/events", consoleAPI+"/fields"
 		return err
 	})
 	return nil, out, err
