@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/sdk/go/agentsdk"
 )
 
 // sinkProject publishes a project whose results go to the given destinations, and returns
@@ -45,6 +48,13 @@ func postResult(t *testing.T, base, key, requestID, payload string) {
 	body := fmt.Sprintf(`{"request_id": %q, "payload": %s}`, requestID, payload)
 	r := post(t, base+"/internal/agent-output", key, "application/json", []byte(body), nil)
 	require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
+}
+
+// replay rebuilds a delivery as the request a webhook receiver would hand to the SDK.
+func replay(c agentCall, body []byte) *http.Request {
+	r := httptest.NewRequest(c.Method, "/results", bytes.NewReader(body))
+	r.Header = c.Header.Clone()
+	return r
 }
 
 // byRequest counts the deliveries a destination took, by X-Request-Id.
@@ -83,8 +93,14 @@ func TestResultReachesWebhookAndChatOnce(t *testing.T) {
 	assert.Equal(t, "ops", first.Header.Get("X-Team"), "the configured headers")
 	assert.Equal(t, "req_one", first.Header.Get("X-Request-Id"), "the request id the agent answered")
 	assert.Equal(t, payload, string(first.Body), "the payload as the agent sent it, byte for byte")
-	require.NoError(t, webhooksig.Verify(secret, first.Header, first.Body, time.Now(), 5*time.Minute), "signed with the project's secret")
-	assert.Error(t, webhooksig.Verify(secret, first.Header, []byte(`{"summary": "forged"}`), time.Now(), 5*time.Minute))
+	// Verifiable with the agent SDK, as a webhook receiver would.
+	wh, err := agentsdk.VerifyWebhook(replay(first, first.Body), secret)
+	require.NoError(t, err, "signed with the project's secret")
+	assert.Equal(t, "req_one", wh.RequestID)
+	assert.Equal(t, payload, string(wh.Payload))
+	assert.NotEmpty(t, wh.WebhookID)
+	_, err = agentsdk.VerifyWebhook(replay(first, []byte(`{"summary": "forged"}`)), secret)
+	assert.ErrorIs(t, err, agentsdk.ErrSignature, "an altered body fails verification")
 	for id, n := range byRequest(calls) {
 		assert.Equal(t, 1, n, "request %s delivered once", id)
 	}
