@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-svc/otelcol-svc/components/consoletoken"
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
 // bearer adds a token to every request, as an agent's MCP client configured with a header.
@@ -212,4 +213,69 @@ func TestMCPNeedsAToken(t *testing.T) {
 	r := call(t, s.cp.URL, "POST", "/mcp", "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
 	assert.Equal(t, http.StatusUnauthorized, r.Status)
 	assert.Equal(t, "invalid_token", r.code(), "the contract's error shape: %s", r.Raw)
+}
+
+// An agent's whole loop, as the issue describes it: create a source through MCP, post to
+// the URL it returned, see the event through the receiver's console API with the token
+// the tools gave, then delete the source and see its URL stop working.
+func TestMCPAgentLoop(t *testing.T) {
+	n := testenv.StartNATS(t)
+	col := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/receiver.yaml",
+		Env: map[string]string{"NATS_URL": n.URL(), "SVC_STREAM_REPLICAS": "1"}})
+	cp := testenv.StartControlPlane(t, map[string]string{"NATS_URL": n.URL(), "SVC_JWT_SECRET": testJWTSecret,
+		"SVC_DATA_DIR": t.TempDir(), "SVC_PUBLIC_RECEIVER_URL": col.HTTP})
+	s := &stack{nats: n, cp: cp}
+	token, _ := s.signup(t, "loop@example.com")
+	pid := call(t, cp.URL, "POST", "/api/v1/projects", token, map[string]string{"name": "loop"}).str("id")
+	cs, err := mcpSession(t, cp.URL, token)
+	require.NoError(t, err)
+
+	args := map[string]any{"project_id": pid}
+	for k, v := range githubSource("github") {
+		args[k] = v
+	}
+	created, errText := tool(t, cs, "create_source", args)
+	require.Empty(t, errText)
+	ingestURL, apiKey := created["ingest_url"].(string), created["api_key"].(string)
+	require.True(t, strings.HasPrefix(ingestURL, col.HTTP+"/ingest/"), ingestURL)
+
+	post := func(key string) int {
+		req, _ := http.NewRequest("POST", ingestURL, strings.NewReader(`{"action":"opened","repo":{"name":"acme/api"},"created_at":"2024-05-01T12:00:00Z"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Eventually(t, func() bool { return post(apiKey) == http.StatusAccepted }, 2*time.Second, 20*time.Millisecond,
+		"the new source's URL takes posts with its key")
+	assert.Equal(t, http.StatusUnauthorized, post("osi_not-the-key"), "and only with its key")
+
+	ct, errText := tool(t, cs, "get_console_token", map[string]any{"project_id": pid})
+	require.Empty(t, errText)
+	var events []map[string]any
+	require.Eventually(t, func() bool {
+		req, _ := http.NewRequest("GET", ct["events_url"].(string), nil)
+		req.Header.Set("Authorization", "Bearer "+ct["token"].(string))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body struct{ Events []map[string]any }
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil {
+			return false
+		}
+		events = body.Events
+		return len(events) > 0
+	}, 10*time.Second, 100*time.Millisecond, "the event shows in the console's recent events")
+	rec := events[0]["record"].(map[string]any)
+	assert.Equal(t, "opened", rec["_event_type"])
+	assert.Equal(t, "github", rec["_source"])
+	assert.Equal(t, "acme/api: opened", rec["text"])
+	assert.Equal(t, map[string]any{"repo": "acme/api"}, rec["labels"])
+
+	_, errText = tool(t, cs, "delete_source", map[string]any{"project_id": pid, "source_id": created["id"]})
+	require.Empty(t, errText)
+	require.Eventually(t, func() bool { return post(apiKey) != http.StatusAccepted }, time.Second, 10*time.Millisecond,
+		"a deleted source's URL stops taking posts within a second")
 }
