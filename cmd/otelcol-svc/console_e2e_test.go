@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -287,4 +288,37 @@ func TestConsoleFields(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(4), info.NumPending, "all records still pending for the durable consumer")
 	assert.Equal(t, uint64(0), info.Delivered.Consumer)
+}
+
+func TestConsoleReadsAcrossManyRecords(t *testing.T) {
+	e := startReceiver(t, nil)
+	key := e.project(t, "many")
+	gh := e.source(t, githubSource("many"), nil)
+	// Two source records, then 1200 events after them.
+	require.Equal(t, http.StatusAccepted, post(t, gh.url(e.col.HTTP), "", "application/json", []byte(`[{"action":"first"},{"action":"second"}]`), bearer(gh.APIKey)).StatusCode)
+	var batch []string
+	for i := 0; i < 1200; i++ {
+		batch = append(batch, `{"i":`+itoa(i)+`}`)
+	}
+	r := post(t, e.col.HTTP+"/v1/events/batch", key, "application/json", []byte("["+strings.Join(batch, ",")+"]"), nil)
+	require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
+
+	base := e.col.HTTP + "/console/v1/projects/many/events"
+	got := readEvents(t, base+"?limit=500", map[string]string{"X-API-Key": key})
+	require.Len(t, got.Events, 500)
+	for i, ev := range got.Events {
+		assert.Equal(t, uint64(1202-i), ev.Seq, "newest first, none skipped")
+		assert.Equal(t, `{"i":`+itoa(1199-i)+`}`, string(ev.Record))
+	}
+	// The source's records lie behind 1200 others.
+	got = readEvents(t, base+"?source_id="+gh.ID, map[string]string{"X-API-Key": key})
+	require.Len(t, got.Events, 2)
+	assert.Equal(t, []uint64{2, 1}, []uint64{got.Events[0].Seq, got.Events[1].Seq})
+	assert.Contains(t, string(got.Events[1].Record), `"payload":{"action":"first"}`)
+
+	f, _ := readFields(t, e.col.HTTP+"/console/v1/projects/many/fields?limit=1000", key)
+	assert.Equal(t, 1000, f.Sampled)
+	require.Len(t, f.Fields, 1)
+	assert.Equal(t, "i", f.Fields[0].Path)
+	assert.Equal(t, 1000, f.Fields[0].Count)
 }

@@ -342,3 +342,19 @@ func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+func TestSourcePushIdempotencyKeyStoresARetryOnce(t *testing.T) {
+	e := startReceiver(t, nil)
+	e.project(t, "idem")
+	src := e.source(t, githubSource("idem"), nil)
+	h := map[string]string{"Authorization": "Bearer " + src.APIKey, "Idempotency-Key": "delivery-72d3162e"}
+	for i := 0; i < 2; i++ {
+		r := post(t, src.url(e.col.HTTP), "", "application/json", []byte(`[{"action":"a"},{"action":"b"}]`), h)
+		require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
+	}
+	msgs := stored(t, e.js, "idem")
+	require.Len(t, msgs, 2, "the retried delivery is stored once")
+	assert.Equal(t, "delivery-72d3162e:1", msgs[1].Header.Get(streams.HeaderMsgID))
+	assert.Equal(t, src.ID, msgs[1].Header.Get(streams.HeaderSourceID))
+	assert.Equal(t, "source", msgs[1].Header.Get(streams.HeaderSignal))
+}

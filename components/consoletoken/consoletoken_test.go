@@ -134,3 +134,30 @@ func TestIssueRefuses(t *testing.T) {
 		assert.Error(t, f(), name)
 	}
 }
+
+func FuzzVerify(f *testing.F) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		f.Fatal(err)
+	}
+	good, err := Issue(priv, Claims{UserID: "u", ProjectID: "p"}, time.Minute, now)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{good, "", "a.b.c", "eyJhbGciOiJub25lIn0.e30.", good[:len(good)-2], strings.Replace(good, ".", "..", 1)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, tok string) {
+		c, err := Verify([]ed25519.PublicKey{pub}, tok, now)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		// Only a token this key signed passes, and it says what Issue put in.
+		if c.UserID != "u" || c.ProjectID != "p" {
+			t.Fatalf("accepted claims %+v from %q", c, tok)
+		}
+	})
+}

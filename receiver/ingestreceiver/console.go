@@ -202,7 +202,7 @@ func recentRecords(ctx context.Context, js jetstream.JetStream, projectID string
 	for end >= state.FirstSeq && len(out) < limit && scanned < maxScan {
 		n := uint64(limit - len(out))
 		if sourceID != "" {
-			n = max(n*4, fetchChunk)
+			n = max(n*4, 4*fetchChunk) // fewer, larger windows: matches may be sparse
 		}
 		n = min(n, maxScan-scanned, end-state.FirstSeq+1)
 		start := end - n + 1
