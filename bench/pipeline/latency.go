@@ -42,17 +42,17 @@ type latencyReport struct {
 	IngestFailures int     `json:"ingest_failures"` // requests not answered 200
 	// Ingest to agent: from just before the trigger's OTLP request was built and sent to
 	// when the agent had read the whole {trigger, window} call.
-	EndToEnd dist `json:"ingest_to_agent"`
+	EndToEnd benchkit.Dist `json:"ingest_to_agent"`
 	// The OTLP/HTTP request alone (POST until its 200), over every record.
-	Ingest dist `json:"ingest_request"`
+	Ingest benchkit.Dist `json:"ingest_request"`
 	// Reference: a direct POST of the latest window call body to the same agent, paced
 	// like the triggers and sent during the same phase.
-	Direct        dist    `json:"direct_post_reference"`
-	WindowMean    float64 `json:"window_mean_records"`
-	WindowMax     int     `json:"window_max_records"`
-	CallBytesMean int     `json:"call_bytes_mean"`
-	CPU           cpuUse  `json:"cpu"`
-	Redis         string  `json:"redis"`
+	Direct        benchkit.Dist   `json:"direct_post_reference"`
+	WindowMean    float64         `json:"window_mean_records"`
+	WindowMax     int             `json:"window_max_records"`
+	CallBytesMean int             `json:"call_bytes_mean"`
+	CPU           benchkit.CPUUse `json:"cpu"`
+	Redis         string          `json:"redis"`
 }
 
 // latency runs configs/embedded.yaml with the Redis window store and a window-mode
@@ -143,7 +143,7 @@ func latency(r *benchkit.Runner, d time.Duration, rate float64, perfDir string) 
 	end := time.Now()
 	rep.Sent = nAll - nWarm
 	rep.SentPerSec = float64(rep.Sent) / end.Sub(measured).Seconds()
-	rep.CPU = since(c0, benchkit.ReadCPU(pid), end.Sub(measured))
+	rep.CPU = benchkit.Since(c0, benchkit.ReadCPU(pid), end.Sub(measured))
 	directLat := stopDirect()
 	stopPerf()
 
@@ -188,7 +188,7 @@ func latency(r *benchkit.Runner, d time.Duration, rate float64, perfDir string) 
 		rep.WindowMean = float64(windowSum) / float64(len(seen))
 		rep.CallBytesMean = bytesSum / len(seen)
 	}
-	rep.EndToEnd, rep.Ingest, rep.Direct = distOf(e2e), distOf(ingestLat), distOf(directLat)
+	rep.EndToEnd, rep.Ingest, rep.Direct = benchkit.DistOf(e2e), benchkit.DistOf(ingestLat), benchkit.DistOf(directLat)
 	return rep
 }
 

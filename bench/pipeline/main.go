@@ -185,7 +185,7 @@ func (rep *report) print(w io.Writer) {
 		fmt.Fprintf(w, "    %d records sent at %.0f/s (target %.0f), one per OTLP/HTTP request, %d triggers; %d ingest failures\n",
 			l.Sent, l.SentPerSec, l.TargetPerSec, l.TriggersSent, l.IngestFailures)
 		fmt.Fprintf(w, "    %-40s %6s %8s %8s %8s %8s\n", "", "count", "p50 ms", "p90 ms", "p99 ms", "max ms")
-		row := func(name string, d dist) {
+		row := func(name string, d benchkit.Dist) {
 			fmt.Fprintf(w, "    %-40s %6d %8.2f %8.2f %8.2f %8.2f\n", name, d.Count, d.P50, d.P90, d.P99, d.Max)
 		}
 		row("ingest -> agent, per trigger", l.EndToEnd)

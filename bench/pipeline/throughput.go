@@ -51,10 +51,10 @@ type throughputReport struct {
 // consumed is one drain of a stream: from the consumer's creation (the server's
 // timestamp) until it had nothing pending and nothing waiting for an ack.
 type consumed struct {
-	RecordsPerSec float64 `json:"records_per_sec"`
-	Seconds       float64 `json:"seconds"`
-	Redelivered   int     `json:"redelivered"`
-	CPU           cpuUse  `json:"cpu"`
+	RecordsPerSec float64         `json:"records_per_sec"`
+	Seconds       float64         `json:"seconds"`
+	Redelivered   int             `json:"redelivered"`
+	CPU           benchkit.CPUUse `json:"cpu"`
 	// CPU time per record: the collector process, and this process (the NATS server, the
 	// agent, and for the reference its consumer).
 	CollectorUsPerRecord float64 `json:"collector_cpu_us_per_record"`
@@ -221,7 +221,7 @@ func drained(r *benchkit.Runner, js jetstream.JetStream, project string, n int64
 			end := time.Now()
 			c1 := benchkit.ReadCPU(pid)
 			el := end.Sub(info.Created)
-			cpu := since(c0, c1, end.Sub(start))
+			cpu := benchkit.Since(c0, c1, end.Sub(start))
 			return consumed{
 				RecordsPerSec: float64(n) / el.Seconds(), Seconds: el.Seconds(), Redelivered: info.NumRedelivered, CPU: cpu,
 				CollectorUsPerRecord: float64((c1.Collector - c0.Collector).Microseconds()) / float64(n),

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
+)
+
+const warmup = 2 * time.Second
+
+type setup struct {
+	r   *benchkit.Runner
+	js  jetstream.JetStream
+	m   *mirror.Store
+	col *testenv.Collector
+	ep  *endpoint
+}
+
+func start(r *benchkit.Runner) *setup {
+	n := testenv.StartNATS(r)
+	_, js := testenv.Connect(r, n.URL())
+	m, err := mirror.Open(bg, js, 1)
+	if err != nil {
+		r.Fatal(err)
+	}
+	col := testenv.StartCollector(r, testenv.CollectorOptions{Config: "configs/sink.yaml", Env: map[string]string{
+		"NATS_URL": n.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1",
+	}})
+	return &setup{r: r, js: js, m: m, col: col, ep: startEndpoint(r)}
+}
+
+// endpoint plays the webhook destinations: it notes when each result (by its index in
+// the payload) arrived at each path, and answers 200 at once.
+type endpoint struct {
+	*httptest.Server
+	mu   sync.Mutex
+	got  map[string]map[int]time.Time // path -> result index -> arrival
+	dups map[string]int
+	cond *sync.Cond
+}
+
+func startEndpoint(r *benchkit.Runner) *endpoint {
+	e := &endpoint{got: map[string]map[int]time.Time{}, dups: map[string]int{}}
+	e.cond = sync.NewCond(&e.mu)
+	e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(req.Body)
+		at := time.Now()
+		var p struct{ I int }
+		if err != nil || json.Unmarshal(body, &p) != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		e.mu.Lock()
+		m := e.got[req.URL.Path]
+		if m == nil {
+			m = map[int]time.Time{}
+			e.got[req.URL.Path] = m
+		}
+		if _, seen := m[p.I]; seen {
+			e.dups[req.URL.Path]++
+		} else {
+			m[p.I] = at
+		}
+		e.cond.Broadcast()
+		e.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	r.Cleanup(e.Close)
+	return e
+}
+
+// waitAll waits until every path has n results, or the deadline passes.
+func (e *endpoint) waitAll(paths []string, n int, deadline time.Time) (time.Time, bool) {
+	done := func() bool {
+		for _, p := range paths {
+			if len(e.got[p]) < n {
+				return false
+			}
+		}
+		return true
+	}
+	go func() { time.Sleep(time.Until(deadline)); e.mu.Lock(); e.cond.Broadcast(); e.mu.Unlock() }()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for !done() && time.Now().Before(deadline) {
+		e.cond.Wait()
+	}
+	last := time.Time{}
+	for _, p := range paths {
+		for _, t := range e.got[p] {
+			if t.After(last) {
+				last = t
+			}
+		}
+	}
+	return last, done()
+}
+
+// project publishes a project whose results go to a webhook at each path.
+func (s *setup) project(id string, paths ...string) {
+	p := mirror.Project{ID: id, Version: 1, SigningSecret: webhooksig.NewSecret()}
+	for i, path := range paths {
+		p.Sinks = append(p.Sinks, mirror.Sink{ID: "s_" + strconv.Itoa(i), Kind: "webhook", Enabled: true,
+			URL: s.ep.URL + path, Method: http.MethodPost, Since: time.Now().Add(-time.Hour)})
+	}
+	if err := s.m.PutProject(bg, p); err != nil {
+		s.r.Fatal(err)
+	}
+}
+
+func (s *setup) ensureOutput(project string) {
+	if err := streams.Ensure(bg, s.js, streams.OutputConfig(project, streams.DefaultLimits())); err != nil {
+		s.r.Fatal(err)
+	}
+}
+
+// result is the message the receiver stores for an agent result.
+func result(project string, i int) *nats.Msg {
+	id := "req_" + strconv.Itoa(i)
+	return &nats.Msg{
+		Subject: streams.OutputSubject(project),
+		Data:    []byte(`{"i":` + strconv.Itoa(i) + `,"text":"result ` + strconv.Itoa(i) + ` of the benchmark","severity":"error"}`),
+		Header:  nats.Header{streams.HeaderRequestID: []string{id}, streams.HeaderMsgID: []string{"out:" + id}},
+	}
+}
+
+// reference consumes a project's output stream the plainest way: a durable pull
+// consumer, one POST per message to url, then an ack.
+func (s *setup) reference(project, durable, url string, stop <-chan struct{}) {
+	cons, err := s.js.CreateOrUpdateConsumer(bg, streams.OutputStream(project), jetstream.ConsumerConfig{
+		Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 400,
+	})
+	if err != nil {
+		s.r.Fatal(err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(200))
+	if err != nil {
+		s.r.Fatal(err)
+	}
+	go func() { <-stop; it.Stop() }()
+	client := &http.Client{Timeout: 10 * time.Second}
+	for {
+		m, err := it.Next()
+		if err != nil {
+			return
+		}
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(m.Data()))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Request-Id", m.Headers().Get(streams.HeaderRequestID))
+		if resp, err := client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			_ = m.Ack()
+		} else {
+			_ = m.Nak()
+		}
+	}
+}
+
+type latencyReport struct {
+	TargetPerSec float64 `json:"target_results_per_sec"`
+	SentPerSec   float64 `json:"sent_results_per_sec"`
+	Sent         int     `json:"results_measured"`
+	// From JetStream's ack of the stored result to the webhook having read it.
+	Sink       benchkit.Dist   `json:"sink"`
+	Reference  benchkit.Dist   `json:"reference"`
+	P99Ratio   float64         `json:"p99_ratio_sink_reference"`
+	Missing    int             `json:"missing"`
+	Duplicates int             `json:"duplicates"`
+	CPU        benchkit.CPUUse `json:"cpu"`
+}
+
+func (s *setup) latency(d time.Duration, rate float64) *latencyReport {
+	sinkProj, refProj := "benchsink-"+randomHex(4), "benchref-"+randomHex(4)
+	s.ensureOutput(sinkProj)
+	s.ensureOutput(refProj)
+	s.project(sinkProj, "/lat")
+	stop := make(chan struct{})
+	go s.reference(refProj, "ref", s.ep.URL+"/lat-ref", stop)
+	defer close(stop)
+	time.Sleep(500 * time.Millisecond) // the sink's consumer is created on the mirror change
+
+	interval := time.Duration(float64(time.Second) / rate)
+	total := int((d + warmup).Seconds() * rate)
+	stored := make([]time.Time, total)
+	storedRef := make([]time.Time, total)
+	var measuredStart time.Time
+	c0 := benchkit.ReadCPU(s.col.Pid())
+	begin := time.Now()
+	for i := 0; i < total; i++ {
+		if next := begin.Add(time.Duration(i) * interval); time.Until(next) > 0 {
+			time.Sleep(time.Until(next))
+		}
+		if time.Since(begin) >= warmup && measuredStart.IsZero() {
+			measuredStart, c0 = time.Now(), benchkit.ReadCPU(s.col.Pid())
+			_ = c0
+		}
+		// Synchronous publishes: the clock starts when the result is stored, as when the
+		// receiver answers the agent's POST.
+		if _, err := s.js.PublishMsg(bg, result(sinkProj, i)); err != nil {
+			s.r.Fatal(err)
+		}
+		stored[i] = time.Now()
+		if _, err := s.js.PublishMsg(bg, result(refProj, i)); err != nil {
+			s.r.Fatal(err)
+		}
+		storedRef[i] = time.Now()
+	}
+	sentEnd := time.Now()
+	s.ep.waitAll([]string{"/lat", "/lat-ref"}, total, time.Now().Add(30*time.Second))
+	rep := &latencyReport{TargetPerSec: rate, CPU: benchkit.Since(c0, benchkit.ReadCPU(s.col.Pid()), time.Since(measuredStart))}
+	var sink, ref []time.Duration
+	s.ep.mu.Lock()
+	for i := 0; i < total; i++ {
+		if stored[i].Before(measuredStart) {
+			continue
+		}
+		rep.Sent++
+		if at, ok := s.ep.got["/lat"][i]; ok {
+			sink = append(sink, at.Sub(stored[i]))
+		} else {
+			rep.Missing++
+		}
+		if at, ok := s.ep.got["/lat-ref"][i]; ok {
+			ref = append(ref, at.Sub(storedRef[i]))
+		}
+	}
+	rep.Duplicates = s.ep.dups["/lat"]
+	s.ep.mu.Unlock()
+	rep.SentPerSec = float64(rep.Sent) / sentEnd.Sub(measuredStart).Seconds()
+	rep.Sink, rep.Reference = benchkit.DistOf(sink), benchkit.DistOf(ref)
+	if rep.Reference.P99 > 0 {
+		rep.P99Ratio = rep.Sink.P99 / rep.Reference.P99
+	}
+	return rep
+}
+
+type drained struct {
+	ResultsPerSec float64 `json:"results_per_sec"`
+	Seconds       float64 `json:"seconds"`
+}
+
+type throughputReport struct {
+	Results    int             `json:"results"`
+	Sink       drained         `json:"sink"`
+	Reference  drained         `json:"reference"`
+	Ratio      float64         `json:"ratio_sink_reference"`
+	Complete   bool            `json:"complete"`
+	Duplicates int             `json:"duplicates"`
+	CPU        benchkit.CPUUse `json:"cpu"`
+}
+
+func (s *setup) throughput(n int) *throughputReport {
+	rep := &throughputReport{Results: n}
+	publish := func(project string) {
+		s.ensureOutput(project)
+		futures := make([]jetstream.PubAckFuture, 0, n)
+		for i := 0; i < n; i++ {
+			f, err := s.js.PublishMsgAsync(result(project, i))
+			if err != nil {
+				s.r.Fatal(err)
+			}
+			futures = append(futures, f)
+		}
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				s.r.Fatal(err)
+			}
+		}
+	}
+	timeout := time.Duration(n/50+60) * time.Second
+
+	// Reference first, so the sink's consumers are not competing with it.
+	refProj := "benchref3-" + randomHex(4)
+	publish(refProj)
+	refPaths := []string{"/ref-0", "/ref-1", "/ref-2"}
+	stop := make(chan struct{})
+	t0 := time.Now()
+	for i, p := range refPaths {
+		go s.reference(refProj, "ref"+strconv.Itoa(i), s.ep.URL+p, stop)
+	}
+	last, _ := s.ep.waitAll(refPaths, n, time.Now().Add(timeout))
+	close(stop)
+	rep.Reference = drained{Seconds: last.Sub(t0).Seconds(), ResultsPerSec: float64(n) / last.Sub(t0).Seconds()}
+
+	sinkProj := "benchsink3-" + randomHex(4)
+	publish(sinkProj)
+	paths := []string{"/thr-0", "/thr-1", "/thr-2"}
+	c0 := benchkit.ReadCPU(s.col.Pid())
+	t0 = time.Now()
+	s.project(sinkProj, paths...) // the destinations appear: the sink starts consuming
+	last, rep.Complete = s.ep.waitAll(paths, n, time.Now().Add(timeout))
+	rep.CPU = benchkit.Since(c0, benchkit.ReadCPU(s.col.Pid()), time.Since(t0))
+	rep.Sink = drained{Seconds: last.Sub(t0).Seconds(), ResultsPerSec: float64(n) / last.Sub(t0).Seconds()}
+	if rep.Reference.ResultsPerSec > 0 {
+		rep.Ratio = rep.Sink.ResultsPerSec / rep.Reference.ResultsPerSec
+	}
+	s.ep.mu.Lock()
+	for _, p := range paths {
+		rep.Duplicates += s.ep.dups[p]
+	}
+	s.ep.mu.Unlock()
+	if !rep.Complete {
+		fmt.Printf("throughput: not every destination got every result within %s\n", timeout)
+	}
+	return rep
+}
