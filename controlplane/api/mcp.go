@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -53,7 +54,7 @@ func (s *Server) mcpHandler() http.Handler {
 		s.toolCreateSource)
 	mcp.AddTool(srv, &mcp.Tool{Name: "test_source",
 		Description: "Check a source's settings (an unsaved source, or a saved one by source_id) against a sample payload, without storing anything: returns the envelope the source would store (without its payload member, which is the sample as sent) and warnings about fields the settings name that the payload lacks or holds in an unusable form (missing label fields, an unparseable time, unknown template fields).",
-		InputSchema: mustSchema[testSourceArgs]("project_id", "payload")},
+		InputSchema: testSourceSchema()},
 		s.toolTestSource)
 	mcp.AddTool(srv, &mcp.Tool{Name: "list_sources",
 		Description: "List a project's push sources with their settings and ingest URLs (API keys are not shown again, only their first characters)."},
@@ -101,20 +102,21 @@ func mustSchema[T any](required ...string) *jsonschema.Schema {
 		panic(err)
 	}
 	for _, r := range required {
-		if !containsString(sc.Required, r) {
+		if !slices.Contains(sc.Required, r) {
 			sc.Required = append(sc.Required, r)
 		}
 	}
 	return sc
 }
 
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+// testSourceSchema is test_source's input schema. The payload is kept as its JSON bytes
+// (json.RawMessage, which the schema inference would describe as a byte array); agents
+// must see it as the object it is.
+func testSourceSchema() *jsonschema.Schema {
+	sc := mustSchema[testSourceArgs]("project_id", "payload")
+	sc.Properties["payload"] = &jsonschema.Schema{Type: "object",
+		Description: "a sample payload: one JSON object as your system would post it"}
+	return sc
 }
 
 // onProjectTool runs fn as the tool call's user, like onProject for the API, and turns
@@ -213,10 +215,12 @@ func (s *Server) toolCreateSource(ctx context.Context, req *mcp.CallToolRequest,
 }
 
 type testSourceArgs struct {
-	ProjectID string         `json:"project_id" jsonschema:"the project's id (p_...)"`
-	SourceID  string         `json:"source_id,omitempty" jsonschema:"a saved source to test (src_...); or give source instead"`
-	Source    *SourceSpec    `json:"source,omitempty" jsonschema:"settings of a source not saved yet, as create_source takes them (name optional)"`
-	Payload   map[string]any `json:"payload" jsonschema:"a sample payload: one JSON object as your system would post it"`
+	ProjectID string      `json:"project_id" jsonschema:"the project's id (p_...)"`
+	SourceID  string      `json:"source_id,omitempty" jsonschema:"a saved source to test (src_...); or give source instead"`
+	Source    *SourceSpec `json:"source,omitempty" jsonschema:"settings of a source not saved yet, as create_source takes them (name optional)"`
+	// Payload stays JSON bytes, never Go values, so numbers keep every digit; its schema
+	// is set in testSourceSchema.
+	Payload json.RawMessage `json:"payload"`
 }
 
 type testSourceOut struct {
@@ -227,15 +231,17 @@ type testSourceOut struct {
 
 func (s *Server) toolTestSource(ctx context.Context, req *mcp.CallToolRequest, in testSourceArgs) (*mcp.CallToolResult, testSourceOut, error) {
 	var out testSourceOut
-	if in.Payload == nil {
-		return nil, out, errors.New("invalid_body: payload must be a JSON object: a sample of what your system posts")
-	}
-	payload, err := json.Marshal(in.Payload)
-	if err != nil {
-		return nil, out, fmt.Errorf("invalid_body: payload: %v", err)
+	// The SDK validates arguments by decoding them into map[string]any and encoding them
+	// again, which turns every number into a float64: 1234567890123456789 would come back
+	// as 1234567890123456800. The payload is read from the arguments as they were sent,
+	// so the preview shows exactly what ingest would store.
+	payload := in.Payload
+	var sent map[string]json.RawMessage
+	if req.Params != nil && json.Unmarshal(req.Params.Arguments, &sent) == nil && sent["payload"] != nil {
+		payload = sent["payload"]
 	}
 	var res SourceTest
-	err = s.onProjectTool(ctx, req, in.ProjectID, read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store, _ *reply) error {
+	err := s.onProjectTool(ctx, req, in.ProjectID, read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store, _ *reply) error {
 		var err error
 		res, err = testSourceIn(ctx, tx, p, in.Source, in.SourceID, payload)
 		return err

@@ -1,0 +1,113 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+)
+
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// mcpClient serves the API over SQLite (no NATS: the tools used here only read) and
+// connects an MCP client as the owner of project p_1.
+func mcpClient(t *testing.T) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir(), "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	now := time.Now()
+	require.NoError(t, st.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.CreateUser(ctx, store.User{ID: "u_1", Email: "owner@example.com", PasswordHash: "x", CreatedAt: now}); err != nil {
+			return err
+		}
+		return tx.CreateProject(ctx, store.Project{ID: "p_1", Name: "one", OwnerID: "u_1", Version: 1, CreatedAt: now, UpdatedAt: now})
+	}))
+	tokens, err := auth.NewTokens([]byte("test-secret-test-secret-test-secret-0123"), time.Hour)
+	require.NoError(t, err)
+	s := &Server{Store: st, Tokens: tokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Mirror: func(context.Context) (*mirror.Store, jetstream.JetStream, error) {
+			return nil, nil, errors.New("no NATS in this test")
+		}}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	tok, err := tokens.Issue("u_1", "owner@example.com", now)
+	require.NoError(t, err)
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{tok}, Timeout: 10 * time.Second}, MaxRetries: -1}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// An agent's sample payload holds ids as big as a snowflake id: the preview must show
+// what ingest would store, digit for digit, not the nearest float64.
+func TestMCPTestSourceKeepsBigNumbers(t *testing.T) {
+	cs := mcpClient(t)
+	const id = "1234567890123456789" // not representable as a float64
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "test_source", Arguments: json.RawMessage(
+		`{"project_id": "p_1", "source": {"name": "orders", "labels": {"order": "order.id"}, "text_template": "order {order.id}"},
+		  "payload": {"order": {"id": ` + id + `}}}`)})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%+v", res.Content)
+	var out struct {
+		Envelope struct {
+			Labels map[string]string `json:"labels"`
+			Text   string            `json:"text"`
+		} `json:"envelope"`
+		Warnings []string `json:"warnings"`
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &out), "%s", b)
+	assert.Empty(t, out.Warnings)
+	assert.Equal(t, id, out.Envelope.Labels["order"])
+	assert.Equal(t, "order "+id, out.Envelope.Text)
+
+	// Agents still see payload as an object in the tool's input schema.
+	tools, err := cs.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	for _, tl := range tools.Tools {
+		if tl.Name != "test_source" {
+			continue
+		}
+		raw, _ := json.Marshal(tl.InputSchema)
+		var schema struct {
+			Properties map[string]struct {
+				Type        any    `json:"type"`
+				Description string `json:"description"`
+			} `json:"properties"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &schema))
+		assert.Equal(t, "object", schema.Properties["payload"].Type, "%s", raw)
+		assert.NotEmpty(t, schema.Properties["payload"].Description)
+	}
+
+	// Not an object: refused, naming the field.
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "test_source",
+		Arguments: json.RawMessage(`{"project_id": "p_1", "source": {"name": "x"}, "payload": [1]}`)})
+	require.NoError(t, err)
+	assert.True(t, res.IsError)
+}
