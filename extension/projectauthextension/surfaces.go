@@ -158,6 +158,11 @@ func (a *authenticator) console(headers map[string][]string, projectID string) (
 		case c.ProjectID != projectID:
 			return tenant.Principal{}, tenant.Refuse(tenant.ErrNotFound, msgConsoleNoProject)
 		}
+		// A token stays valid for up to an hour, but a deleted project's records are no
+		// one's to read any more: the mirror, not the token, says whether it still exists.
+		if _, ok := a.cache.Project(c.ProjectID); !ok {
+			return tenant.Principal{}, tenant.Refuse(tenant.ErrNotFound, msgConsoleNoProject)
+		}
 		return tenant.Principal{ProjectID: c.ProjectID, Scope: tenant.ScopeConsole, KeyID: "user:" + c.UserID}, nil
 	}
 	if key == "" {

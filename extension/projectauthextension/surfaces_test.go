@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -201,4 +202,16 @@ func TestConsoleAuth(t *testing.T) {
 		assert.ErrorIs(t, err, c.want, name)
 		assert.NotEmpty(t, tenant.Message(err, ""), name)
 	}
+
+	// A console token lives up to an hour; deleting its project ends it at once, answered
+	// like a project that never existed.
+	tok := token("p1", f.consolePriv)
+	require.NoError(t, f.m.DeleteProject(context.Background(), "p1"))
+	require.Eventually(t, func() bool {
+		_, err := console("p1", map[string][]string{"Authorization": {"Bearer " + tok}})
+		return errors.Is(err, tenant.ErrNotFound)
+	}, 5*time.Second, 10*time.Millisecond, "a token of a deleted project still opens it")
+	_, err = console("p9", map[string][]string{"Authorization": {"Bearer " + token("p9", f.consolePriv)}})
+	assert.ErrorIs(t, err, tenant.ErrNotFound, "a token of a project the mirror never had")
+	assert.Equal(t, msgConsoleNoProject, tenant.Message(err, ""))
 }
