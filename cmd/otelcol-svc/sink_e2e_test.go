@@ -127,7 +127,12 @@ func TestResultReachesWebhookAndChatOnce(t *testing.T) {
 // A destination that fails for a while retries alone: the healthy ones get each result
 // exactly once meanwhile, and the failing one gets everything once it recovers.
 func TestFailingDestinationCatchesUpAlone(t *testing.T) {
-	e := startEmbedded(t, map[string]string{"SVC_SINK_RETRY_INITIAL_INTERVAL": "50ms", "SVC_SINK_RETRY_MAX_INTERVAL": "200ms"})
+	e := startEmbedded(t, map[string]string{
+		"SVC_SINK_RETRY_INITIAL_INTERVAL": "50ms", "SVC_SINK_RETRY_MAX_INTERVAL": "200ms",
+		// Shorter than the outage: results waiting behind the failing one must be kept
+		// alive, not delivered twice.
+		"SVC_SINK_ACK_WAIT": "1s",
+	})
 	a, b, flaky := startAgent(t), startAgent(t), startAgent(t)
 	var broken atomic.Bool
 	broken.Store(true)
@@ -150,17 +155,18 @@ func TestFailingDestinationCatchesUpAlone(t *testing.T) {
 		require.Eventually(t, func() bool { return len(d.delivered()) >= n }, 20*time.Second, 10*time.Millisecond)
 	}
 	require.Eventually(t, func() bool { return flaky.attempts() >= 5 }, 10*time.Second, 10*time.Millisecond, "the failing destination is retried")
+	time.Sleep(2500 * time.Millisecond) // the outage outlasts the ack wait
 	assert.Empty(t, flaky.delivered())
 
 	broken.Store(false)
 	require.Eventually(t, func() bool { return len(byRequest(flaky.delivered())) == n }, 30*time.Second, 20*time.Millisecond,
 		"everything reaches the destination once it recovers")
 	time.Sleep(300 * time.Millisecond)
-	for name, d := range map[string]*testAgent{"a": a, "b": b} {
+	for name, d := range map[string]*testAgent{"a": a, "b": b, "recovered": flaky} {
 		got := byRequest(d.delivered())
 		assert.Len(t, got, n, name)
 		for id, c := range got {
-			assert.Equal(t, 1, c, "healthy destination %s got %s once", name, id)
+			assert.Equal(t, 1, c, "destination %s got %s once", name, id)
 		}
 	}
 	// In order, too: a destination's results go one after the other.

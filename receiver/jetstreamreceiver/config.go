@@ -32,7 +32,9 @@ type Config struct {
 	// the prefix of each destination's consumer ("<durable>-<sink id>"). Processes with
 	// the same name share the work; a different name reads everything again.
 	Durable string `mapstructure:"durable"`
-	// BatchSize is the most records handed to the pipeline at once.
+	// BatchSize is the most records handed to the pipeline at once; two batches are
+	// fetched ahead. In output mode results are handed on one at a time (each acked when
+	// settled) and BatchSize only sets how many are fetched ahead.
 	BatchSize int `mapstructure:"batch_size"`
 	// Linger is how long a legacy-mode batch may wait to fill before it is processed, so a
 	// lone event is not held back. Window-mode projects flush as soon as no more records

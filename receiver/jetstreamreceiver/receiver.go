@@ -213,7 +213,9 @@ func (r *jsReceiver) reconcile() {
 		<-w.done
 		delete(r.workers, key)
 		r.settings.Logger.Info("stopped consuming", w.target.logFields()...)
-		if w.target.sink != "" {
+		// Only a destination its project no longer lists as enabled loses its cursor; a
+		// project missing from the mirror (deleted: its streams go with it) keeps it.
+		if _, ok := r.cache.Project(w.target.project); ok && w.target.sink != "" {
 			r.forgetDestination(w.target)
 		}
 	}
@@ -295,40 +297,34 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, t target) error {
 	if err != nil {
 		return err
 	}
-	defer it.Stop()
-	batch := make([]jetstream.Msg, 0, r.cfg.BatchSize)
+	in := newInbox()
+	kctx, stopKeepAlive := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); in.fill(it) }()
+	go func() { defer wg.Done(); in.keepAlive(kctx, r.cfg.AckWait/3) }()
+	defer func() { it.Stop(); stopKeepAlive(); wg.Wait() }()
+
+	size, linger := r.cfg.BatchSize, r.cfg.Linger
+	if t.sink != "" {
+		// One result at a time, each acked as soon as it is settled: an interrupted
+		// delivery then redelivers only itself, never results already delivered.
+		size, linger = 1, 0
+	}
 	for {
-		first, err := it.Next(jetstream.NextContext(ctx))
+		l := linger
+		if p, ok := r.cache.Project(t.project); ok && p.Pipeline.WindowEnabled {
+			// Window calls go out one per trigger and latency matters: take only what
+			// is already there.
+			l = 0
+		}
+		batch, err := in.take(ctx, size, l)
 		if err != nil {
 			return err
 		}
-		batch = append(batch[:0], first)
-		batch = r.fill(it, batch, t.project)
 		r.process(ctx, t, batch)
+		in.settled()
 	}
-}
-
-// fill collects more waiting messages: up to the linger for legacy projects, whose calls
-// batch records; only what is already there for window projects and for results, which
-// go out one by one and where latency matters.
-func (r *jsReceiver) fill(it jetstream.MessagesContext, batch []jetstream.Msg, project string) []jetstream.Msg {
-	linger := r.cfg.Linger
-	if p, ok := r.cache.Project(project); r.cfg.Consume == ConsumeOutput || ok && p.Pipeline.WindowEnabled {
-		linger = 0
-	}
-	deadline := time.Now().Add(linger)
-	for len(batch) < r.cfg.BatchSize {
-		wait := time.Until(deadline)
-		if wait < time.Microsecond {
-			wait = time.Microsecond // take only what is buffered already
-		}
-		m, err := it.Next(jetstream.NextMaxWait(wait))
-		if err != nil {
-			break
-		}
-		batch = append(batch, m)
-	}
-	return batch
 }
 
 // process hands one batch to the pipeline and acks it when the pipeline has handled every
@@ -350,7 +346,6 @@ func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Ms
 		}
 		pipelinedata.Append(lrs, it)
 	}
-	stop := r.keepAlive(batch)
 	scope := "pipeline"
 	if t.sink != "" {
 		scope = "sink"
@@ -359,7 +354,6 @@ func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Ms
 	pctx = r.obs.StartLogsOp(pctx)
 	err := r.next.ConsumeLogs(pctx, ld)
 	r.obs.EndLogsOp(pctx, "flat_record", len(batch), err)
-	stop()
 	if err != nil {
 		if ctx.Err() == nil {
 			r.settings.Logger.Warn("batch not handled; it will be delivered again",
@@ -375,28 +369,4 @@ func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Ms
 		_ = m.Ack()
 	}
 	r.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "acked")))
-}
-
-// keepAlive tells JetStream the batch is still being worked on (agent retries can outlast
-// AckWait), so it is not redelivered to another pipeline process meanwhile.
-func (r *jsReceiver) keepAlive(batch []jetstream.Msg) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(r.cfg.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				for _, m := range batch {
-					_ = m.InProgress()
-				}
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
 }

@@ -1,0 +1,95 @@
+package jetstreamreceiver
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+)
+
+// A message fetched ahead waits behind a batch that takes longer than AckWait (an agent
+// being retried): it must not be delivered a second time meanwhile.
+func TestQueuedMessagesOutliveASlowBatch(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	ctx := context.Background()
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "slow", Subjects: []string{"slow.in"}})
+	require.NoError(t, err)
+	for _, b := range []string{"first", "second"} {
+		_, err := js.Publish(ctx, "slow.in", []byte(b))
+		require.NoError(t, err)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, "slow", jetstream.ConsumerConfig{
+		Durable: "d", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxDeliver: -1,
+	})
+	require.NoError(t, err)
+	it, err := cons.Messages(jetstream.PullMaxMessages(2))
+	require.NoError(t, err)
+	defer it.Stop()
+
+	in := newInbox()
+	go in.fill(it)
+	kctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go in.keepAlive(kctx, 300*time.Millisecond)
+
+	first, err := in.take(ctx, 1, 0)
+	require.NoError(t, err)
+	require.Equal(t, "first", string(first[0].Data()))
+	time.Sleep(2500 * time.Millisecond) // the slow batch: 2.5 x AckWait
+	require.NoError(t, first[0].Ack())
+	in.settled()
+
+	second, err := in.take(ctx, 1, 0)
+	require.NoError(t, err)
+	require.Equal(t, "second", string(second[0].Data()))
+	meta, err := second[0].Metadata()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), meta.NumDelivered, "delivered once: kept alive while it waited")
+	require.NoError(t, second[0].Ack())
+
+	info, err := cons.Info(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, info.NumRedelivered, "nothing was delivered twice")
+}
+
+func TestTakeWaitsForTheLingerToFillABatch(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	ctx := context.Background()
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "linger", Subjects: []string{"linger.in"}})
+	require.NoError(t, err)
+	cons, err := js.CreateOrUpdateConsumer(ctx, "linger", jetstream.ConsumerConfig{Durable: "d", AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	it, err := cons.Messages(jetstream.PullMaxMessages(10))
+	require.NoError(t, err)
+	defer it.Stop()
+	in := newInbox()
+	go in.fill(it)
+
+	_, err = js.Publish(ctx, "linger.in", []byte("a"))
+	require.NoError(t, err)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_, _ = js.Publish(ctx, "linger.in", []byte("b"))
+	}()
+	batch, err := in.take(ctx, 5, 2*time.Second)
+	require.NoError(t, err)
+	assert.Len(t, batch, 2, "a record arriving within the linger joins the batch")
+
+	_, err = js.Publish(ctx, "linger.in", []byte("c"))
+	require.NoError(t, err)
+	batch, err = in.take(ctx, 5, 0)
+	require.NoError(t, err)
+	assert.Len(t, batch, 1, "no linger: what is there, at once")
+
+	cctx, cancelTake := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelTake()
+	_, err = in.take(cctx, 5, 0)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "nothing there: wait until the context ends")
+}
