@@ -14,11 +14,19 @@ import (
 
 // Error is a client mistake in a body. Index is the element it concerns in a batch, or -1
 // for the body as a whole. Syntax is true when the bytes are not JSON at all (answered as
-// invalid_json), false when they are JSON of the wrong shape (invalid_body).
+// invalid_json), false when they are JSON of the wrong shape (invalid_body). Limit is set
+// when the body holds more objects than the caller's maximum (answered as
+// payload_too_large); it is that maximum.
 type Error struct {
 	Index  int
 	Syntax bool
+	Limit  int
 	Msg    string
+}
+
+// tooMany is the error of a body with more than max objects.
+func tooMany(max int) *Error {
+	return &Error{Index: -1, Limit: max, Msg: fmt.Sprintf("the body holds more than %d objects; send at most %d per request", max, max)}
 }
 
 func (e *Error) Error() string {
@@ -47,16 +55,18 @@ func Object(body []byte) ([]byte, error) {
 // Split returns the objects of a batch: a JSON array of objects, NDJSON (one object per
 // line), or, leniently, a single object. ndjson says the client declared NDJSON; content
 // decides otherwise. One element that is not an object fails the whole batch, naming its
-// index, so a batch is stored entirely or not at all.
-func Split(body []byte, ndjson bool) ([][]byte, error) {
+// index, so a batch is stored entirely or not at all. A body of more than max objects
+// (max > 0) fails as soon as the object past max is reached: a few megabytes of {} are
+// millions of objects, too many to hold, let alone store, for one request.
+func Split(body []byte, ndjson bool, max int) ([][]byte, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return nil, &Error{Index: -1, Syntax: true, Msg: "the body is empty; send a JSON array of objects or NDJSON"}
 	}
 	if !ndjson && trimmed[0] == '[' {
-		return splitArray(trimmed)
+		return splitArray(trimmed, max)
 	}
-	return splitLines(trimmed)
+	return splitLines(trimmed, max)
 }
 
 // Objects returns the objects of a push: one JSON object (formatted any way, e.g. pretty
@@ -65,22 +75,23 @@ func Split(body []byte, ndjson bool) ([][]byte, error) {
 // body that is one valid object is that object; anything else is read line by line, so
 // several lines of objects are NDJSON even when sent as application/json, and one object
 // over many lines is one object even when sent as application/x-ndjson. As with Split, one
-// element that is not an object fails the whole body, naming its index.
-func Objects(body []byte) ([][]byte, error) {
+// element that is not an object fails the whole body, naming its index, and more than max
+// objects (max > 0) fail it too.
+func Objects(body []byte, max int) ([][]byte, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return nil, &Error{Index: -1, Syntax: true, Msg: "the body is empty; send a JSON object, a JSON array of objects, or NDJSON"}
 	}
 	switch {
 	case trimmed[0] == '[':
-		return splitArray(trimmed)
+		return splitArray(trimmed, max)
 	case trimmed[0] == '{' && bytes.IndexByte(trimmed, '\n') >= 0 && json.Valid(trimmed):
 		return [][]byte{trimmed}, nil
 	}
-	return splitLines(trimmed)
+	return splitLines(trimmed, max)
 }
 
-func splitArray(body []byte) ([][]byte, error) {
+func splitArray(body []byte, max int) ([][]byte, error) {
 	if err := syntaxError(body); err != nil {
 		return nil, &Error{Index: -1, Syntax: true, Msg: err.Error()}
 	}
@@ -90,6 +101,9 @@ func splitArray(body []byte) ([][]byte, error) {
 	}
 	var out [][]byte
 	for i := 0; dec.More(); i++ {
+		if max > 0 && i == max {
+			return nil, tooMany(max)
+		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return nil, &Error{Index: i, Syntax: true, Msg: err.Error()}
@@ -105,7 +119,7 @@ func splitArray(body []byte) ([][]byte, error) {
 	return out, nil
 }
 
-func splitLines(body []byte) ([][]byte, error) {
+func splitLines(body []byte, max int) ([][]byte, error) {
 	var out [][]byte
 	line := 0
 	for len(body) > 0 {
@@ -121,6 +135,9 @@ func splitLines(body []byte) ([][]byte, error) {
 			continue
 		}
 		idx := len(out)
+		if max > 0 && idx == max {
+			return nil, tooMany(max)
+		}
 		if err := syntaxError(l); err != nil {
 			return nil, &Error{Index: idx, Syntax: true, Msg: fmt.Sprintf("line %d: %v", line, err)}
 		}

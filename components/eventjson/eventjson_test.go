@@ -25,23 +25,23 @@ func TestObject(t *testing.T) {
 }
 
 func TestSplitNamesTheBadElement(t *testing.T) {
-	_, err := Split([]byte(`[{}, {}, true]`), false)
+	_, err := Split([]byte(`[{}, {}, true]`), false, 0)
 	var e *Error
 	require.True(t, errors.As(err, &e))
 	assert.Equal(t, 2, e.Index)
 	assert.Equal(t, "element 2: a boolean is not a JSON object", err.Error())
 
-	_, err = Split([]byte("{}\n\n  \n{\"a\":1}\n\"x\""), true)
+	_, err = Split([]byte("{}\n\n  \n{\"a\":1}\n\"x\""), true, 0)
 	require.True(t, errors.As(err, &e))
 	assert.Equal(t, 2, e.Index, "blank lines are not elements")
 	assert.Contains(t, err.Error(), "line 5")
 }
 
 func TestSplitByContent(t *testing.T) {
-	objs, err := Split([]byte("{\"a\":1}\n{\"b\":2}"), false) // JSON content type, NDJSON body
+	objs, err := Split([]byte("{\"a\":1}\n{\"b\":2}"), false, 0) // JSON content type, NDJSON body
 	require.NoError(t, err)
 	assert.Len(t, objs, 2)
-	objs, err = Split([]byte(`[ {"a" : 1} ,{"b":[1,2]}]`), false)
+	objs, err = Split([]byte(`[ {"a" : 1} ,{"b":[1,2]}]`), false, 0)
 	require.NoError(t, err)
 	assert.Equal(t, []string{`{"a" : 1}`, `{"b":[1,2]}`}, []string{string(objs[0]), string(objs[1])})
 }
@@ -85,7 +85,7 @@ func FuzzSplit(f *testing.F) {
 		f.Add([]byte(s), true)
 	}
 	f.Fuzz(func(t *testing.T, b []byte, ndjson bool) {
-		objs, err := Split(b, ndjson)
+		objs, err := Split(b, ndjson, 0)
 		if err != nil {
 			return
 		}
@@ -148,7 +148,7 @@ func TestObjects(t *testing.T) {
 		"[\n {\"a\":1},\n {\"b\":2}\n]":         {`{"a":1}`, `{"b":2}`},
 		"{\"a\":1}\n{\"b\":2}\r\n\n{\"c\":3}\n": {`{"a":1}`, `{"b":2}`, `{"c":3}`},
 	} {
-		objs, err := Objects([]byte(body))
+		objs, err := Objects([]byte(body), 0)
 		require.NoError(t, err, "%q", body)
 		var got []string
 		for _, o := range objs {
@@ -168,7 +168,7 @@ func TestObjects(t *testing.T) {
 		"{\"a\":1}\n{\"a\":1}\n{": {2, true},
 		`"x"`:                     {0, false},
 	} {
-		_, err := Objects([]byte(body))
+		_, err := Objects([]byte(body), 0)
 		var ee *Error
 		require.ErrorAs(t, err, &ee, "%q", body)
 		assert.Equal(t, want.index, ee.Index, "%q: %v", body, err)
@@ -181,7 +181,7 @@ func FuzzObjects(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		objs, err := Objects(b)
+		objs, err := Objects(b, 0)
 		if err != nil {
 			var ee *Error
 			if !errors.As(err, &ee) || ee.Index < -1 || ee.Msg == "" {
@@ -216,4 +216,39 @@ func FuzzObjects(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A body of more objects than allowed fails as a whole, whatever its form, without
+// splitting it all first.
+func TestObjectLimit(t *testing.T) {
+	three := map[string]func([]byte, int) ([][]byte, error){
+		"Objects":       Objects,
+		"Split":         func(b []byte, max int) ([][]byte, error) { return Split(b, false, max) },
+		"Split, NDJSON": func(b []byte, max int) ([][]byte, error) { return Split(b, true, max) },
+	}
+	for name, split := range three {
+		for _, body := range []string{`[{},{},{}]`, "{}\n{}\n{}\n"} {
+			if name == "Split, NDJSON" && body[0] == '[' {
+				continue
+			}
+			objs, err := split([]byte(body), 3)
+			require.NoError(t, err, "%s %q", name, body)
+			assert.Len(t, objs, 3)
+			_, err = split([]byte(body), 2)
+			var ee *Error
+			require.ErrorAs(t, err, &ee, "%s %q", name, body)
+			assert.Equal(t, 2, ee.Limit)
+			assert.Equal(t, -1, ee.Index)
+			assert.Equal(t, "the body holds more than 2 objects; send at most 2 per request", ee.Error())
+		}
+	}
+	// The limit is met before a later element is even looked at.
+	_, err := Objects([]byte("{}\n{}\nnot json"), 2)
+	var ee *Error
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 2, ee.Limit)
+	// Millions of objects are refused at the limit, not split first.
+	huge := bytes.Repeat([]byte("{}\n"), 3<<20)
+	allocs := testing.AllocsPerRun(1, func() { _, _ = Objects(huge, 10000) })
+	assert.Less(t, allocs, 100.0, "objects past the limit are never collected")
 }

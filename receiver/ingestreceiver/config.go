@@ -15,11 +15,15 @@ type Config struct {
 	confighttp.ServerConfig `mapstructure:",squash"`
 	// RetryAfter is what 503 answers advertise in Retry-After.
 	RetryAfter time.Duration `mapstructure:"retry_after"`
+	// MaxObjectsPerRequest bounds the objects of one /v1/events/batch or push request: the
+	// body limit alone lets 10 MiB of {} through, millions of records for one request.
+	MaxObjectsPerRequest int `mapstructure:"max_objects_per_request"`
 }
 
 // ownSettings are the keys of Config beside the HTTP server's.
 type ownSettings struct {
-	RetryAfter time.Duration `mapstructure:"retry_after"`
+	RetryAfter           time.Duration `mapstructure:"retry_after"`
+	MaxObjectsPerRequest int           `mapstructure:"max_objects_per_request"`
 }
 
 // Unmarshal is needed because confighttp.ServerConfig has an Unmarshal of its own that,
@@ -29,11 +33,11 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 	if err := c.ServerConfig.Unmarshal(conf); err != nil {
 		return err
 	}
-	own := ownSettings{RetryAfter: c.RetryAfter}
+	own := ownSettings{RetryAfter: c.RetryAfter, MaxObjectsPerRequest: c.MaxObjectsPerRequest}
 	if err := conf.Unmarshal(&own, confmap.WithIgnoreUnused()); err != nil {
 		return err
 	}
-	c.RetryAfter = own.RetryAfter
+	c.RetryAfter, c.MaxObjectsPerRequest = own.RetryAfter, own.MaxObjectsPerRequest
 	return nil
 }
 
@@ -51,6 +55,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RetryAfter <= 0 {
 		errs = append(errs, errors.New("retry_after must be positive"))
+	}
+	if c.MaxObjectsPerRequest <= 0 {
+		errs = append(errs, errors.New("max_objects_per_request must be positive, e.g. 10000"))
 	}
 	return errors.Join(errs...)
 }

@@ -27,12 +27,15 @@ func TestConfig(t *testing.T) {
 	require.NoError(t, def.Validate())
 	assert.Equal(t, "0.0.0.0:4318", def.NetAddr.Endpoint)
 	assert.Equal(t, int64(10<<20), def.MaxRequestBodySize)
+	assert.Equal(t, 10000, def.MaxObjectsPerRequest)
 
 	tls := load(t, "tls")
 	require.NoError(t, tls.Validate())
 	assert.Equal(t, int64(1<<20), tls.MaxRequestBodySize)
 	assert.Equal(t, 2*time.Second, tls.RetryAfter)
+	assert.Equal(t, 500, tls.MaxObjectsPerRequest)
 	assert.True(t, tls.TLS.HasValue())
 
 	assert.ErrorContains(t, load(t, "noauth").Validate(), "auth.authenticator is required")
+	assert.ErrorContains(t, load(t, "noobjects").Validate(), "max_objects_per_request must be positive")
 }

@@ -68,7 +68,7 @@ func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request,
 	var objs [][]byte
 	var err error
 	if batch {
-		objs, err = eventjson.Split(body, ndjson)
+		objs, err = eventjson.Split(body, ndjson, r.cfg.MaxObjectsPerRequest)
 	} else {
 		var obj []byte
 		obj, err = eventjson.Object(body)
@@ -89,6 +89,9 @@ func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request,
 
 func bodyError(err error) *apierror.Error {
 	var ee *eventjson.Error
+	if errors.As(err, &ee) && ee.Limit > 0 {
+		return apierror.New(http.StatusRequestEntityTooLarge, apierror.PayloadTooLarge, ee.Error()+"; nothing was stored")
+	}
 	if errors.As(err, &ee) && ee.Syntax {
 		return apierror.New(http.StatusBadRequest, apierror.InvalidJSON, ee.Error()+"; nothing was stored")
 	}

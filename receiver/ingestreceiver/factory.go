@@ -20,6 +20,10 @@ import (
 
 var typeStr = component.MustNewType("ingest")
 
+// defaultMaxObjects is max_objects_per_request's default: the free tier's whole month of
+// records in one request, far more than any webhook or batch sends at once.
+const defaultMaxObjects = 10000
+
 // NewFactory returns the receiver's factory.
 func NewFactory() receiver.Factory {
 	return receiver.NewFactory(typeStr, createDefaultConfig,
@@ -33,7 +37,7 @@ func createDefaultConfig() component.Config {
 	server := confighttp.NewDefaultServerConfig()
 	server.NetAddr = confignet.AddrConfig{Endpoint: "0.0.0.0:4318", Transport: confignet.TransportTypeTCP}
 	server.MaxRequestBodySize = 10 << 20
-	return &Config{ServerConfig: server, RetryAfter: 5 * time.Second}
+	return &Config{ServerConfig: server, RetryAfter: 5 * time.Second, MaxObjectsPerRequest: defaultMaxObjects}
 }
 
 var instances shared.Map[*Config, *ingestReceiver]

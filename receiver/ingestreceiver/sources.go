@@ -65,12 +65,14 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request) (int, *a
 	if aerr != nil {
 		return 0, aerr
 	}
-	objs, err := eventjson.Objects(body)
+	objs, err := eventjson.Objects(body, r.cfg.MaxObjectsPerRequest)
 	if err != nil {
 		e := bodyError(err)
 		switch mediaType(req) {
 		case "application/x-www-form-urlencoded", "multipart/form-data":
-			e.Message += "; this URL takes JSON: set the sender's content type to application/json"
+			if e.Status == http.StatusBadRequest {
+				e.Message += "; this URL takes JSON: set the sender's content type to application/json"
+			}
 		}
 		return 0, e
 	}
