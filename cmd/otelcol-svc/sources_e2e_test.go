@@ -354,7 +354,31 @@ func TestSourcePushIdempotencyKeyStoresARetryOnce(t *testing.T) {
 	}
 	msgs := stored(t, e.js, "idem")
 	require.Len(t, msgs, 2, "the retried delivery is stored once")
-	assert.Equal(t, "delivery-72d3162e:1", msgs[1].Header.Get(streams.HeaderMsgID))
+	assert.Equal(t, "src:"+src.ID+":delivery-72d3162e:1", msgs[1].Header.Get(streams.HeaderMsgID))
 	assert.Equal(t, src.ID, msgs[1].Header.Get(streams.HeaderSourceID))
 	assert.Equal(t, "source", msgs[1].Header.Get(streams.HeaderSignal))
+}
+
+// Two sources of one project that number their deliveries alike (many senders start at
+// 1) share the project's stream and its duplicate window, but not their keys.
+func TestSourcePushIdempotencyKeysOfTwoSourcesDoNotCollide(t *testing.T) {
+	e := startReceiver(t, nil)
+	key := e.project(t, "idem2")
+	a := e.source(t, githubSource("idem2"), nil)
+	other := githubSource("idem2")
+	other.ID, other.Name = "src_idem2_b", "stripe"
+	b := e.source(t, other, nil)
+	for _, s := range []pushSource{a, b, a} {
+		r := post(t, s.url(e.col.HTTP), "", "application/json", []byte(`{"action":"opened"}`),
+			map[string]string{"Authorization": "Bearer " + s.APIKey, "Idempotency-Key": "1"})
+		require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
+	}
+	// The events API keeps the bare key as the message id (contract section 4).
+	r := post(t, e.col.HTTP+"/v1/events", key, "application/json", []byte(`{"n":1}`), map[string]string{"Idempotency-Key": "1"})
+	require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
+	msgs := stored(t, e.js, "idem2")
+	require.Len(t, msgs, 3, "one record per source, the retry of the first source dropped, and the event")
+	assert.Equal(t, a.ID, msgs[0].Header.Get(streams.HeaderSourceID))
+	assert.Equal(t, b.ID, msgs[1].Header.Get(streams.HeaderSourceID))
+	assert.Equal(t, "1", msgs[2].Header.Get(streams.HeaderMsgID))
 }

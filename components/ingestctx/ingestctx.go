@@ -16,7 +16,9 @@ type Info struct {
 	Prebuilt string
 	// IdempotencyKey, from the Idempotency-Key header, becomes the Nats-Msg-Id of the
 	// request's records (suffixed ":<index>" when the request holds more than one), so a
-	// retried request is stored once within the stream's duplicate window.
+	// retried request is stored once within the stream's duplicate window. For a push
+	// source the receiver scopes it to the source ("src:<source id>:<key>"), as dedup is
+	// per project stream and sources number their deliveries independently.
 	IdempotencyKey string
 	// Output sends the records to the project's output stream (agent results) instead of
 	// its raw stream; each record is then one result, with RequestID in Svc-Request-Id.

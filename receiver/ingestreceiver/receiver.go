@@ -60,6 +60,9 @@ func (r *ingestReceiver) Start(ctx context.Context, host component.Host) error {
 	}
 	r.auth = auth
 	r.dp, _ = auth.(dataPlaneAuth)
+	if r.dp == nil {
+		r.settings.Logger.Error("the authenticator is not the projectauth extension: push ingest and console reads answer 500 until it is")
+	}
 	// The receiver calls the authenticator itself instead of letting confighttp do it, so
 	// it can answer in the contract's error shape (missing vs invalid key, 503 while the
 	// key mirror loads) and choose per path how a request is authenticated.

@@ -171,3 +171,33 @@ func TestTooManyObjectsPublishNothing(t *testing.T) {
 	}
 	assert.Len(t, tr.consumed(), 2, "the limit itself is allowed")
 }
+
+// Deduplication is per stream, that is per project: each push source's Idempotency-Key
+// is its own, so two sources that number their deliveries alike both get stored.
+func TestPushIdempotencyKeyIsPerSource(t *testing.T) {
+	tr := startTestReceiver(t, nil, &fakeAuth{sources: githubSources()})
+	for _, key := range []string{"in_a", "in_b"} {
+		a := do(t, http.MethodPost, tr.url+"/ingest/"+key, []byte(`{"n":1}`), map[string]string{"Idempotency-Key": "1"})
+		require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+	}
+	a := do(t, http.MethodPost, tr.url+"/ingest/in_a", []byte(`{"n":1}`), nil)
+	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+	a = do(t, http.MethodPost, tr.url+"/v1/events", []byte(`{"n":1}`), map[string]string{"X-API-Key": "key-p1", "Idempotency-Key": "1"})
+	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+	got := tr.consumed()
+	require.Len(t, got, 4)
+	assert.Equal(t, "src:src_a:1", got[0].info.IdempotencyKey)
+	assert.Equal(t, "src:src_b:1", got[1].info.IdempotencyKey)
+	assert.Equal(t, "", got[2].info.IdempotencyKey, "no key, no message id")
+	assert.Equal(t, "1", got[3].info.IdempotencyKey, "/v1/events keeps the contract's Idempotency-Key as Nats-Msg-Id")
+}
+
+// Without the projectauth extension's data-plane side the receiver cannot serve push
+// ingest at all: a server configuration problem, not an unknown URL.
+func TestPushWithoutDataPlaneAuthIsAServerError(t *testing.T) {
+	tr := startTestReceiver(t, nil, nil)
+	a := do(t, http.MethodPost, tr.url+"/ingest/in_a", []byte(`{}`), nil)
+	assert.Equal(t, http.StatusInternalServerError, a.status, "%s", a.body)
+	assert.Equal(t, "internal", a.code(t))
+	assert.Empty(t, tr.consumed())
+}

@@ -50,8 +50,13 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request) (int, *a
 	if ingestKey == "" || strings.Contains(ingestKey, "/") {
 		return 0, apierror.New(http.StatusNotFound, apierror.NotFound, "POST to /ingest/<ingest_key>, the ingest URL shown when the source was created")
 	}
-	if r.logs == nil || r.dp == nil {
-		return 0, apierror.New(http.StatusNotFound, apierror.NotFound, "push ingest needs this receiver in a logs pipeline and the projectauth extension as its authenticator")
+	if r.logs == nil {
+		return 0, apierror.New(http.StatusNotFound, apierror.NotFound, "this receiver is not part of a logs pipeline, which carries push sources' records")
+	}
+	if r.dp == nil {
+		// The sender did nothing wrong: the receiver is configured with an authenticator
+		// that cannot resolve ingest keys (Start logged it).
+		return 0, apierror.New(http.StatusInternalServerError, apierror.Internal, "push ingest is not available because of a server configuration problem; nothing was stored")
 	}
 	ctx, src, err := r.dp.AuthenticateIngest(req.Context(), req.Header, ingestKey)
 	if err != nil {
@@ -85,11 +90,23 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request) (int, *a
 		}
 		recs[i] = res.Record
 	}
-	info := ingestctx.Info{Prebuilt: records.SignalSource, IdempotencyKey: idem, SourceID: src.ID}
+	info := ingestctx.Info{Prebuilt: records.SignalSource, IdempotencyKey: pushMsgID(src.ID, idem), SourceID: src.ID}
 	if err := r.consumePrebuilt(ctx, info, recs); err != nil {
 		return 0, r.consumeError(err)
 	}
 	return len(recs), nil
+}
+
+// pushMsgID is the message id of a push request's records. Deduplication is per stream,
+// that is per project, and each sender numbers its deliveries its own way: with the bare
+// key, a delivery "1" of one source would silently drop the delivery "1" of another
+// within the duplicate window. (/v1/events keeps the bare key: the contract says so, and
+// its keys are the project's own.)
+func pushMsgID(sourceID, idempotencyKey string) string {
+	if idempotencyKey == "" {
+		return ""
+	}
+	return "src:" + sourceID + ":" + idempotencyKey
 }
 
 // authRefusal answers a refusal of the push-ingest or console authenticator.
