@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -249,6 +250,10 @@ func TestObjectLimit(t *testing.T) {
 	assert.Equal(t, 2, ee.Limit)
 	// Millions of objects are refused at the limit, not split first.
 	huge := bytes.Repeat([]byte("{}\n"), 3<<20)
-	allocs := testing.AllocsPerRun(1, func() { _, _ = Objects(huge, 10000) })
-	assert.Less(t, allocs, 100.0, "objects past the limit are never collected")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = Objects(huge, 10000)
+	runtime.ReadMemStats(&after)
+	require.ErrorAs(t, err, &ee)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "objects past the limit are never collected")
 }
