@@ -22,7 +22,8 @@ import (
 //     array, null.
 //   - Paths deeper than maxFieldDepth levels are not listed, and at most maxFieldPaths
 //     distinct paths are (then truncated is true), so one odd record cannot blow up the
-//     answer.
+//     answer. Sampling also stops after maxReadBytes of records (truncated again), so
+//     a read of large records costs bounded time.
 const (
 	maxFieldDepth = 32
 	maxFieldPaths = 2000
@@ -170,4 +171,43 @@ func (s *fieldStats) result() []FieldStat {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
+}
+
+// fieldsView walks each record as it arrives and keeps only the field statistics. Within
+// a window it samples the oldest records first: with a source filter (windows of many
+// sequences) the sample is of recent records rather than strictly the newest.
+type fieldsView struct {
+	stats           *fieldStats
+	limit, maxBytes int
+	bytes           int
+	truncated       bool // sampling stopped at the byte budget
+}
+
+func (v *fieldsView) need() int {
+	if v.truncated {
+		return 0
+	}
+	return v.limit - v.stats.sampled
+}
+
+func (v *fieldsView) take(rec storedRecord) {
+	if v.truncated || v.stats.sampled >= v.limit {
+		return
+	}
+	if v.bytes+len(rec.data) > v.maxBytes {
+		v.truncated = true
+		return
+	}
+	v.bytes += len(rec.data)
+	v.stats.add(rec.data)
+}
+
+func (v *fieldsView) endWindow() {}
+
+func (v *fieldsView) answer() any {
+	body := map[string]any{"sampled": v.stats.sampled, "fields": v.stats.result()}
+	if v.truncated || v.stats.truncated {
+		body["truncated"] = true
+	}
+	return body
 }
