@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -321,4 +322,48 @@ func TestConsoleReadsAcrossManyRecords(t *testing.T) {
 	require.Len(t, f.Fields, 1)
 	assert.Equal(t, "i", f.Fields[0].Path)
 	assert.Equal(t, 1000, f.Fields[0].Count)
+}
+
+// The Fields view over 100 posted events reports each path with how many of them have it,
+// which is what a user reads to pick a reliable key field.
+func TestConsoleFieldsOverAHundredEvents(t *testing.T) {
+	e := startReceiver(t, nil)
+	key := e.project(t, "hundred")
+	src := e.source(t, githubSource("hundred"), nil)
+	var ndjson strings.Builder
+	for i := 0; i < 100; i++ {
+		ev := map[string]any{"action": "opened", "id": i, "repo": map[string]any{"name": "shop"}}
+		if i%2 == 0 {
+			ev["user"] = map[string]any{"name": "u" + strconv.Itoa(i)}
+		}
+		if i%5 == 0 {
+			ev["amount"] = 12.5
+			if i%10 == 0 {
+				ev["amount"] = "12.50" // a field whose type varies is worth knowing about
+			}
+		}
+		if i%25 == 0 {
+			ev["tags"] = []string{"a", "b"}
+		}
+		b, err := json.Marshal(ev)
+		require.NoError(t, err)
+		ndjson.Write(append(b, '\n'))
+	}
+	r := post(t, src.url(e.col.HTTP), "", "application/x-ndjson", []byte(ndjson.String()), bearer(src.APIKey))
+	require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
+
+	got, by := readFields(t, e.col.HTTP+"/console/v1/projects/hundred/fields?limit=100&source_id="+src.ID, key)
+	assert.Equal(t, 100, got.Sampled)
+	for path, want := range map[string]string{
+		"payload.id":        `100 ["number"]`,
+		"payload.repo.name": `100 ["string"]`,
+		"payload.user.name": `50 ["string"]`,
+		"payload.amount":    `20 ["string","number"]`,
+		"payload.tags":      `4 ["array"]`,
+		"payload.tags[]":    `4 ["string"]`,
+		"labels.repo":       `100 ["string"]`,
+		"_event_type":       `100 ["string"]`,
+	} {
+		assert.Equal(t, want, by[path], path)
+	}
 }

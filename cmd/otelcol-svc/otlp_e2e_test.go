@@ -48,7 +48,7 @@ func TestOTLPLogsJSONLandAsFlatRecords(t *testing.T) {
 			"severityNumber": json.Number("17"), "severityText": "ERROR", "body": "payment failed",
 			"attributes": map[string]any{"http.status_code": json.Number("502"), "retryable": true},
 			"traceId":    "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
-			"timestamp":  "2024-05-01T12:00:00.123456789Z",
+			"timestamp": "2024-05-01T12:00:00.123456789Z",
 		},
 		{
 			"resourceAttributes": resource, "scope": map[string]any{"name": "app.logger"},

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-		"net/http"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
