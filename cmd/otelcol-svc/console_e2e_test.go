@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -30,17 +29,7 @@ func get(t *testing.T, url string, headers map[string]string) response {
 
 func request(t *testing.T, method, url string, headers map[string]string) response {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	require.NoError(t, err)
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return response{StatusCode: resp.StatusCode, Header: resp.Header, Body: b}
+	return send(t, method, url, nil, headers)
 }
 
 type consoleEvents struct {

@@ -71,14 +71,28 @@ type response struct {
 
 func post(t *testing.T, url, key, contentType string, body []byte, headers map[string]string) response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	require.NoError(t, err)
+	h := map[string]string{}
 	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+		h["Content-Type"] = contentType
 	}
 	if key != "" {
-		req.Header.Set("X-API-Key", key)
+		h["X-API-Key"] = key
 	}
+	for k, v := range headers {
+		h[k] = v
+	}
+	return send(t, http.MethodPost, url, body, h)
+}
+
+// send makes one request and reads the whole answer.
+func send(t *testing.T, method, url string, body []byte, headers map[string]string) response {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	require.NoError(t, err)
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}

@@ -22,18 +22,14 @@ func api(t *testing.T, method, url, token string, body any) (int, map[string]any
 	t.Helper()
 	b, err := json.Marshal(body)
 	require.NoError(t, err)
-	req, err := http.NewRequest(method, url, bytes.NewReader(b))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
+	h := map[string]string{"Content-Type": "application/json"}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		h["Authorization"] = "Bearer " + token
 	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
+	r := send(t, method, url, b, h)
 	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
+	_ = json.Unmarshal(r.Body, &out)
+	return r.StatusCode, out
 }
 
 // The whole loop, as the README's five-minute walk does it: sign up, create a project,
