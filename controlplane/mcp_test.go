@@ -229,6 +229,13 @@ func TestMCPAgentLoop(t *testing.T) {
 	pid := call(t, cp.URL, "POST", "/api/v1/projects", token, map[string]string{"name": "loop"}).str("id")
 	cs, err := mcpSession(t, cp.URL, token)
 	require.NoError(t, err)
+	tools, err := cs.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+	}
+	assert.Subset(t, names, []string{"create_source", "test_source"})
 
 	args := map[string]any{"project_id": pid}
 	for k, v := range githubSource("github") {
@@ -238,6 +245,10 @@ func TestMCPAgentLoop(t *testing.T) {
 	require.Empty(t, errText)
 	ingestURL, apiKey := created["ingest_url"].(string), created["api_key"].(string)
 	require.True(t, strings.HasPrefix(ingestURL, col.HTTP+"/ingest/"), ingestURL)
+	tested, errText := tool(t, cs, "test_source", map[string]any{"project_id": pid, "source_id": created["id"],
+		"payload": map[string]any{"action": "opened", "repo": map[string]any{"name": "acme/api"}, "created_at": "2024-05-01T12:00:00Z"}})
+	require.Empty(t, errText)
+	assert.Empty(t, tested["warnings"], "the label mapping fits the sample")
 
 	post := func(key string) int {
 		req, _ := http.NewRequest("POST", ingestURL, strings.NewReader(`{"action":"opened","repo":{"name":"acme/api"},"created_at":"2024-05-01T12:00:00Z"}`))
