@@ -18,9 +18,21 @@ type Config struct {
 	// PublishTimeout bounds how long a request waits for JetStream to confirm its records
 	// before it is answered 503: no request hangs while NATS is slow or away.
 	PublishTimeout time.Duration `mapstructure:"publish_timeout"`
-	// MaxPending is how many unconfirmed publishes may be in flight per process.
+	// MaxPending is how many unconfirmed publishes may be in flight per process (async
+	// publishing).
 	MaxPending int `mapstructure:"max_pending"`
+	// Publish is how a request's records are published: PublishAsync (one async publish
+	// and one ack per record) or PublishFastBatch (the request's records as one JetStream
+	// fast batch, acknowledged as a whole; nats-server 2.14 or later). Either way the
+	// request is answered only once every record is stored.
+	Publish string `mapstructure:"publish"`
 }
+
+// Publish modes.
+const (
+	PublishAsync     = "async"
+	PublishFastBatch = "fast_batch"
+)
 
 // Validate checks the configuration.
 func (c *Config) Validate() error {
@@ -36,6 +48,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPending < 1 {
 		errs = append(errs, errors.New("max_pending must be at least 1"))
+	}
+	switch c.Publish {
+	case PublishAsync, PublishFastBatch:
+	default:
+		errs = append(errs, fmt.Errorf("publish must be %q or %q, got %q", PublishAsync, PublishFastBatch, c.Publish))
 	}
 	return errors.Join(errs...)
 }

@@ -29,17 +29,19 @@ func TestConfig(t *testing.T) {
 	def := load(t, "")
 	require.NoError(t, def.Validate())
 	assert.Equal(t, streams.DefaultLimits(), def.Stream)
+	assert.Equal(t, PublishAsync, def.Publish)
 
 	assert.Equal(t, &Config{
 		NATS:           natsclient.Config{URL: "nats://n1:4222,nats://n2:4222,nats://n3:4222", ConnectTimeout: 2 * time.Second},
 		Stream:         streams.Limits{MaxAge: 72 * time.Hour, MaxBytes: 512 << 20, Replicas: 3, DuplicateWindow: 5 * time.Minute},
 		PublishTimeout: 2 * time.Second,
 		MaxPending:     4096,
+		Publish:        PublishFastBatch,
 	}, load(t, "cluster"))
 
 	err := load(t, "bad").Validate()
 	require.Error(t, err)
-	for _, want := range []string{"replicas must be between 1 and 5", "duplicate_window must not exceed max_age", "publish_timeout must be positive"} {
+	for _, want := range []string{"replicas must be between 1 and 5", "duplicate_window must not exceed max_age", "publish_timeout must be positive", `publish must be "async" or "fast_batch", got "sync"`} {
 		assert.ErrorContains(t, err, want)
 	}
 }

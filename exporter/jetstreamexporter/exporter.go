@@ -41,8 +41,11 @@ type jsExporter struct {
 
 	nc *nats.Conn
 	js jetstream.JetStream
+	// fast publishes fast batches; nil unless cfg.Publish is PublishFastBatch.
+	fast *fastBatcher
 
-	// ensured remembers the projects whose stream this process has created or checked.
+	// ensured remembers the projects whose stream this process has created or checked,
+	// and whether that stream takes fast batches (a bool).
 	ensured sync.Map
 }
 
@@ -62,6 +65,12 @@ func (e *jsExporter) Start(_ context.Context, host component.Host) error {
 	if err != nil {
 		nc.Close()
 		return err
+	}
+	if e.cfg.Publish == PublishFastBatch {
+		if e.fast, err = newFastBatcher(nc, e.cfg.PublishTimeout); err != nil {
+			nc.Close()
+			return err
+		}
 	}
 	e.nc, e.js = nc, js
 	return nil
@@ -120,8 +129,9 @@ func eachBody(ld plog.Logs, fn func([]byte) error) error {
 
 type emitFunc func(signal string, rec []byte) error
 
-// publish sends every record of one request asynchronously, then waits for all acks.
-// JetStream's acks, not the publishes, are what make the 2xx truthful.
+// publish sends every record of one request, as one fast batch or as async publishes,
+// and returns once JetStream has confirmed them all. JetStream's acks, not the publishes,
+// are what make the 2xx truthful.
 func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, walk func(emitFunc) error) error {
 	p, ok := tenant.FromContext(ctx)
 	if !ok {
@@ -140,39 +150,73 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 	if info.Output {
 		cfg = streams.OutputConfig(p.ProjectID, e.cfg.Stream)
 	}
-	if err := e.ensureStream(ctx, cfg); err != nil {
+	fast, err := e.ensureStream(ctx, cfg)
+	if err != nil {
 		return err
 	}
-	subject := cfg.Subjects[0]
-	futures := make([]jetstream.PubAckFuture, 0, n)
-	stall := jetstream.WithStallWait(e.cfg.PublishTimeout)
-	i := 0
+	header := headers(info, n)
+	// One record is one message either way; a batch would add an end message and an ack.
+	if fast && n >= 2 {
+		err := e.publishFastBatch(ctx, p.ProjectID, cfg.Subjects[0], header, walk)
+		var fe *fastBatchError
+		if !errors.As(err, &fe) || !fe.NotStarted {
+			return err
+		}
+		// The server refused the batch before storing any of it: too many batches are in
+		// flight on the stream, or batch publishing was switched off on it (by an exporter
+		// in async mode, which updates the stream without the flag; the next request
+		// sets it again). This request goes the async way.
+		e.logger.Debug("fast batch refused, publishing asynchronously", zap.String("project_id", p.ProjectID), zap.Error(err))
+		if fe.API != nil && fe.API.ErrorCode == errCodeBatchPublishDisabled {
+			e.ensured.Delete(cfg.Name)
+		}
+	}
+	return e.publishAsync(ctx, p.ProjectID, cfg.Subjects[0], n, header, walk)
+}
+
+// headerFunc gives the headers of the i-th record of a request. The maps it returns for
+// records without a message id are shared and must not be modified.
+type headerFunc func(signal string, i int, rec []byte) nats.Header
+
+func headers(info ingestctx.Info, n int) headerFunc {
 	// A push source's records name their source; one read-only header map serves them all.
 	var sourceHeader nats.Header
 	if info.SourceID != "" && !info.Output {
 		sourceHeader = nats.Header{streams.HeaderSignal: []string{info.Prebuilt}, streams.HeaderSourceID: []string{info.SourceID}}
 	}
-	err := walk(func(signal string, rec []byte) error {
-		msg := &nats.Msg{Subject: subject, Data: rec, Header: signalHeader(signal)}
-		if sourceHeader != nil {
-			msg.Header = sourceHeader
-		}
-		if info.Output {
-			msg.Header = outputHeader(info.RequestID, rec)
-		} else if info.IdempotencyKey != "" {
+	return func(signal string, i int, rec []byte) nats.Header {
+		switch {
+		case info.Output:
+			return outputHeader(info.RequestID, rec)
+		case info.IdempotencyKey != "":
 			id := info.IdempotencyKey
 			if n > 1 {
 				id += ":" + strconv.Itoa(i)
 			}
-			msg.Header = nats.Header{streams.HeaderSignal: []string{signal}, streams.HeaderMsgID: []string{id}}
+			h := nats.Header{streams.HeaderSignal: []string{signal}, streams.HeaderMsgID: []string{id}}
 			if info.SourceID != "" {
-				msg.Header[streams.HeaderSourceID] = []string{info.SourceID}
+				h[streams.HeaderSourceID] = []string{info.SourceID}
 			}
+			return h
+		case sourceHeader != nil:
+			return sourceHeader
+		default:
+			return signalHeader(signal)
 		}
+	}
+}
+
+// publishAsync sends every record asynchronously, then waits for all acks.
+func (e *jsExporter) publishAsync(ctx context.Context, projectID, subject string, n int, header headerFunc, walk func(emitFunc) error) error {
+	futures := make([]jetstream.PubAckFuture, 0, n)
+	stall := jetstream.WithStallWait(e.cfg.PublishTimeout)
+	i := 0
+	err := walk(func(signal string, rec []byte) error {
+		msg := &nats.Msg{Subject: subject, Data: rec, Header: header(signal, i, rec)}
 		i++
 		f, err := e.js.PublishMsgAsync(msg, stall)
 		if err != nil {
-			return e.classify(p.ProjectID, err)
+			return e.classify(projectID, err)
 		}
 		futures = append(futures, f)
 		return nil
@@ -186,7 +230,7 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			return e.classify(p.ProjectID, err)
+			return e.classify(projectID, err)
 		case <-timer.C:
 			return errAckTimeout
 		case <-ctx.Done():
@@ -194,6 +238,44 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 		}
 	}
 	return nil
+}
+
+// publishFastBatch sends every record as one fast batch (fastbatch.go) and waits for the
+// commit's PubAck, which counts every stored record. Message ids work as with async
+// publishing: the server deduplicates each message of a batch against the stream's
+// duplicate window, skips a duplicate and still counts it, so a retried request ends
+// with every record stored once. Errors are those of the async path; a *fastBatchError
+// with NotStarted set means nothing was stored and the caller may publish otherwise.
+func (e *jsExporter) publishFastBatch(ctx context.Context, projectID, subject string, header headerFunc, walk func(emitFunc) error) error {
+	if err := ctx.Err(); err != nil {
+		return errAckTimeout
+	}
+	b := e.fast.begin(subject)
+	defer e.fast.end(b)
+	i := 0
+	err := walk(func(signal string, rec []byte) error {
+		err := b.add(ctx, rec, header(signal, i, rec))
+		i++
+		return err
+	})
+	if err == nil {
+		err = b.commit(ctx)
+	}
+	if err == nil {
+		return nil
+	}
+	b.abandon()
+	var fe *fastBatchError
+	if errors.As(err, &fe) && fe.NotStarted {
+		return fe
+	}
+	if errors.Is(err, errFastBatchAckTimeout) {
+		return errAckTimeout
+	}
+	if errors.Is(err, errFastBatchProtocol) {
+		e.logger.Warn("fast batch publishing failed; it needs nats-server 2.14 or later", zap.String("project_id", projectID), zap.Error(err))
+	}
+	return e.classify(projectID, err)
 }
 
 // signalHeaders are shared, read-only headers of records without a message id: one map
@@ -227,18 +309,32 @@ func outputHeader(requestID string, payload []byte) nats.Header {
 	}
 }
 
-func (e *jsExporter) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) error {
-	if _, ok := e.ensured.Load(cfg.Name); ok {
-		return nil
+// ensureStream creates or updates the stream once per process and reports whether it
+// takes fast batches: in fast batch mode the stream is created or updated with
+// AllowBatchPublish, and a server older than 2.14 does not keep that flag.
+func (e *jsExporter) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (bool, error) {
+	if v, ok := e.ensured.Load(cfg.Name); ok {
+		return v.(bool), nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.PublishTimeout)
 	defer cancel()
+	cfg.AllowBatchPublish = e.fast != nil
 	if err := streams.Ensure(cctx, e.js, cfg); err != nil {
 		e.logger.Warn("cannot create stream", zap.String("stream", cfg.Name), zap.Error(err))
-		return errNotConnected
+		return false, errNotConnected
 	}
-	e.ensured.Store(cfg.Name, struct{}{})
-	return nil
+	fast := false
+	if e.fast != nil {
+		s, err := e.js.Stream(cctx, cfg.Name)
+		if err != nil {
+			return false, errNotConnected
+		}
+		if fast = s.CachedInfo().Config.AllowBatchPublish; !fast {
+			e.logger.Warn("the stream does not take fast batches (nats-server 2.14 or later is needed); publishing asynchronously", zap.String("stream", cfg.Name))
+		}
+	}
+	e.ensured.Store(cfg.Name, fast)
+	return fast, nil
 }
 
 // classify turns a publish failure into the error the client is told about.

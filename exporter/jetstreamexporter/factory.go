@@ -36,6 +36,7 @@ func createDefaultConfig() component.Config {
 		Stream:         streams.DefaultLimits(),
 		PublishTimeout: 5 * time.Second,
 		MaxPending:     16384,
+		Publish:        PublishAsync,
 	}
 }
 
