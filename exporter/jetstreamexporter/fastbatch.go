@@ -39,10 +39,10 @@ package jetstreamexporter
 //     {"error":{...},"stream":...}: a plain error answer, for a refused first message
 //     (batch publishing disabled, too many batches in flight, ...) or a message of a batch
 //     the server no longer knows.
-//   - Flow control is the client's part: it waits for the first ack before sending more,
-//     and stalls while more than 2 ack intervals (ADR-50's recommendation) are unacked. A
-//     stalled client may send a ping (op 4, seq = its last sequence) to have a lost ack
-//     sent again.
+//   - Flow control is the client's part; the server does not enforce it. ADR-50 has the
+//     client wait for the first ack and then stall while more than 2 ack intervals are
+//     unacked. A stalled client may send a ping (op 4, seq = its last sequence) to have a
+//     lost ack sent again. (See fbMinWindow for where this client departs from that.)
 //   - A batch nobody continues is dropped by the server after 10 s of inactivity; at most
 //     1000 batches may be in flight per stream (50,000 per server).
 //
@@ -81,8 +81,17 @@ const (
 	// beyond the first while it is the stream's only batch.
 	fbFlow = 100
 	// fbMaxOutstandingAcks: a batch stalls while more than this many ack intervals are
-	// unacknowledged (ADR-50's recommendation).
+	// unacknowledged (ADR-50's recommendation)...
 	fbMaxOutstandingAcks = 2
+	// fbMinWindow: ...or more than this many messages, whichever is more. A batch that
+	// shares its stream with others starts at an ack interval of 1 and doubles it per ack,
+	// so ADR-50's rule alone made each 100-record request wait for about 7 round trips to
+	// the server's busy stream goroutine (measured: bench/README.md). With this floor a
+	// request of up to 200 records never stalls, and neither does it wait for the first
+	// ack; a larger one is still paced by the acks. The async path has every record of a
+	// request in flight (up to max_pending per process), so this asks no more of the
+	// server than it did.
+	fbMinWindow = 2 * fbFlow
 	// fbPings: a wait that sees no answer for a third of the publish timeout sends a ping,
 	// so a lost ack costs a third of the timeout instead of the request.
 	fbPings = 3
@@ -173,7 +182,7 @@ type fastBatch struct {
 	notify chan struct{} // capacity 1: "an answer arrived"
 
 	mu      sync.Mutex
-	started bool   // the first ack arrived: the server created the batch
+	started bool   // an ack arrived: the server created the batch
 	acked   uint64 // every message up to this sequence is persisted
 	flow    uint64 // the server's current ack interval
 	done    bool   // the commit's PubAck arrived
@@ -312,14 +321,11 @@ func (b *fastBatch) fail(err error) {
 // add publishes one record, after waiting while flow control says so.
 func (b *fastBatch) add(ctx context.Context, data []byte, hdr nats.Header) error {
 	seq := b.seq + 1
+	// Before the first ack acked is 0: the first fbMinWindow messages go out at once. If
+	// the server refuses the first message, it refuses the rest too (a batch only starts
+	// at sequence 1), so nothing of the batch is stored.
 	if err := b.wait(ctx, func() bool {
-		if seq == 1 {
-			return true
-		}
-		if !b.started {
-			return false // nothing beyond the first message until the batch exists
-		}
-		return seq-b.acked <= fbMaxOutstandingAcks*b.flow
+		return seq-b.acked <= max(fbMaxOutstandingAcks*b.flow, fbMinWindow)
 	}, true); err != nil {
 		return err
 	}

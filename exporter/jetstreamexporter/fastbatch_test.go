@@ -171,7 +171,7 @@ func TestFastBatchConcurrentBatches(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for r := 0; r < 5 && errs[w] == nil; r++ {
-				errs[w] = fbPublish(f, cfg.Subjects[0], fmt.Sprintf("w%d-r%d", w, r), 300, nil)
+				errs[w] = fbPublish(f, cfg.Subjects[0], fmt.Sprintf("w%d-r%d", w, r), 600, nil)
 			}
 		}()
 	}
@@ -180,7 +180,7 @@ func TestFastBatchConcurrentBatches(t *testing.T) {
 		require.NoError(t, err)
 	}
 	got := fbStored(t, js, cfg.Name)
-	assert.Len(t, got, 8*5*300)
+	assert.Len(t, got, 8*5*600)
 	seen := map[string]bool{}
 	for _, g := range got {
 		assert.False(t, seen[g], "stored twice: %s", g)
