@@ -377,16 +377,18 @@ func (b *fastBatch) publish(seq uint64, op int, data []byte, hdr nats.Header) er
 	return b.f.nc.PublishMsg(&b.msg)
 }
 
-// wait returns once ready() holds (checked under b.mu), or the batch failed, or no answer
-// came for the publish timeout, or ctx ended. While stalled it pings (ping) so that a lost
-// ack is sent again.
+// wait returns once ready() holds (checked under b.mu), or the batch failed, or the
+// server made no progress for the publish timeout, or ctx ended. While stalled it pings
+// (ping) so that a lost ack is sent again.
 func (b *fastBatch) wait(ctx context.Context, ready func() bool, ping bool) error {
 	var timer *time.Timer
 	step := b.f.timeout / fbPings
 	quiet := 0
+	var acked uint64
 	for {
 		b.mu.Lock()
-		err, ok := b.err, ready()
+		err, ok, progress := b.err, ready(), b.acked > acked
+		acked = b.acked
 		b.mu.Unlock()
 		if err != nil {
 			return err
@@ -397,13 +399,16 @@ func (b *fastBatch) wait(ctx context.Context, ready func() bool, ping bool) erro
 		if timer == nil {
 			timer = time.NewTimer(step)
 			defer timer.Stop()
+		} else if progress {
+			// Only progress counts: a server that answers pings but persists nothing
+			// must not hold the request beyond the timeout.
+			quiet = 0
+			timer.Reset(step)
 		}
 		select {
 		case <-ctx.Done():
 			return errFastBatchAckTimeout
 		case <-b.notify:
-			quiet = 0
-			timer.Reset(step)
 		case <-timer.C:
 			quiet++
 			if quiet >= fbPings {

@@ -301,3 +301,28 @@ func TestExporterFastBatchMode(t *testing.T) {
 	require.NoError(t, e.pushLogs(rctx, logs(10, "f")))
 	assert.Len(t, fbStored(t, js, old.Name), 10)
 }
+
+// No answer, or answers without progress (a server that acks pings but persists nothing),
+// end a batch after the timeout instead of holding the request.
+func TestFastBatchTimesOutWithoutProgress(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	nc, _ := testenv.Connect(t, srv.URL())
+	f, err := newFastBatcher(nc, 300*time.Millisecond)
+	require.NoError(t, err)
+	silent, err := nc.Subscribe("silent", func(*nats.Msg) {})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = silent.Unsubscribe() })
+	chatty, err := nc.Subscribe("chatty", func(m *nats.Msg) { _ = m.Respond([]byte(`{"type":"ack","seq":0,"msgs":1}`)) })
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = chatty.Unsubscribe() })
+
+	for _, c := range []struct {
+		subject string
+		n       int
+	}{{"silent", 10}, {"silent", 500}, {"chatty", 10}, {"chatty", 500}} {
+		start := time.Now()
+		err := fbPublish(f, c.subject, "r", c.n, nil)
+		assert.ErrorIs(t, err, errFastBatchAckTimeout, "%s %d", c.subject, c.n)
+		assert.Less(t, time.Since(start), 2*time.Second, "%s %d", c.subject, c.n)
+	}
+}
