@@ -5,7 +5,7 @@
 //     -duration, each delivered to one local webhook; p50/p99 from the stream's ack of
 //     the result to the webhook having read it. Reference: a plain JetStream pull
 //     consumer in this process that POSTs each message to the same endpoint and acks it,
-//     fed at the same rate at the same time.
+//     fed at the same rate just before (alone, so neither measures the other's load).
 //  2. throughput: -results results already on the stream, three webhook destinations;
 //     results/s until every destination has every result. Reference: three plain pull
 //     consumers that POST and ack, on an identical stream.

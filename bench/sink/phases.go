@@ -186,22 +186,46 @@ type latencyReport struct {
 	CPU        benchkit.CPUUse `json:"cpu"`
 }
 
+// latency measures the reference and then the sink, each alone at rate for d: running
+// them at once would put both loads on the two cores and measure the contention.
 func (s *setup) latency(d time.Duration, rate float64) *latencyReport {
-	sinkProj, refProj := "benchsink-"+randomHex(4), "benchref-"+randomHex(4)
-	s.ensureOutput(sinkProj)
+	rep := &latencyReport{TargetPerSec: rate}
+	refProj := "benchref-" + randomHex(4)
 	s.ensureOutput(refProj)
-	s.project(sinkProj, "/lat")
 	stop := make(chan struct{})
 	go s.reference(refProj, "ref", s.ep.URL+"/lat-ref", stop)
-	defer close(stop)
-	time.Sleep(500 * time.Millisecond) // the sink's consumer is created on the mirror change
+	ref := s.paced(refProj, "/lat-ref", d, rate)
+	close(stop)
 
+	sinkProj := "benchsink-" + randomHex(4)
+	s.ensureOutput(sinkProj)
+	s.project(sinkProj, "/lat")
+	time.Sleep(500 * time.Millisecond) // the sink's consumer is created on the mirror change
+	sink := s.paced(sinkProj, "/lat", d, rate)
+
+	rep.Sent, rep.SentPerSec, rep.Missing, rep.Duplicates, rep.CPU = sink.sent, sink.perSec, sink.missing, sink.dups, sink.cpu
+	rep.Sink, rep.Reference = benchkit.DistOf(sink.lat), benchkit.DistOf(ref.lat)
+	if rep.Reference.P99 > 0 {
+		rep.P99Ratio = rep.Sink.P99 / rep.Reference.P99
+	}
+	return rep
+}
+
+type pacedRun struct {
+	lat                 []time.Duration
+	sent, missing, dups int
+	perSec              float64
+	cpu                 benchkit.CPUUse
+}
+
+// paced stores results on project's output stream at rate for warmup + d and measures,
+// for those after the warmup, the time from JetStream's ack to their arrival at path.
+func (s *setup) paced(project, path string, d time.Duration, rate float64) pacedRun {
 	interval := time.Duration(float64(time.Second) / rate)
 	total := int((d + warmup).Seconds() * rate)
 	stored := make([]time.Time, total)
-	storedRef := make([]time.Time, total)
 	var measuredStart time.Time
-	c0 := benchkit.ReadCPU(s.col.Pid())
+	var c0 benchkit.CPUSnap
 	begin := time.Now()
 	for i := 0; i < total; i++ {
 		if next := begin.Add(time.Duration(i) * interval); time.Until(next) > 0 {
@@ -209,46 +233,33 @@ func (s *setup) latency(d time.Duration, rate float64) *latencyReport {
 		}
 		if time.Since(begin) >= warmup && measuredStart.IsZero() {
 			measuredStart, c0 = time.Now(), benchkit.ReadCPU(s.col.Pid())
-			_ = c0
 		}
 		// Synchronous publishes: the clock starts when the result is stored, as when the
 		// receiver answers the agent's POST.
-		if _, err := s.js.PublishMsg(bg, result(sinkProj, i)); err != nil {
+		if _, err := s.js.PublishMsg(bg, result(project, i)); err != nil {
 			s.r.Fatal(err)
 		}
 		stored[i] = time.Now()
-		if _, err := s.js.PublishMsg(bg, result(refProj, i)); err != nil {
-			s.r.Fatal(err)
-		}
-		storedRef[i] = time.Now()
 	}
 	sentEnd := time.Now()
-	s.ep.waitAll([]string{"/lat", "/lat-ref"}, total, time.Now().Add(30*time.Second))
-	rep := &latencyReport{TargetPerSec: rate, CPU: benchkit.Since(c0, benchkit.ReadCPU(s.col.Pid()), time.Since(measuredStart))}
-	var sink, ref []time.Duration
+	s.ep.waitAll([]string{path}, total, time.Now().Add(30*time.Second))
+	run := pacedRun{cpu: benchkit.Since(c0, benchkit.ReadCPU(s.col.Pid()), time.Since(measuredStart))}
 	s.ep.mu.Lock()
+	defer s.ep.mu.Unlock()
 	for i := 0; i < total; i++ {
 		if stored[i].Before(measuredStart) {
 			continue
 		}
-		rep.Sent++
-		if at, ok := s.ep.got["/lat"][i]; ok {
-			sink = append(sink, at.Sub(stored[i]))
+		run.sent++
+		if at, ok := s.ep.got[path][i]; ok {
+			run.lat = append(run.lat, at.Sub(stored[i]))
 		} else {
-			rep.Missing++
-		}
-		if at, ok := s.ep.got["/lat-ref"][i]; ok {
-			ref = append(ref, at.Sub(storedRef[i]))
+			run.missing++
 		}
 	}
-	rep.Duplicates = s.ep.dups["/lat"]
-	s.ep.mu.Unlock()
-	rep.SentPerSec = float64(rep.Sent) / sentEnd.Sub(measuredStart).Seconds()
-	rep.Sink, rep.Reference = benchkit.DistOf(sink), benchkit.DistOf(ref)
-	if rep.Reference.P99 > 0 {
-		rep.P99Ratio = rep.Sink.P99 / rep.Reference.P99
-	}
-	return rep
+	run.dups = s.ep.dups[path]
+	run.perSec = float64(run.sent) / sentEnd.Sub(measuredStart).Seconds()
+	return run
 }
 
 type drained struct {
