@@ -31,14 +31,17 @@ func OutputStream(projectID string) string { return "svc-ai-output-" + projectID
 // OutputSubject is the only subject of OutputStream.
 func OutputSubject(projectID string) string { return "svc-ai-output." + projectID + ".out" }
 
-// ValidProjectID reports whether id can be embedded in stream names and subjects: NATS
+// ValidProjectID reports whether id can be embedded in stream names and subjects.
+func ValidProjectID(id string) bool { return ValidToken(id) }
+
+// ValidToken reports whether s can be part of a stream, subject or consumer name: NATS
 // treats '.', '*', '>' and whitespace specially, so ids are restricted to a safe alphabet.
-func ValidProjectID(id string) bool {
-	if id == "" || len(id) > 64 {
+func ValidToken(s string) bool {
+	if s == "" || len(s) > 64 {
 		return false
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
 			return false
 		}

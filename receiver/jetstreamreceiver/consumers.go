@@ -79,18 +79,3 @@ func (r *jsReceiver) forgetDestination(t target) {
 			append(t.logFields(), zap.Error(err))...)
 	}
 }
-
-// validConsumerToken reports whether a sink id can be part of a consumer name (and of
-// the API subjects the server derives from it).
-func validConsumerToken(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}

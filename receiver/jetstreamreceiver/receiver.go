@@ -179,7 +179,7 @@ func (r *jsReceiver) wanted() map[string]target {
 		}
 		if r.cfg.Consume == ConsumeOutput {
 			for _, s := range p.Sinks {
-				if s.Enabled && validConsumerToken(s.ID) {
+				if s.Enabled && streams.ValidToken(s.ID) {
 					t := target{project: p.ID, sink: s.ID, since: s.Since}
 					want[t.key()] = t
 				}
