@@ -154,10 +154,24 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 	if err != nil {
 		return err
 	}
+	err = e.publishTo(ctx, p.ProjectID, cfg, fast, n, info, walk)
+	if err != nil && !errors.Is(err, errStreamFull) {
+		// Whatever went wrong (the stream deleted behind our back, a server restarted
+		// without it, acks that never came), the next request checks the stream again
+		// rather than trust what this process remembered about it.
+		e.ensured.Delete(cfg.Name)
+	}
+	return err
+}
+
+// publishTo stores a request's records on cfg's stream: as one fast batch when the stream
+// takes them, else (or when the server refuses the batch before storing any of it)
+// asynchronously.
+func (e *jsExporter) publishTo(ctx context.Context, projectID string, cfg jetstream.StreamConfig, fast bool, n int, info ingestctx.Info, walk func(emitFunc) error) error {
 	header := headers(info, n)
 	// One record is one message either way; a batch would add an end message and an ack.
 	if fast && n >= 2 {
-		err := e.publishFastBatch(ctx, p.ProjectID, cfg.Subjects[0], header, walk)
+		err := e.publishFastBatch(ctx, projectID, cfg.Subjects[0], header, walk)
 		var fe *fastBatchError
 		if !errors.As(err, &fe) || !fe.NotStarted {
 			return err
@@ -166,12 +180,12 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 		// flight on the stream, or batch publishing was switched off on it (by an exporter
 		// in async mode, which updates the stream without the flag; the next request
 		// sets it again). This request goes the async way.
-		e.logger.Debug("fast batch refused, publishing asynchronously", zap.String("project_id", p.ProjectID), zap.Error(err))
+		e.logger.Debug("fast batch refused, publishing asynchronously", zap.String("project_id", projectID), zap.Error(err))
 		if fe.API != nil && fe.API.ErrorCode == errCodeBatchPublishDisabled {
 			e.ensured.Delete(cfg.Name)
 		}
 	}
-	return e.publishAsync(ctx, p.ProjectID, cfg.Subjects[0], n, header, walk)
+	return e.publishAsync(ctx, projectID, cfg.Subjects[0], n, header, walk)
 }
 
 // headerFunc gives the headers of the i-th record of a request. The maps it returns for
