@@ -93,3 +93,15 @@ func TestRevokedKeyStopsWorkingWithinOneSecond(t *testing.T) {
 	}, time.Second, 10*time.Millisecond)
 	t.Logf("key refused %v after revocation", time.Since(revoked))
 }
+
+// The shipped configs take the object limit from SVC_MAX_OBJECTS_PER_REQUEST.
+func TestObjectLimitIsASetting(t *testing.T) {
+	e := startReceiver(t, map[string]string{"SVC_MAX_OBJECTS_PER_REQUEST": "2"})
+	key := e.project(t, "objlimit")
+	r := post(t, e.col.HTTP+"/v1/events/batch", key, "application/json", []byte(`[{"a":1},{"a":2},{"a":3}]`), nil)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, r.StatusCode, "%s", r.Body)
+	assert.Equal(t, "payload_too_large", errorCode(t, r))
+	assert.Empty(t, stored(t, e.js, "objlimit"))
+	r = post(t, e.col.HTTP+"/v1/events/batch", key, "application/json", []byte(`[{"a":1},{"a":2}]`), nil)
+	assert.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
+}
