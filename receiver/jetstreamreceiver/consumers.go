@@ -51,8 +51,10 @@ func (r *jsReceiver) consumer(ctx context.Context, t target) (jetstream.Consumer
 	}
 	if !t.since.IsZero() {
 		// From the moment the destination was created or enabled, so a result stored
-		// between that moment and this consumer's creation is not missed.
-		since := t.since
+		// between that moment and this consumer's creation is not missed. That moment is
+		// the control plane's clock and the stream's times are the NATS server's: a
+		// margin keeps a skew between them from dropping the first results.
+		since := t.since.Add(-sinceMargin)
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
 	c, err := r.js.CreateConsumer(ctx, stream, cfg)
@@ -62,6 +64,9 @@ func (r *jsReceiver) consumer(ctx context.Context, t target) (jetstream.Consumer
 	}
 	return c, err
 }
+
+// sinceMargin is how much earlier than its creation a destination's cursor starts.
+const sinceMargin = time.Minute
 
 func (r *jsReceiver) destinationConsumer(t target) string {
 	return r.cfg.Durable + "-" + t.sink
