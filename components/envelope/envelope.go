@@ -66,6 +66,13 @@ func Build(src mirror.Source, payload []byte, received time.Time) (Result, error
 	if err != nil {
 		return Result{}, err
 	}
+	return BuildObject(src, obj, received), nil
+}
+
+// BuildObject is Build for a payload already checked to be one JSON object without
+// surrounding white space, as eventjson.Objects returns them: the push path does not
+// validate each object twice.
+func BuildObject(src mirror.Source, obj []byte, received time.Time) Result {
 	var doc any
 	if src.EventTypeField != "" || src.EventTimeField != "" || src.TextTemplate != "" || len(src.Labels) > 0 {
 		// Object has validated the bytes, so this cannot fail; a nil doc only makes every
@@ -138,7 +145,7 @@ func Build(src mirror.Source, payload []byte, received time.Time) (Result, error
 	out = append(out, obj...)
 	out = append(out, '}')
 	res.Record = out
-	return res, nil
+	return res
 }
 
 func eventType(src mirror.Source, doc any, warn func(string, ...any)) string {

@@ -97,6 +97,14 @@ func Read(lr plog.LogRecord) Item {
 	return it
 }
 
+// KindOf is the kind of item a log record carries, without reading the rest of it.
+func KindOf(lr plog.LogRecord) string {
+	if v, ok := lr.Attributes().Get(AttrKind); ok {
+		return v.Str()
+	}
+	return KindRecord
+}
+
 // SetBody replaces a record's bytes, after a transform changed it.
 func SetBody(lr plog.LogRecord, body []byte) {
 	lr.Body().SetEmptyBytes().FromRaw(body)

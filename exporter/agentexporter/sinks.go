@@ -19,15 +19,14 @@ import (
 const deadLetterKindSink = "sink"
 
 // isResults reports whether a batch holds agent results for the sink role (the JetStream
-// receiver in output mode) rather than records for an agent.
+// receiver in output mode) rather than records for an agent. A batch is one or the other,
+// so its first item tells.
 func isResults(ld plog.Logs) bool {
-	found := false
-	pipelinedata.Each(ld, func(lr plog.LogRecord) {
-		if !found {
-			found = pipelinedata.Read(lr).Kind == pipelinedata.KindResult
-		}
-	})
-	return found
+	rls := ld.ResourceLogs()
+	if rls.Len() == 0 || rls.At(0).ScopeLogs().Len() == 0 || rls.At(0).ScopeLogs().At(0).LogRecords().Len() == 0 {
+		return false
+	}
+	return pipelinedata.KindOf(rls.At(0).ScopeLogs().At(0).LogRecords().At(0)) == pipelinedata.KindResult
 }
 
 // pushResults delivers each result to its destination, in order. Like agent calls, a

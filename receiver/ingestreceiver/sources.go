@@ -84,11 +84,7 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request) (int, *a
 	received := time.Now()
 	recs := make([][]byte, len(objs))
 	for i, obj := range objs {
-		res, err := envelope.Build(src, obj, received)
-		if err != nil { // unreachable: Objects returned objects
-			return 0, apierror.New(http.StatusBadRequest, apierror.InvalidBody, fmt.Sprintf("element %d: %v; nothing was stored", i, err))
-		}
-		recs[i] = res.Record
+		recs[i] = envelope.BuildObject(src, obj, received).Record
 	}
 	info := ingestctx.Info{Prebuilt: records.SignalSource, IdempotencyKey: pushMsgID(src.ID, idem), SourceID: src.ID}
 	if err := r.consumePrebuilt(ctx, info, recs); err != nil {

@@ -313,10 +313,12 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, t target) error {
 	}
 	for {
 		l := linger
-		if p, ok := r.cache.Project(t.project); ok && p.Pipeline.WindowEnabled {
-			// Window calls go out one per trigger and latency matters: take only what
-			// is already there.
-			l = 0
+		if l > 0 {
+			if p, ok := r.cache.Project(t.project); ok && p.Pipeline.WindowEnabled {
+				// Window calls go out one per trigger and latency matters: take only
+				// what is already there.
+				l = 0
+			}
 		}
 		batch, err := in.take(ctx, size, l)
 		if err != nil {
