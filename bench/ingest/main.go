@@ -298,10 +298,10 @@ func (rep *report) print(w io.Writer) {
 	fmt.Fprintf(w, "phases: %s each (alternating in %d rounds), %d concurrent workers\n\n", rep.Duration, rep.Rounds, rep.Concurrency)
 	fmt.Fprintf(w, "  %-34s %10s %9s %9s %8s   %-20s %s\n", "", "records/s", "p50", "p99", "failures",
 		"CPU µs/record", "CPU cores")
-	fmt.Fprintf(w, "  %-34s %10s %9s %9s %8s   %-20s %s\n", "", "", "", "", "", "collector/generator", "collector/generator/other")
+	fmt.Fprintf(w, "  %-34s %10s %9s %9s %8s   %-20s %s\n", "", "", "", "", "", "collector/generator", "collector/generator/other/steal")
 	line := func(name string, p phase) {
-		fmt.Fprintf(w, "  %-34s %10.0f %7.2fms %7.2fms %8d   %6.1f / %-11.1f %.2f / %.2f / %.2f\n", name, p.RecordsPerSec, p.P50Ms, p.P99Ms,
-			total(p.Failures), p.CollectorUsPerRecord, p.GeneratorUsPerRecord, p.CPU.Collector, p.CPU.Generator, p.CPU.Other)
+		fmt.Fprintf(w, "  %-34s %10.0f %7.2fms %7.2fms %8d   %6.1f / %-11.1f %.2f / %.2f / %.2f / %.2f\n", name, p.RecordsPerSec, p.P50Ms, p.P99Ms,
+			total(p.Failures), p.CollectorUsPerRecord, p.GeneratorUsPerRecord, p.CPU.Collector, p.CPU.Generator, p.CPU.Other, p.CPU.Steal)
 	}
 	line("reference (JetStream async publish)", rep.Reference)
 	line("ingest (OTLP/HTTP protobuf)", rep.Ingest)
@@ -319,9 +319,9 @@ func (rep *report) print(w io.Writer) {
 		rep.RSS.Idle.RSS, rep.RSS.Idle.Anon, rep.RSS.Idle.File, rep.RSS.Peak.RSS, rep.RSS.Peak.Anon, rep.RSS.Peak.File,
 		rep.RSS.Final.RSS, rep.RSS.Final.Anon, rep.RSS.Final.File)
 	fmt.Fprintf(w, "    collector CPU at that rate: %.2f cores\n", rep.RSS.CPU.Collector)
-	if o := max(rep.Reference.CPU.Other, rep.Ingest.CPU.Other, rep.RSS.CPU.Other); o > 0.2 {
-		fmt.Fprintf(w, "\n  WARNING: other processes used up to %.2f cores during the run; the rates are not\n"+
-			"  representative of this machine (the ratio is less affected). Run again when it is idle.\n", o)
+	if d := benchkit.Disturbed(max(rep.Reference.CPU.Other, rep.Ingest.CPU.Other, rep.RSS.CPU.Other),
+		max(rep.Reference.CPU.Steal, rep.Ingest.CPU.Steal, rep.RSS.CPU.Steal)); d != "" {
+		fmt.Fprintf(w, "\n  %s\n", d)
 	}
 	printFailures(w, "reference", rep.Reference.Failures)
 	printFailures(w, "ingest", rep.Ingest.Failures)

@@ -313,13 +313,11 @@ func readMem(pid int) (mem, error) {
 	return m, nil
 }
 
-// add returns s plus the CPU spent between a and b.
-
-// use turns CPU spent during elapsed into cores.
+// cpuUseOf turns CPU spent during elapsed into cores.
 func cpuUseOf(s benchkit.CPUSnap, elapsed time.Duration) cpuUse {
 	sec := elapsed.Seconds()
 	c, g := s.Collector.Seconds()/sec, s.Self.Seconds()/sec
-	return cpuUse{Collector: c, Generator: g, Other: max(0, s.Busy.Seconds()/sec-c-g)}
+	return cpuUse{Collector: c, Generator: g, Other: max(0, s.Busy.Seconds()/sec-c-g), Steal: s.Steal.Seconds() / sec}
 }
 
 // cpuUse is the CPU spent during a phase, in cores (CPU seconds per second).
@@ -327,4 +325,5 @@ type cpuUse struct {
 	Collector float64 `json:"collector_cores"`
 	Generator float64 `json:"generator_cores"`
 	Other     float64 `json:"other_cores"` // the rest of the machine: should be ~0
+	Steal     float64 `json:"steal_cores"` // taken by the hypervisor: should be ~0
 }

@@ -152,7 +152,7 @@ func (rep *report) print(w io.Writer) {
 	goal := func(name, measured, target string, met bool) {
 		fmt.Fprintf(w, "    %-44s %14s   %-12s %s\n", name, measured, target, ok(met))
 	}
-	var other float64
+	var other, steal float64
 	if o := rep.OTTL; o != nil {
 		fmt.Fprintf(w, "\n(1) OTTL condition cost, event context vs stock ottllog, same condition, same record\n")
 		fmt.Fprintf(w, "    %s\n", o.Command)
@@ -166,11 +166,11 @@ func (rep *report) print(w io.Writer) {
 		fmt.Fprintf(w, "    %d records per stream (%d distinct, %d B average), %d trigger matches; pre-published at %.0f records/s\n",
 			t.Records, t.Distinct, t.RecordBytes, t.Matches, t.PublishPerSec)
 		fmt.Fprintf(w, "    %-36s %10s %8s   %-20s %s\n", "", "records/s", "seconds", "CPU µs/record", "CPU cores")
-		fmt.Fprintf(w, "    %-36s %10s %8s   %-20s %s\n", "", "", "", "collector / bench", "collector / bench / other")
+		fmt.Fprintf(w, "    %-36s %10s %8s   %-20s %s\n", "", "", "", "collector / bench", "collector / bench / other / steal")
 		line := func(name string, c consumed) {
-			fmt.Fprintf(w, "    %-36s %10.0f %8.2f   %6.2f / %-11.2f %.2f / %.2f / %.2f\n", name, c.RecordsPerSec, c.Seconds,
-				c.CollectorUsPerRecord, c.BenchUsPerRecord, c.CPU.Collector, c.CPU.Bench, c.CPU.Other)
-			other = max(other, c.CPU.Other)
+			fmt.Fprintf(w, "    %-36s %10.0f %8.2f   %6.2f / %-11.2f %.2f / %.2f / %.2f / %.2f\n", name, c.RecordsPerSec, c.Seconds,
+				c.CollectorUsPerRecord, c.BenchUsPerRecord, c.CPU.Collector, c.CPU.Bench, c.CPU.Other, c.CPU.Steal)
+			other, steal = max(other, c.CPU.Other), max(steal, c.CPU.Steal)
 		}
 		line("reference (JetStream pull + ack)", t.Reference)
 		line("pipeline (configs/pipeline.yaml)", t.Pipeline)
@@ -193,13 +193,12 @@ func (rep *report) print(w io.Writer) {
 		row("reference: direct POST to the agent", l.Direct)
 		fmt.Fprintf(w, "    window: %.1f records on average (max %d), call body %d B on average; duplicates %d\n",
 			l.WindowMean, l.WindowMax, l.CallBytesMean, l.Duplicates)
-		fmt.Fprintf(w, "    CPU cores: collector %.2f, bench %.2f, other %.2f\n", l.CPU.Collector, l.CPU.Bench, l.CPU.Other)
-		other = max(other, l.CPU.Other)
+		fmt.Fprintf(w, "    CPU cores: collector %.2f, bench %.2f, other %.2f, steal %.2f\n", l.CPU.Collector, l.CPU.Bench, l.CPU.Other, l.CPU.Steal)
+		other, steal = max(other, l.CPU.Other), max(steal, l.CPU.Steal)
 		goal("triggers delivered", fmt.Sprintf("%d", l.TriggersGot), fmt.Sprintf("= %d", l.TriggersSent), rep.Goals["every_trigger_delivered"])
 		goal("p99 ingest -> agent", fmt.Sprintf("%.2f ms", l.EndToEnd.P99), fmt.Sprintf("< %.0f ms", goalP99Ms), rep.Goals["ingest_to_agent_p99_lt_10ms"])
 	}
-	if other > 0.2 {
-		fmt.Fprintf(w, "\n  WARNING: other processes used up to %.2f cores during the run; the figures are not\n"+
-			"  representative of this machine. Run again when it is idle.\n", other)
+	if d := benchkit.Disturbed(other, steal); d != "" {
+		fmt.Fprintf(w, "\n  %s\n", d)
 	}
 }

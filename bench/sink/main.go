@@ -5,14 +5,15 @@
 //     -duration, each delivered to one local webhook; p50/p99 from the stream's ack of
 //     the result to the webhook having read it. Reference: a plain JetStream pull
 //     consumer in this process that POSTs each message to the same endpoint and acks it,
-//     fed at the same rate just before (alone, so neither measures the other's load).
+//     fed at the same rate; the two alternate in -rounds rounds (never at once, so
+//     neither measures the other's load).
 //  2. throughput: -results results already on the stream, three webhook destinations;
 //     results/s until every destination has every result. Reference: three plain pull
 //     consumers that POST and ack, on an identical stream.
 //
 // The collector runs as a separate process, as deployed; NATS runs in this process.
 //
-//	go run ./bench/sink [-duration 15s] [-rate 1000] [-results 20000] [-json out.json]
+//	go run ./bench/sink [-duration 15s] [-rate 1000] [-rounds 3] [-results 20000] [-json out.json]
 package main
 
 import (
@@ -43,11 +44,12 @@ type report struct {
 func main() {
 	duration := flag.Duration("duration", 15*time.Second, "length of the latency phase")
 	rate := flag.Float64("rate", 1000, "results/s of the latency phase")
+	rounds := flag.Int("rounds", 3, "the latency phase alternates the reference and the sink in this many rounds")
 	results := flag.Int("results", 20000, "results on the stream in the throughput phase")
 	jsonOut := flag.String("json", "", "also write the figures to this file as JSON")
 	flag.Parse()
-	if *duration <= 0 || *rate <= 0 || *results <= 0 {
-		fmt.Fprintln(os.Stderr, "bench/sink: -duration, -rate and -results must be positive")
+	if *duration <= 0 || *rate <= 0 || *results <= 0 || *rounds <= 0 {
+		fmt.Fprintln(os.Stderr, "bench/sink: -duration, -rate, -rounds and -results must be positive")
 		os.Exit(2)
 	}
 	r := benchkit.NewRunner("bench/sink")
@@ -59,8 +61,8 @@ func main() {
 	s := start(r)
 
 	rep := &report{CPUs: runtime.NumCPU()}
-	fmt.Fprintf(os.Stderr, "latency: %.0f results/s for %s...\n", *rate, *duration)
-	rep.Latency = s.latency(*duration, *rate)
+	fmt.Fprintf(os.Stderr, "latency: %.0f results/s for %s, in %d rounds...\n", *rate, *duration, *rounds)
+	rep.Latency = s.latency(*duration, *rate, *rounds)
 	fmt.Fprintf(os.Stderr, "throughput: %d results to 3 destinations...\n", *results)
 	rep.Throughput = s.throughput(*results)
 	rep.Goals = map[string]bool{
@@ -102,15 +104,16 @@ func ok(b bool) string {
 func (rep *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\notelcol-svc sink benchmark (%d CPUs)\n", rep.CPUs)
 	l := rep.Latency
-	fmt.Fprintf(w, "\n(1) Latency: output stream -> webhook, %.0f results/s (achieved %.0f), %d measured\n", l.TargetPerSec, l.SentPerSec, l.Sent)
-	fmt.Fprintf(w, "    %-44s %6s %8s %8s %8s %8s\n", "", "count", "p50 ms", "p90 ms", "p99 ms", "max ms")
-	row := func(name string, d benchkit.Dist) {
-		fmt.Fprintf(w, "    %-44s %6d %8.2f %8.2f %8.2f %8.2f\n", name, d.Count, d.P50, d.P90, d.P99, d.Max)
+	fmt.Fprintf(w, "\n(1) Latency: output stream -> webhook, %.0f results/s (achieved %.0f), %d measured, alternating in %d rounds\n",
+		l.TargetPerSec, l.SentPerSec, l.Sent, l.Rounds)
+	fmt.Fprintf(w, "    %-44s %6s %8s %8s %8s %8s   %s\n", "", "count", "p50 ms", "p90 ms", "p99 ms", "max ms", "CPU cores: collector/bench/other/steal")
+	row := func(name string, d benchkit.Dist, c benchkit.CPUUse) {
+		fmt.Fprintf(w, "    %-44s %6d %8.2f %8.2f %8.2f %8.2f   %.2f / %.2f / %.2f / %.2f\n", name, d.Count, d.P50, d.P90, d.P99, d.Max,
+			c.Collector, c.Bench, c.Other, c.Steal)
 	}
-	row("sink (configs/sink.yaml)", l.Sink)
-	row("reference: pull + POST + ack in-process", l.Reference)
-	fmt.Fprintf(w, "    missing %d, duplicates %d; CPU cores: collector %.2f, bench %.2f, other %.2f\n",
-		l.Missing, l.Duplicates, l.CPU.Collector, l.CPU.Bench, l.CPU.Other)
+	row("sink (configs/sink.yaml)", l.Sink, l.CPU)
+	row("reference: pull + POST + ack in-process", l.Reference, l.RefCPU)
+	fmt.Fprintf(w, "    missing %d, duplicates %d\n", l.Missing, l.Duplicates)
 	fmt.Fprintf(w, "    %-44s %14s   %-12s %s\n", "p99 output -> webhook", fmt.Sprintf("%.2f ms", l.Sink.P99), fmt.Sprintf("< %.0f ms", goalP99Ms), ok(rep.Goals["webhook_p99_lt_10ms"]))
 	fmt.Fprintf(w, "    %-44s %14.2f\n", "ratio p99 sink / reference", l.P99Ratio)
 
@@ -120,10 +123,10 @@ func (rep *report) print(w io.Writer) {
 	fmt.Fprintf(w, "    %-44s %12.0f %14.0f %8.2f\n", "sink (configs/sink.yaml)", t.Sink.ResultsPerSec, 3*t.Sink.ResultsPerSec, t.Sink.Seconds)
 	fmt.Fprintf(w, "    %-44s %12.0f %14.0f %8.2f\n", "reference: 3 x pull + POST + ack in-process", t.Reference.ResultsPerSec, 3*t.Reference.ResultsPerSec, t.Reference.Seconds)
 	fmt.Fprintf(w, "    %-44s %14.2f\n", "ratio sink / reference", t.Ratio)
-	fmt.Fprintf(w, "    duplicates %d; CPU cores: collector %.2f, bench %.2f, other %.2f\n", t.Duplicates, t.CPU.Collector, t.CPU.Bench, t.CPU.Other)
+	fmt.Fprintf(w, "    duplicates %d; CPU cores: collector %.2f, bench %.2f, other %.2f, steal %.2f\n", t.Duplicates, t.CPU.Collector, t.CPU.Bench, t.CPU.Other, t.CPU.Steal)
 	fmt.Fprintf(w, "    %-44s %14s\n", "every result at every destination", ok(rep.Goals["every_result_delivered"]))
-	if max(l.CPU.Other, t.CPU.Other) > 0.2 {
-		fmt.Fprintf(w, "\n  WARNING: other processes used up to %.2f cores during the run; run again when the machine is idle.\n", max(l.CPU.Other, t.CPU.Other))
+	if d := benchkit.Disturbed(max(l.CPU.Other, l.RefCPU.Other, t.CPU.Other), max(l.CPU.Steal, l.RefCPU.Steal, t.CPU.Steal)); d != "" {
+		fmt.Fprintf(w, "\n  %s\n", d)
 	}
 }
 

@@ -177,33 +177,42 @@ type latencyReport struct {
 	TargetPerSec float64 `json:"target_results_per_sec"`
 	SentPerSec   float64 `json:"sent_results_per_sec"`
 	Sent         int     `json:"results_measured"`
+	Rounds       int     `json:"rounds"`
 	// From JetStream's ack of the stored result to the webhook having read it.
 	Sink       benchkit.Dist   `json:"sink"`
 	Reference  benchkit.Dist   `json:"reference"`
 	P99Ratio   float64         `json:"p99_ratio_sink_reference"`
 	Missing    int             `json:"missing"`
 	Duplicates int             `json:"duplicates"`
-	CPU        benchkit.CPUUse `json:"cpu"`
+	CPU        benchkit.CPUUse `json:"cpu"`           // during the sink's rounds
+	RefCPU     benchkit.CPUUse `json:"reference_cpu"` // during the reference's rounds
 }
 
-// latency measures the reference and then the sink, each alone at rate for d: running
-// them at once would put both loads on the two cores and measure the contention.
-func (s *setup) latency(d time.Duration, rate float64) *latencyReport {
-	rep := &latencyReport{TargetPerSec: rate}
-	refProj := "benchref-" + randomHex(4)
+// latency measures the reference and the sink in alternating rounds, at rate for d each
+// in all. Never at once, or each would measure the other's load; alternating, because on
+// a shared host the hypervisor's steal comes and goes within seconds, and a reference
+// measured in one stretch and the sink in the next would see different machines.
+func (s *setup) latency(d time.Duration, rate float64, rounds int) *latencyReport {
+	rep := &latencyReport{TargetPerSec: rate, Rounds: rounds}
+	refProj, sinkProj := "benchref-"+randomHex(4), "benchsink-"+randomHex(4)
 	s.ensureOutput(refProj)
-	stop := make(chan struct{})
-	go s.reference(refProj, "ref", s.ep.URL+"/lat-ref", stop)
-	ref := s.paced(refProj, "/lat-ref", d, rate)
-	close(stop)
-
-	sinkProj := "benchsink-" + randomHex(4)
 	s.ensureOutput(sinkProj)
 	s.project(sinkProj, "/lat")
 	time.Sleep(500 * time.Millisecond) // the sink's consumer is created on the mirror change
-	sink := s.paced(sinkProj, "/lat", d, rate)
 
-	rep.Sent, rep.SentPerSec, rep.Missing, rep.Duplicates, rep.CPU = sink.sent, sink.perSec, sink.missing, sink.dups, sink.cpu
+	var ref, sink pacedRun
+	for i := 0; i < rounds; i++ {
+		stop := make(chan struct{})
+		go s.reference(refProj, "ref", s.ep.URL+"/lat-ref", stop)
+		ref.add(s.paced(refProj, "/lat-ref", ref.next, d/time.Duration(rounds), rate))
+		close(stop)
+		sink.add(s.paced(sinkProj, "/lat", sink.next, d/time.Duration(rounds), rate))
+	}
+
+	rep.Sent, rep.Missing, rep.Duplicates = sink.sent, sink.missing, sink.dups
+	rep.SentPerSec = float64(sink.sent) / sink.sending.Seconds()
+	rep.CPU = benchkit.Since(benchkit.CPUSnap{}, sink.cpu, sink.elapsed)
+	rep.RefCPU = benchkit.Since(benchkit.CPUSnap{}, ref.cpu, ref.elapsed)
 	rep.Sink, rep.Reference = benchkit.DistOf(sink.lat), benchkit.DistOf(ref.lat)
 	if rep.Reference.P99 > 0 {
 		rep.P99Ratio = rep.Sink.P99 / rep.Reference.P99
@@ -211,18 +220,33 @@ func (s *setup) latency(d time.Duration, rate float64) *latencyReport {
 	return rep
 }
 
+// pacedRun is what paced measured, summed over rounds.
 type pacedRun struct {
 	lat                 []time.Duration
 	sent, missing, dups int
-	perSec              float64
-	cpu                 benchkit.CPUUse
+	next                int              // the index the next round's results start at
+	sending             time.Duration    // storing the measured results
+	elapsed             time.Duration    // from the first measured result until all arrived
+	cpu                 benchkit.CPUSnap // CPU spent meanwhile
 }
 
-// paced stores results on project's output stream at rate for warmup + d and measures,
-// for those after the warmup, the time from JetStream's ack to their arrival at path.
-func (s *setup) paced(project, path string, d time.Duration, rate float64) pacedRun {
+func (r *pacedRun) add(o pacedRun) {
+	r.lat = append(r.lat, o.lat...)
+	r.sent, r.missing, r.dups, r.next = r.sent+o.sent, r.missing+o.missing, o.dups, o.next
+	r.sending, r.elapsed = r.sending+o.sending, r.elapsed+o.elapsed
+	r.cpu = r.cpu.Add(benchkit.CPUSnap{}, o.cpu)
+}
+
+// paced stores results from index from on project's output stream at rate, for a warmup
+// and then d, and measures, for those after the warmup, the time from JetStream's ack to
+// their arrival at path.
+func (s *setup) paced(project, path string, from int, d time.Duration, rate float64) pacedRun {
+	warm := warmup
+	if from > 0 {
+		warm = warmup / 4 // the consumer is there already
+	}
 	interval := time.Duration(float64(time.Second) / rate)
-	total := int((d + warmup).Seconds() * rate)
+	total := int((d + warm).Seconds() * rate)
 	stored := make([]time.Time, total)
 	var measuredStart time.Time
 	var c0 benchkit.CPUSnap
@@ -231,19 +255,20 @@ func (s *setup) paced(project, path string, d time.Duration, rate float64) paced
 		if next := begin.Add(time.Duration(i) * interval); time.Until(next) > 0 {
 			time.Sleep(time.Until(next))
 		}
-		if time.Since(begin) >= warmup && measuredStart.IsZero() {
+		if time.Since(begin) >= warm && measuredStart.IsZero() {
 			measuredStart, c0 = time.Now(), benchkit.ReadCPU(s.col.Pid())
 		}
 		// Synchronous publishes: the clock starts when the result is stored, as when the
 		// receiver answers the agent's POST.
-		if _, err := s.js.PublishMsg(bg, result(project, i)); err != nil {
+		if _, err := s.js.PublishMsg(bg, result(project, from+i)); err != nil {
 			s.r.Fatal(err)
 		}
 		stored[i] = time.Now()
 	}
 	sentEnd := time.Now()
-	s.ep.waitAll([]string{path}, total, time.Now().Add(30*time.Second))
-	run := pacedRun{cpu: benchkit.Since(c0, benchkit.ReadCPU(s.col.Pid()), time.Since(measuredStart))}
+	s.ep.waitAll([]string{path}, from+total, time.Now().Add(30*time.Second))
+	run := pacedRun{next: from + total, sending: sentEnd.Sub(measuredStart), elapsed: time.Since(measuredStart)}
+	run.cpu = benchkit.CPUSnap{}.Add(c0, benchkit.ReadCPU(s.col.Pid()))
 	s.ep.mu.Lock()
 	defer s.ep.mu.Unlock()
 	for i := 0; i < total; i++ {
@@ -251,14 +276,13 @@ func (s *setup) paced(project, path string, d time.Duration, rate float64) paced
 			continue
 		}
 		run.sent++
-		if at, ok := s.ep.got[path][i]; ok {
+		if at, ok := s.ep.got[path][from+i]; ok {
 			run.lat = append(run.lat, at.Sub(stored[i]))
 		} else {
 			run.missing++
 		}
 	}
 	run.dups = s.ep.dups[path]
-	run.perSec = float64(run.sent) / sentEnd.Sub(measuredStart).Seconds()
 	return run
 }
 

@@ -13,6 +13,10 @@ import (
 // where a phase's CPU went, and whether something else on the machine was busy.
 type CPUSnap struct {
 	Collector, Self, Busy time.Duration
+	// Steal is time this virtual machine's CPUs were ready to run but the hypervisor ran
+	// another guest. It is not in Busy: it shows as nobody's CPU time, only as slowness,
+	// and on a shared host it is the usual reason two runs of the same code differ.
+	Steal time.Duration
 }
 
 // clockTick is USER_HZ, the unit of /proc times: 100 on every Linux platform Go runs on.
@@ -37,12 +41,15 @@ func ReadCPU(pid int) CPUSnap {
 		s.Self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
-		// "cpu  user nice system idle iowait irq softirq steal ...": busy is all but idle
-		// and iowait.
+		// "cpu  user nice system idle iowait irq softirq steal ...": busy is user to
+		// softirq but idle and iowait.
 		line, _, _ := strings.Cut(string(b), "\n")
 		for i, v := range strings.Fields(line)[1:] {
 			n, _ := strconv.ParseInt(v, 10, 64)
-			if i != 3 && i != 4 && i < 8 {
+			switch {
+			case i == 7:
+				s.Steal = time.Duration(n) * clockTick
+			case i != 3 && i != 4 && i < 7:
 				s.Busy += time.Duration(n) * clockTick
 			}
 		}
@@ -52,5 +59,5 @@ func ReadCPU(pid int) CPUSnap {
 
 // Add returns s plus the CPU spent from a to b, to total several timed rounds.
 func (s CPUSnap) Add(a, b CPUSnap) CPUSnap {
-	return CPUSnap{s.Collector + b.Collector - a.Collector, s.Self + b.Self - a.Self, s.Busy + b.Busy - a.Busy}
+	return CPUSnap{s.Collector + b.Collector - a.Collector, s.Self + b.Self - a.Self, s.Busy + b.Busy - a.Busy, s.Steal + b.Steal - a.Steal}
 }

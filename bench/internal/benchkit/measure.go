@@ -1,7 +1,9 @@
 package benchkit
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -9,7 +11,7 @@ import (
 func Since(a, b CPUSnap, elapsed time.Duration) CPUUse {
 	sec := elapsed.Seconds()
 	c, s := (b.Collector-a.Collector).Seconds()/sec, (b.Self-a.Self).Seconds()/sec
-	return CPUUse{Collector: c, Bench: s, Other: max(0, (b.Busy-a.Busy).Seconds()/sec-c-s)}
+	return CPUUse{Collector: c, Bench: s, Other: max(0, (b.Busy-a.Busy).Seconds()/sec-c-s), Steal: (b.Steal - a.Steal).Seconds() / sec}
 }
 
 // CPUUse is the CPU spent during a phase, in cores (CPU seconds per second).
@@ -17,6 +19,25 @@ type CPUUse struct {
 	Collector float64 `json:"collector_cores"`
 	Bench     float64 `json:"bench_cores"` // this process: NATS server, the endpoints, load
 	Other     float64 `json:"other_cores"` // the rest of the machine: should be ~0
+	Steal     float64 `json:"steal_cores"` // taken by the hypervisor: should be ~0
+}
+
+// Disturbed describes what, besides the benchmark, used the machine during a run: other
+// processes (other, in cores) and the hypervisor (steal, in cores). Empty when neither
+// reached a tenth of a core, the level below which runs of the same code agree.
+func Disturbed(other, steal float64) string {
+	var parts []string
+	if other >= 0.1 {
+		parts = append(parts, fmt.Sprintf("other processes used up to %.2f cores", other))
+	}
+	if steal >= 0.1 {
+		parts = append(parts, fmt.Sprintf("the hypervisor took up to %.2f cores (steal: the host is shared and busy)", steal))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "WARNING: " + strings.Join(parts, ", and ") + " during the run;\n" +
+		"  the figures are not representative of this machine (ratios are less affected). Run again when it is idle."
 }
 
 // Percentile is the nearest-rank percentile of sorted durations.
