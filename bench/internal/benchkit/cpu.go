@@ -41,20 +41,30 @@ func ReadCPU(pid int) CPUSnap {
 		s.Self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
-		// "cpu  user nice system idle iowait irq softirq steal ...": busy is user to
-		// softirq but idle and iowait.
 		line, _, _ := strings.Cut(string(b), "\n")
-		for i, v := range strings.Fields(line)[1:] {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			switch {
-			case i == 7:
-				s.Steal = time.Duration(n) * clockTick
-			case i != 3 && i != 4 && i < 7:
-				s.Busy += time.Duration(n) * clockTick
-			}
-		}
+		s.Busy, s.Steal = machineCPU(line)
 	}
 	return s
+}
+
+// machineCPU reads the first line of /proc/stat, "cpu  user nice system idle iowait irq
+// softirq steal guest guest_nice": busy is user to softirq but idle and iowait; guest time
+// is already counted in user.
+func machineCPU(line string) (busy, steal time.Duration) {
+	f := strings.Fields(line)
+	if len(f) == 0 || f[0] != "cpu" {
+		return 0, 0
+	}
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch {
+		case i == 7:
+			steal = time.Duration(n) * clockTick
+		case i != 3 && i != 4 && i < 7:
+			busy += time.Duration(n) * clockTick
+		}
+	}
+	return busy, steal
 }
 
 // Add returns s plus the CPU spent from a to b, to total several timed rounds.
