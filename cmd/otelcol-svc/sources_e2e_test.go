@@ -309,8 +309,17 @@ func TestSourcePushAnswers503UntilTheMirrorLoads(t *testing.T) {
 	e := &env{nats: n, col: col, js: js, m: m}
 	e.project(t, "late")
 	src := e.source(t, githubSource("late"), nil)
-	r = post(t, src.url(col.HTTP), "", "application/json", []byte(`{"a":1}`), bearer(src.APIKey))
-	require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
+	// The mirror has the source now, but each of the collector's NATS connections
+	// reconnects on its own schedule: until the exporter's has, a push is refused with 503
+	// and Retry-After (the client retries), never accepted and lost or refused otherwise.
+	require.Eventually(t, func() bool {
+		r = post(t, src.url(col.HTTP), "", "application/json", []byte(`{"a":1}`), bearer(src.APIKey))
+		if r.StatusCode != http.StatusAccepted {
+			assert.Equal(t, http.StatusServiceUnavailable, r.StatusCode, "%s", r.Body)
+			assert.NotEmpty(t, r.Header.Get("Retry-After"))
+		}
+		return r.StatusCode == http.StatusAccepted
+	}, 20*time.Second, 100*time.Millisecond, "the push was not accepted once NATS and the mirror were back")
 }
 
 func TestSourceRecordsTriggerTheAgent(t *testing.T) {
