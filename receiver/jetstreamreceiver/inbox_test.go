@@ -2,6 +2,9 @@ package jetstreamreceiver
 
 import (
 	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,4 +95,118 @@ func TestTakeWaitsForTheLingerToFillABatch(t *testing.T) {
 	defer cancelTake()
 	_, err = in.take(cctx, 5, 0)
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "nothing there: wait until the context ends")
+}
+
+func relayConsumer(t *testing.T, name string, n int, ackWait time.Duration) (jetstream.Consumer, jetstream.MessagesContext) {
+	t.Helper()
+	ns := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, ns.URL())
+	ctx := context.Background()
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".in"}})
+	require.NoError(t, err)
+	for i := 0; i < n; i++ {
+		_, err := js.PublishAsync(name+".in", []byte(strconv.Itoa(i)))
+		require.NoError(t, err)
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(10 * time.Second):
+		t.Fatal("publishing timed out")
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, name, jetstream.ConsumerConfig{
+		Durable: "d", AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: -1,
+	})
+	require.NoError(t, err)
+	it, err := cons.Messages(jetstream.PullMaxMessages(20))
+	require.NoError(t, err)
+	t.Cleanup(it.Stop)
+	return cons, it
+}
+
+// Two relays share a destination's consumer: every message is delivered once, in stream
+// order, and never two at a time, whichever goroutine read it.
+func TestRelayDeliversOneAtATimeInOrder(t *testing.T) {
+	const n = 300
+	_, it := relayConsumer(t, "relay", n, 30*time.Second)
+	in := newInbox()
+	var (
+		mu       sync.Mutex
+		got      []int
+		busy     atomic.Int32
+		overlaps atomic.Int32
+	)
+	deliver := func(m jetstream.Msg) {
+		if busy.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		i, _ := strconv.Atoi(string(m.Data()))
+		if i%50 == 0 {
+			time.Sleep(20 * time.Millisecond) // a slow delivery: what arrives meanwhile queues
+		}
+		mu.Lock()
+		got = append(got, i)
+		mu.Unlock()
+		busy.Add(-1)
+		_ = m.Ack()
+	}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- in.relay(it, deliver) }()
+	}
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= n }, 20*time.Second, 10*time.Millisecond)
+	it.Stop()
+	for range 2 {
+		select {
+		case err := <-errs:
+			assert.ErrorIs(t, err, jetstream.ErrMsgIteratorClosed)
+		case <-time.After(5 * time.Second):
+			t.Fatal("a relay did not return after the iterator stopped")
+		}
+	}
+	want := make([]int, n)
+	for i := range want {
+		want[i] = i
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, want, got, "each once, in order")
+	assert.Zero(t, overlaps.Load(), "two deliveries ran at once")
+}
+
+// While one delivery takes longer than AckWait, what the other relay reads meanwhile is
+// kept alive: it is not delivered a second time.
+func TestRelayKeepsQueuedMessagesAliveBehindASlowDelivery(t *testing.T) {
+	cons, it := relayConsumer(t, "relayslow", 3, time.Second)
+	in := newInbox()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go in.keepAlive(ctx, 300*time.Millisecond)
+	var (
+		mu        sync.Mutex
+		delivered []uint64 // NumDelivered of each delivery
+	)
+	deliver := func(m jetstream.Msg) {
+		if string(m.Data()) == "0" {
+			time.Sleep(2500 * time.Millisecond) // 2.5 x AckWait
+		}
+		meta, err := m.Metadata()
+		if !assert.NoError(t, err) {
+			return
+		}
+		mu.Lock()
+		delivered = append(delivered, meta.NumDelivered)
+		mu.Unlock()
+		assert.NoError(t, m.Ack())
+	}
+	for range 2 {
+		go func() { _ = in.relay(it, deliver) }()
+	}
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(delivered) >= 3 }, 15*time.Second, 20*time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // a redelivery would come within AckWait
+	mu.Lock()
+	assert.Equal(t, []uint64{1, 1, 1}, delivered, "each delivered once")
+	mu.Unlock()
+	info, err := cons.Info(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, info.NumRedelivered)
 }
