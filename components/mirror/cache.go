@@ -217,6 +217,10 @@ func (c *Cache) apply(bucket string, e jetstream.KeyValueEntry) {
 		deleted = decodeInto(c.keys, key, e.Value(), deleted, c.logger, bucket)
 	case BucketProjects:
 		deleted = decodeInto(c.projects, key, e.Value(), deleted, c.logger, bucket)
+		if p, ok := c.projects[key]; ok && !deleted && !p.WrittenAt.IsZero() {
+			p.clockOffset = p.WrittenAt.Sub(e.Created())
+			c.projects[key] = p
+		}
 	case BucketSources:
 		deleted = decodeInto(c.sources, key, e.Value(), deleted, c.logger, bucket)
 	case BucketSettings:

@@ -83,3 +83,37 @@ func TestCacheLoadsExistingSettings(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, "gh", src.Name)
 }
+
+// A destination's Since is the control plane's clock; streams are stamped by the NATS
+// server's. The cache measures the writer's offset from each entry, so a control plane
+// whose clock runs ten minutes ahead still starts new destinations at the right message.
+func TestServerTimeCorrectsTheWritersClock(t *testing.T) {
+	store, c := startCache(t)
+	ctx := context.Background()
+
+	require.NoError(t, store.PutProject(ctx, Project{ID: "same-clock", Version: 1}))
+	require.Eventually(t, func() bool { _, ok := c.Project("same-clock"); return ok }, 10*time.Second, 10*time.Millisecond)
+	p, _ := c.Project("same-clock")
+	now := time.Now()
+	got, known := p.ServerTime(now)
+	assert.True(t, known)
+	assert.WithinDuration(t, now, got, time.Second, "one machine, one clock")
+
+	ahead := 10 * time.Minute
+	enabled := time.Now().Add(ahead) // the writer's clock when it enabled a destination
+	skewed := Project{ID: "ahead", Version: 1, Sinks: []Sink{{ID: "s", Enabled: true, Since: enabled}}, WrittenAt: time.Now().Add(ahead)}
+	require.NoError(t, put(ctx, store.projects, skewed.ID, skewed)) // as a writer with that clock would
+	require.Eventually(t, func() bool { _, ok := c.Project("ahead"); return ok }, 10*time.Second, 10*time.Millisecond)
+	p, _ = c.Project("ahead")
+	got, known = p.ServerTime(p.Sinks[0].Since)
+	assert.True(t, known)
+	assert.WithinDuration(t, enabled.Add(-ahead), got, time.Second, "converted to the server's clock")
+
+	old := Project{ID: "old-writer", Version: 1} // written without WrittenAt
+	require.NoError(t, put(ctx, store.projects, old.ID, old))
+	require.Eventually(t, func() bool { _, ok := c.Project("old-writer"); return ok }, 10*time.Second, 10*time.Millisecond)
+	p, _ = c.Project("old-writer")
+	got, known = p.ServerTime(now)
+	assert.False(t, known, "no WrittenAt: the offset is unknown")
+	assert.Equal(t, now, got)
+}

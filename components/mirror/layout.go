@@ -64,6 +64,23 @@ type Project struct {
 	SigningSecret string    `json:"signing_secret,omitempty"`
 	Sinks         []Sink    `json:"sinks,omitempty"`
 	UpdatedAt     time.Time `json:"updated_at"`
+	// WrittenAt is when this version was stored, by the writer's clock (Store.PutProject
+	// sets it). Beside the time NATS stored the entry it tells how far the writer's clock
+	// is from the NATS server's, which Sink.Since needs (ServerTime).
+	WrittenAt time.Time `json:"written_at,omitempty"`
+	// clockOffset is the writer's clock minus the NATS server's, less the write's latency,
+	// when the entry was stored; Cache sets it, for entries that have WrittenAt.
+	clockOffset time.Duration
+}
+
+// ServerTime turns a time of the writer's clock, such as Sink.Since, into the NATS
+// server's clock, which stamps stream messages. known is false for entries written
+// without WrittenAt (by an older control plane): t is returned as it is then.
+func (p Project) ServerTime(t time.Time) (server time.Time, known bool) {
+	if p.WrittenAt.IsZero() {
+		return t, false
+	}
+	return t.Add(-p.clockOffset), true
 }
 
 // Pipeline is contract section 6.

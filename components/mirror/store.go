@@ -94,8 +94,9 @@ func (s *Store) PutKey(ctx context.Context, hash string, e KeyEntry) error {
 // DeleteKey revokes a key.
 func (s *Store) DeleteKey(ctx context.Context, hash string) error { return del(ctx, s.keys, hash) }
 
-// PutProject publishes a project's configuration.
+// PutProject publishes a project's configuration, stamped with this process's clock.
 func (s *Store) PutProject(ctx context.Context, p Project) error {
+	p.WrittenAt = time.Now().UTC()
 	return put(ctx, s.projects, p.ID, p)
 }
 

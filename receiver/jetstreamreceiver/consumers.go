@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 )
 
@@ -51,10 +52,8 @@ func (r *jsReceiver) consumer(ctx context.Context, t target) (jetstream.Consumer
 	}
 	if !t.since.IsZero() {
 		// From the moment the destination was created or enabled, so a result stored
-		// between that moment and this consumer's creation is not missed. That moment is
-		// the control plane's clock and the stream's times are the NATS server's: a
-		// margin keeps a skew between them from dropping the first results.
-		since := t.since.Add(-sinceMargin)
+		// between that moment and this consumer's creation is not missed.
+		since := t.since
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
 	c, err := r.js.CreateConsumer(ctx, stream, cfg)
@@ -65,8 +64,29 @@ func (r *jsReceiver) consumer(ctx context.Context, t target) (jetstream.Consumer
 	return c, err
 }
 
-// sinceMargin is how much earlier than its creation a destination's cursor starts.
-const sinceMargin = time.Minute
+// cursorStart is where a new cursor of destination s starts on the output stream: the
+// moment it was created or enabled (Sink.Since, the control plane's clock) on the NATS
+// server's clock, which stamps the stream's messages, less a margin for what the
+// conversion cannot know. With the writer's clock offset (entries stamped WrittenAt) that
+// is the latency of the control plane's write, under a second; without it, a clock skew
+// between the two machines, for which a minute is allowed. A destination enabled again
+// may so get again what was stored within the margin before; never what was stored
+// while it was off, before that.
+func cursorStart(p mirror.Project, s mirror.Sink) time.Time {
+	if s.Since.IsZero() {
+		return time.Time{}
+	}
+	t, known := p.ServerTime(s.Since)
+	if known {
+		return t.Add(-writeMargin)
+	}
+	return t.Add(-skewMargin)
+}
+
+const (
+	writeMargin = time.Second
+	skewMargin  = time.Minute
+)
 
 func (r *jsReceiver) destinationConsumer(t target) string {
 	return r.cfg.Durable + "-" + t.sink

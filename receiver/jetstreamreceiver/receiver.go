@@ -57,7 +57,7 @@ type worker struct {
 type target struct {
 	project string
 	sink    string    // output mode: the destination's sink id
-	since   time.Time // output mode: results stored from then on are the destination's
+	since   time.Time // output mode: a new cursor starts here (NATS server's clock)
 }
 
 func (t target) key() string {
@@ -180,7 +180,7 @@ func (r *jsReceiver) wanted() map[string]target {
 		if r.cfg.Consume == ConsumeOutput {
 			for _, s := range p.Sinks {
 				if s.Enabled && streams.ValidToken(s.ID) {
-					t := target{project: p.ID, sink: s.ID, since: s.Since}
+					t := target{project: p.ID, sink: s.ID, since: cursorStart(p, s)}
 					want[t.key()] = t
 				}
 			}
