@@ -20,8 +20,6 @@ type inbox struct {
 	working []jetstream.Msg
 	err     error
 	ready   chan struct{} // a wake-up when queued grows or err is set
-
-	reading sync.Mutex // relay: held by the goroutine reading the iterator
 }
 
 func newInbox() *inbox { return &inbox{ready: make(chan struct{}, 1)} }
@@ -93,56 +91,6 @@ func (in *inbox) takeLocked(size int) []jetstream.Msg {
 	in.queued = in.queued[n:]
 	in.working = batch
 	return batch
-}
-
-// relay reads and delivers one message at a time, in order, for a consumer whose every
-// message is settled before the next (the sink's destinations). Run it on two goroutines:
-// the one that reads a message while nothing is queued or being delivered delivers it
-// itself, with no hand-off to another goroutine on the way (each costs a wake-up, and on
-// a busy machine a wait for a CPU), and the other takes over the reading meanwhile, so
-// what arrives behind a slow delivery is still fetched into the inbox and kept alive. A
-// message read while another is being delivered is queued, and whoever is delivering
-// drains the queue before reading again. relay returns when the iterator fails or stops.
-func (in *inbox) relay(it jetstream.MessagesContext, deliver func(jetstream.Msg)) error {
-	for {
-		in.reading.Lock()
-		m, err := it.Next()
-		in.mu.Lock()
-		if err != nil {
-			in.err = err
-			in.mu.Unlock()
-			in.reading.Unlock()
-			return err
-		}
-		if in.working != nil || len(in.queued) > 0 {
-			in.queued = append(in.queued, m)
-			in.mu.Unlock()
-			in.reading.Unlock()
-			continue
-		}
-		in.working = []jetstream.Msg{m}
-		in.mu.Unlock()
-		in.reading.Unlock()
-		for ok := true; ok; m, ok = in.advance() {
-			deliver(m)
-		}
-	}
-}
-
-// advance ends the delivery of the current message and starts the next queued one, if
-// there is one.
-func (in *inbox) advance() (jetstream.Msg, bool) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if len(in.queued) == 0 {
-		in.working = nil
-		return nil, false
-	}
-	m := in.queued[0]
-	in.queued[0] = nil
-	in.queued = in.queued[1:]
-	in.working = []jetstream.Msg{m}
-	return m, true
 }
 
 // settled marks the current batch as acked or nak'ed: nothing more to keep alive.

@@ -300,30 +300,17 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, t target) error {
 	in := newInbox()
 	kctx, stopKeepAlive := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
+	go func() { defer wg.Done(); in.fill(it) }()
 	go func() { defer wg.Done(); in.keepAlive(kctx, r.cfg.AckWait/3) }()
 	defer func() { it.Stop(); stopKeepAlive(); wg.Wait() }()
 
+	size, linger := r.cfg.BatchSize, r.cfg.Linger
 	if t.sink != "" {
 		// One result at a time, each acked as soon as it is settled: an interrupted
-		// delivery then redelivers only itself, never results already delivered. Each is
-		// delivered by the goroutine that read it (see relay).
-		stop := context.AfterFunc(ctx, it.Stop) // Next does not watch ctx
-		defer stop()
-		errs := make(chan error, 2)
-		deliver := func(m jetstream.Msg) { r.process(ctx, t, []jetstream.Msg{m}) }
-		for range 2 {
-			go func() { errs <- in.relay(it, deliver) }()
-		}
-		err := <-errs
-		it.Stop()
-		<-errs
-		return err
+		// delivery then redelivers only itself, never results already delivered.
+		size, linger = 1, 0
 	}
-
-	wg.Add(1)
-	go func() { defer wg.Done(); in.fill(it) }()
-	size, linger := r.cfg.BatchSize, r.cfg.Linger
 	for {
 		l := linger
 		if l > 0 {
