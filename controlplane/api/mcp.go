@@ -320,27 +320,14 @@ type setPipelineIn struct {
 }
 
 func (in setPipelineIn) apply(pl *mirror.Pipeline) {
-	setStr := func(dst *string, src *string) {
-		if src != nil {
-			*dst = *src
-		}
-	}
-	setStr(&pl.Trigger, in.Trigger)
-	setStr(&pl.AgentEndpointURL, in.AgentEndpointURL)
-	setStr(&pl.ContextFilter, in.ContextFilter)
-	setStr(&pl.GroupKey, in.GroupKey)
-	if in.Transforms != nil {
-		pl.Transforms = *in.Transforms
-	}
-	if in.WindowEnabled != nil {
-		pl.WindowEnabled = *in.WindowEnabled
-	}
-	if in.WindowDurationSeconds != nil {
-		pl.WindowDurationSeconds = *in.WindowDurationSeconds
-	}
-	if in.BatchSize != nil {
-		pl.BatchSize = *in.BatchSize
-	}
+	assign(&pl.Trigger, in.Trigger)
+	assign(&pl.AgentEndpointURL, in.AgentEndpointURL)
+	assign(&pl.ContextFilter, in.ContextFilter)
+	assign(&pl.GroupKey, in.GroupKey)
+	assign(&pl.Transforms, in.Transforms)
+	assign(&pl.WindowEnabled, in.WindowEnabled)
+	assign(&pl.WindowDurationSeconds, in.WindowDurationSeconds)
+	assign(&pl.BatchSize, in.BatchSize)
 }
 
 func (s *Server) toolSetPipeline(ctx context.Context, req *mcp.CallToolRequest, in setPipelineIn) (*mcp.CallToolResult, map[string]any, error) {

@@ -26,21 +26,20 @@ type sinkBody struct {
 }
 
 func (b sinkBody) apply(c *mirror.Sink) {
-	set := func(dst *string, src *string) {
-		if src != nil {
-			*dst = *src
-		}
-	}
-	set(&c.Kind, b.Kind)
-	set(&c.URL, b.URL)
-	set(&c.Method, b.Method)
-	set(&c.Format, b.Format)
-	set(&c.TextTemplate, b.TextTemplate)
-	if b.Enabled != nil {
-		c.Enabled = *b.Enabled
-	}
-	if b.Headers != nil {
-		c.Headers = *b.Headers
+	assign(&c.Kind, b.Kind)
+	assign(&c.URL, b.URL)
+	assign(&c.Method, b.Method)
+	assign(&c.Format, b.Format)
+	assign(&c.TextTemplate, b.TextTemplate)
+	assign(&c.Enabled, b.Enabled)
+	assign(&c.Headers, b.Headers)
+}
+
+// assign sets *dst to *src when the request carried the field (src not nil): a partial
+// update leaves out what it does not change.
+func assign[T any](dst, src *T) {
+	if src != nil {
+		*dst = *src
 	}
 }
 
