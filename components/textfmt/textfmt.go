@@ -76,8 +76,16 @@ func String(v any) string {
 // placeholders that named no field (rendered empty), for a preview to warn about. "{{"
 // and "}}" write literal braces; a "{" without its "}" is kept as written.
 func Render(tpl string, doc any) (string, []string) {
+	text, _, missing := render(tpl, doc, func(s string) string { return s })
+	return text, missing
+}
+
+// render is Render with each substituted value passed through esc (the template's own
+// text is kept as written), also counting the placeholders that named a field.
+func render(tpl string, doc any, esc func(string) string) (string, int, []string) {
 	var b strings.Builder
 	var missing []string
+	found := 0
 	for i := 0; i < len(tpl); {
 		c := tpl[i]
 		switch {
@@ -91,11 +99,12 @@ func Render(tpl string, doc any) (string, []string) {
 			end := strings.IndexByte(tpl[i+1:], '}')
 			if end < 0 {
 				b.WriteString(tpl[i:])
-				return b.String(), missing
+				return b.String(), found, missing
 			}
 			path := strings.TrimSpace(tpl[i+1 : i+1+end])
 			if v, ok := Resolve(doc, path); ok {
-				b.WriteString(String(v))
+				b.WriteString(esc(String(v)))
+				found++
 			} else {
 				missing = append(missing, path)
 			}
@@ -105,7 +114,7 @@ func Render(tpl string, doc any) (string, []string) {
 			i++
 		}
 	}
-	return b.String(), missing
+	return b.String(), found, missing
 }
 
 // Placeholders lists a template's placeholders, for checking a template when it is saved.

@@ -59,31 +59,117 @@ func TestChat(t *testing.T) {
 	}
 	assert.Equal(t, Discord, Platform("discord", "https://hooks.slack.com/x"), "an explicit format wins")
 
-	raw := []byte(`{"summary":"checkout is failing","n":1}`)
-	doc, _ := Decode(raw)
-	assert.Equal(t, "checkout is failing", DefaultText(raw, doc))
-	raw = []byte(`{"z": 1.50, "a": [1, 2]}`)
-	doc, _ = Decode(raw)
-	assert.Equal(t, "```\n{\"z\":1.50,\"a\":[1,2]}\n```", DefaultText(raw, doc), "compact, numbers and key order as sent")
+}
 
-	long := strings.Repeat("é", 5000)
-	var discord struct {
-		Content string `json:"content"`
+// chatText is the text a platform shows from a body ChatBody made.
+func chatText(t testing.TB, platform string, body []byte) string {
+	var b struct {
+		Text        string
+		Content     string
+		Attachments []struct {
+			Content struct {
+				Body []struct{ Text string }
+			}
+		}
 	}
-	b, err := ChatBody(Discord, long)
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &discord))
-	assert.Equal(t, 2000, utf8.RuneCountInString(discord.Content), "within Discord's limit")
-	assert.True(t, strings.HasSuffix(discord.Content, "…"))
-	assert.Contains(t, string(b), `"allowed_mentions":{"parse":[]}`, "agent text cannot ping @everyone")
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatalf("%s body is not JSON: %v: %q", platform, err, body)
+	}
+	switch platform {
+	case Discord:
+		return b.Content
+	case Teams:
+		if len(b.Attachments) != 1 || len(b.Attachments[0].Content.Body) != 1 {
+			t.Fatalf("a Teams body holds one card with one text block: %s", body)
+		}
+		return b.Attachments[0].Content.Body[0].Text
+	}
+	return b.Text
+}
 
-	b, err = ChatBody(Slack, "hi")
+func chatBody(t testing.TB, platform, tpl, payload string) ([]byte, string) {
+	doc, err := Decode([]byte(payload))
 	require.NoError(t, err)
+	b, err := ChatBody(platform, tpl, []byte(payload), doc)
+	require.NoError(t, err)
+	return b, chatText(t, platform, b)
+}
+
+func TestChatDefaultText(t *testing.T) {
+	_, text := chatBody(t, Slack, "", `{"summary":"checkout is failing","n":1}`)
+	assert.Equal(t, "checkout is failing", text)
+	_, text = chatBody(t, Discord, "", `{"z": 1.50, "a": [1, 2], "s": "a`+"```"+`b"}`)
+	assert.Equal(t, "```\n{\"z\":1.50,\"a\":[1,2],\"s\":\"a\\u0060\\u0060\\u0060b\"}\n```", text,
+		"compact, numbers and key order as sent; a value cannot close the code block")
+	b, _ := chatBody(t, Slack, "", `{"text":"hi"}`)
 	assert.JSONEq(t, `{"text":"hi"}`, string(b))
-	b, err = ChatBody(Teams, "hi")
-	require.NoError(t, err)
+	b, text = chatBody(t, Teams, "", `{"text":"hi"}`)
 	assert.Contains(t, string(b), `"type":"AdaptiveCard"`)
-	assert.Contains(t, string(b), `"text":"hi"`)
+	assert.Equal(t, "hi", text)
+}
+
+func TestChatSlackEscapesPayloadText(t *testing.T) {
+	const hostile = `{"text":"<!channel> <@U123> & <b>x</b>","who":"<!everyone>"}`
+	_, text := chatBody(t, Slack, "", hostile)
+	assert.Equal(t, "&lt;!channel&gt; &lt;@U123&gt; &amp; &lt;b&gt;x&lt;/b&gt;", text, "renders literally, pings nobody")
+	_, text = chatBody(t, Slack, "<!here> {who} says: {text}", hostile)
+	assert.Equal(t, "<!here> &lt;!everyone&gt; says: &lt;!channel&gt; &lt;@U123&gt; &amp; &lt;b&gt;x&lt;/b&gt;", text,
+		"a mention written in the template is kept, substituted values are escaped")
+	_, text = chatBody(t, Slack, "<{url}|details>", `{"url":"https://ci.example.com/run?id=1&attempt=2"}`)
+	assert.Equal(t, "<https://ci.example.com/run?id=1&amp;attempt=2|details>", text, "a template links to a payload's URL")
+	_, text = chatBody(t, Slack, "", `{"a":"<@U1>"}`)
+	assert.Equal(t, "```\n{\"a\":\"&lt;@U1&gt;\"}\n```", text, "the JSON fallback is escaped too")
+	b, text := chatBody(t, Discord, "", hostile)
+	assert.Equal(t, "<!channel> <@U123> & <b>x</b>", text, "Discord is not Slack: allowed_mentions stops pings there")
+	assert.Contains(t, string(b), `"allowed_mentions":{"parse":[]}`)
+
+	// A cut never leaves half an entity, which Slack would show as "&am".
+	_, text = chatBody(t, Slack, "", `{"text":"x`+strings.Repeat("&", 5000)+`"}`)
+	assert.True(t, strings.HasSuffix(text, "&amp;…"), text[len(text)-20:])
+}
+
+func TestChatTemplateWithNothingFound(t *testing.T) {
+	for tpl, want := range map[string]string{
+		`{who}:  ({what})`:       "checkout is failing",
+		`Alert: {who}`:           "checkout is failing",
+		`{empty}`:                "checkout is failing",
+		`New result`:             "New result",
+		`{summary} ({who})`:      "checkout is failing ()",
+		`🔥`:                      "🔥",
+		`-- {{}} --`:             "checkout is failing",
+		`{{literal}} only {who}`: "checkout is failing",
+	} {
+		_, text := chatBody(t, Teams, tpl, `{"summary":"checkout is failing","empty":""}`)
+		assert.Equal(t, want, text, tpl)
+	}
+}
+
+// Per platform: 12,500 CJK characters (37.5 KB of UTF-8) are cut to the platform's
+// limits, bytes of the whole body and characters of the text.
+func TestChatCutByBytesPerPlatform(t *testing.T) {
+	cjk := strings.Repeat("漢", 12500)
+	for platform, want := range map[string]struct{ maxBytes, chars int }{
+		Slack:   {16000, 4000},
+		Discord: {8192, 2000},
+		Teams:   {20000, 0},
+	} {
+		b, text := chatBody(t, platform, "", `{"text":"`+cjk+`"}`)
+		assert.LessOrEqual(t, len(b), want.maxBytes, platform)
+		assert.Less(t, len(b), 28*1024, "%s: under Teams' 28 KB, the smallest platform limit", platform)
+		assert.True(t, strings.HasPrefix(text, "漢漢") && strings.HasSuffix(text, "…"), platform)
+		if want.chars > 0 {
+			assert.Equal(t, want.chars, utf8.RuneCountInString(text), "%s: cut at the character limit", platform)
+		} else {
+			assert.Greater(t, len(b), want.maxBytes-8, "%s: as much text as the bytes allow", platform)
+		}
+
+		// The JSON fallback is cut inside its code block, which stays closed.
+		b, text = chatBody(t, platform, "", `{"rows":"`+cjk+`"}`)
+		assert.LessOrEqual(t, len(b), want.maxBytes, platform)
+		assert.True(t, strings.HasPrefix(text, "```\n{\"rows\":\"漢"), platform)
+		assert.True(t, strings.HasSuffix(text, "漢…\n```"), platform)
+		assert.Equal(t, 2, strings.Count(text, "```"), platform)
+	}
 }
 
 func FuzzRender(f *testing.F) {
@@ -122,17 +208,65 @@ func FuzzResolve(f *testing.F) {
 	})
 }
 
+// FuzzChatBody checks what every chat message must hold, from any template and result
+// text: a valid JSON body within the platform's byte limit, substituted text with no
+// Slack control sequence, and a JSON fallback whose code block is closed.
 func FuzzChatBody(f *testing.F) {
-	f.Add("slack", "hello")
-	f.Add("discord", strings.Repeat("x", 3000))
-	f.Add("teams", "a\xffb")
-	f.Fuzz(func(t *testing.T, platform, text string) {
-		b, err := ChatBody(platform, text)
-		if err != nil {
-			t.Fatal(err)
+	f.Add("{text}", "<!channel> <@U123> & <b>x</b>", uint16(1))
+	f.Add("<!here> {text} ({nope})", "&amp;", uint16(3000))
+	f.Add(":  ({nope})", "漢", uint16(12500))
+	f.Add("{text}", "```", uint16(5000))
+	f.Add("{{", "a\xffb\x00<", uint16(9000))
+	f.Fuzz(func(t *testing.T, tpl, value string, repeat uint16) {
+		if len(value)*int(repeat) > 32<<10 {
+			return
 		}
-		if !json.Valid(b) {
-			t.Fatalf("invalid JSON body %q", b)
+		value = strings.Repeat(value, int(repeat))
+		text, _ := json.Marshal(map[string]string{"text": value})
+		other, _ := json.Marshal(map[string]string{"v": value})
+		for platform, lim := range limits {
+			for _, c := range []struct {
+				tpl                string
+				payload            []byte
+				substituted, fence bool
+			}{{tpl, text, false, false}, {"{text}", text, true, false}, {"", other, true, true}} {
+				doc, err := Decode(c.payload)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := ChatBody(platform, c.tpl, c.payload, doc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(b) > lim.bytes {
+					t.Fatalf("%s body of %d bytes, over %d", platform, len(b), lim.bytes)
+				}
+				got := chatText(t, platform, b)
+				if lim.chars > 0 && utf8.RuneCountInString(got) > lim.chars {
+					t.Fatalf("%s text of %d characters", platform, utf8.RuneCountInString(got))
+				}
+				if c.substituted && platform == Slack && !slackSafe(got) {
+					t.Fatalf("substituted text reaches Slack unescaped: %q", got)
+				}
+				if c.fence && (!strings.HasPrefix(got, "```\n") || !strings.HasSuffix(got, "\n```") || strings.Count(got, "```") != 2) {
+					t.Fatalf("%s code block not closed: %q", platform, got)
+				}
+			}
 		}
 	})
+}
+
+// slackSafe reports whether text has no < or > and an & only as an entity.
+func slackSafe(text string) bool {
+	if strings.ContainsAny(text, "<>") {
+		return false
+	}
+	for i := strings.IndexByte(text, '&'); i >= 0; i = strings.IndexByte(text, '&') {
+		text = text[i:]
+		if !strings.HasPrefix(text, "&amp;") && !strings.HasPrefix(text, "&lt;") && !strings.HasPrefix(text, "&gt;") {
+			return false
+		}
+		text = text[1:]
+	}
+	return true
 }

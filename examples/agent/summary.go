@@ -73,7 +73,9 @@ func isError(r record) bool {
 		return true
 	}
 	var st struct{ Code string }
-	if json.Unmarshal(r.Status, &st) == nil && st.Code == "STATUS_CODE_ERROR" {
+	// The receiver stores a span's status code as "error" (contract section 4); the
+	// OTLP enum name is accepted too, for records from elsewhere.
+	if json.Unmarshal(r.Status, &st) == nil && (st.Code == "error" || st.Code == "STATUS_CODE_ERROR") {
 		return true
 	}
 	var s string

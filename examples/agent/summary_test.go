@@ -21,7 +21,7 @@ func TestSummariseCountsErrorsByServiceAndMessage(t *testing.T) {
 		`{"severityNumber": 17, "body": "payment declined", "resourceAttributes": {"service.name": "checkout"}}`,
 		`{"severityNumber": 18, "body": "payment declined", "resourceAttributes": {"service.name": "checkout"}}`,
 		`{"severityNumber": 9, "body": "cart loaded", "resourceAttributes": {"service.name": "cart"}}`,
-		`{"name": "GET /pay", "status": {"code": "STATUS_CODE_ERROR", "message": "boom"}, "resourceAttributes": {"service.name": "gateway"}}`,
+		`{"name": "GET /pay", "status": {"code": "error", "message": "boom"}, "resourceAttributes": {"service.name": "gateway"}}`,
 		`{"_event_type": "payment.failed", "status": "failed", "message": "card expired", "service": "billing"}`,
 		`not json`,
 	))

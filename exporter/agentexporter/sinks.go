@@ -118,20 +118,15 @@ func (e *agentExporter) sinkRequest(proj mirror.Project, sink mirror.Sink, it pi
 	return o, fmt.Errorf("sink kind %q is not known to this version", sink.Kind)
 }
 
-// chatBody renders a result as the message the sink's platform accepts: the sink's
-// template over the payload's fields, else the payload's text/summary/message field,
-// else the payload as compact JSON in a code block.
+// chatBody renders a result as the message the sink's platform accepts (textfmt.ChatBody:
+// template or default text, Slack escaping, the platform's size limits).
 func chatBody(sink mirror.Sink, payload []byte) ([]byte, error) {
 	doc, err := textfmt.Decode(payload)
 	if err != nil {
 		// The receiver stores only JSON; say so rather than send an empty message.
 		return nil, fmt.Errorf("the result is not JSON: %v", err)
 	}
-	text := textfmt.DefaultText(payload, doc)
-	if sink.TextTemplate != "" {
-		text, _ = textfmt.Render(sink.TextTemplate, doc)
-	}
-	return textfmt.ChatBody(textfmt.Platform(sink.Format, sink.URL), text)
+	return textfmt.ChatBody(textfmt.Platform(sink.Format, sink.URL), sink.TextTemplate, payload, doc)
 }
 
 func findSink(proj mirror.Project, id string) (mirror.Sink, bool) {

@@ -67,16 +67,22 @@ func TestSinkToAnInternalAddressIsRefusedAndDeadLettered(t *testing.T) {
 
 func TestChatMessagesPerPlatform(t *testing.T) {
 	e := newEnv(t)
-	discord, teams := newAgent(t, nil), newAgent(t, nil)
+	discord, teams, slack := newAgent(t, nil), newAgent(t, nil), newAgent(t, nil)
 	e.putProject(t, sinkProject("chat",
 		mirror.Sink{ID: "s_discord", Kind: "chat", Format: "discord", URL: discord.srv.URL, TextTemplate: "{who}: {text}"},
-		mirror.Sink{ID: "s_teams", Kind: "chat", Format: "teams", URL: teams.srv.URL}))
+		mirror.Sink{ID: "s_teams", Kind: "chat", Format: "teams", URL: teams.srv.URL},
+		mirror.Sink{ID: "s_slack", Kind: "chat", Format: "slack", URL: slack.srv.URL, TextTemplate: "<!here> {text}"}))
 	r := e.start(t, nil)
 
 	long := strings.Repeat("é", 2500)
 	require.NoError(t, consumeResult(r, "chat", "s_discord", `{"who":"@everyone","text":"`+long+`"}`))
 	require.NoError(t, consumeResult(r, "chat", "s_teams", `{"summary":"checkout is failing"}`))
-	require.Eventually(t, func() bool { return len(discord.requests()) == 1 && len(teams.requests()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, consumeResult(r, "chat", "s_slack", `{"text":"<!channel> <@U123> & <b>x</b>"}`))
+	require.Eventually(t, func() bool {
+		return len(discord.requests()) == 1 && len(teams.requests()) == 1 && len(slack.requests()) == 1
+	}, 5*time.Second, 5*time.Millisecond)
+	assert.JSONEq(t, `{"text":"<!here> &lt;!channel&gt; &lt;@U123&gt; &amp; &lt;b&gt;x&lt;/b&gt;"}`, string(slack.requests()[0].body),
+		"the agent's text pings nobody; the template's own mention is kept")
 
 	var d struct {
 		Content         string `json:"content"`

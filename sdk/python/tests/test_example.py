@@ -16,6 +16,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "agent.py")
 
 
+# Records as the receiver stores them from OTLP (contract section 4): an error log, an
+# info log, and a span that failed. Only severityNumber/severityText tell a log's level.
+RESOURCE = {"service.name": "checkout", "k8s.namespace.name": "shop"}
+ERROR_LOG = {"resourceAttributes": RESOURCE, "scope": {"name": "app.logger"}, "severityNumber": 17,
+             "severityText": "ERROR", "body": "payment failed", "attributes": {"http.status_code": 502},
+             "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
+             "timestamp": "2024-05-01T12:00:00.123456789Z"}
+INFO_LOG = {"resourceAttributes": RESOURCE, "scope": {"name": "app.logger"}, "severityNumber": 9,
+            "severityText": "INFO", "body": "retrying", "attributes": {}, "traceId": "", "spanId": "",
+            "timestamp": "2024-05-01T12:00:01.000000000Z"}
+ERROR_SPAN = {"resourceAttributes": RESOURCE, "scope": {"name": "app.tracer"},
+              "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "parentSpanId": "",
+              "name": "POST /pay", "kind": "server", "startTime": "2024-05-01T12:00:00Z",
+              "endTime": "2024-05-01T12:00:00.25Z", "durationMs": 250,
+              "status": {"code": "error", "message": "upstream 502"}, "attributes": {}, "events": []}
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -50,9 +67,9 @@ class ExampleAgentTest(unittest.TestCase):
                     time.sleep(0.05)
             self.fail("the example agent did not start listening")
 
-        body = b'{"trigger":{"level":"error"},"window":[{"level":"info"},{"level":"error"}]}'
+        body = json.dumps({"trigger": ERROR_LOG, "window": [INFO_LOG, ERROR_SPAN]}).encode()
         self.assertEqual(post(body, signed_headers(body)), (200, b'{"status":"accepted"}'))
-        forged = body.replace(b"info", b"debug")
+        forged = body.replace(b"retrying", b"recovered")
         self.assertEqual(post(forged, signed_headers(body))[0], 401)
 
         for _ in range(100):

@@ -15,6 +15,25 @@ test("the README shows the example", () => {
   assert.ok(readFileSync(readme, "utf8").includes(readFileSync(example, "utf8")), "README.md and examples/agent.js differ");
 });
 
+// Records as the receiver stores them from OTLP (contract section 4): an error log, an
+// info log, and a span that failed. Only severityNumber/severityText tell a log's level.
+const resource = { "service.name": "checkout", "k8s.namespace.name": "shop" };
+const errorLog = {
+  resourceAttributes: resource, scope: { name: "app.logger" }, severityNumber: 17, severityText: "ERROR",
+  body: "payment failed", attributes: { "http.status_code": 502 }, traceId: "5b8efff798038103d269b633813fc60c",
+  spanId: "eee19b7ec3c1b174", timestamp: "2024-05-01T12:00:00.123456789Z",
+};
+const infoLog = {
+  resourceAttributes: resource, scope: { name: "app.logger" }, severityNumber: 9, severityText: "INFO",
+  body: "retrying", attributes: {}, traceId: "", spanId: "", timestamp: "2024-05-01T12:00:01.000000000Z",
+};
+const errorSpan = {
+  resourceAttributes: resource, scope: { name: "app.tracer" }, traceId: "5b8efff798038103d269b633813fc60c",
+  spanId: "eee19b7ec3c1b174", parentSpanId: "", name: "POST /pay", kind: "server", startTime: "2024-05-01T12:00:00Z",
+  endTime: "2024-05-01T12:00:00.25Z", durationMs: 250, status: { code: "error", message: "upstream 502" },
+  attributes: {}, events: [],
+};
+
 async function freePort() {
   const s = net.createServer();
   await new Promise((r) => s.listen(0, "127.0.0.1", r));
@@ -44,9 +63,9 @@ test("the example agent answers a call and sends its result", async (t) => {
     assert.fail("the example agent did not start listening");
   };
 
-  const body = '{"trigger":{"level":"error"},"window":[{"level":"info"},{"level":"error"}]}';
+  const body = JSON.stringify({ trigger: errorLog, window: [infoLog, errorSpan] });
   assert.deepEqual(await post(body, signedHeaders(body)), [200, '{"status":"accepted"}']);
-  assert.equal((await post(body.replace("info", "debug"), signedHeaders(body)))[0], 401);
+  assert.equal((await post(body.replace("retrying", "recovered"), signedHeaders(body)))[0], 401);
 
   for (let i = 0; i < 100 && r.requests.length === 0; i++) await sleep(50);
   assert.equal(r.requests.length, 1, "one result, none for the forged call");
