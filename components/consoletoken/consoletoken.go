@@ -9,6 +9,10 @@
 // "otelcol-svc-console", issuer "otelcol-svc" and purpose "console", so neither a
 // control-plane login token (HS256, purpose "login") nor a token signed for another
 // audience is ever accepted here, and a console token is not a login token either.
+//
+// A token also names the membership it was issued under (claim "grant"); receivers honour
+// it only while the project's mirror entry lists that grant for the user, so removing a
+// member ends their tokens within the mirror's latency, not at expiry.
 package consoletoken
 
 import (
@@ -38,6 +42,10 @@ const Leeway = 30 * time.Second
 type Claims struct {
 	UserID    string
 	ProjectID string
+	// Grant names the membership the token was issued under (when it began, unix
+	// milliseconds; mirror.Project.Members): receivers honour the token only while the
+	// project's mirror entry lists the same grant for the user.
+	Grant int64
 	// ExpiresAt is set by Issue (now + ttl) and returned by Verify.
 	ExpiresAt time.Time
 }
@@ -50,6 +58,7 @@ var (
 
 type jwtClaims struct {
 	ProjectID string `json:"project_id"`
+	Grant     int64  `json:"grant"`
 	Purpose   string `json:"purpose"`
 	jwt.RegisteredClaims
 }
@@ -60,14 +69,15 @@ func Issue(priv ed25519.PrivateKey, c Claims, ttl time.Duration, now time.Time) 
 	if len(priv) != ed25519.PrivateKeySize {
 		return "", errors.New("consoletoken: the private key is not an Ed25519 private key")
 	}
-	if c.UserID == "" || c.ProjectID == "" {
-		return "", errors.New("consoletoken: a token needs a user id and a project id")
+	if c.UserID == "" || c.ProjectID == "" || c.Grant <= 0 {
+		return "", errors.New("consoletoken: a token needs a user id, a project id and the membership's grant")
 	}
 	if ttl <= 0 || ttl > MaxTTL {
 		return "", fmt.Errorf("consoletoken: the lifetime must be positive and at most %s, got %s", MaxTTL, ttl)
 	}
 	claims := jwtClaims{
 		ProjectID: c.ProjectID,
+		Grant:     c.Grant,
 		Purpose:   Purpose,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    Issuer,
@@ -113,12 +123,12 @@ func Verify(keys []ed25519.PublicKey, token string, now time.Time) (Claims, erro
 	if c.Purpose != Purpose {
 		return Claims{}, fmt.Errorf("%w: not a console token", ErrInvalid)
 	}
-	if c.Subject == "" || c.ProjectID == "" {
-		return Claims{}, fmt.Errorf("%w: no user or project", ErrInvalid)
+	if c.Subject == "" || c.ProjectID == "" || c.Grant <= 0 {
+		return Claims{}, fmt.Errorf("%w: no user, project or membership grant", ErrInvalid)
 	}
 	// A token that lives longer than Issue allows was not made by Issue.
 	if c.IssuedAt == nil || c.ExpiresAt.Sub(c.IssuedAt.Time) > MaxTTL {
 		return Claims{}, fmt.Errorf("%w: lifetime longer than %s", ErrInvalid, MaxTTL)
 	}
-	return Claims{UserID: c.Subject, ProjectID: c.ProjectID, ExpiresAt: c.ExpiresAt.Time.UTC()}, nil
+	return Claims{UserID: c.Subject, ProjectID: c.ProjectID, Grant: c.Grant, ExpiresAt: c.ExpiresAt.Time.UTC()}, nil
 }

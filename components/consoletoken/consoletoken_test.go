@@ -25,11 +25,11 @@ func keyPair(t *testing.T) (ed25519.PublicKey, ed25519.PrivateKey) {
 
 func TestIssueVerify(t *testing.T) {
 	pub, priv := keyPair(t)
-	tok, err := Issue(priv, Claims{UserID: "u1", ProjectID: "p1"}, 10*time.Minute, now)
+	tok, err := Issue(priv, Claims{UserID: "u1", ProjectID: "p1", Grant: 7}, 10*time.Minute, now)
 	require.NoError(t, err)
 	c, err := Verify([]ed25519.PublicKey{pub}, tok, now.Add(time.Minute))
 	require.NoError(t, err)
-	assert.Equal(t, Claims{UserID: "u1", ProjectID: "p1", ExpiresAt: now.Add(10 * time.Minute)}, c)
+	assert.Equal(t, Claims{UserID: "u1", ProjectID: "p1", Grant: 7, ExpiresAt: now.Add(10 * time.Minute)}, c)
 
 	// Expired (past the leeway).
 	_, err = Verify([]ed25519.PublicKey{pub}, tok, now.Add(10*time.Minute+Leeway+time.Second))
@@ -42,9 +42,9 @@ func TestIssueVerify(t *testing.T) {
 func TestRotation(t *testing.T) {
 	oldPub, oldPriv := keyPair(t)
 	newPub, newPriv := keyPair(t)
-	oldTok, err := Issue(oldPriv, Claims{UserID: "u", ProjectID: "p"}, time.Minute, now)
+	oldTok, err := Issue(oldPriv, Claims{UserID: "u", ProjectID: "p", Grant: 7}, time.Minute, now)
 	require.NoError(t, err)
-	newTok, err := Issue(newPriv, Claims{UserID: "u", ProjectID: "p"}, time.Minute, now)
+	newTok, err := Issue(newPriv, Claims{UserID: "u", ProjectID: "p", Grant: 7}, time.Minute, now)
 	require.NoError(t, err)
 	both := []ed25519.PublicKey{newPub, oldPub}
 	for _, tok := range []string{oldTok, newTok} {
@@ -65,7 +65,7 @@ func TestRefusesOtherTokens(t *testing.T) {
 		return tok
 	}
 	valid := func() jwt.MapClaims {
-		return jwt.MapClaims{"iss": Issuer, "sub": "u", "aud": Audience, "project_id": "p", "purpose": Purpose,
+		return jwt.MapClaims{"iss": Issuer, "sub": "u", "aud": Audience, "project_id": "p", "grant": 7, "purpose": Purpose,
 			"iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
 	}
 	// The baseline passes, so each case below fails for its one difference.
@@ -90,6 +90,8 @@ func TestRefusesOtherTokens(t *testing.T) {
 		"no expiry":          sign(jwt.SigningMethodEdDSA, priv, with("exp", nil)),
 		"no project":         sign(jwt.SigningMethodEdDSA, priv, with("project_id", nil)),
 		"no user":            sign(jwt.SigningMethodEdDSA, priv, with("sub", nil)),
+		"no grant":           sign(jwt.SigningMethodEdDSA, priv, with("grant", nil)),
+		"grant not a number": sign(jwt.SigningMethodEdDSA, priv, with("grant", "7")),
 		"lives too long":     sign(jwt.SigningMethodEdDSA, priv, with("exp", now.Add(MaxTTL+time.Minute).Unix())),
 		"HS256 login token":  sign(jwt.SigningMethodHS256, []byte(strings.Repeat("s", 32)), with("purpose", "login")),
 		"HS256 with pub key": sign(jwt.SigningMethodHS256, []byte(pub), valid()),
@@ -111,7 +113,7 @@ func TestRefusesOtherTokens(t *testing.T) {
 
 func TestNoKeys(t *testing.T) {
 	_, priv := keyPair(t)
-	tok, err := Issue(priv, Claims{UserID: "u", ProjectID: "p"}, time.Minute, now)
+	tok, err := Issue(priv, Claims{UserID: "u", ProjectID: "p", Grant: 7}, time.Minute, now)
 	require.NoError(t, err)
 	_, err = Verify(nil, tok, now)
 	assert.True(t, errors.Is(err, ErrNoKeys))
@@ -124,10 +126,14 @@ func TestIssueRefuses(t *testing.T) {
 	for name, f := range map[string]func() error{
 		"no project": func() error { _, err := Issue(priv, Claims{UserID: "u"}, time.Minute, now); return err },
 		"no user":    func() error { _, err := Issue(priv, Claims{ProjectID: "p"}, time.Minute, now); return err },
-		"zero ttl":   func() error { _, err := Issue(priv, Claims{UserID: "u", ProjectID: "p"}, 0, now); return err },
-		"long ttl":   func() error { _, err := Issue(priv, Claims{UserID: "u", ProjectID: "p"}, 2*MaxTTL, now); return err },
+		"no grant":   func() error { _, err := Issue(priv, Claims{UserID: "u", ProjectID: "p"}, time.Minute, now); return err },
+		"zero ttl":   func() error { _, err := Issue(priv, Claims{UserID: "u", ProjectID: "p", Grant: 7}, 0, now); return err },
+		"long ttl": func() error {
+			_, err := Issue(priv, Claims{UserID: "u", ProjectID: "p", Grant: 7}, 2*MaxTTL, now)
+			return err
+		},
 		"bad key": func() error {
-			_, err := Issue(priv[:10], Claims{UserID: "u", ProjectID: "p"}, time.Minute, now)
+			_, err := Issue(priv[:10], Claims{UserID: "u", ProjectID: "p", Grant: 7}, time.Minute, now)
 			return err
 		},
 	} {
@@ -140,7 +146,7 @@ func FuzzVerify(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	good, err := Issue(priv, Claims{UserID: "u", ProjectID: "p"}, time.Minute, now)
+	good, err := Issue(priv, Claims{UserID: "u", ProjectID: "p", Grant: 7}, time.Minute, now)
 	if err != nil {
 		f.Fatal(err)
 	}

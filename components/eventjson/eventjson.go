@@ -43,6 +43,9 @@ func Object(body []byte) ([]byte, error) {
 	if len(obj) == 0 {
 		return nil, &Error{Index: -1, Syntax: true, Msg: "the body is empty; send one JSON object"}
 	}
+	if err := Check(body); err != nil {
+		return nil, err
+	}
 	if err := syntaxError(obj); err != nil {
 		return nil, &Error{Index: -1, Syntax: true, Msg: err.Error()}
 	}
@@ -63,6 +66,9 @@ func Split(body []byte, ndjson bool, max int) ([][]byte, error) {
 	if len(trimmed) == 0 {
 		return nil, &Error{Index: -1, Syntax: true, Msg: "the body is empty; send a JSON array of objects or NDJSON"}
 	}
+	if err := Check(body); err != nil {
+		return nil, err
+	}
 	if !ndjson && trimmed[0] == '[' {
 		return splitArray(trimmed, max)
 	}
@@ -81,6 +87,9 @@ func Objects(body []byte, max int) ([][]byte, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return nil, &Error{Index: -1, Syntax: true, Msg: "the body is empty; send a JSON object, a JSON array of objects, or NDJSON"}
+	}
+	if err := Check(body); err != nil {
+		return nil, err
 	}
 	switch {
 	case trimmed[0] == '[':

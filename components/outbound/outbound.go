@@ -2,8 +2,11 @@
 // endpoints, webhook and chat destinations). Such URLs are user input: without care they
 // let a user make the service call its own loopback, private network or the cloud
 // metadata endpoint (SSRF). The client refuses those addresses when it connects, after DNS
-// resolution, so a hostname that resolves (or later re-resolves) to one is refused too.
-// Operators of self-hosted instances allow chosen ranges with SVC_OUTBOUND_ALLOW.
+// resolution, so a hostname that resolves (or later re-resolves) to one is refused too;
+// numeric host spellings (2130706433, 0x7f.1, 127.1) are read as the address they mean
+// before that (ParseHost). The control plane checks the same when a URL is saved
+// (CheckDestination). Operators of self-hosted instances allow chosen ranges with
+// SVC_OUTBOUND_ALLOW.
 package outbound
 
 import (
@@ -31,23 +34,35 @@ type ForbiddenAddressError struct {
 	Addr netip.Addr
 	// Kind names the range, e.g. "a loopback address".
 	Kind string
+	// Host is the name that resolved to Addr, when the URL held a name (CheckDestination).
+	Host string
 }
 
 func (e *ForbiddenAddressError) Error() string {
+	if e.Host != "" {
+		return fmt.Sprintf("destination refused: %s resolves to %s, which is %s; allow it with %s", e.Host, e.Addr, e.Kind, EnvAllow)
+	}
 	return fmt.Sprintf("destination refused: %s is %s; allow it with %s", e.Addr, e.Kind, EnvAllow)
 }
 
 // Is makes errors.Is(err, ErrForbiddenAddress) hold.
 func (e *ForbiddenAddressError) Is(target error) bool { return target == ErrForbiddenAddress }
 
-// blocked lists the ranges refused by default, most specific first so the message names
-// the metadata endpoint rather than "link-local".
+// blocked lists the ranges refused by default: the IANA IPv4 and IPv6 Special-Purpose
+// Address Registries (RFC 6890 and their later entries) except the blocks marked
+// globally reachable, plus the cloud metadata addresses. Most specific first, so the
+// message names the metadata endpoint rather than "link-local". Blocks that carry an IPv4
+// address (IPv4-mapped, IPv4-compatible, NAT64 64:ff9b::/96, 6to4 2002::/16) are not
+// listed: they are judged by the IPv4 address they carry (embeddedIPv4).
 var blocked = []struct {
 	prefix netip.Prefix
 	kind   string
 }{
 	{netip.MustParsePrefix("169.254.169.254/32"), "a cloud metadata address"},
 	{netip.MustParsePrefix("fd00:ec2::254/128"), "a cloud metadata address"},
+	// Azure's platform endpoint (wireserver): a public address that answers only from
+	// inside Azure, with instance secrets.
+	{netip.MustParsePrefix("168.63.129.16/32"), "a cloud metadata address"},
 	{netip.MustParsePrefix("0.0.0.0/8"), "an unspecified (\"this network\") address"},
 	{netip.MustParsePrefix("::/128"), "an unspecified address"},
 	{netip.MustParsePrefix("127.0.0.0/8"), "a loopback address"},
@@ -59,23 +74,60 @@ var blocked = []struct {
 	{netip.MustParsePrefix("100.64.0.0/10"), "a shared (CGNAT) address"},
 	{netip.MustParsePrefix("169.254.0.0/16"), "a link-local address"},
 	{netip.MustParsePrefix("fe80::/10"), "a link-local address"},
+	{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol assignment address"},
+	{netip.MustParsePrefix("2001::/23"), "an IETF protocol assignment address (Teredo, benchmarking, ORCHID)"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("2001:db8::/32"), "a documentation address"},
+	{netip.MustParsePrefix("3fff::/20"), "a documentation address"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
+	{netip.MustParsePrefix("192.88.99.0/24"), "a 6to4 relay anycast address"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "a local-use NAT64 address"},
+	{netip.MustParsePrefix("100::/64"), "a discard-only address"},
+	{netip.MustParsePrefix("5f00::/16"), "an SRv6 segment identifier"},
 	{netip.MustParsePrefix("224.0.0.0/4"), "a multicast address"},
 	{netip.MustParsePrefix("ff00::/8"), "a multicast address"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved or broadcast address"},
 }
 
-// nat64 is the well-known NAT64 prefix: behind a NAT64 gateway 64:ff9b::a.b.c.d reaches
-// a.b.c.d, so the embedded IPv4 address is what must be checked.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// Blocks of IPv6 addresses that carry an IPv4 address. Behind a NAT64 gateway
+// 64:ff9b::a.b.c.d reaches a.b.c.d, a 6to4 relay sends 2002:AABB:CCDD:: to AA.BB.CC.DD,
+// and stacks may turn IPv4-mapped and the deprecated IPv4-compatible forms into IPv4, so
+// each is what the IPv4 address it carries is.
+var (
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour  = netip.MustParsePrefix("2002::/16")
+	compatIPv4 = netip.MustParsePrefix("::/96")
+)
+
+// embeddedIPv4 returns the IPv4 address an IPv6 address carries, if it is of one of the
+// forms above.
+func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	switch {
+	case a.Is4In6():
+		return a.Unmap(), true
+	case nat64.Contains(a), compatIPv4.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
+}
 
 // CheckAddr returns a *ForbiddenAddressError when addr may not be reached: it is in a
-// refused range (IPv4-mapped and NAT64 forms included) and not inside an allowed prefix.
+// refused range, or carries an IPv4 address that is (see embeddedIPv4), and neither it
+// nor that IPv4 address is inside an allowed prefix.
 func CheckAddr(addr netip.Addr, allow []netip.Prefix) error {
 	addr = addr.WithZone("")
-	forms := []netip.Addr{addr, addr.Unmap()}
-	if addr.Is6() && nat64.Contains(addr) {
-		b := addr.As16()
-		forms = append(forms, netip.AddrFrom4([4]byte(b[12:16])))
+	forms := []netip.Addr{addr}
+	if v4, ok := embeddedIPv4(addr); ok {
+		forms = append(forms, v4)
 	}
 	for _, p := range allow {
 		for _, f := range forms {
@@ -192,7 +244,7 @@ func NewClient(o Options) *http.Client {
 	}
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
+		DialContext:           normalizingDial(dialer.DialContext),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          256,
 		MaxIdleConnsPerHost:   16,

@@ -19,6 +19,11 @@
 //   - Timestamps are quoted RFC 3339 UTC strings with exactly nine fractional
 //     digits. A log record with neither time nor observed time takes the time
 //     it was received; a metric point with no start time has startTimestamp "".
+//   - Fields added after the first contract (log eventName; span traceState,
+//     links and timestamp; point exemplars) come after the original ones and
+//     are always present ("" or [] when the producer sent none), so the key
+//     order of existing fields never changes.
+//   - A span's timestamp equals its startTime, so every signal sorts on one key.
 //   - Strings are always valid UTF-8 (invalid bytes become U+FFFD), and nothing
 //     is HTML-escaped.
 //

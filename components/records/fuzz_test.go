@@ -44,7 +44,7 @@ func FuzzFlattenLogsJSON(f *testing.F) {
 		n := 0
 		if err := FlattenLogs(req.Logs(), time.Unix(0, 1), func(rec []byte) error {
 			n++
-			checkRecord(t, rec, 9)
+			checkRecord(t, rec, 10)
 			return nil
 		}); err != nil {
 			t.Fatal(err)
@@ -68,6 +68,8 @@ func FuzzFlattenTracesJSON(f *testing.F) {
 	s.SetEndTimestamp(ts2)
 	s.Attributes().PutDouble("ratio", 0.5)
 	s.Events().AppendEmpty().SetName("retry")
+	s.TraceState().FromRaw("k=v")
+	s.Links().AppendEmpty().SetTraceID(traceID)
 	seed, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalJSON()
 	if err != nil {
 		f.Fatal(err)
@@ -81,7 +83,7 @@ func FuzzFlattenTracesJSON(f *testing.F) {
 		n := 0
 		if err := FlattenTraces(req.Traces(), func(rec []byte) error {
 			n++
-			checkRecord(t, rec, 13)
+			checkRecord(t, rec, 16)
 			return nil
 		}); err != nil {
 			t.Fatal(err)
@@ -100,7 +102,9 @@ func FuzzFlattenMetricsJSON(f *testing.F) {
 	g.SetEmptyGauge().DataPoints().AppendEmpty().SetDoubleValue(math.Inf(1))
 	sum := ms.AppendEmpty().SetEmptySum()
 	sum.SetIsMonotonic(true)
-	sum.DataPoints().AppendEmpty().SetIntValue(-7)
+	sdp := sum.DataPoints().AppendEmpty()
+	sdp.SetIntValue(-7)
+	sdp.Exemplars().AppendEmpty().SetDoubleValue(math.NaN())
 	hdp := ms.AppendEmpty().SetEmptyHistogram().DataPoints().AppendEmpty()
 	hdp.SetSum(1.5)
 	hdp.BucketCounts().FromRaw([]uint64{1, 2})

@@ -143,6 +143,10 @@ func (e *encoder) log(lr plog.LogRecord, received time.Time) {
 	default:
 		e.buf = AppendTimestamp(e.buf, received)
 	}
+	// Added after the original fields (contract §4 is extended, never reordered);
+	// always present, "" when unset, so a trigger can test it like traceId.
+	e.key("eventName")
+	e.buf = appendString(e.buf, lr.EventName())
 }
 
 // FlattenTraces calls emit once per span, in order, with that span's JSON.
@@ -242,6 +246,30 @@ func (e *encoder) span(s ptrace.Span) {
 		e.buf = append(e.buf, '}')
 	}
 	e.buf = append(e.buf, ']')
+	// The fields below were added later and follow the original ones (contract §4).
+	e.key("traceState")
+	e.buf = appendString(e.buf, s.TraceState().AsRaw())
+	e.key("links")
+	e.buf = append(e.buf, '[')
+	links := s.Links()
+	for i := 0; i < links.Len(); i++ {
+		l := links.At(i)
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		e.buf = append(e.buf, '{')
+		e.ids(l.TraceID(), l.SpanID())
+		e.buf = append(e.buf, `,"traceState":`...)
+		e.buf = appendString(e.buf, l.TraceState().AsRaw())
+		e.buf = append(e.buf, `,"attributes":`...)
+		e.buf = appendMap(e.buf, l.Attributes())
+		e.buf = append(e.buf, '}')
+	}
+	e.buf = append(e.buf, ']')
+	// timestamp repeats startTime under the name logs and metrics use, so triggers
+	// and the Recent events view can sort every signal on one field.
+	e.key("timestamp")
+	e.buf = appendTS(e.buf, s.StartTimestamp())
 }
 
 // FlattenMetrics calls emit once per data point, in order, with that point's JSON.
@@ -284,6 +312,46 @@ func (e *encoder) startMetric(m pmetric.Metric, typ string) {
 	e.metric = append(e.metric, `,"type":"`...)
 	e.metric = append(e.metric, typ...)
 	e.metric = append(e.metric, '"')
+}
+
+// ids writes the traceId and spanId members of an object nested in a record (a
+// link, an exemplar), which point at another span.
+func (e *encoder) ids(tid pcommon.TraceID, sid pcommon.SpanID) {
+	e.buf = append(e.buf, `"traceId":`...)
+	e.buf = appendID(e.buf, tid[:])
+	e.buf = append(e.buf, `,"spanId":`...)
+	e.buf = appendID(e.buf, sid[:])
+}
+
+// exemplars writes the point's exemplars, the links from a metric point to the
+// traces behind it. It comes last in a point's record because it was added after
+// the original fields (contract §4).
+func (e *encoder) exemplars(xs pmetric.ExemplarSlice) {
+	e.key("exemplars")
+	e.buf = append(e.buf, '[')
+	for i := 0; i < xs.Len(); i++ {
+		x := xs.At(i)
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		e.buf = append(e.buf, `{"timestamp":`...)
+		e.buf = appendTS(e.buf, x.Timestamp())
+		e.buf = append(e.buf, `,"value":`...)
+		switch x.ValueType() {
+		case pmetric.ExemplarValueTypeInt:
+			e.buf = strconv.AppendInt(e.buf, x.IntValue(), 10)
+		case pmetric.ExemplarValueTypeDouble:
+			e.buf = appendFloat(e.buf, x.DoubleValue())
+		default:
+			e.buf = append(e.buf, "null"...)
+		}
+		e.buf = append(e.buf, ',')
+		e.ids(x.TraceID(), x.SpanID())
+		e.buf = append(e.buf, `,"filteredAttributes":`...)
+		e.buf = appendMap(e.buf, x.FilteredAttributes())
+		e.buf = append(e.buf, '}')
+	}
+	e.buf = append(e.buf, ']')
 }
 
 // point starts a data point record with the fields every point type shares.
@@ -353,7 +421,9 @@ func (e *encoder) metricPoints(m pmetric.Metric, emit func([]byte) error) error 
 		e.startMetric(m, "gauge")
 		dps := m.Gauge().DataPoints()
 		for i := 0; i < dps.Len(); i++ {
-			e.number(dps.At(i))
+			dp := dps.At(i)
+			e.number(dp)
+			e.exemplars(dp.Exemplars())
 			if err := e.emit(emit); err != nil {
 				return err
 			}
@@ -363,10 +433,12 @@ func (e *encoder) metricPoints(m pmetric.Metric, emit func([]byte) error) error 
 		sum := m.Sum()
 		dps := sum.DataPoints()
 		for i := 0; i < dps.Len(); i++ {
-			e.number(dps.At(i))
+			dp := dps.At(i)
+			e.number(dp)
 			e.key("isMonotonic")
 			e.buf = strconv.AppendBool(e.buf, sum.IsMonotonic())
 			e.temporality(sum.AggregationTemporality())
+			e.exemplars(dp.Exemplars())
 			if err := e.emit(emit); err != nil {
 				return err
 			}
@@ -391,6 +463,7 @@ func (e *encoder) metricPoints(m pmetric.Metric, emit func([]byte) error) error 
 			}
 			e.buf = append(e.buf, ']')
 			e.temporality(h.AggregationTemporality())
+			e.exemplars(dp.Exemplars())
 			if err := e.emit(emit); err != nil {
 				return err
 			}
@@ -409,6 +482,7 @@ func (e *encoder) metricPoints(m pmetric.Metric, emit func([]byte) error) error 
 			e.buckets("positive", dp.Positive())
 			e.buckets("negative", dp.Negative())
 			e.temporality(h.AggregationTemporality())
+			e.exemplars(dp.Exemplars())
 			if err := e.emit(emit); err != nil {
 				return err
 			}

@@ -123,7 +123,7 @@ func TestFlattenLogsShape(t *testing.T) {
 	lr.SetSpanID(spanID)
 
 	recs := flattenLogs(t, ld, recvd)
-	wantKeys := []string{"resourceAttributes", "scope", "severityNumber", "severityText", "body", "attributes", "traceId", "spanId", "timestamp"}
+	wantKeys := []string{"resourceAttributes", "scope", "severityNumber", "severityText", "body", "attributes", "traceId", "spanId", "timestamp", "eventName"}
 	expectEqual(t, "keys", topKeys(t, recs[0]), wantKeys)
 	m := decode(t, recs[0])
 	expectEqual(t, "resourceAttributes", m["resourceAttributes"], map[string]any{
@@ -144,13 +144,25 @@ func TestFlattenLogsShape(t *testing.T) {
 	expectEqual(t, "traceId", m["traceId"], "5b8efff798038103d269b633813fc60c")
 	expectEqual(t, "spanId", m["spanId"], "eee19b7ec3c1b174")
 	expectEqual(t, "timestamp", m["timestamp"], ts1Str)
+	expectEqual(t, "eventName", m["eventName"], "")
+}
+
+// TestFlattenLogsEventName: an OTLP event (a log record with an event name) keeps
+// its name, so a trigger can tell "app.login" events from plain log lines.
+func TestFlattenLogsEventName(t *testing.T) {
+	ld, lr := newLogs("")
+	lr.SetEventName("app.login")
+	ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().AppendEmpty()
+	recs := flattenLogs(t, ld, recvd)
+	expectEqual(t, "eventName", decode(t, recs[0])["eventName"], "app.login")
+	expectEqual(t, "eventName of a plain log", decode(t, recs[1])["eventName"], "")
 }
 
 func TestFlattenLogsEmptyRecord(t *testing.T) {
 	ld, _ := newLogs("")
 	m := decode(t, flattenLogs(t, ld, recvd)[0])
-	if len(m) != 9 {
-		t.Fatalf("got %d keys, want 9: %v", len(m), m)
+	if len(m) != 10 {
+		t.Fatalf("got %d keys, want 10: %v", len(m), m)
 	}
 	expectEqual(t, "scope", m["scope"], map[string]any{"name": "checkout.logger"})
 	expectEqual(t, "severityNumber", m["severityNumber"], json.Number("0"))
@@ -160,6 +172,7 @@ func TestFlattenLogsEmptyRecord(t *testing.T) {
 	expectEqual(t, "traceId", m["traceId"], "")
 	expectEqual(t, "spanId", m["spanId"], "")
 	expectEqual(t, "timestamp", m["timestamp"], recvStr)
+	expectEqual(t, "eventName", m["eventName"], "")
 }
 
 func TestFlattenLogsTimestampFallback(t *testing.T) {
@@ -353,7 +366,7 @@ func TestFlattenLogsTestdata(t *testing.T) {
 			"body":       "payment failed: card declined",
 			"attributes": map[string]any{"order.id": "A-1001", "retry": true},
 			"traceId":    "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
-			"timestamp": ts1Str,
+			"timestamp": ts1Str, "eventName": "",
 		},
 		{
 			"resourceAttributes": res, "scope": scope,
@@ -361,7 +374,7 @@ func TestFlattenLogsTestdata(t *testing.T) {
 			"body":       `{"event":"login","ms":12.5}`,
 			"attributes": map[string]any{"user.id": json.Number("42")},
 			"traceId":    "", "spanId": "",
-			"timestamp": ts2Str,
+			"timestamp": ts2Str, "eventName": "",
 		},
 		{
 			"resourceAttributes": res, "scope": scope,
@@ -369,7 +382,7 @@ func TestFlattenLogsTestdata(t *testing.T) {
 			"body":       "7",
 			"attributes": map[string]any{},
 			"traceId":    "", "spanId": "",
-			"timestamp": recvStr,
+			"timestamp": recvStr, "eventName": "",
 		},
 	}
 	for i := range want {
@@ -398,6 +411,13 @@ func TestFlattenTraces(t *testing.T) {
 	ev.SetName("exception")
 	ev.SetTimestamp(ts2)
 	ev.Attributes().PutStr("exception.type", "Timeout")
+	s.TraceState().FromRaw("vendor=a1")
+	link := s.Links().AppendEmpty()
+	link.SetTraceID(pcommon.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+	link.SetSpanID(parentID)
+	link.TraceState().FromRaw("vendor=b2")
+	link.Attributes().PutStr("link.kind", "follows_from")
+	s.Links().AppendEmpty() // a link with nothing set
 	bare := ss.Spans().AppendEmpty()
 	bare.SetKind(ptrace.SpanKind(42))
 	bare.Status().SetCode(ptrace.StatusCode(9))
@@ -409,6 +429,7 @@ func TestFlattenTraces(t *testing.T) {
 	expectEqual(t, "keys", topKeys(t, recs[0]), []string{
 		"resourceAttributes", "scope", "traceId", "spanId", "parentSpanId", "name", "kind",
 		"startTime", "endTime", "durationMs", "status", "attributes", "events",
+		"traceState", "links", "timestamp",
 	})
 	expectEqual(t, "span", decode(t, recs[0]), map[string]any{
 		"resourceAttributes": map[string]any{"service.name": "checkout"},
@@ -427,6 +448,15 @@ func TestFlattenTraces(t *testing.T) {
 			"name": "exception", "timestamp": ts2Str,
 			"attributes": map[string]any{"exception.type": "Timeout"},
 		}},
+		"traceState": "vendor=a1",
+		"links": []any{
+			map[string]any{
+				"traceId": "0102030405060708090a0b0c0d0e0f10", "spanId": "0000000000000001",
+				"traceState": "vendor=b2", "attributes": map[string]any{"link.kind": "follows_from"},
+			},
+			map[string]any{"traceId": "", "spanId": "", "traceState": "", "attributes": map[string]any{}},
+		},
+		"timestamp": ts1Str,
 	})
 	m := decode(t, recs[1])
 	expectEqual(t, "parentSpanId", m["parentSpanId"], "")
@@ -435,6 +465,9 @@ func TestFlattenTraces(t *testing.T) {
 	expectEqual(t, "events", m["events"], []any{})
 	expectEqual(t, "startTime", m["startTime"], "1970-01-01T00:00:00.000000000Z")
 	expectEqual(t, "durationMs", m["durationMs"], json.Number("0"))
+	expectEqual(t, "traceState", m["traceState"], "")
+	expectEqual(t, "links", m["links"], []any{})
+	expectEqual(t, "timestamp", m["timestamp"], "1970-01-01T00:00:00.000000000Z")
 }
 
 func TestSpanKinds(t *testing.T) {
@@ -470,6 +503,12 @@ func TestFlattenMetrics(t *testing.T) {
 	gd.SetDoubleValue(math.NaN())
 	gd.SetTimestamp(ts1)
 	gd.SetStartTimestamp(ts2)
+	gx := gi.Exemplars().AppendEmpty()
+	gx.SetTimestamp(ts2)
+	gx.SetIntValue(7)
+	gx.SetTraceID(traceID)
+	gx.SetSpanID(spanID)
+	gx.FilteredAttributes().PutStr("host", "h1")
 
 	s := sm.Metrics().AppendEmpty()
 	s.SetName("requests")
@@ -493,6 +532,7 @@ func TestFlattenMetrics(t *testing.T) {
 	hdp.SetMax(math.Inf(1))
 	hdp.BucketCounts().FromRaw([]uint64{1, 2, 3})
 	hdp.ExplicitBounds().FromRaw([]float64{1, 2.5})
+	hdp.Exemplars().AppendEmpty().SetDoubleValue(0.75)
 	hist.DataPoints().AppendEmpty() // no sum/min/max
 
 	e := sm.Metrics().AppendEmpty()
@@ -507,6 +547,7 @@ func TestFlattenMetrics(t *testing.T) {
 	edp.Positive().SetOffset(-1)
 	edp.Positive().BucketCounts().FromRaw([]uint64{1, 2})
 	edp.Negative().BucketCounts().FromRaw([]uint64{1})
+	edp.Exemplars().AppendEmpty() // no value set
 
 	q := sm.Metrics().AppendEmpty()
 	q.SetName("rtt")
@@ -538,27 +579,42 @@ func TestFlattenMetrics(t *testing.T) {
 	}
 	epoch := "1970-01-01T00:00:00.000000000Z"
 	none := map[string]any{}
+	noExemplars := []any{}
 	want := []map[string]any{
 		with(head("queue.depth", "items waiting", "{item}", "gauge", map[string]any{"queue": "a"}, ts1Str, ""),
-			"value", json.Number("9223372036854775807")),
+			"value", json.Number("9223372036854775807"),
+			"exemplars", []any{map[string]any{
+				"timestamp": ts2Str, "value": json.Number("7"),
+				"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
+				"filteredAttributes": map[string]any{"host": "h1"},
+			}}),
 		with(head("queue.depth", "items waiting", "{item}", "gauge", none, ts1Str, ts2Str),
-			"value", "NaN"),
+			"value", "NaN", "exemplars", noExemplars),
 		with(head("requests", "", "", "sum", none, ts2Str, ts1Str),
-			"value", json.Number("2.5"), "isMonotonic", true, "aggregationTemporality", "cumulative"),
+			"value", json.Number("2.5"), "isMonotonic", true, "aggregationTemporality", "cumulative",
+			"exemplars", noExemplars),
 		with(head("latency", "", "ms", "histogram", none, epoch, ""),
 			"count", json.Number("6"), "sum", json.Number("12.5"), "min", json.Number("0.5"), "max", "Infinity",
 			"bucketCounts", []any{json.Number("1"), json.Number("2"), json.Number("3")},
 			"explicitBounds", []any{json.Number("1"), json.Number("2.5")},
-			"aggregationTemporality", "delta"),
+			"aggregationTemporality", "delta",
+			"exemplars", []any{map[string]any{
+				"timestamp": epoch, "value": json.Number("0.75"), "traceId": "", "spanId": "",
+				"filteredAttributes": none,
+			}}),
 		with(head("latency", "", "ms", "histogram", none, epoch, ""),
 			"count", json.Number("0"), "bucketCounts", []any{}, "explicitBounds", []any{},
-			"aggregationTemporality", "delta"),
+			"aggregationTemporality", "delta", "exemplars", noExemplars),
 		with(head("size", "", "", "exponential_histogram", none, epoch, ""),
 			"count", json.Number("5"), "sum", json.Number("-3"), "scale", json.Number("-2"),
 			"zeroCount", json.Number("1"),
 			"positive", map[string]any{"offset": json.Number("-1"), "bucketCounts": []any{json.Number("1"), json.Number("2")}},
 			"negative", map[string]any{"offset": json.Number("0"), "bucketCounts": []any{json.Number("1")}},
-			"aggregationTemporality", "cumulative"),
+			"aggregationTemporality", "cumulative",
+			"exemplars", []any{map[string]any{
+				"timestamp": epoch, "value": nil, "traceId": "", "spanId": "",
+				"filteredAttributes": none,
+			}}),
 		with(head("rtt", "", "", "summary", none, epoch, ""),
 			"count", json.Number("10"), "sum", json.Number("100"),
 			"quantileValues", []any{map[string]any{"quantile": json.Number("0.99"), "value": json.Number("42.1")}}),
@@ -569,5 +625,35 @@ func TestFlattenMetrics(t *testing.T) {
 	expectEqual(t, "sum keys", topKeys(t, recs[2]), []string{
 		"resourceAttributes", "scope", "name", "description", "unit", "type", "attributes",
 		"timestamp", "startTimestamp", "value", "isMonotonic", "aggregationTemporality",
+		"exemplars",
 	})
+}
+
+// TestNewFieldsAllocateNothing guards the hot path: links, trace state and exemplars
+// are written into the pooled buffers, so a record still costs one allocation (the
+// copy handed to emit) however many links or exemplars it carries.
+func TestNewFieldsAllocateNothing(t *testing.T) {
+	td := ptrace.NewTraces()
+	s := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	s.TraceState().FromRaw("vendor=a1")
+	for range 3 {
+		l := s.Links().AppendEmpty()
+		l.SetTraceID(traceID)
+		l.Attributes().PutStr("k", "v")
+	}
+	md := pmetric.NewMetrics()
+	dp := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty().
+		SetEmptyGauge().DataPoints().AppendEmpty()
+	for range 3 {
+		x := dp.Exemplars().AppendEmpty()
+		x.SetDoubleValue(1.5)
+		x.FilteredAttributes().PutStr("k", "v")
+	}
+	keep := func([]byte) error { return nil }
+	if n := testing.AllocsPerRun(200, func() { _ = FlattenTraces(td, keep) }); n > 1 {
+		t.Errorf("a span with links: %v allocations per record, want 1", n)
+	}
+	if n := testing.AllocsPerRun(200, func() { _ = FlattenMetrics(md, keep) }); n > 1 {
+		t.Errorf("a point with exemplars: %v allocations per record, want 1", n)
+	}
 }

@@ -18,12 +18,22 @@ type Config struct {
 	// MaxObjectsPerRequest bounds the objects of one /v1/events/batch or push request: the
 	// body limit alone lets 10 MiB of {} through, millions of records for one request.
 	MaxObjectsPerRequest int `mapstructure:"max_objects_per_request"`
+	// MaxRecordsPerRequest bounds the records (log records, spans, metric data points) of
+	// one OTLP/HTTP request, counted from the body before it is decoded: decoding costs
+	// hundreds of bytes per record, so 10 MB of tiny records would cost gigabytes.
+	MaxRecordsPerRequest int `mapstructure:"max_records_per_request"`
+	// MaxInflightBytes bounds the memory, as estimated from body sizes and record counts,
+	// that requests being read and decoded may hold at once; past it requests get 503 with
+	// Retry-After.
+	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes"`
 }
 
 // ownSettings are the keys of Config beside the HTTP server's.
 type ownSettings struct {
 	RetryAfter           time.Duration `mapstructure:"retry_after"`
 	MaxObjectsPerRequest int           `mapstructure:"max_objects_per_request"`
+	MaxRecordsPerRequest int           `mapstructure:"max_records_per_request"`
+	MaxInflightBytes     int64         `mapstructure:"max_inflight_bytes"`
 }
 
 // Unmarshal is needed because confighttp.ServerConfig has an Unmarshal of its own that,
@@ -33,11 +43,13 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 	if err := c.ServerConfig.Unmarshal(conf); err != nil {
 		return err
 	}
-	own := ownSettings{RetryAfter: c.RetryAfter, MaxObjectsPerRequest: c.MaxObjectsPerRequest}
+	own := ownSettings{RetryAfter: c.RetryAfter, MaxObjectsPerRequest: c.MaxObjectsPerRequest,
+		MaxRecordsPerRequest: c.MaxRecordsPerRequest, MaxInflightBytes: c.MaxInflightBytes}
 	if err := conf.Unmarshal(&own, confmap.WithIgnoreUnused()); err != nil {
 		return err
 	}
 	c.RetryAfter, c.MaxObjectsPerRequest = own.RetryAfter, own.MaxObjectsPerRequest
+	c.MaxRecordsPerRequest, c.MaxInflightBytes = own.MaxRecordsPerRequest, own.MaxInflightBytes
 	return nil
 }
 
@@ -58,6 +70,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxObjectsPerRequest <= 0 {
 		errs = append(errs, errors.New("max_objects_per_request must be positive, e.g. 10000"))
+	}
+	if c.MaxRecordsPerRequest <= 0 {
+		errs = append(errs, errors.New("max_records_per_request must be positive, e.g. 10000"))
+	}
+	if c.MaxInflightBytes < 1<<20 {
+		errs = append(errs, errors.New("max_inflight_bytes must be at least 1 MiB, e.g. 134217728"))
 	}
 	return errors.Join(errs...)
 }

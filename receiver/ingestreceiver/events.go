@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/plog"
 
@@ -61,9 +62,14 @@ func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request,
 	if aerr != nil {
 		return aerr
 	}
-	body, aerr := r.readBody(req)
+	t := r.admit.ticket()
+	defer t.release()
+	body, aerr := r.readBody(req, t)
 	if aerr != nil {
 		return aerr
+	}
+	if !t.reserve(costPerBodyByte * int64(len(body))) {
+		return r.busy()
 	}
 	var objs [][]byte
 	var err error
@@ -108,6 +114,10 @@ func eventHeaders(req *http.Request) ([]eventjson.Field, string, *apierror.Error
 		}
 		if len(v[0]) > maxHeaderValue {
 			return nil, "", apierror.New(http.StatusBadRequest, apierror.InvalidBody, fmt.Sprintf("%s is longer than %d bytes", h.header, maxHeaderValue))
+		}
+		// The value becomes a field of a JSON record: the same rule as JSON bodies.
+		if !utf8.ValidString(v[0]) {
+			return nil, "", apierror.New(http.StatusBadRequest, apierror.InvalidBody, fmt.Sprintf("%s is not valid UTF-8; nothing was stored", h.header))
 		}
 		fields = append(fields, eventjson.Field{Name: h.field, Value: v[0]})
 	}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/confignet"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/receiver"
 
@@ -23,6 +24,22 @@ var typeStr = component.MustNewType("ingest")
 // defaultMaxObjects is max_objects_per_request's default: the free tier's whole month of
 // records in one request, far more than any webhook or batch sends at once.
 const defaultMaxObjects = 10000
+
+// defaultMaxRecords is max_records_per_request's default, the events' object limit: an
+// OpenTelemetry SDK or collector sends at most a few thousand per request (the batch
+// processor's default is 8192).
+const defaultMaxRecords = 10000
+
+// defaultMaxInflightBytes lets about three requests at the body limit (10 MiB, 10,000
+// records: 50 MiB each by the admission estimate) decode at once, or thousands of
+// ordinary ones, keeping the receiver's memory under 512 MiB (measured:
+// cmd/otelcol-svc/limits_e2e_test.go).
+const defaultMaxInflightBytes = 128 << 20
+
+const (
+	defaultReadHeaderTimeout = 10 * time.Second
+	defaultIdleTimeout       = time.Minute
+)
 
 // NewFactory returns the receiver's factory.
 func NewFactory() receiver.Factory {
@@ -37,7 +54,14 @@ func createDefaultConfig() component.Config {
 	server := confighttp.NewDefaultServerConfig()
 	server.NetAddr = confignet.AddrConfig{Endpoint: "0.0.0.0:4318", Transport: confignet.TransportTypeTCP}
 	server.MaxRequestBodySize = 10 << 20
-	return &Config{ServerConfig: server, RetryAfter: 5 * time.Second, MaxObjectsPerRequest: defaultMaxObjects}
+	// A public endpoint must not let a client hold a connection by trickling its headers
+	// (confighttp's default allows a minute). Ten seconds is ample for any real client.
+	server.ReadHeaderTimeout = defaultReadHeaderTimeout
+	// Idle keep-alive connections are closed after a minute: long enough to outlast the
+	// usual load balancer idle timeouts (60 s), which must be the shorter side.
+	server.Keepalive = configoptional.Some(confighttp.KeepaliveServerConfig{IdleTimeout: defaultIdleTimeout})
+	return &Config{ServerConfig: server, RetryAfter: 5 * time.Second, MaxObjectsPerRequest: defaultMaxObjects,
+		MaxRecordsPerRequest: defaultMaxRecords, MaxInflightBytes: defaultMaxInflightBytes}
 }
 
 var instances shared.Map[*Config, *ingestReceiver]

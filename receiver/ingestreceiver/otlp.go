@@ -2,6 +2,7 @@ package ingestreceiver
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -15,6 +16,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/eventjson"
+	"github.com/otelcol-svc/otelcol-svc/components/records"
 )
 
 const (
@@ -91,9 +94,19 @@ func grpcCode(status int) codes.Code {
 	return codes.Unknown
 }
 
+// otlpSignals maps the OTLP paths' signal names to the records' signals.
+var otlpSignals = map[string]string{"logs": records.SignalLog, "traces": records.SignalSpan, "metrics": records.SignalMetric}
+
+func tooManyRecords(max int) *apierror.Error {
+	return apierror.New(http.StatusRequestEntityTooLarge, apierror.PayloadTooLarge,
+		fmt.Sprintf("the request holds more than %d records (log records, spans or metric data points; max_records_per_request); send at most %d per request, nothing was stored", max, max))
+}
+
 // otlpRequest is the part of handling that differs between signals.
 type otlpRequest interface {
 	unmarshal(enc otlpEncoding, body []byte) error
+	// count is the number of records decoded.
+	count() int
 	// consume sends the data down the pipeline and returns the number of items.
 	consume(ctx context.Context, r *ingestReceiver, format string) (int, error)
 	response(enc otlpEncoding) ([]byte, error)
@@ -120,9 +133,32 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 			"unsupported Content-Type "+strconv.Quote(req.Header.Get("Content-Type"))+"; send application/x-protobuf or application/json"))
 		return
 	}
-	body, aerr := r.readBody(req)
+	t := r.admit.ticket()
+	defer t.release()
+	body, aerr := r.readBody(req, t)
 	if aerr != nil {
 		fail(aerr)
+		return
+	}
+	if enc.json {
+		// pdata's JSON decoder takes invalid UTF-8 and any depth: the rules of every other
+		// JSON path apply first.
+		if err := eventjson.Check(body); err != nil {
+			fail(apierror.New(http.StatusBadRequest, apierror.InvalidJSON, "the body is not a valid OTLP "+signal+" export request: "+err.Error()))
+			return
+		}
+	}
+	n, err := records.CountOTLP(otlpSignals[signal], body, enc.json)
+	if err != nil {
+		fail(apierror.New(http.StatusBadRequest, apierror.InvalidBody, "the body is not a valid OTLP "+signal+" export request: "+err.Error()))
+		return
+	}
+	if n > r.cfg.MaxRecordsPerRequest {
+		fail(tooManyRecords(r.cfg.MaxRecordsPerRequest))
+		return
+	}
+	if !t.reserve(costPerBodyByte*int64(len(body)) + costPerRecord*int64(n)) {
+		fail(r.busy())
 		return
 	}
 	if err := or.unmarshal(enc, body); err != nil {
@@ -132,6 +168,12 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 	format := "protobuf"
 	if enc.json {
 		format = "json"
+	}
+	if or.count() > r.cfg.MaxRecordsPerRequest {
+		// The count from the bytes is what pdata decodes (records.FuzzCountOTLP); this
+		// check keeps the limit exact whatever a lenient decoder makes of odd input.
+		fail(tooManyRecords(r.cfg.MaxRecordsPerRequest))
+		return
 	}
 	if _, err := or.consume(ctx, r, format); err != nil {
 		fail(r.consumeError(err))
@@ -156,6 +198,8 @@ func (l *logsRequest) unmarshal(enc otlpEncoding, body []byte) error {
 	}
 	return l.req.UnmarshalProto(body)
 }
+
+func (l *logsRequest) count() int { return l.req.Logs().LogRecordCount() }
 
 func (l *logsRequest) consume(ctx context.Context, r *ingestReceiver, format string) (int, error) {
 	ld := l.req.Logs()
@@ -183,6 +227,8 @@ func (t *tracesRequest) unmarshal(enc otlpEncoding, body []byte) error {
 	return t.req.UnmarshalProto(body)
 }
 
+func (t *tracesRequest) count() int { return t.req.Traces().SpanCount() }
+
 func (t *tracesRequest) consume(ctx context.Context, r *ingestReceiver, format string) (int, error) {
 	td := t.req.Traces()
 	n := td.SpanCount()
@@ -208,6 +254,8 @@ func (m *metricsRequest) unmarshal(enc otlpEncoding, body []byte) error {
 	}
 	return m.req.UnmarshalProto(body)
 }
+
+func (m *metricsRequest) count() int { return m.req.Metrics().DataPointCount() }
 
 func (m *metricsRequest) consume(ctx context.Context, r *ingestReceiver, format string) (int, error) {
 	md := m.req.Metrics()

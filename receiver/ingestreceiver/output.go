@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/eventjson"
 	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
 )
 
@@ -44,9 +46,14 @@ func (r *ingestReceiver) agentOutput(w http.ResponseWriter, req *http.Request) (
 		return "", apierror.New(http.StatusUnsupportedMediaType, apierror.UnsupportedMediaType,
 			fmt.Sprintf("unsupported Content-Type %q; send application/json", req.Header.Get("Content-Type")))
 	}
-	body, aerr := r.readBody(req)
+	t := r.admit.ticket()
+	defer t.release()
+	body, aerr := r.readBody(req, t)
 	if aerr != nil {
 		return "", aerr
+	}
+	if !t.reserve(costPerBodyByte * int64(len(body))) {
+		return "", r.busy()
 	}
 	out, aerr := parseAgentOutput(body, req.Header.Get("X-Request-Id"))
 	if aerr != nil {
@@ -63,6 +70,9 @@ func (r *ingestReceiver) agentOutput(w http.ResponseWriter, req *http.Request) (
 // result) and takes the request id from the body, else from the X-Request-Id header.
 func parseAgentOutput(body []byte, headerID string) (agentOutput, *apierror.Error) {
 	var out agentOutput
+	if err := eventjson.Check(body); err != nil {
+		return out, bodyError(err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&out); err != nil {
@@ -70,7 +80,18 @@ func parseAgentOutput(body []byte, headerID string) (agentOutput, *apierror.Erro
 		if errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			return out, apierror.New(http.StatusBadRequest, apierror.InvalidJSON, "the body is not valid JSON: "+err.Error())
 		}
-		return out, apierror.New(http.StatusBadRequest, apierror.InvalidBody, `send {"request_id": "<the X-Request-Id you were called with>", "payload": <your result>}: `+err.Error())
+		// encoding/json names Go types ("Go value of type ingestreceiver.agentOutput"),
+		// which mean nothing to a caller: say what was wrong in JSON's terms. request_id
+		// is the only field with a type (payload takes any value).
+		reason := strings.TrimPrefix(err.Error(), "json: ")
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			reason = fmt.Sprintf("%s must be a string, not %s", typ.Field, jsonKind(typ.Value))
+			if typ.Field == "" {
+				reason = "the body must be a JSON object, not " + jsonKind(typ.Value)
+			}
+		}
+		return out, apierror.New(http.StatusBadRequest, apierror.InvalidBody, `send {"request_id": "<the X-Request-Id you were called with>", "payload": <your result>}: `+reason)
 	}
 	if dec.More() {
 		return out, apierror.New(http.StatusBadRequest, apierror.InvalidJSON, "the body holds more than one JSON value")
@@ -97,4 +118,15 @@ func printable(s string) bool {
 		}
 	}
 	return true
+}
+
+// jsonKind names a JSON value's kind as UnmarshalTypeError.Value gives it, with an article.
+func jsonKind(v string) string {
+	switch v {
+	case "array", "object":
+		return "an " + v
+	case "bool":
+		return "true or false"
+	}
+	return "a " + v
 }

@@ -1,6 +1,7 @@
 package ingestreceiver
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,10 +30,26 @@ func TestParseAgentOutput(t *testing.T) {
 			assert.Equal(t, code, e.Code, body)
 		}
 	}
+
+	for body, want := range map[string]string{
+		`"disk full"`:                               "the body must be a JSON object, not a string",
+		`[{"request_id": "r"}]`:                     "the body must be a JSON object, not an array",
+		`{"request_id": 5, "payload": 1}`:           "request_id must be a string, not a number",
+		`{"request_id": true, "payload": 1}`:        "request_id must be a string, not true or false",
+		`{"request_id": "r", "payload": 1, "x": 1}`: `unknown field "x"`,
+	} {
+		_, e := parseAgentOutput([]byte(body), "req_h")
+		if assert.NotNil(t, e, body) {
+			assert.Equal(t, "invalid_body", e.Code, body)
+			assert.Contains(t, e.Message, want, body)
+			assert.NotContains(t, e.Message, "agentOutput", "no message names an internal type")
+			assert.NotContains(t, e.Message, "Go ", "no message names an internal type")
+		}
+	}
 }
 
 func FuzzParseAgentOutput(f *testing.F) {
-	for _, s := range []string{`{"request_id":"r","payload":{}}`, `{"payload":[1,2]}`, `{"request_id":1}`, `{`} {
+	for _, s := range []string{`{"request_id":"r","payload":{}}`, `{"payload":[1,2]}`, `{"request_id":1}`, `{`, `"text"`, `[1]`} {
 		f.Add([]byte(s), "req_h")
 	}
 	f.Fuzz(func(t *testing.T, body []byte, header string) {
@@ -40,6 +57,9 @@ func FuzzParseAgentOutput(f *testing.F) {
 		if e != nil {
 			if e.Status != 400 || e.Message == "" {
 				t.Fatalf("bad error %+v", e)
+			}
+			if strings.Contains(e.Message, "agentOutput") || strings.Contains(e.Message, "Go ") {
+				t.Fatalf("the message names an internal type: %s", e.Message)
 			}
 			return
 		}

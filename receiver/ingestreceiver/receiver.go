@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/records"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 )
 
@@ -35,6 +35,7 @@ type ingestReceiver struct {
 	metrics consumer.Metrics
 
 	obs    *receiverhelper.ObsReport
+	admit  *admission
 	auth   extensionauth.Server
 	dp     dataPlaneAuth // the authenticator's push-ingest and console side; nil for another authenticator
 	server *http.Server
@@ -50,7 +51,7 @@ func newReceiver(cfg *Config, set receiver.Settings) (*ingestReceiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ingestReceiver{cfg: cfg, settings: set, obs: obs}, nil
+	return &ingestReceiver{cfg: cfg, settings: set, obs: obs, admit: newAdmission(cfg.MaxInflightBytes)}, nil
 }
 
 func (r *ingestReceiver) Start(ctx context.Context, host component.Host) error {
@@ -138,24 +139,13 @@ func (r *ingestReceiver) authenticate(req *http.Request) (context.Context, *apie
 	}
 }
 
-// readBody reads the (already decompressed) body within the configured limit.
-func (r *ingestReceiver) readBody(req *http.Request) ([]byte, *apierror.Error) {
-	body, err := io.ReadAll(req.Body)
-	_ = req.Body.Close()
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, apierror.New(http.StatusRequestEntityTooLarge, apierror.PayloadTooLarge,
-				fmt.Sprintf("the body is larger than %d bytes; send smaller requests", tooLarge.Limit))
-		}
-		return nil, apierror.New(http.StatusBadRequest, apierror.InvalidBody, "the body could not be read: "+err.Error())
-	}
-	return body, nil
-}
-
 // consumeError is what a client is told when the pipeline could not store its records.
 // Everything but a permanent error is worth retrying.
 func (r *ingestReceiver) consumeError(err error) *apierror.Error {
+	var tooLarge *records.TooLargeError
+	if errors.As(err, &tooLarge) {
+		return apierror.New(http.StatusRequestEntityTooLarge, apierror.PayloadTooLarge, tooLarge.Error()+" (the exporter's max_record_bytes); nothing was stored")
+	}
 	if consumererror.IsPermanent(err) {
 		r.settings.Logger.Error("records refused permanently by the pipeline", zap.Error(err))
 		return apierror.New(http.StatusInternalServerError, apierror.Internal, "the records could not be stored because of a server configuration problem; nothing was stored")

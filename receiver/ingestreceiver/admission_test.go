@@ -1,0 +1,129 @@
+package ingestreceiver
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"google.golang.org/grpc/codes"
+)
+
+// An OTLP request of more records than max_records_per_request is refused with 413 naming
+// the limit, counted from the bytes (JSON and protobuf), and nothing is stored.
+func TestTooManyOTLPRecordsAreRefused(t *testing.T) {
+	tr := startTestReceiver(t, func(c *Config) { c.MaxRecordsPerRequest = 3 }, &fakeAuth{})
+	var stored int
+	var err error
+	tr.logs, err = consumer.NewLogs(func(_ context.Context, ld plog.Logs) error { stored += ld.LogRecordCount(); return nil })
+	require.NoError(t, err)
+	logs := func(n int) plogotlp.ExportRequest {
+		ld := plog.NewLogs()
+		for i := 0; i < n; i++ {
+			// one scope each: the limit counts records, whatever their grouping
+			ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr("r")
+		}
+		return plogotlp.NewExportRequestFromLogs(ld)
+	}
+	j, _ := logs(4).MarshalJSON()
+	a := do(t, http.MethodPost, tr.url+"/v1/logs", j, map[string]string{"X-API-Key": "key-p"})
+	assert.Equal(t, http.StatusRequestEntityTooLarge, a.status, "%s", a.body)
+	st := otlpStatus(t, a)
+	assert.Equal(t, int32(codes.InvalidArgument), st.Code)
+	assert.Contains(t, st.Message, "more than 3 records")
+
+	pb, _ := logs(4).MarshalProto()
+	a = do(t, http.MethodPost, tr.url+"/v1/logs", pb, map[string]string{"X-API-Key": "key-p", "Content-Type": "application/x-protobuf"})
+	assert.Equal(t, http.StatusRequestEntityTooLarge, a.status)
+	assert.Equal(t, 0, stored)
+
+	j, _ = logs(3).MarshalJSON()
+	a = do(t, http.MethodPost, tr.url+"/v1/logs", j, map[string]string{"X-API-Key": "key-p"})
+	assert.Equal(t, http.StatusOK, a.status, "%s", a.body)
+	assert.Equal(t, 3, stored)
+}
+
+// While requests hold max_inflight_bytes, another is answered 503 with Retry-After and
+// succeeds once they are done; a lone request larger than the whole budget still goes
+// through.
+func TestInflightBytesAreBounded(t *testing.T) {
+	tr := startTestReceiver(t, func(c *Config) { c.MaxInflightBytes = 4 << 20 }, &fakeAuth{})
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	var blocking atomic.Bool
+	blocking.Store(true)
+	var err error
+	tr.logs, err = consumer.NewLogs(func(context.Context, plog.Logs) error {
+		if blocking.Load() {
+			entered <- struct{}{}
+			<-proceed
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	// 1 MiB of events: an estimated 4 MiB, the whole budget.
+	big := []byte(`{"a":"` + strings.Repeat("x", 1<<20) + `"}`)
+	first := make(chan answer)
+	go func() {
+		first <- do(t, http.MethodPost, tr.url+"/v1/events", big, map[string]string{"X-API-Key": "key-p"})
+	}()
+	<-entered
+
+	for _, path := range []string{"/v1/events", "/v1/logs"} {
+		a := do(t, http.MethodPost, tr.url+path, []byte(`{}`), map[string]string{"X-API-Key": "key-p"})
+		assert.Equal(t, http.StatusServiceUnavailable, a.status, "%s: %s", path, a.body)
+		assert.Equal(t, "5", a.header.Get("Retry-After"), path)
+	}
+	a := do(t, http.MethodPost, tr.url+"/v1/events", []byte(`{}`), map[string]string{"X-API-Key": "key-p"})
+	assert.Equal(t, "unavailable", a.code(t))
+	assert.Contains(t, string(a.body), "max_inflight_bytes")
+
+	blocking.Store(false)
+	close(proceed)
+	assert.Equal(t, http.StatusAccepted, (<-first).status)
+	a = do(t, http.MethodPost, tr.url+"/v1/events", []byte(`{}`), map[string]string{"X-API-Key": "key-p"})
+	assert.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+	// 2 MiB: an estimated 8 MiB, twice the budget, alone: admitted.
+	a = do(t, http.MethodPost, tr.url+"/v1/events", bytes.Replace(big, []byte("x"), []byte("xx"), -1), map[string]string{"X-API-Key": "key-p"})
+	assert.Equal(t, http.StatusAccepted, a.status, "%.200s", a.body)
+}
+
+func TestReadAllWithHint(t *testing.T) {
+	body := strings.Repeat("abc", 1000)
+	for _, hint := range []int64{0, 10, 2999, 3000, 3001, 1 << 20} {
+		got, err := readAll(strings.NewReader(body), hint)
+		require.NoError(t, err)
+		assert.Equal(t, body, string(got), "hint %d", hint)
+	}
+	_, err := readAll(io.MultiReader(strings.NewReader("ab"), errReader{}), 10)
+	assert.Error(t, err)
+}
+
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+
+// A reservation made before reading is corrected to the real cost, downwards too: a
+// compressed or unsized request does not keep holding the body limit once read.
+func TestTicketReservationFollowsTheRealCost(t *testing.T) {
+	a := newAdmission(100)
+	t1 := a.ticket()
+	require.True(t, t1.reserve(80))
+	assert.False(t, a.ticket().reserve(30), "no room")
+	require.True(t, t1.reserve(10), "corrected down")
+	t2 := a.ticket()
+	require.True(t, t2.reserve(90))
+	assert.False(t, t2.reserve(91), "past the budget while t1 holds 10")
+	t1.release()
+	require.True(t, t2.reserve(500), "alone, a request may have the whole budget")
+	assert.Equal(t, int64(100), t2.held)
+	t2.release()
+	assert.True(t, a.ticket().reserve(100))
+}
