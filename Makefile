@@ -6,7 +6,7 @@ OCB_VER   := v0.162.0
 DATA_DIR  ?= ./data
 FUZZTIME  ?= 10s
 
-.PHONY: build run test test-sdk generate check-generate bench fuzz clean
+.PHONY: build run test test-cluster test-sdk generate check-generate bench fuzz clean
 
 build:
 	$(GO) build -o $(BIN)/otelcol-svc ./cmd/otelcol-svc
@@ -14,22 +14,33 @@ build:
 
 # The embedded default: the collector (all data-plane roles, embedded NATS) and the
 # control plane beside it (SQLite), state under DATA_DIR. Ctrl-C stops both.
+# Prints one "ready" line once the collector's health check and the control plane's
+# /readyz both answer 200 (NATS up, configuration mirror published).
 run: build
 	@mkdir -p $(DATA_DIR)
-	@echo "otelcol-svc (embedded default): data in $(DATA_DIR)"
-	@echo "  control plane API           http://localhost:8080"
-	@echo "  ingest  OTLP/HTTP + events  http://localhost:4318"
-	@echo "  OTLP/gRPC                   localhost:4317"
-	@echo "  embedded NATS               nats://127.0.0.1:4223"
-	@echo "  health                      http://127.0.0.1:13133"
-	@echo "  collector metrics           http://localhost:8888/metrics"
+	@echo "otelcol-svc (embedded default): starting, data in $(DATA_DIR)"
 	@SVC_DATA_DIR=$(DATA_DIR) $(BIN)/otelcol-svc --config configs/embedded.yaml & col=$$!; \
-	trap 'kill $$col 2>/dev/null; wait $$col' EXIT INT TERM; \
-	SVC_DATA_DIR=$(DATA_DIR) $(BIN)/controlplane
+	SVC_DATA_DIR=$(DATA_DIR) $(BIN)/controlplane & cp=$$!; \
+	trap 'kill $$col $$cp 2>/dev/null; wait $$col $$cp' EXIT INT TERM; \
+	for i in $$(seq 1 600); do \
+		if curl -fs -o /dev/null http://127.0.0.1:13133/ && curl -fs -o /dev/null http://127.0.0.1:8080/readyz; then \
+			echo "ready: control plane API http://localhost:8080 | ingest (OTLP/HTTP, events) http://localhost:4318 | OTLP/gRPC localhost:4317 | NATS nats://127.0.0.1:4223 | health http://127.0.0.1:13133 | metrics http://localhost:8888/metrics"; \
+			break; \
+		fi; \
+		kill -0 $$col 2>/dev/null && kill -0 $$cp 2>/dev/null || { echo "otelcol-svc: a process exited during start (see above)"; exit 1; }; \
+		sleep 0.1; \
+	done; \
+	wait $$col $$cp
 
 test:
 	$(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory test-sdk
+
+# Scale-out under crashes: a 3-node NATS cluster (nats-server processes built from go.mod),
+# two processes of each role, the control plane on PostgreSQL, Redis; a NATS node and one
+# process of each role are killed under load. Needs Redis and PostgreSQL, as `make test`.
+test-cluster:
+	$(GO) test -count=1 -tags cluster -run TestCluster -v -timeout 10m ./cmd/otelcol-svc/ ./components/mirror/
 
 # The Python and JavaScript agent SDKs' own tests (their cross-language check against
 # components/webhooksig runs with the Go tests, in ./sdk).

@@ -48,6 +48,7 @@ func (s *stack) receiver(t *testing.T) *testenv.Collector {
 
 type reply struct {
 	Status int
+	Header http.Header
 	Body   map[string]any
 	Raw    []byte
 }
@@ -68,6 +69,12 @@ func (r reply) message() string {
 
 func call(t *testing.T, base, method, path, token string, body any) reply {
 	t.Helper()
+	return callWith(t, http.DefaultClient, base, method, path, token, body)
+}
+
+// callWith is call through the given client (e.g. one with another source address).
+func callWith(t *testing.T, client *http.Client, base, method, path, token string, body any) reply {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -80,11 +87,11 @@ func call(t *testing.T, base, method, path, token string, body any) reply {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	r := reply{Status: resp.StatusCode, Raw: raw}
+	r := reply{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
 	if len(raw) > 0 {
 		_ = json.Unmarshal(raw, &r.Body)
 	}

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +31,8 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/components/outbound"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/api"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
@@ -97,7 +100,19 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 
-	srv := &api.Server{Store: db, Tokens: tokens, Logger: logger, Mirror: m.get, ReceiverURL: receiverURL, ConsoleKey: consoleKey}
+	limits, err := streamLimits()
+	if err != nil {
+		return err
+	}
+	// The collector's agent and sink calls read the same variable: what it may call, the
+	// control plane lets users save.
+	outboundAllow, err := outbound.ParseAllow(os.Getenv(outbound.EnvAllow))
+	if err != nil {
+		return err
+	}
+	var synced atomic.Bool
+	srv := &api.Server{Store: db, Tokens: tokens, Logger: logger, Mirror: m.get, ReceiverURL: receiverURL, ConsoleKey: consoleKey,
+		StreamLimits: limits, MirrorSynced: synced.Load, OutboundAllow: outboundAllow}
 	httpSrv := &http.Server{
 		Addr:              env("SVC_CONTROLPLANE_LISTEN", "0.0.0.0:8080"),
 		Handler:           srv.Handler(),
@@ -106,7 +121,11 @@ func run(logger *slog.Logger) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
-	go resyncLoop(ctx, srv, logger)
+	checkEvery, err := time.ParseDuration(env("SVC_MIRROR_CHECK_INTERVAL", "1m"))
+	if err != nil || checkEvery <= 0 {
+		return fmt.Errorf("SVC_MIRROR_CHECK_INTERVAL: want a positive duration such as 1m, got %q", os.Getenv("SVC_MIRROR_CHECK_INTERVAL"))
+	}
+	go resyncLoop(ctx, srv, m, logger, &synced, checkEvery)
 
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.ListenAndServe() }()
@@ -119,6 +138,30 @@ func run(logger *slog.Logger) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return httpSrv.Shutdown(sctx)
+}
+
+// streamLimits are those of a new project's streams: the collector's settings of the same
+// names (SVC_STREAM_MAX_AGE, SVC_STREAM_REPLICAS), so both create the same streams.
+func streamLimits() (streams.Limits, error) {
+	l := streams.DefaultLimits()
+	if v := os.Getenv("SVC_STREAM_MAX_AGE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return l, fmt.Errorf("SVC_STREAM_MAX_AGE: %w", err)
+		}
+		l.MaxAge = d
+	}
+	if v := os.Getenv("SVC_STREAM_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return l, fmt.Errorf("SVC_STREAM_REPLICAS: %w", err)
+		}
+		l.Replicas = n
+	}
+	if err := l.Validate(); err != nil {
+		return l, fmt.Errorf("stream settings: %w", err)
+	}
+	return l, nil
 }
 
 // jwtSecret is SVC_JWT_SECRET, else a secret generated once and kept in the database, so
@@ -210,27 +253,61 @@ func (m *mirrorConn) get(ctx context.Context) (*mirror.Store, jetstream.JetStrea
 	return ms, js, nil
 }
 
-// resyncLoop re-publishes the configuration at start (as soon as NATS is reachable) and
-// every minute, so a new or wiped NATS is repaired without anyone noticing.
-func resyncLoop(ctx context.Context, srv *api.Server, logger *slog.Logger) {
+// reset forgets the opened buckets, so the next use opens (creating) them again.
+func (m *mirrorConn) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ms, m.js = nil, nil
+}
+
+// resyncLoop publishes the whole configuration at start (as soon as NATS is reachable),
+// and again whenever the mirror's buckets were created anew (a new or wiped NATS), checked
+// every SVC_MIRROR_CHECK_INTERVAL (1m), so such a NATS is repaired without anyone noticing. Between those only
+// the API's own writes change the mirror: rewriting every entry on a timer would make
+// every data-plane process re-read thousands of projects each time.
+func resyncLoop(ctx context.Context, srv *api.Server, m *mirrorConn, logger *slog.Logger, published *atomic.Bool, checkEvery time.Duration) {
 	wait := 200 * time.Millisecond
 	synced := false
+	var generation string
+	var lastFull time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
+		if synced {
+			gen, err := srv.MirrorGeneration(ctx)
+			if err == nil && gen == generation && time.Since(lastFull) < fullResyncEvery {
+				wait = checkEvery
+				continue
+			}
+			if err != nil {
+				// A bucket is gone: open (and so create) them again before publishing.
+				m.reset()
+			}
+		}
 		err := srv.Resync(ctx)
+		if err == nil {
+			generation, err = srv.MirrorGeneration(ctx)
+		}
 		switch {
-		case err == nil && !synced:
-			logger.Info("configuration mirror published")
-			synced, wait = true, time.Minute
 		case err == nil:
-			wait = time.Minute
+			if !synced {
+				logger.Info("configuration mirror published")
+			} else {
+				logger.Info("configuration mirror published again (its buckets were created anew)")
+			}
+			synced, wait, lastFull = true, checkEvery, time.Now()
+			published.Store(true)
 		default:
 			logger.Warn("configuration mirror not published; retrying", "error", err)
-			wait = min(max(wait*2, time.Second), time.Minute)
+			m.reset()
+			wait = min(max(wait*2, time.Second), checkEvery)
 		}
 	}
 }
+
+// fullResyncEvery is how often the whole configuration is published even though the
+// mirror's buckets look unchanged: a repair for entries lost some other way.
+const fullResyncEvery = 6 * time.Hour

@@ -14,20 +14,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
 	"io"
 	"maps"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,20 +69,12 @@ func main() {
 
 	r := benchkit.NewRunner("bench/ingest")
 	// Ctrl-C still kills the collector and removes the temporary directories.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() { <-sig; r.Cleanups(); os.Exit(130) }()
+	r.ExitOnInterrupt()
 
 	rep := bench(r, *perfDir, *duration, *rounds, *conc, *batch, *distinct, *rssRate, *rssDuration)
 	r.Cleanups()
 	rep.print(os.Stdout)
-	if *jsonOut != "" {
-		b, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "bench/ingest: error:", err)
-			os.Exit(1)
-		}
-	}
+	benchkit.WriteReport("bench/ingest", *jsonOut, rep)
 }
 
 // defaultConcurrency was chosen by measurement on the 2-core machine (bench/README.md):

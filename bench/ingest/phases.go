@@ -6,10 +6,8 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -202,13 +200,8 @@ type rssResult struct {
 	Failures              map[string]int
 }
 
-// mem is a reading of a process's resident memory, in MiB: the total (VmRSS), and its
-// anonymous (heap, stacks) and file-backed (mostly the executable's own pages) parts.
-type mem struct {
-	RSS  float64 `json:"rss_mib"`
-	Anon float64 `json:"anon_mib"`
-	File float64 `json:"file_mib"`
-}
+// mem is a reading of a process's resident memory (benchkit.ReadMem).
+type mem = benchkit.Mem
 
 // paced sends one request every batch/rate seconds for d, whatever the answers take
 // (each request in its own goroutine, at most maxInFlight at once; a tick that finds
@@ -217,7 +210,7 @@ type mem struct {
 func paced(s *sender, reqs []request, pid int, rate float64, d time.Duration) (rssResult, error) {
 	const maxInFlight = 256
 	var res rssResult
-	idle, err := readMem(pid)
+	idle, err := benchkit.ReadMem(pid)
 	if err != nil {
 		return res, err
 	}
@@ -235,7 +228,7 @@ func paced(s *sender, reqs []request, pid int, rate float64, d time.Duration) (r
 			case <-stopSampler:
 				return
 			case <-t.C:
-				if m, err := readMem(pid); err == nil {
+				if m, err := benchkit.ReadMem(pid); err == nil {
 					mu.Lock()
 					if m.RSS > res.Peak.RSS {
 						res.Peak = m
@@ -278,39 +271,13 @@ func paced(s *sender, reqs []request, pid int, rate float64, d time.Duration) (r
 	res.Elapsed = time.Since(start)
 	close(stopSampler)
 	<-samplerDone
-	if res.Final, err = readMem(pid); err != nil {
+	if res.Final, err = benchkit.ReadMem(pid); err != nil {
 		return res, err
 	}
 	if res.Final.RSS > res.Peak.RSS {
 		res.Peak = res.Final
 	}
 	return res, nil
-}
-
-// readMem reads a process's resident memory from /proc/<pid>/status.
-func readMem(pid int) (mem, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return mem{}, err
-	}
-	var m mem
-	fields := map[string]*float64{"VmRSS:": &m.RSS, "RssAnon:": &m.Anon, "RssFile:": &m.File}
-	found := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line) // e.g. "VmRSS:", "88792", "kB"
-		if len(f) == 3 && fields[f[0]] != nil {
-			kb, err := strconv.ParseFloat(f[1], 64)
-			if err != nil {
-				return mem{}, fmt.Errorf("parse %q: %w", line, err)
-			}
-			*fields[f[0]] = kb / 1024
-			found++
-		}
-	}
-	if found != len(fields) {
-		return mem{}, fmt.Errorf("no VmRSS, RssAnon and RssFile in /proc/%d/status", pid)
-	}
-	return m, nil
 }
 
 // cpuUseOf turns CPU spent during elapsed into cores.

@@ -16,17 +16,13 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
@@ -69,11 +65,9 @@ func main() {
 
 	r := benchkit.NewRunner("bench/pipeline")
 	// Ctrl-C still kills the collector and removes the temporary directories.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() { <-sig; r.Exit(); os.Exit(130) }()
+	r.ExitOnInterrupt()
 
-	rep := &report{Duration: duration.String(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), LoadBefore: loadavg()}
+	rep := &report{Duration: duration.String(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), LoadBefore: benchkit.LoadAvg()}
 	if run["ottl"] {
 		fmt.Fprintf(os.Stderr, "ottl: %s...\n", shellCommand("go", ottlArgs))
 		rep.OTTL = ottl(r)
@@ -95,13 +89,7 @@ func main() {
 	r.Exit()
 	rep.goals()
 	rep.print(os.Stdout)
-	if *jsonOut != "" {
-		b, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "bench/pipeline: error:", err)
-			os.Exit(1)
-		}
-	}
+	benchkit.WriteReport("bench/pipeline", *jsonOut, rep)
 }
 
 type report struct {
@@ -113,15 +101,6 @@ type report struct {
 	Throughput *throughputReport `json:"throughput,omitempty"`
 	Latency    *latencyReport    `json:"latency,omitempty"`
 	Goals      map[string]bool   `json:"goals"`
-}
-
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return ""
-	}
-	return strings.Join(f[:3], " ")
 }
 
 func (rep *report) goals() {

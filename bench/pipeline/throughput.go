@@ -193,6 +193,10 @@ func publish(r *benchkit.Runner, url, project string, recs [][]byte, n int64) {
 	if f := failed.Load(); f > 0 || int64(info.State.Msgs) != n {
 		r.Fatalf("publish to %s: %d errors, %d of %d records stored", project, f, info.State.Msgs, n)
 	}
+	// As the receiver does: idle consumers are not pulled from until woken.
+	if err := nc.Publish(streams.WakeSubject(streams.WakeRaw, project), nil); err != nil {
+		r.Fatal(err)
+	}
 }
 
 // drained polls the project's durable consumer until it has delivered and got acks for

@@ -20,7 +20,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -71,12 +70,7 @@ func main() {
 		"no_duplicate_deliveries": rep.Latency.Duplicates == 0 && rep.Throughput.Duplicates == 0,
 	}
 	rep.print(os.Stdout)
-	if *jsonOut != "" {
-		b, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
-			r.Fatal(err)
-		}
-	}
+	benchkit.WriteReport("bench/sink", *jsonOut, rep)
 }
 
 func parentDir(p string) string {

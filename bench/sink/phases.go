@@ -25,6 +25,7 @@ const warmup = 2 * time.Second
 
 type setup struct {
 	r   *benchkit.Runner
+	nc  *nats.Conn
 	js  jetstream.JetStream
 	m   *mirror.Store
 	col *testenv.Collector
@@ -33,7 +34,7 @@ type setup struct {
 
 func start(r *benchkit.Runner) *setup {
 	n := testenv.StartNATS(r)
-	_, js := testenv.Connect(r, n.URL())
+	nc, js := testenv.Connect(r, n.URL())
 	m, err := mirror.Open(bg, js, 1)
 	if err != nil {
 		r.Fatal(err)
@@ -41,7 +42,7 @@ func start(r *benchkit.Runner) *setup {
 	col := testenv.StartCollector(r, testenv.CollectorOptions{Config: "configs/sink.yaml", Env: map[string]string{
 		"NATS_URL": n.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1",
 	}})
-	return &setup{r: r, js: js, m: m, col: col, ep: startEndpoint(r)}
+	return &setup{r: r, nc: nc, js: js, m: m, col: col, ep: startEndpoint(r)}
 }
 
 // endpoint plays the webhook destinations: it notes when each result (by its index in
@@ -126,6 +127,14 @@ func (s *setup) project(id string, paths ...string) {
 
 func (s *setup) ensureOutput(project string) {
 	if err := streams.Ensure(bg, s.js, streams.OutputConfig(project, streams.DefaultLimits())); err != nil {
+		s.r.Fatal(err)
+	}
+}
+
+// wake does what the receiver does after storing results: idle sink consumers are not
+// pulled from until woken.
+func (s *setup) wake(project string) {
+	if err := s.nc.Publish(streams.WakeSubject(streams.WakeOutput, project), nil); err != nil {
 		s.r.Fatal(err)
 	}
 }
@@ -264,6 +273,7 @@ func (s *setup) paced(project, path string, from int, d time.Duration, rate floa
 			s.r.Fatal(err)
 		}
 		stored[i] = time.Now()
+		s.wake(project)
 	}
 	sentEnd := time.Now()
 	s.ep.waitAll([]string{path}, from+total, time.Now().Add(30*time.Second))
@@ -320,6 +330,7 @@ func (s *setup) throughput(n int) *throughputReport {
 				s.r.Fatal(err)
 			}
 		}
+		s.wake(project)
 	}
 	timeout := time.Duration(n/50+60) * time.Second
 

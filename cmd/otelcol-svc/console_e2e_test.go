@@ -63,7 +63,7 @@ func (e *env) consoleKeys(t *testing.T) ed25519.PrivateKey {
 
 func consoleToken(t *testing.T, priv ed25519.PrivateKey, project string) string {
 	t.Helper()
-	tok, err := consoletoken.Issue(priv, consoletoken.Claims{UserID: "user_1", ProjectID: project}, 5*time.Minute, time.Now())
+	tok, err := consoletoken.Issue(priv, consoletoken.Claims{UserID: "user_1", ProjectID: project, Grant: 1}, 5*time.Minute, time.Now())
 	require.NoError(t, err)
 	return tok
 }

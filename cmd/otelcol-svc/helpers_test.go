@@ -48,7 +48,7 @@ func (e *env) project(t *testing.T, id string) string {
 	t.Helper()
 	key := apikey.Generate(apikey.KindProject)
 	ctx := context.Background()
-	require.NoError(t, e.m.PutProject(ctx, mirror.Project{ID: id, Version: 1}))
+	require.NoError(t, e.m.PutProject(ctx, mirror.Project{ID: id, Version: 1, Members: map[string]int64{"user_1": 1}}))
 	require.NoError(t, e.m.PutKey(ctx, apikey.Hash(key), mirror.KeyEntry{KeyID: "k-" + id, ProjectID: id, Scope: mirror.ScopeProject}))
 	waitAccepted(t, e.col.HTTP, key)
 	return key
@@ -119,8 +119,19 @@ func errorCode(t *testing.T, r response) string {
 // stream does not exist.
 func stored(t *testing.T, js jetstream.JetStream, project string) []*jetstream.RawStreamMsg {
 	t.Helper()
+	return streamMsgs(t, js, streams.RawStream(project))
+}
+
+// outputs returns every message of a project's output stream, oldest first.
+func outputs(t *testing.T, js jetstream.JetStream, project string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	return streamMsgs(t, js, streams.OutputStream(project))
+}
+
+func streamMsgs(t *testing.T, js jetstream.JetStream, name string) []*jetstream.RawStreamMsg {
+	t.Helper()
 	ctx := context.Background()
-	s, err := js.Stream(ctx, streams.RawStream(project))
+	s, err := js.Stream(ctx, name)
 	if err == jetstream.ErrStreamNotFound {
 		return nil
 	}

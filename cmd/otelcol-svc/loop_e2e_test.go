@@ -38,7 +38,7 @@ func api(t *testing.T, method, url, token string, body any) (int, map[string]any
 // into a chat message.
 func TestWholeLoopFromErrorLogToChatMessage(t *testing.T) {
 	col := startEmbedded(t, nil)
-	cp := testenv.StartControlPlane(t, map[string]string{"NATS_URL": col.col.EmbeddedNATSURL(), "SVC_DATA_DIR": t.TempDir()})
+	cp := testenv.StartControlPlane(t, map[string]string{"NATS_URL": col.col.EmbeddedNATSURL(), "SVC_DATA_DIR": t.TempDir(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8"})
 	chat := startAgent(t)
 
 	status, signup := api(t, "POST", cp.URL+"/api/v1/auth/signup", "", map[string]string{"email": "ops@example.com", "password": "correct horse battery staple"})

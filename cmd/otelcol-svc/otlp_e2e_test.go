@@ -48,19 +48,19 @@ func TestOTLPLogsJSONLandAsFlatRecords(t *testing.T) {
 			"severityNumber": json.Number("17"), "severityText": "ERROR", "body": "payment failed",
 			"attributes": map[string]any{"http.status_code": json.Number("502"), "retryable": true},
 			"traceId":    "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
-			"timestamp": "2024-05-01T12:00:00.123456789Z",
+			"timestamp": "2024-05-01T12:00:00.123456789Z", "eventName": "",
 		},
 		{
 			"resourceAttributes": resource, "scope": map[string]any{"name": "app.logger"},
 			"severityNumber": json.Number("9"), "severityText": "INFO", "body": "retrying",
 			"attributes": map[string]any{}, "traceId": "", "spanId": "",
-			"timestamp": "2024-05-01T12:00:01.000000000Z",
+			"timestamp": "2024-05-01T12:00:01.000000000Z", "eventName": "",
 		},
 		{ // no timeUnixNano: the observed time is used
 			"resourceAttributes": resource, "scope": map[string]any{"name": "app.logger"},
 			"severityNumber": json.Number("13"), "severityText": "WARN", "body": "slow response",
 			"attributes": map[string]any{}, "traceId": "", "spanId": "",
-			"timestamp": "2024-05-01T12:00:02.000000001Z",
+			"timestamp": "2024-05-01T12:00:02.000000001Z", "eventName": "",
 		},
 	}
 	for i, m := range msgs {
@@ -192,4 +192,51 @@ func TestOTLPTracesAndMetricsOneRecordPerSpanAndPoint(t *testing.T) {
 	assert.Equal(t, "latency", hist["name"])
 	assert.Equal(t, json.Number("4"), hist["count"])
 	assert.Equal(t, json.Number("10.5"), hist["sum"])
+}
+
+// A span link, a span's trace state and a log's event name reach the raw stream
+// (issue 18), over both OTLP/gRPC (what telemetrygen uses) and OTLP/HTTP JSON.
+func TestOTLPSpanLinksAndLogEventNameLand(t *testing.T) {
+	e := startReceiver(t, nil)
+	key := e.project(t, "links")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "x-api-key", key)
+	conn, err := grpc.NewClient(e.col.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+
+	td := ptrace.NewTraces()
+	s := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	s.SetName("consume order")
+	s.SetTraceID([16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+	s.SetSpanID([8]byte{1, 1, 1, 1, 1, 1, 1, 1})
+	s.TraceState().FromRaw("vendor=a1")
+	start := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	s.SetStartTimestamp(pcommonTime(start))
+	s.SetEndTimestamp(pcommonTime(start.Add(time.Millisecond)))
+	link := s.Links().AppendEmpty()
+	link.SetTraceID([16]byte{16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1})
+	link.SetSpanID([8]byte{2, 2, 2, 2, 2, 2, 2, 2})
+	link.Attributes().PutStr("messaging.operation", "publish")
+	_, err = ptraceotlp.NewGRPCClient(conn).Export(ctx, ptraceotlp.NewExportRequestFromTraces(td))
+	require.NoError(t, err)
+
+	body := []byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[
+		{"timeUnixNano":"1714564800000000000","eventName":"app.login","body":{"stringValue":"ok"}}]}]}]}`)
+	r := post(t, e.col.HTTP+"/v1/logs", key, "application/json", body, nil)
+	require.Equal(t, http.StatusOK, r.StatusCode, "%s", r.Body)
+
+	msgs := stored(t, e.js, "links")
+	require.Len(t, msgs, 2)
+	span := decodeRecord(t, msgs[0].Data)
+	assert.Equal(t, "vendor=a1", span["traceState"])
+	assert.Equal(t, []any{map[string]any{
+		"traceId": "100f0e0d0c0b0a090807060504030201", "spanId": "0202020202020202", "traceState": "",
+		"attributes": map[string]any{"messaging.operation": "publish"},
+	}}, span["links"])
+	assert.Equal(t, "2024-05-01T12:00:00.000000000Z", span["timestamp"])
+	log := decodeRecord(t, msgs[1].Data)
+	assert.Equal(t, "log", msgs[1].Header.Get(streams.HeaderSignal))
+	assert.Equal(t, "app.login", log["eventName"])
 }

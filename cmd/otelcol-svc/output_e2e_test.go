@@ -1,35 +1,14 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 )
-
-func outputs(t *testing.T, js jetstream.JetStream, project string) []*jetstream.RawStreamMsg {
-	t.Helper()
-	ctx := context.Background()
-	s, err := js.Stream(ctx, streams.OutputStream(project))
-	if err == jetstream.ErrStreamNotFound {
-		return nil
-	}
-	require.NoError(t, err)
-	info, err := s.Info(ctx)
-	require.NoError(t, err)
-	var out []*jetstream.RawStreamMsg
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		require.NoError(t, err)
-		out = append(out, m)
-	}
-	return out
-}
 
 func TestAgentOutputLandsOnTheOutputStream(t *testing.T) {
 	e := startReceiver(t, nil)

@@ -86,7 +86,7 @@ func TestPipelineKill9LosesNothing(t *testing.T) {
 func TestPipelineProcessesShareTheWork(t *testing.T) {
 	const n = 4000
 	nt := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, nt.URL())
+	nc, js := testenv.Connect(t, nt.URL())
 	ctx := context.Background()
 	m, err := mirror.Open(ctx, js, 1)
 	require.NoError(t, err)
@@ -104,6 +104,9 @@ func TestPipelineProcessesShareTheWork(t *testing.T) {
 			Header: nats.Header{streams.HeaderSignal: []string{records.SignalEvent}}})
 		require.NoError(t, err)
 	}
+	// Whoever stores records other than through the exporter wakes the consumers itself
+	// (idle consumers are not pulled from).
+	require.NoError(t, nc.Publish(streams.WakeSubject(streams.WakeRaw, "shared"), nil))
 	seen := func() int {
 		ids := map[string]bool{}
 		for _, batch := range batchRecords(t, agent.delivered()) {

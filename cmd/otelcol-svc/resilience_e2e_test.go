@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,6 +24,8 @@ func TestNATSOutageAnswers503ThenRecoversWithoutRestart(t *testing.T) {
 	key := e.project(t, "outage")
 	require.Equal(t, http.StatusAccepted, post(t, e.col.HTTP+"/v1/events", key, "application/json", []byte(`{"n":0}`), nil).StatusCode)
 
+	require.Equal(t, http.StatusOK, healthStatus(t, e.col), "healthy while NATS is up")
+
 	e.nats.Stop()
 	start := time.Now()
 	r := post(t, e.col.HTTP+"/v1/events", key, "application/json", []byte(`{"n":1}`), nil)
@@ -36,10 +39,19 @@ func TestNATSOutageAnswers503ThenRecoversWithoutRestart(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, r.StatusCode)
 	assert.NotEmpty(t, r.Header.Get("Retry-After"))
 
+	// The health check tells the operator: an error status (the health_check extension
+	// answers 500) once NATS has been away longer than the recovery duration (5 s),
+	// naming the lost dependency.
+	require.Eventually(t, func() bool { return healthStatus(t, e.col) >= 500 }, 20*time.Second, 100*time.Millisecond,
+		"the health check stayed green while NATS was down")
+	assert.Contains(t, healthBody(t, e.col), "NATS is unreachable")
+
 	e.nats.Start(t)
 	require.Eventually(t, func() bool {
 		return post(t, e.col.HTTP+"/v1/events", key, "application/json", []byte(`{"n":2}`), nil).StatusCode == http.StatusAccepted
 	}, 20*time.Second, 100*time.Millisecond, "ingestion did not resume after NATS came back")
+	require.Eventually(t, func() bool { return healthStatus(t, e.col) == http.StatusOK }, 20*time.Second, 100*time.Millisecond,
+		"the health check did not recover with NATS")
 
 	_, js := testenv.Connect(t, e.nats.URL())
 	msgs := stored(t, js, "outage")
@@ -136,4 +148,22 @@ func TestAcceptedRecordsSurviveKill9(t *testing.T) {
 	require.Greater(t, total, 100)
 	assert.Zero(t, missing, "%d of %d acknowledged records lost", missing, total)
 	t.Logf("%d acknowledged records, all present after kill -9 and restart", total)
+}
+
+func healthStatus(t *testing.T, c *testenv.Collector) int {
+	t.Helper()
+	resp, err := http.Get(c.Health)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func healthBody(t *testing.T, c *testenv.Collector) string {
+	t.Helper()
+	resp, err := http.Get(c.Health + "?verbose")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
 }

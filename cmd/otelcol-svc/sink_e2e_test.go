@@ -111,7 +111,8 @@ func TestResultReachesWebhookAndChatOnce(t *testing.T) {
 	require.NoError(t, json.Unmarshal(msgs[0].Body, &m))
 	assert.Equal(t, "checkout: checkout is failing (12 errors)", m.Text, "the template over the payload's fields")
 	require.NoError(t, json.Unmarshal(msgs[1].Body, &m))
-	assert.Equal(t, ":  ( errors)", m.Text, "missing fields render empty")
+	assert.Equal(t, "```\n{\"status\":\"degraded\",\"errors\":3}\n```", m.Text,
+		"a template that finds none of its fields falls back to the default text, not \":  ( errors)\"")
 
 	var d struct{ Content string }
 	msgs = plain.delivered()

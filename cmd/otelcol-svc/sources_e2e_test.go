@@ -295,7 +295,7 @@ func TestSourcePushAnswers503UntilTheMirrorLoads(t *testing.T) {
 	n := testenv.StartNATS(t)
 	n.Stop() // the collector starts while NATS is down
 	col := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/receiver.yaml",
-		Env: map[string]string{"NATS_URL": n.URL(), "SVC_STREAM_REPLICAS": "1"}})
+		Env: map[string]string{"NATS_URL": n.URL(), "SVC_STREAM_REPLICAS": "1"}, StartsUnhealthy: true})
 	ingestKey := newIngestKey()
 	r := post(t, col.HTTP+"/ingest/"+ingestKey, "", "application/json", []byte(`{"a":1}`), nil)
 	require.Equal(t, http.StatusServiceUnavailable, r.StatusCode, "%s", r.Body)

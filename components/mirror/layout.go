@@ -59,11 +59,17 @@ type Project struct {
 	Name      string `json:"name,omitempty"`
 	// Version increases with every change; data-plane components compile expressions
 	// once per version.
-	Version       int64     `json:"version"`
-	Pipeline      Pipeline  `json:"pipeline"`
-	SigningSecret string    `json:"signing_secret,omitempty"`
-	Sinks         []Sink    `json:"sinks,omitempty"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	Version       int64    `json:"version"`
+	Pipeline      Pipeline `json:"pipeline"`
+	SigningSecret string   `json:"signing_secret,omitempty"`
+	Sinks         []Sink   `json:"sinks,omitempty"`
+	// Members maps each member's user id (the owner's included) to the membership's
+	// grant: when it began, in unix milliseconds. A console token names its user and
+	// grant, and is honoured only while they match here, so removing a member (or
+	// deleting the project) ends their tokens as fast as a revoked key. An entry without
+	// members (written by an older control plane) honours no console token.
+	Members   map[string]int64 `json:"members,omitempty"`
+	UpdatedAt time.Time        `json:"updated_at"`
 	// WrittenAt is when this version was stored, by the writer's clock (Store.PutProject
 	// sets it). Beside the time NATS stored the entry it tells how far the writer's clock
 	// is from the NATS server's, which Sink.Since needs (ServerTime).

@@ -42,7 +42,7 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 func bucket(ctx context.Context, js jetstream.JetStream, name string, replicas int) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, name)
 	if err == nil {
-		return kv, nil
+		return raise(ctx, js, kv, replicas)
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("open bucket %s: %w", name, err)
@@ -63,6 +63,33 @@ func bucket(ctx context.Context, js jetstream.JetStream, name string, replicas i
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create bucket %s: %w", name, err)
+	}
+	return kv, nil
+}
+
+// raise gives an existing bucket more replicas when more are asked for: a data-plane
+// process that started before the control plane on a new cluster creates the buckets
+// with one replica (it has no replica setting), and the control plane, which has
+// (SVC_MIRROR_REPLICAS), must not then leave the configuration on a single node. Never
+// lowers: a process asking for fewer is one that does not know.
+func raise(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, replicas int) (jetstream.KeyValue, error) {
+	if replicas <= 1 {
+		return kv, nil
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", kv.Bucket(), err)
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo().Config.Replicas >= replicas {
+		return kv, nil
+	}
+	cfg := bs.StreamInfo().Config
+	kv, err = js.UpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: kv.Bucket(), Description: cfg.Description, History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s has %d replica(s); raising it to %d failed: %w", bs.Bucket(), cfg.Replicas, replicas, err)
 	}
 	return kv, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.uber.org/zap"
 )
@@ -91,8 +92,18 @@ func (c Config) Validate() error {
 // Connect dials NATS. It returns at once even when no server is up yet: the connection
 // keeps retrying in the background (the collector must start, and later recover, while
 // NATS is down), and callers check IsConnected to answer 503 meanwhile.
+//
+// The connection's state is the component's status (componentstatus, which the
+// health_check extension aggregates): a recoverable error while NATS is unreachable, OK
+// again once it is back, so a process whose NATS is gone is not reported healthy.
 func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn, error) {
 	u := c.Resolve(host)
+	reporter, _ := host.(componentstatus.Reporter)
+	report := func(ev *componentstatus.Event) {
+		if reporter != nil {
+			reporter.Report(ev)
+		}
+	}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.RetryOnFailedConnect(true),
@@ -103,13 +114,21 @@ func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn,
 		// caller would wrongly treat as stored.
 		nats.ReconnectBufSize(-1),
 		nats.Timeout(c.timeout()),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if err != nil {
 				logger.Warn("NATS disconnected", zap.String("connection", name), zap.Error(err))
 			}
+			if !nc.IsClosed() {
+				report(componentstatus.NewRecoverableErrorEvent(fmt.Errorf("NATS is unreachable (connection %q lost)", name)))
+			}
+		}),
+		nats.ConnectHandler(func(*nats.Conn) {
+			// Only after a first connect that had to be retried.
+			report(componentstatus.NewEvent(componentstatus.StatusOK))
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			logger.Info("NATS reconnected", zap.String("connection", name), zap.String("server", nc.ConnectedUrlRedacted()))
+			report(componentstatus.NewEvent(componentstatus.StatusOK))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			logger.Warn("NATS error", zap.String("connection", name), zap.Error(err))
@@ -124,6 +143,12 @@ func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn,
 	nc, err := nats.Connect(u, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("nats connect: %w", err)
+	}
+	if !nc.IsConnected() {
+		report(componentstatus.NewRecoverableErrorEvent(fmt.Errorf("NATS is unreachable (connection %q not established yet)", name)))
+		if nc.IsConnected() { // connected meanwhile: the handler's OK may have come first
+			report(componentstatus.NewEvent(componentstatus.StatusOK))
+		}
 	}
 	return nc, nil
 }

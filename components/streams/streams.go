@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,8 +52,16 @@ func ValidToken(s string) bool {
 }
 
 // Limits are the per-project retention settings of a stream. Age-based expiry is retention,
-// not loss: records older than MaxAge are removed whether consumed or not. MaxBytes is a
-// hard ceiling: a full stream refuses new records (DiscardNew) so producers push back
+// not loss: records older than MaxAge are removed whether consumed or not.
+//
+// MaxBytes is each project's storage ceiling per stream, but it is deliberately not the
+// stream's JetStream max_bytes: nats-server reserves a stream's max_bytes in full against
+// the server's store when the stream is created (reserveStreamResources), so 1 GiB per
+// stream exhausted a 76 GB disk's share after a few dozen projects. Streams are created
+// without max_bytes (nothing reserved, any number of projects fits) and the receiver
+// enforces MaxBytes against each stream's real size instead (the jetstream exporter's
+// storage guard). nats-server's own store limit (max_store) remains the hard ceiling of
+// the whole server. A full stream refuses new records (503) so producers push back
 // instead of unconsumed records being dropped silently.
 type Limits struct {
 	MaxAge          time.Duration `mapstructure:"max_age"`
@@ -60,7 +70,8 @@ type Limits struct {
 	DuplicateWindow time.Duration `mapstructure:"duplicate_window"`
 }
 
-// DefaultLimits keep a week of data, at most 1 GiB per project and stream.
+// DefaultLimits keep a week of data, at most 1 GiB per project and stream (enforced by the
+// receiver, not reserved: see Limits).
 func DefaultLimits() Limits {
 	return Limits{MaxAge: 7 * 24 * time.Hour, MaxBytes: 1 << 30, Replicas: 1, DuplicateWindow: 2 * time.Minute}
 }
@@ -88,13 +99,14 @@ func (l Limits) Validate() error {
 
 func config(name, subject string, l Limits) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:       name,
-		Subjects:   []string{subject},
-		Storage:    jetstream.FileStorage,
-		Retention:  jetstream.LimitsPolicy,
-		Discard:    jetstream.DiscardNew,
-		MaxAge:     l.MaxAge,
-		MaxBytes:   l.MaxBytes,
+		Name:      name,
+		Subjects:  []string{subject},
+		Storage:   jetstream.FileStorage,
+		Retention: jetstream.LimitsPolicy,
+		Discard:   jetstream.DiscardNew,
+		MaxAge:    l.MaxAge,
+		// Unlimited here means "nothing reserved"; see Limits for where MaxBytes holds.
+		MaxBytes:   -1,
 		Replicas:   l.Replicas,
 		Duplicates: l.DuplicateWindow,
 	}
@@ -114,14 +126,80 @@ func OutputConfig(projectID string, l Limits) jetstream.StreamConfig {
 // (for example a replica change the cluster cannot do) an existing stream is still usable,
 // so that is not an error.
 func Ensure(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
-	_, err := js.CreateOrUpdateStream(ctx, cfg)
+	_, err := EnsureInfo(ctx, js, cfg)
+	return err
+}
+
+// EnsureInfo is Ensure that also returns the stream's info (its configuration as the
+// server keeps it, and its size).
+//
+// It reads the stream first and creates or updates it only when it is missing or its
+// settings differ. nats-server checks a created or updated stream's subjects against
+// every other stream of the account (subjectsOverlap, linear in the number of streams),
+// so with 20,000 streams an update costs milliseconds of server CPU while a read does
+// not: the first write to each project after a receiver's start would otherwise have
+// updated every stream.
+func EnsureInfo(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (*jetstream.StreamInfo, error) {
+	existing, err := js.Stream(ctx, cfg.Name)
+	if err == nil && Current(existing.CachedInfo().Config, cfg) {
+		return existing.CachedInfo(), nil
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("create stream %s: %w", cfg.Name, err)
+	}
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	// nats-server removes a deleted stream's files after answering the delete; a create
+	// of the same name meanwhile fails with "error creating store for stream" (10049)
+	// until they are gone, a matter of milliseconds.
+	for wait := 20 * time.Millisecond; isCode(err, 10049) && wait <= 320*time.Millisecond && ctx.Err() == nil; wait *= 2 {
+		time.Sleep(wait)
+		s, err = js.CreateOrUpdateStream(ctx, cfg)
+	}
 	if err == nil {
-		return nil
+		return s.CachedInfo(), nil
 	}
-	if _, infoErr := js.Stream(ctx, cfg.Name); infoErr == nil {
-		return nil
+	// An update the server refused (e.g. a replica change the cluster cannot make), or a
+	// create that lost a race with another process creating the same stream ("already in
+	// use", or "error creating store" when both reached the disk): the stream as it is
+	// takes records.
+	again, infoErr := js.Stream(ctx, cfg.Name)
+	if infoErr != nil {
+		return nil, fmt.Errorf("create stream %s: %w", cfg.Name, err)
 	}
-	return fmt.Errorf("create stream %s: %w", cfg.Name, err)
+	if !Current(again.CachedInfo().Config, cfg) {
+		// Created by the other with other settings: bring them to ours once.
+		if updated, err := js.UpdateStream(ctx, cfg); err == nil {
+			return updated.CachedInfo(), nil
+		}
+	}
+	return again.CachedInfo(), nil
+}
+
+// Current reports whether a stream's configuration on the server already has what want
+// sets (the fields this package's configurations set; others are the server's).
+func Current(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.Storage == want.Storage &&
+		have.Retention == want.Retention && have.Discard == want.Discard &&
+		have.MaxAge == want.MaxAge && have.MaxBytes == want.MaxBytes &&
+		max(have.Replicas, 1) == max(want.Replicas, 1) && have.Duplicates == want.Duplicates &&
+		have.AllowBatchPublish == want.AllowBatchPublish
+}
+
+func isCode(err error, code jetstream.ErrorCode) bool {
+	var e *jetstream.APIError
+	return errors.As(err, &e) && e.ErrorCode == code
+}
+
+// IsStorageFull reports whether err is nats-server refusing for lack of storage: 10047
+// (the server's or account's JetStream store is used up, also when a stream is created)
+// or 10077 "maximum bytes/messages exceeded" (a DiscardNew stream at a limit of its own).
+// Neither is a connection problem, and no retry succeeds before space is freed.
+func IsStorageFull(err error) bool {
+	var e *jetstream.APIError
+	if !errors.As(err, &e) {
+		return false
+	}
+	return e.ErrorCode == 10047 || e.ErrorCode == 10077 && strings.Contains(e.Description, "maximum")
 }
 
 // DeadLetterStream holds what could not be delivered for a project (agent calls, and
@@ -152,6 +230,11 @@ const (
 // Create creates the stream when it does not exist and leaves an existing one as it is:
 // for readers, which must not fight the writer over limits.
 func Create(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	// Read first: a create of an existing stream costs the server a subject-overlap
+	// check against every stream (see EnsureInfo), a read does not.
+	if _, err := js.Stream(ctx, cfg.Name); err == nil {
+		return nil
+	}
 	_, err := js.CreateStream(ctx, cfg)
 	if err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return nil
@@ -160,4 +243,25 @@ func Create(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamCon
 		return nil
 	}
 	return fmt.Errorf("create stream %s: %w", cfg.Name, err)
+}
+
+// Wake subjects. Consumers of idle projects do not poll: a receiver that stored records
+// for a project says so on the project's wake subject (core NATS, no payload, a few per
+// second at most), and the pipeline or sink process starts pulling from that project's
+// stream until it is idle again. They are not captured by any stream.
+const (
+	WakeRaw    = "raw"    // records on a raw stream, for the pipeline role
+	WakeOutput = "output" // results on an output stream, for the sink role
+)
+
+// WakeSubject is the subject that wakes the consumers of a project's raw or output stream.
+func WakeSubject(kind, projectID string) string { return "svc-wake." + kind + "." + projectID }
+
+// WakeProject returns the project a wake subject names.
+func WakeProject(subject string) string {
+	i := strings.LastIndexByte(subject, '.')
+	if i < 0 {
+		return ""
+	}
+	return subject[i+1:]
 }

@@ -61,12 +61,18 @@ type NATS struct {
 	Server   *server.Server
 	Port     int
 	StoreDir string
+	// Tweak, when set, changes the server's options at every start (e.g. a small
+	// JetStream store).
+	Tweak func(*server.Options)
 }
 
 // StartNATS starts a server on a free port; it stops with the test.
-func StartNATS(t T) *NATS {
+func StartNATS(t T) *NATS { return StartNATSWith(t, nil) }
+
+// StartNATSWith is StartNATS with tweak applied to the server's options.
+func StartNATSWith(t T, tweak func(*server.Options)) *NATS {
 	t.Helper()
-	n := &NATS{Port: FreePort(t), StoreDir: t.TempDir()}
+	n := &NATS{Port: FreePort(t), StoreDir: t.TempDir(), Tweak: tweak}
 	n.Start(t)
 	t.Cleanup(n.Stop)
 	return n
@@ -75,10 +81,14 @@ func StartNATS(t T) *NATS {
 // Start (re)starts the server on the same port and store, as after an outage.
 func (n *NATS) Start(t T) {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{
+	opts := &server.Options{
 		Host: "127.0.0.1", Port: n.Port, JetStream: true, StoreDir: n.StoreDir,
 		NoLog: true, NoSigs: true,
-	})
+	}
+	if n.Tweak != nil {
+		n.Tweak(opts)
+	}
+	s, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,19 +173,24 @@ type Collector struct {
 	Health  string // base URL of the health check
 	Metrics string // base URL of the collector's own metrics
 	exited  chan struct{}
+	// unhealthyOK: a start is complete once the health check answers at all.
+	unhealthyOK bool
 }
 
 // CollectorOptions choose the config and extra environment.
 type CollectorOptions struct {
 	Config string            // path relative to the repo root, e.g. configs/embedded.yaml
 	Env    map[string]string // added to the defaults (free ports, a temp data dir)
+	// StartsUnhealthy is for a collector started while NATS is down: its health check
+	// answers an error (truthfully), so the start waits only for it to answer.
+	StartsUnhealthy bool
 }
 
 // StartCollector runs the binary and waits until it reports healthy. The process is
 // killed at the end of the test; its log is printed if the test failed.
 func StartCollector(t T, opts CollectorOptions) *Collector {
 	t.Helper()
-	c := &Collector{t: t, Config: opts.Config, log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
+	c := &Collector{t: t, Config: opts.Config, log: &bytes.Buffer{}, logMu: &sync.Mutex{}, unhealthyOK: opts.StartsUnhealthy}
 	dataDir := t.TempDir()
 	t.Cleanup(func() {
 		c.Kill()
@@ -267,6 +282,11 @@ func (c *Collector) start() error {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			// The health check starts before the receivers: an unhealthy collector has
+			// started once its ingest port takes connections too.
+			if c.unhealthyOK && listening(strings.TrimPrefix(c.HTTP, "http://")) {
 				return nil
 			}
 		}
@@ -462,4 +482,13 @@ func PostgresURL(t T) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+func listening(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
 }

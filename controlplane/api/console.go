@@ -30,10 +30,18 @@ func (s *Server) consolePublicKeys() mirror.ConsoleKeys {
 	return mirror.ConsoleKeys{PublicKeys: []string{base64.StdEncoding.EncodeToString(pub)}}
 }
 
-// consoleTokenFor issues a console token for a member of p.
-func (s *Server) consoleTokenFor(userID string, p store.Project) (ConsoleToken, error) {
+// consoleTokenFor issues a console token for a member of p, naming their membership's
+// grant, so that receivers stop honouring it when the membership ends.
+func (s *Server) consoleTokenFor(ctx context.Context, tx *store.Tx, userID string, p store.Project) (ConsoleToken, error) {
+	members, err := tx.MemberGrants(ctx, p.ID)
+	if err != nil {
+		return ConsoleToken{}, err
+	}
+	if members[userID] == 0 {
+		return ConsoleToken{}, store.ErrNotFound // not a member (any more)
+	}
 	now := time.Now().UTC()
-	tok, err := consoletoken.Issue(s.ConsoleKey, consoletoken.Claims{UserID: userID, ProjectID: p.ID}, consoleTokenTTL, now)
+	tok, err := consoletoken.Issue(s.ConsoleKey, consoletoken.Claims{UserID: userID, ProjectID: p.ID, Grant: members[userID]}, consoleTokenTTL, now)
 	if err != nil {
 		return ConsoleToken{}, err
 	}
@@ -41,8 +49,8 @@ func (s *Server) consoleTokenFor(userID string, p store.Project) (ConsoleToken, 
 }
 
 func (s *Server) consoleToken(w http.ResponseWriter, r *http.Request) {
-	s.onProject(w, r, read, func(_ context.Context, _ *store.Tx, p store.Project, _ string, _ *mirror.Store, rep *reply) error {
-		ct, err := s.consoleTokenFor(currentUser(r).ID, p)
+	s.onProject(w, r, read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store, rep *reply) error {
+		ct, err := s.consoleTokenFor(ctx, tx, currentUser(r).ID, p)
 		if err != nil {
 			return err
 		}

@@ -292,16 +292,18 @@ func (s *Server) toolDeleteSource(ctx context.Context, req *mcp.CallToolRequest,
 	return nil, deleteSourceOut{Deleted: in.SourceID}, nil
 }
 
-// mcpPipeline is a pipeline as the tools show it: the API's fields without the signing
-// secret, which an agent in a conversation has no use for.
-func mcpPipeline(p store.Project) map[string]any {
-	return pipelineJSON(p, store.RoleMember)
+// mcpPipeline is a pipeline as the tools show it to a member of role: the API's fields
+// without the signing secret, which an agent in a conversation has no use for.
+func mcpPipeline(p store.Project, role string) map[string]any {
+	out := pipelineJSON(p, role)
+	delete(out, "signing_secret")
+	return out
 }
 
 func (s *Server) toolGetPipeline(ctx context.Context, req *mcp.CallToolRequest, in projectIn) (*mcp.CallToolResult, map[string]any, error) {
 	var out map[string]any
-	err := s.onProjectTool(ctx, req, in.ProjectID, read, func(_ context.Context, _ *store.Tx, p store.Project, _ string, _ *mirror.Store, _ *reply) error {
-		out = mcpPipeline(p)
+	err := s.onProjectTool(ctx, req, in.ProjectID, read, func(_ context.Context, _ *store.Tx, p store.Project, role string, _ *mirror.Store, _ *reply) error {
+		out = mcpPipeline(p, role)
 		return nil
 	})
 	return nil, out, err
@@ -332,7 +334,12 @@ func (in setPipelineIn) apply(pl *mirror.Pipeline) {
 
 func (s *Server) toolSetPipeline(ctx context.Context, req *mcp.CallToolRequest, in setPipelineIn) (*mcp.CallToolResult, map[string]any, error) {
 	var out map[string]any
-	err := s.onProjectTool(ctx, req, in.ProjectID, write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store, _ *reply) error {
+	if in.AgentEndpointURL != nil && *in.AgentEndpointURL != "" {
+		if err := s.checkDestination(ctx, *in.AgentEndpointURL); err != nil {
+			return nil, nil, s.toolError(invalidPipeline("agent_endpoint_url", err.Error()), "pipeline")
+		}
+	}
+	err := s.onProjectTool(ctx, req, in.ProjectID, write, func(ctx context.Context, tx *store.Tx, p store.Project, role string, ms *mirror.Store, _ *reply) error {
 		pl := p.Pipeline
 		in.apply(&pl)
 		pl = withDefaults(pl)
@@ -341,7 +348,7 @@ func (s *Server) toolSetPipeline(ctx context.Context, req *mcp.CallToolRequest, 
 			return e
 		}
 		p.Pipeline = pl
-		return s.saveProject(ctx, tx, ms, p, func(saved store.Project) { out = mcpPipeline(saved) })
+		return s.saveProject(ctx, tx, ms, p, func(saved store.Project) { out = mcpPipeline(saved, role) })
 	})
 	return nil, out, err
 }
@@ -354,9 +361,9 @@ type consoleTokenOut struct {
 
 func (s *Server) toolConsoleToken(ctx context.Context, req *mcp.CallToolRequest, in projectIn) (*mcp.CallToolResult, consoleTokenOut, error) {
 	var out consoleTokenOut
-	err := s.onProjectTool(ctx, req, in.ProjectID, read, func(_ context.Context, _ *store.Tx, p store.Project, _ string, _ *mirror.Store, _ *reply) error {
+	err := s.onProjectTool(ctx, req, in.ProjectID, read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store, _ *reply) error {
 		var err error
-		out.ConsoleToken, err = s.consoleTokenFor(req.Extra.TokenInfo.UserID, p)
+		out.ConsoleToken, err = s.consoleTokenFor(ctx, tx, req.Extra.TokenInfo.UserID, p)
 		consoleAPI := s.ReceiverURL + "/console/v1/projects/" + url.PathEscape(p.ID)
 		out.EventsURL, out.FieldsURL = consoleAPI+"/events", consoleAPI+"/fields"
 		return err

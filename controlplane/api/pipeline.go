@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -23,6 +25,9 @@ func pipelineJSON(p store.Project, role string) map[string]any {
 	}
 	if role != store.RoleMember {
 		out["signing_secret"] = p.SigningSecret
+	} else if pl.AgentEndpointURL != "" {
+		// An agent URL may carry its credential in the query, as webhook URLs do.
+		out["agent_endpoint_url"] = redactURL("webhook", pl.AgentEndpointURL)
 	}
 	return out
 }
@@ -48,6 +53,18 @@ func ValidatePipeline(p mirror.Pipeline) *apierror.Error {
 	return nil
 }
 
+// checkDestination refuses a URL that points where the data plane may not call
+// (outbound.CheckDestination): the owner learns it now, not from dead letters they
+// cannot see. It resolves names, so it runs before any transaction is opened. URLs saved
+// before this check existed are still guarded by the call-time check.
+func (s *Server) checkDestination(ctx context.Context, raw string) error {
+	err := outbound.CheckDestination(ctx, raw, s.OutboundAllow, nil)
+	if errors.Is(err, outbound.ErrForbiddenAddress) {
+		return fmt.Errorf("%w (an operator setting, read by the control plane and the collector)", err)
+	}
+	return err
+}
+
 func (s *Server) getPipeline(w http.ResponseWriter, r *http.Request) {
 	s.onProject(w, r, read, func(_ context.Context, _ *store.Tx, p store.Project, role string, _ *mirror.Store, rep *reply) error {
 		rep.set(http.StatusOK, pipelineJSON(p, role))
@@ -66,6 +83,12 @@ func (s *Server) putPipeline(w http.ResponseWriter, r *http.Request) {
 	if e := ValidatePipeline(pl); e != nil {
 		fail(w, e)
 		return
+	}
+	if pl.AgentEndpointURL != "" {
+		if err := s.checkDestination(r.Context(), pl.AgentEndpointURL); err != nil {
+			fail(w, invalidPipeline("agent_endpoint_url", err.Error()))
+			return
+		}
 	}
 	s.onProject(w, r, write, func(ctx context.Context, tx *store.Tx, p store.Project, role string, ms *mirror.Store, rep *reply) error {
 		p.Pipeline = pl

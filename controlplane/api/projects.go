@@ -103,19 +103,24 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error, what 
 	}
 }
 
-// publish writes a project's data-plane configuration (pipeline, secret, sinks) to the
-// mirror from the transaction's view.
+// publish writes a project's data-plane configuration (pipeline, secret, sinks,
+// members) to the mirror from the transaction's view.
 func publish(ctx context.Context, tx *store.Tx, ms *mirror.Store, p store.Project) error {
 	sinks, err := tx.Sinks(ctx, p.ID)
 	if err != nil {
 		return err
 	}
-	return ms.PutProject(ctx, mirrorProject(p, sinks))
+	members, err := tx.MemberGrants(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	return ms.PutProject(ctx, mirrorProject(p, sinks, members))
 }
 
-func mirrorProject(p store.Project, sinks []store.Sink) mirror.Project {
+// mirrorProject is a project's mirror entry; members are its MemberGrants.
+func mirrorProject(p store.Project, sinks []store.Sink, members map[string]int64) mirror.Project {
 	mp := mirror.Project{ID: p.ID, AccountID: p.OwnerID, Name: p.Name, Version: p.Version,
-		Pipeline: p.Pipeline, SigningSecret: p.SigningSecret, UpdatedAt: p.UpdatedAt}
+		Pipeline: p.Pipeline, SigningSecret: p.SigningSecret, UpdatedAt: p.UpdatedAt, Members: members}
 	for _, s := range sinks {
 		mp.Sinks = append(mp.Sinks, s.Config)
 	}
@@ -158,7 +163,7 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	ms, _, err := s.Mirror(ctx)
+	ms, js, err := s.Mirror(ctx)
 	if err != nil {
 		fail(w, unavailable("the configuration store (NATS) is unreachable; nothing was created, retry shortly"))
 		return
@@ -170,13 +175,41 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) {
 		if err := tx.CreateProject(ctx, p); err != nil {
 			return err
 		}
-		return ms.PutProject(ctx, mirrorProject(p, nil))
+		// The streams exist before anyone is told the project does: a project whose
+		// streams cannot be created could never receive an event.
+		if e := s.createStreams(ctx, js, p.ID); e != nil {
+			return e
+		}
+		// The owner's membership row is written with the project's creation time.
+		return ms.PutProject(ctx, mirrorProject(p, nil, map[string]int64{p.OwnerID: p.CreatedAt.UnixMilli()}))
 	})
 	if err != nil {
+		s.deleteStreams(ctx, p.ID)
 		s.answer(w, r, err, "project")
 		return
 	}
 	writeJSON(w, http.StatusCreated, projectJSON(p, store.RoleOwner))
+}
+
+// createStreams creates a new project's raw and output streams. Their per-project byte
+// limit is held by the receiver, so creating them reserves nothing in nats-server's
+// store (components/streams); what can still fail is NATS itself, or a store that is
+// already full.
+func (s *Server) createStreams(ctx context.Context, js jetstream.JetStream, project string) *apierror.Error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, cfg := range []jetstream.StreamConfig{streams.RawConfig(project, s.StreamLimits), streams.OutputConfig(project, s.StreamLimits)} {
+		err := streams.Ensure(ctx, js, cfg)
+		if err == nil {
+			continue
+		}
+		s.Logger.Error("project not created: its streams cannot be created", "project_id", project, "stream", cfg.Name, "error", err)
+		if streams.IsStorageFull(err) {
+			return unavailable("the service's event storage is full, so this project's streams cannot be created; nothing was created. The operator must free or add storage (nats-server's JetStream max_store)")
+		}
+		return unavailable("the data plane (NATS JetStream) could not create this project's streams; nothing was created, retry shortly")
+	}
+	return nil
 }
 
 func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) {
@@ -411,7 +444,7 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 		fail(w, badBody(`role must be "admin" or "member"`))
 		return
 	}
-	s.onProject(w, r, write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store, rep *reply) error {
+	s.onProject(w, r, write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store, rep *reply) error {
 		u, err := tx.UserByEmail(ctx, email)
 		if errors.Is(err, store.ErrNotFound) {
 			return apierror.New(http.StatusNotFound, apierror.NotFound, "no account with this email; ask them to sign up first")
@@ -425,6 +458,9 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 		if err := tx.PutMember(ctx, p.ID, u.ID, b.Role); err != nil {
 			return err
 		}
+		if err := publish(ctx, tx, ms, p); err != nil { // their console tokens work from now
+			return err
+		}
 		rep.set(http.StatusCreated, map[string]any{"user_id": u.ID, "email": u.Email, "role": b.Role})
 		return nil
 	})
@@ -436,13 +472,24 @@ func (s *Server) deleteMember(w http.ResponseWriter, r *http.Request) {
 	if target == currentUser(r).ID {
 		level = read // anyone may leave a project
 	}
-	s.onProject(w, r, level, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store, rep *reply) error {
+	s.onProject(w, r, level, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store, rep *reply) error {
 		if target == p.OwnerID {
 			return apierror.New(http.StatusConflict, apierror.Conflict, "the owner cannot be removed; delete the project instead")
 		}
 		if err := tx.DeleteMember(ctx, p.ID, target); errors.Is(err, store.ErrNotFound) {
 			return notFound("member")
 		} else if err != nil {
+			return err
+		}
+		// The receivers end the member's console tokens when the project's mirror entry
+		// no longer lists them; committed only once the mirror has it.
+		if ms == nil { // leaving, which needs only read access, gets no mirror from onProject
+			var err error
+			if ms, _, err = s.Mirror(ctx); err != nil {
+				return unavailable("the configuration store (NATS) is unreachable; nothing was changed, retry shortly")
+			}
+		}
+		if err := publish(ctx, tx, ms, p); err != nil {
 			return err
 		}
 		rep.set(http.StatusNoContent, nil)

@@ -11,6 +11,15 @@ import (
 // Resync re-publishes the whole configuration to the mirror and deletes what the database
 // no longer has: a new or wiped NATS recovers, and a change whose commit failed after its
 // mirror write is undone.
+// MirrorGeneration is the mirror's buckets' incarnation (mirror.Store.Generation).
+func (s *Server) MirrorGeneration(ctx context.Context) (string, error) {
+	ms, _, err := s.Mirror(ctx)
+	if err != nil {
+		return "", err
+	}
+	return ms.Generation(ctx)
+}
+
 func (s *Server) Resync(ctx context.Context) error {
 	ms, _, err := s.Mirror(ctx)
 	if err != nil {
@@ -22,8 +31,18 @@ func (s *Server) Resync(ctx context.Context) error {
 			return err
 		}
 	}
+	// What the mirror holds is listed before the database is read: an entry the API adds
+	// meanwhile is then either in the database snapshot or not in the listing, and never
+	// pruned (listing after the snapshot removed keys created during a re-publish).
+	had := map[string][]string{}
+	for _, b := range []string{mirror.BucketKeys, mirror.BucketSources, mirror.BucketProjects} {
+		if had[b], err = ms.List(ctx, b); err != nil {
+			return fmt.Errorf("list %s: %w", b, err)
+		}
+	}
 	var projects []store.Project
 	var sinks [][]store.Sink
+	var members map[string]map[string]int64
 	var keys []store.Key
 	var sources []store.Source
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
@@ -37,6 +56,9 @@ func (s *Server) Resync(ctx context.Context) error {
 				return err
 			}
 			sinks = append(sinks, sk)
+		}
+		if members, err = tx.AllMemberGrants(ctx); err != nil {
+			return err
 		}
 		if keys, err = tx.AllKeys(ctx); err != nil {
 			return err
@@ -52,7 +74,7 @@ func (s *Server) Resync(ctx context.Context) error {
 	for i, p := range projects {
 		owner[p.ID] = p.OwnerID
 		wantProjects[p.ID] = true
-		if err := ms.PutProject(ctx, mirrorProject(p, sinks[i])); err != nil {
+		if err := ms.PutProject(ctx, mirrorProject(p, sinks[i], members[p.ID])); err != nil {
 			return err
 		}
 	}
@@ -70,25 +92,23 @@ func (s *Server) Resync(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := prune(ctx, ms, mirror.BucketKeys, wantKeys, ms.DeleteKey); err != nil {
+	if err := prune(ctx, had[mirror.BucketKeys], wantKeys, ms.DeleteKey); err != nil {
 		return err
 	}
-	if err := prune(ctx, ms, mirror.BucketSources, wantSources, ms.DeleteSource); err != nil {
+	if err := prune(ctx, had[mirror.BucketSources], wantSources, ms.DeleteSource); err != nil {
 		return err
 	}
-	if err := prune(ctx, ms, mirror.BucketProjects, wantProjects, ms.DeleteProject); err != nil {
+	if err := prune(ctx, had[mirror.BucketProjects], wantProjects, ms.DeleteProject); err != nil {
 		return err
 	}
 	s.Logger.Debug("configuration mirror re-published", "projects", len(projects), "keys", len(keys), "sources", len(sources))
 	return nil
 }
 
-func prune(ctx context.Context, ms *mirror.Store, bucket string, want map[string]bool, del func(context.Context, string) error) error {
-	have, err := ms.List(ctx, bucket)
-	if err != nil {
-		return fmt.Errorf("list %s: %w", bucket, err)
-	}
-	for _, k := range have {
+// prune deletes the entries the mirror had before the database was read that the
+// database does not know.
+func prune(ctx context.Context, had []string, want map[string]bool, del func(context.Context, string) error) error {
+	for _, k := range had {
 		if !want[k] {
 			if err := del(ctx, k); err != nil {
 				return err

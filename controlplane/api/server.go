@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
@@ -41,17 +43,29 @@ type Server struct {
 	// ConsoleKey signs console tokens (components/consoletoken); its public half is
 	// published in the mirror, where the receiver reads it to verify them.
 	ConsoleKey ed25519.PrivateKey
+	// StreamLimits are those a new project's streams are created with (the collector's
+	// exporter brings them to its own configuration on first use).
+	StreamLimits streams.Limits
+	// MirrorSynced reports whether the configuration mirror has been published since
+	// start; /readyz is 503 until it has.
+	MirrorSynced func() bool
+	// OutboundAllow is SVC_OUTBOUND_ALLOW: ranges agent and destination URLs may point
+	// to although they are loopback, private or otherwise special (components/outbound).
+	OutboundAllow []netip.Prefix
 
-	loginByEmail *auth.Limiter
-	loginByAddr  *auth.Limiter
+	loginByAddrAccount *auth.Limiter
+	loginByAddr        *auth.Limiter
+	signupByAddr       *auth.Limiter
 }
 
 // Handler returns the HTTP handler of the API.
 func (s *Server) Handler() http.Handler {
-	s.loginByEmail = auth.NewLimiter(10, 15*time.Minute)
+	s.loginByAddrAccount = auth.NewLimiter(10, 15*time.Minute)
 	s.loginByAddr = auth.NewLimiter(50, 15*time.Minute)
+	s.signupByAddr = auth.NewLimiter(10, time.Hour)
 	mux := http.NewServeMux()
 	route(mux, "/healthz", methods{"GET": s.healthz})
+	route(mux, "/readyz", methods{"GET": s.readyz})
 	route(mux, "/api/v1/auth/signup", methods{"POST": s.signup})
 	route(mux, "/api/v1/auth/login", methods{"POST": s.login})
 	route(mux, "/api/v1/me", methods{"GET": s.authed(s.me)})
@@ -69,7 +83,9 @@ func (s *Server) Handler() http.Handler {
 	route(mux, "/api/v1/projects/{id}/sources/test", methods{"POST": s.authed(s.testSource)})
 	route(mux, "/api/v1/projects/{id}/sources/{source_id}", methods{"GET": s.authed(s.getSource), "DELETE": s.authed(s.deleteSource)})
 	route(mux, "/api/v1/projects/{id}/console-token", methods{"POST": s.authed(s.consoleToken)})
-	mux.Handle("/mcp", s.authed(s.mcpHandler().ServeHTTP))
+	mux.Handle("/mcp", s.mcpChallenge(s.authed(s.mcpHandler().ServeHTTP)))
+	route(mux, mcpMetadataPath, methods{"GET": s.protectedResource})
+	route(mux, mcpMetadataPath+"/mcp", methods{"GET": s.protectedResource})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.NotFound, "no endpoint "+r.URL.Path))
 	})
@@ -110,6 +126,33 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "database": s.Store.Kind()})
+}
+
+// readyz answers 200 only when the control plane can do its work: the database answers,
+// NATS is connected and the configuration mirror has been published (so the data plane
+// knows every key and project). Otherwise 503 naming what is not ready. /healthz stays
+// the liveness check (the process serves and its database answers).
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"database": "ok", "nats": "ok", "mirror": "ok"}
+	var notReady []string
+	if err := s.Store.Ping(ctx); err != nil {
+		checks["database"], notReady = "unreachable", append(notReady, "the database is unreachable")
+	}
+	if _, _, err := s.Mirror(ctx); err != nil {
+		checks["nats"], notReady = "unreachable", append(notReady, "NATS is unreachable")
+	}
+	if s.MirrorSynced != nil && !s.MirrorSynced() {
+		checks["mirror"], notReady = "not yet published", append(notReady, "the configuration mirror is not published yet")
+	}
+	if len(notReady) > 0 {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "checks": checks,
+			"error": map[string]string{"code": apierror.Unavailable, "message": strings.Join(notReady, "; ")}})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": checks})
 }
 
 // --- helpers -------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -117,16 +118,65 @@ func validHeaderName(k string) bool {
 	return true
 }
 
-func sinkJSON(s store.Sink) map[string]any {
+// redacted replaces a secret a reader may not see.
+const redacted = "[redacted]"
+
+// secretHeader tells a header that carries a credential: Authorization, cookies, and
+// every name that says token, secret, key, auth, signature, password or session.
+func secretHeader(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "authorization", "proxy-authorization", "cookie", "set-cookie":
+		return true
+	}
+	for _, w := range []string{"token", "secret", "key", "auth", "signature", "sign", "password", "passwd", "session", "credential", "jwt", "bearer"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactURL shows a destination URL without what may be its secret: for chat webhooks
+// (Slack, Discord, Teams) the path is the credential, so only scheme and host remain;
+// for other webhooks the query (where ?token= lives) goes.
+func redactURL(kind, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return redacted
+	}
+	u.User = nil
+	u.Fragment, u.RawFragment = "", ""
+	if kind == "chat" {
+		return u.Scheme + "://" + u.Host + "/" + redacted
+	}
+	if u.RawQuery != "" {
+		return u.Scheme + "://" + u.Host + u.EscapedPath() + "?" + redacted
+	}
+	return u.String()
+}
+
+// sinkJSON shows a sink to a member of role: owners and admins, who may change it, see
+// it whole; members see it without secret headers and webhook URL secrets.
+func sinkJSON(s store.Sink, role string) map[string]any {
 	c := s.Config
-	out := map[string]any{"id": s.ID, "kind": c.Kind, "enabled": c.Enabled, "url": c.URL,
+	hide := role != store.RoleOwner && role != store.RoleAdmin
+	u := c.URL
+	if hide {
+		u = redactURL(c.Kind, c.URL)
+	}
+	out := map[string]any{"id": s.ID, "kind": c.Kind, "enabled": c.Enabled, "url": u,
 		"created_at": ts(s.CreatedAt), "updated_at": ts(s.UpdatedAt)}
 	if c.Kind == "webhook" {
 		out["method"] = c.Method
-		out["headers"] = c.Headers
-		if c.Headers == nil {
-			out["headers"] = map[string]string{}
+		headers := make(map[string]string, len(c.Headers))
+		for k, v := range c.Headers {
+			if hide && secretHeader(k) {
+				v = redacted
+			}
+			headers[k] = v
 		}
+		out["headers"] = headers
 	} else {
 		out["format"] = c.Format
 		out["text_template"] = c.TextTemplate
@@ -148,14 +198,14 @@ func findSink(ctx context.Context, tx *store.Tx, projectID, id string) (store.Si
 }
 
 func (s *Server) listSinks(w http.ResponseWriter, r *http.Request) {
-	s.onProject(w, r, read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store, rep *reply) error {
+	s.onProject(w, r, read, func(ctx context.Context, tx *store.Tx, p store.Project, role string, _ *mirror.Store, rep *reply) error {
 		sinks, err := tx.Sinks(ctx, p.ID)
 		if err != nil {
 			return err
 		}
 		out := make([]map[string]any, 0, len(sinks))
 		for _, sk := range sinks {
-			out = append(out, sinkJSON(sk))
+			out = append(out, sinkJSON(sk, role))
 		}
 		rep.set(http.StatusOK, map[string]any{"sinks": out})
 		return nil
@@ -163,12 +213,12 @@ func (s *Server) listSinks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSink(w http.ResponseWriter, r *http.Request) {
-	s.onProject(w, r, read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store, rep *reply) error {
+	s.onProject(w, r, read, func(ctx context.Context, tx *store.Tx, p store.Project, role string, _ *mirror.Store, rep *reply) error {
 		sk, err := findSink(ctx, tx, p.ID, r.PathValue("sink_id"))
 		if err != nil {
 			return err
 		}
-		rep.set(http.StatusOK, sinkJSON(sk))
+		rep.set(http.StatusOK, sinkJSON(sk, role))
 		return nil
 	})
 }
@@ -185,6 +235,10 @@ func (s *Server) createSink(w http.ResponseWriter, r *http.Request) {
 		fail(w, e)
 		return
 	}
+	if err := s.checkDestination(r.Context(), c.URL); err != nil {
+		fail(w, badBody("url: "+err.Error()))
+		return
+	}
 	s.onProject(w, r, write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store, rep *reply) error {
 		now := time.Now().UTC()
 		c.ID = newID("s_")
@@ -193,7 +247,7 @@ func (s *Server) createSink(w http.ResponseWriter, r *http.Request) {
 		if err := tx.CreateSink(ctx, sk); err != nil {
 			return err
 		}
-		return s.saveProject(ctx, tx, ms, p, func(store.Project) { rep.set(http.StatusCreated, sinkJSON(sk)) })
+		return s.saveProject(ctx, tx, ms, p, func(store.Project) { rep.set(http.StatusCreated, sinkJSON(sk, store.RoleAdmin)) })
 	})
 }
 
@@ -202,6 +256,12 @@ func (s *Server) patchSink(w http.ResponseWriter, r *http.Request) {
 	if e := decode(r, &b); e != nil {
 		fail(w, e)
 		return
+	}
+	if b.URL != nil && *b.URL != "" {
+		if err := s.checkDestination(r.Context(), *b.URL); err != nil {
+			fail(w, badBody("url: "+err.Error()))
+			return
+		}
 	}
 	s.onProject(w, r, write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store, rep *reply) error {
 		sk, err := findSink(ctx, tx, p.ID, r.PathValue("sink_id"))
@@ -224,7 +284,7 @@ func (s *Server) patchSink(w http.ResponseWriter, r *http.Request) {
 		if err := tx.UpdateSink(ctx, sk); err != nil {
 			return err
 		}
-		return s.saveProject(ctx, tx, ms, p, func(store.Project) { rep.set(http.StatusOK, sinkJSON(sk)) })
+		return s.saveProject(ctx, tx, ms, p, func(store.Project) { rep.set(http.StatusOK, sinkJSON(sk, store.RoleAdmin)) })
 	})
 }
 

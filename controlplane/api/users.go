@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/mail"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -45,7 +46,34 @@ func normalizeEmail(e string) (string, bool) {
 	return e, true
 }
 
+// rateLimited is the contract's 429 with Retry-After, the wait rounded up to a second.
+func rateLimited(what string, wait time.Duration) *apierror.Error {
+	secs := int((wait + time.Second - 1) / time.Second)
+	e := apierror.New(http.StatusTooManyRequests, apierror.RateLimited, fmt.Sprintf("%s; try again in %d s", what, secs))
+	e.RetryAfter = time.Duration(secs) * time.Second
+	return e
+}
+
+// limitAddr is the client address rate limits count by: an IPv6 client by its /64, the
+// block one host or customer line usually gets, or it could take a fresh address for
+// every try.
+func limitAddr(r *http.Request) string {
+	a, err := netip.ParseAddr(clientAddr(r))
+	if err != nil {
+		return clientAddr(r)
+	}
+	if a = a.Unmap(); a.Is6() {
+		return netip.PrefixFrom(a.WithZone(""), 64).Masked().String()
+	}
+	return a.String()
+}
+
 func (s *Server) signup(w http.ResponseWriter, r *http.Request) {
+	// Every attempt counts, refused ones too: a 409 tells whether an email has an account.
+	if ok, wait := s.signupByAddr.Take(limitAddr(r), time.Now()); !ok {
+		fail(w, rateLimited("too many signups from your address", wait))
+		return
+	}
 	var c credentials
 	if e := decode(r, &c); e != nil {
 		fail(w, e)
@@ -86,17 +114,18 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	email, _ := normalizeEmail(c.Email)
 	now := time.Now()
-	addr := clientAddr(r)
-	for _, l := range []struct {
-		lim *auth.Limiter
-		key string
-	}{{s.loginByEmail, "email:" + email}, {s.loginByAddr, "addr:" + addr}} {
-		if ok, wait := l.lim.Allow(l.key, now); !ok {
-			e := apierror.New(http.StatusTooManyRequests, apierror.RateLimited, "too many failed logins; wait before trying again")
-			e.RetryAfter = wait
-			fail(w, e)
-			return
-		}
+	// Failures are limited per address and account, and per address: whoever guesses
+	// slows down themselves, while the account's owner, from their own address, still
+	// logs in. (A limit per account alone let anyone lock any user out.)
+	addr := limitAddr(r)
+	pair := addr + " " + email
+	if ok, wait := s.loginByAddrAccount.Allow(pair, now); !ok {
+		fail(w, rateLimited("too many failed logins for this account from your address", wait))
+		return
+	}
+	if ok, wait := s.loginByAddr.Allow(addr, now); !ok {
+		fail(w, rateLimited("too many failed logins from your address", wait))
+		return
 	}
 	var u store.User
 	err := s.Store.InTx(r.Context(), func(tx *store.Tx) error {
@@ -114,12 +143,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		err = auth.CheckPassword(c.Password, u.PasswordHash)
 	}
 	if err != nil {
-		s.loginByEmail.Fail("email:"+email, now)
-		s.loginByAddr.Fail("addr:"+addr, now)
+		s.loginByAddrAccount.Fail(pair, now)
+		s.loginByAddr.Fail(addr, now)
 		fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "wrong email or password"))
 		return
 	}
-	s.loginByEmail.Reset("email:" + email)
+	s.loginByAddrAccount.Reset(pair)
 	s.respondToken(w, r, http.StatusOK, u)
 }
 

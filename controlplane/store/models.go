@@ -221,6 +221,41 @@ func (t *Tx) Members(ctx context.Context, projectID string) ([]Member, error) {
 	return out, rows.Err()
 }
 
+// MemberGrants returns a project's members: user id → when the membership began (unix
+// milliseconds). The mirror carries it so receivers honour a console token only while
+// the membership it was issued under lasts: removed (or removed and added again), the
+// user is absent (or has another value). A role change keeps the value.
+func (t *Tx) MemberGrants(ctx context.Context, projectID string) (map[string]int64, error) {
+	all, err := t.memberGrants(ctx, `WHERE project_id = ?`, projectID)
+	return all[projectID], err
+}
+
+// AllMemberGrants is MemberGrants of every project, in one query.
+func (t *Tx) AllMemberGrants(ctx context.Context) (map[string]map[string]int64, error) {
+	return t.memberGrants(ctx, ``)
+}
+
+func (t *Tx) memberGrants(ctx context.Context, where string, args ...any) (map[string]map[string]int64, error) {
+	rows, err := t.query(ctx, `SELECT project_id, user_id, created_at FROM members `+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]map[string]int64{}
+	for rows.Next() {
+		var project, user string
+		var since int64
+		if err := rows.Scan(&project, &user, &since); err != nil {
+			return nil, err
+		}
+		if out[project] == nil {
+			out[project] = map[string]int64{}
+		}
+		out[project][user] = since
+	}
+	return out, rows.Err()
+}
+
 // PutMember adds a member or changes its role.
 func (t *Tx) PutMember(ctx context.Context, projectID, userID, role string) error {
 	_, err := t.exec(ctx, `INSERT INTO members (project_id, user_id, role, created_at) VALUES (?, ?, ?, ?)

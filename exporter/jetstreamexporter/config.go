@@ -26,6 +26,12 @@ type Config struct {
 	// fast batch, acknowledged as a whole; nats-server 2.14 or later). Either way the
 	// request is answered only once every record is stored.
 	Publish string `mapstructure:"publish"`
+	// MaxRecordBytes is the largest record (one NATS message body) the exporter publishes.
+	// Every record of a request is checked before the first is published, so a request
+	// holding one larger record is refused whole (413) instead of being stored in part and
+	// failing on every retry. It must stay below the NATS server's max_payload (1 MiB by
+	// default) minus room for headers; the server's own limit, when lower, wins.
+	MaxRecordBytes int `mapstructure:"max_record_bytes"`
 }
 
 // Publish modes.
@@ -48,6 +54,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPending < 1 {
 		errs = append(errs, errors.New("max_pending must be at least 1"))
+	}
+	if c.MaxRecordBytes < 1 {
+		errs = append(errs, errors.New("max_record_bytes must be positive, e.g. 1000000"))
 	}
 	switch c.Publish {
 	case PublishAsync, PublishFastBatch:

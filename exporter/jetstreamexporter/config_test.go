@@ -30,6 +30,7 @@ func TestConfig(t *testing.T) {
 	require.NoError(t, def.Validate())
 	assert.Equal(t, streams.DefaultLimits(), def.Stream)
 	assert.Equal(t, PublishAsync, def.Publish)
+	assert.Equal(t, 1_000_000, def.MaxRecordBytes)
 
 	assert.Equal(t, &Config{
 		NATS:           natsclient.Config{URL: "nats://n1:4222,nats://n2:4222,nats://n3:4222", ConnectTimeout: 2 * time.Second},
@@ -37,11 +38,12 @@ func TestConfig(t *testing.T) {
 		PublishTimeout: 2 * time.Second,
 		MaxPending:     4096,
 		Publish:        PublishFastBatch,
+		MaxRecordBytes: 500000,
 	}, load(t, "cluster"))
 
 	err := load(t, "bad").Validate()
 	require.Error(t, err)
-	for _, want := range []string{"replicas must be between 1 and 5", "duplicate_window must not exceed max_age", "publish_timeout must be positive", `publish must be "async" or "fast_batch", got "sync"`} {
+	for _, want := range []string{"replicas must be between 1 and 5", "duplicate_window must not exceed max_age", "publish_timeout must be positive", `publish must be "async" or "fast_batch", got "sync"`, "max_record_bytes must be positive"} {
 		assert.ErrorContains(t, err, want)
 	}
 }

@@ -31,7 +31,7 @@ import (
 // are retryable: nothing about the request itself is wrong.
 var (
 	errNotConnected = errors.New("storage (NATS JetStream) is unreachable; retry later")
-	errStreamFull   = errors.New("the project's stream is full (its byte limit is reached); retry later, once the pipeline has caught up, or raise the stream limit")
+	errStreamFull   = errors.New("the project's storage is full (its stream is at its limit); retry later, once the pipeline has caught up and older records expire, or raise the stream limit")
 	errAckTimeout   = errors.New("storage did not confirm the records in time; retry later")
 )
 
@@ -47,6 +47,9 @@ type jsExporter struct {
 	// ensured remembers the projects whose stream this process has created or checked,
 	// and whether that stream takes fast batches (a bool).
 	ensured sync.Map
+	// storage holds each project to its byte limit (storage.go).
+	storage *storageGuard
+	waker   *waker
 }
 
 func newExporter(cfg *Config, set exporter.Settings) *jsExporter {
@@ -73,6 +76,8 @@ func (e *jsExporter) Start(_ context.Context, host component.Host) error {
 		}
 	}
 	e.nc, e.js = nc, js
+	e.storage = newStorageGuard(js, e.cfg.Stream.MaxBytes, e.logger)
+	e.waker = &waker{nc: nc, every: wakeInterval}
 	return nil
 }
 
@@ -143,6 +148,11 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 	if n == 0 {
 		return nil
 	}
+	recs, err := e.collect(walk, n)
+	if err != nil {
+		return err
+	}
+	walk = recs.walk
 	if e.nc == nil || !e.nc.IsConnected() {
 		return errNotConnected
 	}
@@ -154,14 +164,83 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 	if err != nil {
 		return err
 	}
-	err = e.publishTo(ctx, p.ProjectID, cfg, fast, n, info, walk)
-	if err != nil && !errors.Is(err, errStreamFull) {
+	if err := e.storage.admit(cfg.Name); err != nil {
+		return err
+	}
+	var size int64
+	counted := func(emit emitFunc) error {
+		return walk(func(signal string, rec []byte) error {
+			size += int64(len(rec)) + messageOverhead
+			return emit(signal, rec)
+		})
+	}
+	err = e.publishTo(ctx, p.ProjectID, cfg, fast, n, info, counted)
+	if err == nil {
+		e.storage.stored(cfg.Name, size)
+		kind := streams.WakeRaw
+		if info.Output {
+			kind = streams.WakeOutput
+		}
+		e.waker.wake(kind, p.ProjectID)
+	}
+	if err != nil && !errors.Is(err, errStreamFull) && !errors.Is(err, errStorageFull) {
 		// Whatever went wrong (the stream deleted behind our back, a server restarted
 		// without it, acks that never came), the next request checks the stream again
 		// rather than trust what this process remembered about it.
 		e.ensured.Delete(cfg.Name)
 	}
 	return err
+}
+
+// pendingRecords are a request's records, flattened and checked, not yet published.
+type pendingRecords []pendingRecord
+
+type pendingRecord struct {
+	signal string
+	rec    []byte
+}
+
+func (p pendingRecords) walk(emit emitFunc) error {
+	for _, r := range p {
+		if err := emit(r.signal, r.rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collect flattens a request's records and checks each against the record size limit
+// before any is published: neither publish mode can take back what it stored, so a
+// request failing on its n-th record would leave the first n-1 stored on every retry.
+// Holding the records costs little more than before: async publishing keeps each one
+// until its ack anyway.
+func (e *jsExporter) collect(walk func(emitFunc) error, n int) (pendingRecords, error) {
+	limit := e.recordLimit()
+	recs := make(pendingRecords, 0, n)
+	err := walk(func(signal string, rec []byte) error {
+		if len(rec) > limit {
+			return consumererror.NewPermanent(&records.TooLargeError{Index: len(recs), Size: len(rec), Limit: limit})
+		}
+		recs = append(recs, pendingRecord{signal: signal, rec: rec})
+		return nil
+	})
+	return recs, err
+}
+
+// maxHeaderBytes is room kept for a message's headers below the server's max_payload,
+// which counts headers and body together.
+const maxHeaderBytes = 4096
+
+// recordLimit is max_record_bytes, or less when the connected server takes smaller
+// messages (max_payload is the server's setting, known only once connected).
+func (e *jsExporter) recordLimit() int {
+	limit := e.cfg.MaxRecordBytes
+	if e.nc != nil {
+		if server := int(e.nc.MaxPayload()) - maxHeaderBytes; server > 0 && server < limit {
+			limit = server
+		}
+	}
+	return limit
 }
 
 // publishTo stores a request's records on cfg's stream: as one fast batch when the stream
@@ -333,17 +412,24 @@ func (e *jsExporter) ensureStream(ctx context.Context, cfg jetstream.StreamConfi
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.PublishTimeout)
 	defer cancel()
 	cfg.AllowBatchPublish = e.fast != nil
-	if err := streams.Ensure(cctx, e.js, cfg); err != nil {
+	si, err := streams.EnsureInfo(cctx, e.js, cfg)
+	if err != nil {
+		if streams.IsStorageFull(err) {
+			e.logger.Error("cannot create stream: nats-server's JetStream store is full (raise its max_store or free disk)", zap.String("stream", cfg.Name), zap.Error(err))
+			return false, errStorageFull
+		}
 		e.logger.Warn("cannot create stream", zap.String("stream", cfg.Name), zap.Error(err))
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) {
+			// JetStream answered, so it is not unreachable: say what it refused.
+			return false, fmt.Errorf("storage (NATS JetStream) refused to prepare the project's stream (%v); retry later", apiErr)
+		}
 		return false, errNotConnected
 	}
+	e.storage.known(si)
 	fast := false
 	if e.fast != nil {
-		s, err := e.js.Stream(cctx, cfg.Name)
-		if err != nil {
-			return false, errNotConnected
-		}
-		if fast = s.CachedInfo().Config.AllowBatchPublish; !fast {
+		if fast = si.Config.AllowBatchPublish; !fast {
 			e.logger.Warn("the stream does not take fast batches (nats-server 2.14 or later is needed); publishing asynchronously", zap.String("stream", cfg.Name))
 		}
 	}
@@ -355,8 +441,18 @@ func (e *jsExporter) ensureStream(ctx context.Context, cfg jetstream.StreamConfi
 func (e *jsExporter) classify(projectID string, err error) error {
 	var apiErr *jetstream.APIError
 	switch {
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == 10047:
+		e.logger.Error("publish refused: nats-server's JetStream store is full (raise its max_store or free disk)", zap.String("project_id", projectID), zap.Error(err))
+		return errStorageFull
 	case errors.As(err, &apiErr) && isStoreFull(apiErr):
 		return errStreamFull
+	case errors.Is(err, nats.ErrMaxPayload), errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		// collect checked the sizes, so this is a server whose max_payload shrank since, or
+		// a stream with a smaller max_msg_size: retrying cannot help.
+		e.logger.Warn("a record is larger than the NATS server or stream accepts; lower max_record_bytes", zap.String("project_id", projectID), zap.Error(err))
+		return consumererror.NewPermanent(&records.TooLargeError{Index: -1, Limit: e.recordLimit()})
+	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected):
+		return errNotConnected
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
 		// The stream was deleted behind our back; create it again on the next request.
 		e.ensured.Delete(streams.RawStream(projectID))
@@ -365,8 +461,11 @@ func (e *jsExporter) classify(projectID string, err error) error {
 	case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, jetstream.ErrTooManyStalledMsgs):
 		return errAckTimeout
 	default:
-		e.logger.Debug("publish failed", zap.String("project_id", projectID), zap.Error(err))
-		return errNotConnected
+		// Not known to be permanent (JetStream answers such as "no quorum" pass), so the
+		// client may retry; but the log and the answer say what happened rather than
+		// blame an unreachable server.
+		e.logger.Warn("publish failed", zap.String("project_id", projectID), zap.Error(err))
+		return fmt.Errorf("storage (NATS JetStream) refused the records (%v); retry later", err)
 	}
 }
 

@@ -21,6 +21,10 @@ import (
 
 var typeStr = component.MustNewType("jetstream")
 
+// defaultMaxRecordBytes leaves 48 KiB of the NATS default max_payload (1 MiB) for headers,
+// which are at most a few hundred bytes here (signal, message id, source or request id).
+const defaultMaxRecordBytes = 1_000_000
+
 // NewFactory returns the exporter's factory.
 func NewFactory() exporter.Factory {
 	return exporter.NewFactory(typeStr, createDefaultConfig,
@@ -37,6 +41,7 @@ func createDefaultConfig() component.Config {
 		PublishTimeout: 5 * time.Second,
 		MaxPending:     16384,
 		Publish:        PublishAsync,
+		MaxRecordBytes: defaultMaxRecordBytes,
 	}
 }
 

@@ -101,6 +101,11 @@ func fbStream(t *testing.T, limits streams.Limits, allow bool) (*fastBatcher, je
 	nc, js := testenv.Connect(t, srv.URL())
 	cfg := streams.RawConfig("fb", limits)
 	cfg.AllowBatchPublish = allow
+	if limits.MaxBytes != streams.DefaultLimits().MaxBytes {
+		// The server's own DiscardNew limit, which these tests are about (the exporter
+		// holds projects to MaxBytes itself, without reserving it: storage.go).
+		cfg.MaxBytes = limits.MaxBytes
+	}
 	_, err := js.CreateStream(context.Background(), cfg)
 	require.NoError(t, err)
 	f, err := newFastBatcher(nc, 5*time.Second)

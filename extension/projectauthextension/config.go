@@ -18,6 +18,19 @@ type Config struct {
 	// PushIngest is how POSTs to push sources' ingest URLs are authenticated (contract
 	// section 5).
 	PushIngest PushIngestConfig `mapstructure:"push_ingest"`
+	// GRPC limits what OTLP/gRPC requests may hold, for the receivers that list this
+	// extension under `middlewares` (see grpclimits.go).
+	GRPC GRPCLimitsConfig `mapstructure:"grpc"`
+}
+
+// GRPCLimitsConfig bounds OTLP/gRPC requests before they are decoded.
+type GRPCLimitsConfig struct {
+	// MaxRecordsPerRequest is the most records (log records, spans, metric data points)
+	// one export request may hold; 0 = no limit.
+	MaxRecordsPerRequest int `mapstructure:"max_records_per_request"`
+	// MaxInflightBytes is the memory (estimated) that requests being decoded and stored
+	// may hold at once; past it requests get UNAVAILABLE with retry info. 0 = no bound.
+	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes"`
 }
 
 // PushIngestConfig authenticates push ingest (POST /ingest/<ingest_key>).
@@ -71,6 +84,12 @@ func (c *Config) Validate() error {
 	case "", "on", "true", "enabled", "off", "false", "disabled", "none":
 	default:
 		errs = append(errs, fmt.Errorf("push_ingest.auth must be on or off, got %q", c.PushIngest.Auth))
+	}
+	if c.GRPC.MaxInflightBytes < 0 {
+		errs = append(errs, fmt.Errorf("grpc.max_inflight_bytes must be 0 (no bound) or more, got %d", c.GRPC.MaxInflightBytes))
+	}
+	if c.GRPC.MaxRecordsPerRequest < 0 {
+		errs = append(errs, fmt.Errorf("grpc.max_records_per_request must be 0 (no limit) or more, got %d", c.GRPC.MaxRecordsPerRequest))
 	}
 	if n := len(strings.TrimSpace(string(c.PushIngest.ServiceToken))); n > 0 && n < minServiceToken {
 		errs = append(errs, fmt.Errorf("push_ingest.service_token (SERVICE_INGEST_TOKEN) must be at least %d characters; use a long random value, e.g. `openssl rand -hex 32`", minServiceToken))

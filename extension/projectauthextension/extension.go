@@ -175,6 +175,11 @@ func (a *authenticator) Authenticate(ctx context.Context, sources map[string][]s
 	return tenant.NewContext(ctx, p), nil
 }
 
+// msgInvalidKey is what gRPC clients are told (the collector sends the error's text as
+// the Unauthenticated status message); the ingest receiver tells HTTP clients the same
+// words, so one wrong key reads the same over both.
+const msgInvalidKey = "the API key is not valid: it is unknown, revoked, or not a project key"
+
 func (a *authenticator) resolve(key string) (tenant.Principal, error) {
 	if key == "" {
 		return tenant.Principal{}, tenant.ErrMissingKey
@@ -184,7 +189,7 @@ func (a *authenticator) resolve(key string) (tenant.Principal, error) {
 	}
 	e, ok := a.cache.Key(apikey.Hash(key))
 	if !ok || e.Scope != mirror.ScopeProject {
-		return tenant.Principal{}, tenant.ErrInvalidKey
+		return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidKey, msgInvalidKey)
 	}
 	a.noteUse(e.KeyID)
 	return tenant.Principal{ProjectID: e.ProjectID, KeyID: e.KeyID, AccountID: e.AccountID, Scope: e.Scope}, nil

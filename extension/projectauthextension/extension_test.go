@@ -2,6 +2,7 @@ package projectauthextension
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -28,6 +29,7 @@ func TestConfig(t *testing.T) {
 		"": "", "cluster": "", "bad": "scheme must be nats",
 		"ingest_off": "", "ingest_token": "", "ingest_bool": "",
 		"ingest_bad": "push_ingest.auth must be on or off", "short_token": "at least 16 characters",
+		"grpc_limit": "", "grpc_negative": "grpc.max_records_per_request must be 0",
 	} {
 		sub, err := cm.Sub(component.MustNewIDWithName("projectauth", name).String())
 		require.NoError(t, err)
@@ -84,13 +86,15 @@ func TestResolvesKeysFromTheMirror(t *testing.T) {
 	assert.ErrorIs(t, err, tenant.ErrMissingKey)
 	_, err = auth.Authenticate(ctx, map[string][]string{"X-Api-Key": {"osk_unknown"}})
 	assert.ErrorIs(t, err, tenant.ErrInvalidKey)
+	// gRPC clients read this text; HTTP clients read the ingest receiver's, the same words.
+	assert.EqualError(t, err, "the API key is not valid: it is unknown, revoked, or not a project key")
 	_, err = auth.Authenticate(ctx, map[string][]string{"X-Api-Key": {ingest}})
 	assert.ErrorIs(t, err, tenant.ErrInvalidKey, "an ingest-scoped key only opens its source's ingest URL")
 
 	require.NoError(t, m.DeleteKey(ctx, apikey.Hash(project)))
 	require.Eventually(t, func() bool {
 		_, err := auth.Authenticate(ctx, map[string][]string{"X-Api-Key": {project}})
-		return err == tenant.ErrInvalidKey
+		return errors.Is(err, tenant.ErrInvalidKey)
 	}, time.Second, 5*time.Millisecond, "a revoked key must stop working within a second")
 }
 

@@ -21,7 +21,7 @@ func NewFactory() extension.Factory {
 }
 
 func createDefaultConfig() component.Config {
-	return &Config{NATS: natsclient.DefaultConfig(), PushIngest: PushIngestConfig{Auth: "on"}}
+	return &Config{NATS: natsclient.DefaultConfig(), PushIngest: PushIngestConfig{Auth: "on"}, GRPC: GRPCLimitsConfig{MaxRecordsPerRequest: 10000, MaxInflightBytes: 128 << 20}}
 }
 
 func create(_ context.Context, set extension.Settings, cfg component.Config) (extension.Extension, error) {

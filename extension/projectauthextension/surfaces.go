@@ -124,6 +124,7 @@ const (
 	msgConsoleNoProject = "no such project, or your credentials do not open it"
 	msgConsoleIngestKey = "an ingest key (osi_...) only posts to its source's ingest URL; read with the project's API key or a console token"
 	msgConsoleNoKeys    = "console tokens cannot be checked yet: the control plane has not published its token keys; retry in a moment"
+	msgConsoleOldGrant  = "the console token was issued for an earlier membership of this project; get a new one from the control plane"
 )
 
 // AuthenticateConsole authorizes a read of projectID's records through the console read
@@ -158,10 +159,17 @@ func (a *authenticator) console(headers map[string][]string, projectID string) (
 		case c.ProjectID != projectID:
 			return tenant.Principal{}, tenant.Refuse(tenant.ErrNotFound, msgConsoleNoProject)
 		}
-		// A token stays valid for up to an hour, but a deleted project's records are no
-		// one's to read any more: the mirror, not the token, says whether it still exists.
-		if _, ok := a.cache.Project(c.ProjectID); !ok {
+		// A token stays valid for up to an hour, but access ends with the membership it
+		// was issued under: the mirror, not the token, says whether the project still
+		// exists and the user is still a member. Gone, or never a member: answered as a
+		// stranger is. A member again since: a new token is needed.
+		proj, ok := a.cache.Project(c.ProjectID)
+		grant, member := proj.Members[c.UserID]
+		if !ok || !member {
 			return tenant.Principal{}, tenant.Refuse(tenant.ErrNotFound, msgConsoleNoProject)
+		}
+		if grant != c.Grant {
+			return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidToken, msgConsoleOldGrant)
 		}
 		return tenant.Principal{ProjectID: c.ProjectID, Scope: tenant.ScopeConsole, KeyID: "user:" + c.UserID}, nil
 	}

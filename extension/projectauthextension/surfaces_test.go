@@ -54,7 +54,7 @@ func startWith(t *testing.T, mutate func(*Config)) (*authenticator, fixture) {
 	require.NoError(t, err)
 	f := fixture{m: m, project: apikey.Generate(apikey.KindProject), ingest: apikey.Generate(apikey.KindIngest),
 		other: apikey.Generate(apikey.KindIngest), projectB: apikey.Generate(apikey.KindProject)}
-	require.NoError(t, m.PutProject(ctx, mirror.Project{ID: "p1", AccountID: "a1", Version: 1}))
+	require.NoError(t, m.PutProject(ctx, mirror.Project{ID: "p1", AccountID: "a1", Version: 1, Members: map[string]int64{"u1": 1000, "u2": 2000}}))
 	require.NoError(t, m.PutKey(ctx, apikey.Hash(f.project), mirror.KeyEntry{KeyID: "k1", ProjectID: "p1", AccountID: "a1", Scope: mirror.ScopeProject}))
 	require.NoError(t, m.PutKey(ctx, apikey.Hash(f.projectB), mirror.KeyEntry{KeyID: "kb", ProjectID: "p2", Scope: mirror.ScopeProject}))
 	require.NoError(t, m.PutKey(ctx, apikey.Hash(f.ingest), mirror.KeyEntry{KeyID: "k2", ProjectID: "p1", AccountID: "a1", Scope: mirror.ScopeIngest, SourceID: "s1"}))
@@ -168,11 +168,12 @@ func TestConsoleAuth(t *testing.T) {
 		p, _ := tenant.FromContext(ctx)
 		return p, err
 	}
-	token := func(project string, priv ed25519.PrivateKey) string {
-		tok, err := consoletoken.Issue(priv, consoletoken.Claims{UserID: "u1", ProjectID: project}, time.Minute, time.Now())
+	tokenOf := func(user string, grant int64, project string, priv ed25519.PrivateKey) string {
+		tok, err := consoletoken.Issue(priv, consoletoken.Claims{UserID: user, ProjectID: project, Grant: grant}, time.Minute, time.Now())
 		require.NoError(t, err)
 		return tok
 	}
+	token := func(project string, priv ed25519.PrivateKey) string { return tokenOf("u1", 1000, project, priv) }
 	p, err := console("p1", map[string][]string{"X-Api-Key": {f.project}})
 	require.NoError(t, err)
 	assert.Equal(t, "k1", p.KeyID)
@@ -202,6 +203,41 @@ func TestConsoleAuth(t *testing.T) {
 		assert.ErrorIs(t, err, c.want, name)
 		assert.NotEmpty(t, tenant.Message(err, ""), name)
 	}
+
+	// A token lives up to an hour; the membership it names ends it sooner. Removed
+	// (the control plane publishes the project without the user): answered like a
+	// stranger. Added again (another grant): the old token is refused, a new one works.
+	bearerOf := func(tok string) map[string][]string { return map[string][]string{"Authorization": {"Bearer " + tok}} }
+	u2 := tokenOf("u2", 2000, "p1", f.consolePriv)
+	_, err = console("p1", bearerOf(u2))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, f.m.PutProject(ctx, mirror.Project{ID: "p1", AccountID: "a1", Version: 1, Members: map[string]int64{"u1": 1000}}))
+	require.Eventually(t, func() bool {
+		_, err := console("p1", bearerOf(u2))
+		return errors.Is(err, tenant.ErrNotFound)
+	}, 5*time.Second, time.Millisecond, "a removed member's token still opens the project")
+	_, err = console("p1", bearerOf(token("p1", f.consolePriv)))
+	require.NoError(t, err, "the other member's token still works")
+	require.NoError(t, f.m.PutProject(ctx, mirror.Project{ID: "p1", AccountID: "a1", Version: 1, Members: map[string]int64{"u1": 1000, "u2": 3000}}))
+	require.Eventually(t, func() bool {
+		_, err := console("p1", bearerOf(tokenOf("u2", 3000, "p1", f.consolePriv)))
+		return err == nil
+	}, 5*time.Second, time.Millisecond, "a member added again gets in with a new token")
+	_, err = console("p1", bearerOf(u2))
+	assert.ErrorIs(t, err, tenant.ErrInvalidToken, "a token of the earlier membership")
+	assert.Equal(t, msgConsoleOldGrant, tenant.Message(err, ""))
+	// An entry written without members (an older control plane) honours no token.
+	require.NoError(t, f.m.PutProject(ctx, mirror.Project{ID: "p1", AccountID: "a1", Version: 1}))
+	require.Eventually(t, func() bool {
+		_, err := console("p1", bearerOf(token("p1", f.consolePriv)))
+		return errors.Is(err, tenant.ErrNotFound)
+	}, 5*time.Second, time.Millisecond, "a project entry without members honours tokens")
+	require.NoError(t, f.m.PutProject(ctx, mirror.Project{ID: "p1", AccountID: "a1", Version: 1, Members: map[string]int64{"u1": 1000}}))
+	require.Eventually(t, func() bool {
+		_, err := console("p1", bearerOf(token("p1", f.consolePriv)))
+		return err == nil
+	}, 5*time.Second, time.Millisecond)
 
 	// A console token lives up to an hour; deleting its project ends it at once, answered
 	// like a project that never existed.

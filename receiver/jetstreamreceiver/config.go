@@ -46,6 +46,12 @@ type Config struct {
 	// RetryDelay is how long a batch the pipeline could not handle waits before it is
 	// delivered again.
 	RetryDelay time.Duration `mapstructure:"retry_delay"`
+	// IdleTimeout is how long a consumer is pulled from without receiving a record before
+	// it stops (when nothing is pending); a wake from the exporter starts it again.
+	IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+	// SweepInterval is how often consumers that are not pulled from are checked for
+	// records whose wake was lost (one consumer info each); 0 turns the sweep off.
+	SweepInterval time.Duration `mapstructure:"sweep_interval"`
 }
 
 // Validate checks the configuration.
@@ -74,6 +80,12 @@ func (c *Config) Validate() error {
 	}
 	if c.RetryDelay <= 0 {
 		errs = append(errs, errors.New("retry_delay must be positive"))
+	}
+	if c.IdleTimeout < time.Second {
+		errs = append(errs, errors.New("idle_timeout must be at least 1s"))
+	}
+	if c.SweepInterval < 0 {
+		errs = append(errs, errors.New("sweep_interval must not be negative"))
 	}
 	return errors.Join(errs...)
 }

@@ -34,6 +34,9 @@ func createDefaultConfig() component.Config {
 		Linger:     50 * time.Millisecond,
 		AckWait:    60 * time.Second,
 		RetryDelay: 5 * time.Second,
+		// Long enough that a project sending every few seconds keeps its consumer.
+		IdleTimeout:   30 * time.Second,
+		SweepInterval: 5 * time.Minute,
 	}
 }
 

@@ -2,7 +2,9 @@ package jetstreamreceiver
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,19 +39,28 @@ type jsReceiver struct {
 	wg     sync.WaitGroup
 	kick   chan struct{}
 	unsub  func()
+	wakes  *nats.Subscription
+	checks *checkQueue
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// targets is everything this receiver should consume; workers the targets it is
+	// pulling from now (activity.go): a target without records has no worker.
+	targets map[string]target
 	workers map[string]*worker
 	paused  map[string]string // project -> reason, to log a pause once
 
 	pausedGauge metric.Int64UpDownCounter
 	batches     metric.Int64Counter
+	active      metric.Int64UpDownCounter
 }
 
 type worker struct {
 	target target
 	cancel context.CancelFunc
 	done   chan struct{}
+	// woken is when a wake last arrived for the target (unix nanoseconds): a worker that
+	// found nothing to do stays if a wake came while it looked (activity.go).
+	woken atomic.Int64
 }
 
 // target is what one worker consumes: a project's raw stream, or one destination's cursor
@@ -92,10 +103,15 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*jsRec
 	if err != nil {
 		return nil, err
 	}
+	active, err := meter.Int64UpDownCounter("otelcol_jetstream_active_consumers",
+		metric.WithDescription("Consumers this process is pulling from now; the others are idle and cost no polling until woken."))
+	if err != nil {
+		return nil, err
+	}
 	return &jsReceiver{
 		cfg: cfg, settings: set, next: next, obs: obs,
-		workers: map[string]*worker{}, paused: map[string]string{},
-		pausedGauge: paused, batches: batches,
+		targets: map[string]target{}, workers: map[string]*worker{}, paused: map[string]string{},
+		pausedGauge: paused, batches: batches, active: active,
 	}, nil
 }
 
@@ -116,13 +132,22 @@ func (r *jsReceiver) Start(_ context.Context, host component.Host) error {
 	r.nc, r.js, r.cache = nc, js, cache
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.kick = make(chan struct{}, 1)
+	r.checks = newCheckQueue()
+	if err := r.listenForWakes(); err != nil {
+		nc.Close()
+		return err
+	}
 	r.unsub = cache.Subscribe(func(c mirror.Change) {
 		if c.Bucket == mirror.BucketProjects {
 			r.poke()
 		}
 	})
-	r.wg.Add(1)
+	r.wg.Add(2 + checkers)
 	go r.reconcileLoop()
+	go r.sweepLoop()
+	for range checkers {
+		go r.checkLoop()
+	}
 	r.poke()
 	return nil
 }
@@ -132,15 +157,21 @@ func (r *jsReceiver) Shutdown(context.Context) error {
 		return nil
 	}
 	r.unsub()
+	_ = r.wakes.Unsubscribe()
 	r.cancel()
+	r.checks.close()
 	r.wg.Wait()
+	// Workers take r.mu when they retire, so they are stopped outside it.
 	r.mu.Lock()
-	for id, w := range r.workers {
-		w.cancel()
-		<-w.done
-		delete(r.workers, id)
+	workers := make([]*worker, 0, len(r.workers))
+	for _, w := range r.workers {
+		workers = append(workers, w)
 	}
 	r.mu.Unlock()
+	for _, w := range workers {
+		w.cancel()
+		<-w.done
+	}
 	r.nc.Close()
 	return nil
 }
@@ -152,9 +183,8 @@ func (r *jsReceiver) poke() {
 	}
 }
 
-// reconcileLoop starts a worker for every project that should be consumed and stops the
-// others, whenever project configuration changes (and every few seconds, so a project
-// whose mirror loaded late is picked up).
+// reconcileLoop brings the targets up to date whenever project configuration changes
+// (and every few seconds, so a project whose mirror loaded late is picked up).
 func (r *jsReceiver) reconcileLoop() {
 	defer r.wg.Done()
 	tick := time.NewTicker(5 * time.Second)
@@ -201,42 +231,54 @@ func (r *jsReceiver) wanted() map[string]target {
 	return want
 }
 
+// reconcile makes the targets what the configuration wants. A new target is checked for
+// records (and its consumer created, so its cursor starts now); it gets a worker only
+// when there is something to consume.
 func (r *jsReceiver) reconcile() {
 	want := r.wanted()
+	var stop []*worker
+	var forget []target
+	var added []string
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for key, w := range r.workers {
+	for key, t := range r.targets {
 		if _, ok := want[key]; ok {
 			continue
 		}
-		w.cancel()
-		<-w.done
-		delete(r.workers, key)
-		r.settings.Logger.Info("stopped consuming", w.target.logFields()...)
+		delete(r.targets, key)
+		if w, ok := r.workers[key]; ok {
+			delete(r.workers, key)
+			stop = append(stop, w)
+		}
+		r.settings.Logger.Info("stopped consuming", t.logFields()...)
 		// Only a destination its project no longer lists as enabled loses its cursor; a
 		// project missing from the mirror (deleted: its streams go with it) keeps it.
-		if _, ok := r.cache.Project(w.target.project); ok && w.target.sink != "" {
-			r.forgetDestination(w.target)
+		if _, ok := r.cache.Project(t.project); ok && t.sink != "" {
+			forget = append(forget, t)
 		}
 	}
 	for key, t := range want {
-		if _, ok := r.workers[key]; ok {
-			continue
+		if _, ok := r.targets[key]; !ok {
+			added = append(added, key)
 		}
-		ctx, cancel := context.WithCancel(r.ctx)
-		w := &worker{target: t, cancel: cancel, done: make(chan struct{})}
-		r.workers[key] = w
-		go func() {
-			defer close(w.done)
-			r.consume(ctx, t)
-		}()
-		r.settings.Logger.Info("consuming", t.logFields()...)
+		r.targets[key] = t
 	}
 	// Paused projects that are gone or fixed no longer count.
 	for id := range r.paused {
 		if p, ok := r.cache.Project(id); !ok || p.Pipeline.AgentEndpointURL == "" {
 			r.unpauseLocked(id)
 		}
+	}
+	r.mu.Unlock()
+	for _, w := range stop {
+		w.cancel()
+		<-w.done
+		r.active.Add(context.Background(), -1)
+	}
+	for _, t := range forget {
+		r.forgetDestination(t)
+	}
+	for _, key := range added {
+		r.checks.add(key)
 	}
 }
 
@@ -268,13 +310,14 @@ func (r *jsReceiver) unpauseLocked(id string) {
 	}
 }
 
-// consume runs one target's consumer until ctx ends, re-creating it after errors (the
-// stream may not exist until the project's first event, or NATS may be away).
-func (r *jsReceiver) consume(ctx context.Context, t target) {
+// consume runs one target's consumer until ctx ends or the target is idle, re-creating
+// the consumer after errors (NATS may be away).
+func (r *jsReceiver) consume(ctx context.Context, w *worker) {
+	t := w.target
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
-		err := r.consumeOnce(ctx, t)
-		if ctx.Err() != nil {
+		err := r.consumeOnce(ctx, w)
+		if ctx.Err() != nil || errors.Is(err, errIdle) {
 			return
 		}
 		r.settings.Logger.Warn("consumer stopped; restarting", append(t.logFields(), zap.Error(err), zap.Duration("in", backoff))...)
@@ -287,7 +330,8 @@ func (r *jsReceiver) consume(ctx context.Context, t target) {
 	}
 }
 
-func (r *jsReceiver) consumeOnce(ctx context.Context, t target) error {
+func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker) error {
+	t := w.target
 	cons, err := r.consumer(ctx, t)
 	if err != nil {
 		return err
@@ -303,7 +347,16 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, t target) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); in.fill(it) }()
 	go func() { defer wg.Done(); in.keepAlive(kctx, r.cfg.AckWait/3) }()
-	defer func() { it.Stop(); stopKeepAlive(); wg.Wait() }()
+	defer func() {
+		it.Stop()
+		stopKeepAlive()
+		wg.Wait()
+		// What was fetched ahead goes back at once, not after AckWait: another process,
+		// or this one woken again, takes it.
+		for _, m := range in.queued {
+			_ = m.Nak()
+		}
+	}()
 
 	size, linger := r.cfg.BatchSize, r.cfg.Linger
 	if t.sink != "" {
@@ -320,13 +373,30 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, t target) error {
 				l = 0
 			}
 		}
-		batch, err := in.take(ctx, size, l)
+		batch, err := r.takeOrIdle(ctx, in, size, l)
+		if errors.Is(err, errIdle) {
+			if r.retire(ctx, w) {
+				return errIdle
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
 		r.process(ctx, t, batch)
 		in.settled()
 	}
+}
+
+// takeOrIdle is in.take that gives up with errIdle after the idle timeout without a record.
+func (r *jsReceiver) takeOrIdle(ctx context.Context, in *inbox, size int, linger time.Duration) ([]jetstream.Msg, error) {
+	ictx, cancel := context.WithTimeout(ctx, r.cfg.IdleTimeout)
+	defer cancel()
+	batch, err := in.take(ictx, size, linger)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, errIdle
+	}
+	return batch, err
 }
 
 // process hands one batch to the pipeline and acks it when the pipeline has handled every

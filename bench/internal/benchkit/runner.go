@@ -4,9 +4,12 @@
 package benchkit
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 )
 
 // Runner implements testenv.T for a program. Fatal prints, runs the cleanups (which stop
@@ -79,6 +82,27 @@ func (r *Runner) AtExit(f func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.exits = append(r.exits, f)
+}
+
+// WriteReport writes a benchmark's figures as indented JSON to path (its -json flag);
+// nothing when path is empty.
+func WriteReport(name, path string, v any) {
+	if path == "" {
+		return
+	}
+	b, _ := json.MarshalIndent(v, "", "  ")
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, name+": error:", err)
+		os.Exit(1)
+	}
+}
+
+// ExitOnInterrupt makes Ctrl-C (or SIGTERM) end the run as Exit does, so the processes
+// a benchmark started are stopped and its temporary directories removed, then exits 130.
+func (r *Runner) ExitOnInterrupt() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() { <-sig; r.Exit(); os.Exit(130) }()
 }
 
 // Exit runs the cleanups, then the AtExit functions.
