@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/config/configopaque"
@@ -20,11 +21,18 @@ import (
 // DefaultURL is where the embedded NATS listens.
 const DefaultURL = "nats://127.0.0.1:4223"
 
+// DefaultExtension is the embedded NATS extension of our configs.
+var DefaultExtension = component.MustNewID("embeddednats")
+
 // Config is the `nats:` block of our components.
 type Config struct {
-	// URL is one or more comma-separated server URLs. Empty means the embeddednats
-	// extension of this process (wherever it listens), or DefaultURL without one.
+	// URL is one or more comma-separated server URLs. Empty means the server of the
+	// Extension (wherever it listens).
 	URL string `mapstructure:"url"`
+	// Extension names the embedded NATS extension dialled when URL is empty. It is named
+	// rather than found among the host's extensions so that a second one, or a renamed
+	// one, is never picked by accident.
+	Extension component.ID `mapstructure:"extension"`
 	// CredentialsFile is a NATS .creds file (JWT + nkey), for secured clusters.
 	CredentialsFile string `mapstructure:"credentials_file"`
 	// Token is a NATS auth token, for servers configured with one.
@@ -35,7 +43,7 @@ type Config struct {
 
 // DefaultConfig points at the embedded server.
 func DefaultConfig() Config {
-	return Config{ConnectTimeout: 2 * time.Second}
+	return Config{Extension: DefaultExtension, ConnectTimeout: 2 * time.Second}
 }
 
 // Embedded is implemented by the embeddednats extension.
@@ -50,28 +58,37 @@ type Host interface {
 	GetExtensions() map[component.ID]component.Component
 }
 
-// Resolve returns the URL to dial: the configured one, else the embedded server's.
-func (c Config) Resolve(host Host) string {
+// Resolve returns the URL to dial: the configured one, else the one of the extension the
+// config names, which must be running in the host.
+func (c Config) Resolve(host Host) (string, error) {
 	if c.URL != "" {
-		return c.URL
+		return c.URL, nil
 	}
+	var ext component.Component
 	if host != nil {
-		for _, ext := range host.GetExtensions() {
-			if e, ok := ext.(Embedded); ok && e.ClientURL() != "" {
-				return e.ClientURL()
-			}
-		}
+		ext = host.GetExtensions()[c.Extension]
 	}
-	return DefaultURL
+	if ext == nil {
+		return "", fmt.Errorf("nats: url is empty and the extension %q is not running: add it to service.extensions, or set nats.url", c.Extension)
+	}
+	e, ok := ext.(Embedded)
+	if !ok {
+		return "", fmt.Errorf("nats: extension %q is not an embedded NATS server (nats.extension must name an embeddednats extension)", c.Extension)
+	}
+	u := e.ClientURL()
+	if u == "" {
+		return "", fmt.Errorf("nats: the extension %q runs no server (its external_url is set): set nats.url to the same server", c.Extension)
+	}
+	return u, nil
 }
 
 // Validate checks the URLs.
 func (c Config) Validate() error {
-	if c.URL == "" {
-		return nil
-	}
 	var errs []error
-	for _, u := range strings.Split(c.URL, ",") {
+	if c.URL == "" && c.Extension.Type().String() == "" {
+		errs = append(errs, errors.New("set url, or extension to the embedded NATS extension to use"))
+	}
+	for _, u := range splitURLs(c.URL) {
 		p, err := url.Parse(strings.TrimSpace(u))
 		if err != nil || p.Host == "" {
 			errs = append(errs, fmt.Errorf("nats url %q is not a URL like nats://host:4222", u))
@@ -97,7 +114,10 @@ func (c Config) Validate() error {
 // health_check extension aggregates): a recoverable error while NATS is unreachable, OK
 // again once it is back, so a process whose NATS is gone is not reported healthy.
 func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn, error) {
-	u := c.Resolve(host)
+	u, err := c.Resolve(host)
+	if err != nil {
+		return nil, err
+	}
 	reporter, _ := host.(componentstatus.Reporter)
 	report := func(ev *componentstatus.Event) {
 		if reporter != nil {
@@ -151,6 +171,29 @@ func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn,
 		}
 	}
 	return nc, nil
+}
+
+// ConnectJetStream is Connect plus a JetStream context on the connection: what every
+// data-plane component needs at Start. The connection is closed again when JetStream
+// cannot be set up.
+func (c Config) ConnectJetStream(host Host, name string, logger *zap.Logger, opts ...jetstream.JetStreamOpt) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := c.Connect(host, name, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc, opts...)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return nc, js, nil
+}
+
+func splitURLs(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
 
 func (c Config) timeout() time.Duration {

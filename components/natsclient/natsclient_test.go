@@ -1,0 +1,89 @@
+package natsclient
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+)
+
+type host map[component.ID]component.Component
+
+func (h host) GetExtensions() map[component.ID]component.Component { return h }
+
+type embedded struct {
+	component.StartFunc
+	component.ShutdownFunc
+	url string
+}
+
+func (e embedded) ClientURL() string { return e.url }
+
+type other struct {
+	component.StartFunc
+	component.ShutdownFunc
+}
+
+func TestConnectDialsTheNamedExtension(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	// Another embedded server in the host must not be taken for the named one.
+	h := host{
+		component.MustNewIDWithName("embeddednats", "other"): embedded{url: "nats://127.0.0.1:1"},
+		DefaultExtension: embedded{url: srv.URL()},
+	}
+	nc, js, err := DefaultConfig().ConnectJetStream(h, "test", zap.NewNop())
+	require.NoError(t, err)
+	defer nc.Close()
+	require.Equal(t, srv.URL(), nc.ConnectedUrl())
+	_, err = js.AccountInfo(context.Background())
+	require.NoError(t, err, "the JetStream context works on the connection")
+}
+
+func TestConnectRefusesAMissingOrWrongExtension(t *testing.T) {
+	named := DefaultConfig()
+	named.Extension = component.MustNewIDWithName("embeddednats", "second")
+	for name, tc := range map[string]struct {
+		cfg  Config
+		host Host
+		want string
+	}{
+		"missing":       {DefaultConfig(), host{}, `extension "embeddednats" is not running`},
+		"no host":       {DefaultConfig(), nil, `extension "embeddednats" is not running`},
+		"other name":    {named, host{DefaultExtension: embedded{url: "nats://127.0.0.1:1"}}, `extension "embeddednats/second" is not running`},
+		"not embedded":  {DefaultConfig(), host{DefaultExtension: other{}}, "is not an embedded NATS server"},
+		"external only": {DefaultConfig(), host{DefaultExtension: embedded{}}, "runs no server"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := tc.cfg.Connect(tc.host, "test", zap.NewNop())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestURLWinsOverTheExtension(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	cfg := DefaultConfig()
+	cfg.URL = srv.URL()
+	nc, err := cfg.Connect(host{}, "test", zap.NewNop())
+	require.NoError(t, err)
+	defer nc.Close()
+	assert.Equal(t, srv.URL(), nc.ConnectedUrl())
+}
+
+func TestValidate(t *testing.T) {
+	assert.NoError(t, DefaultConfig().Validate())
+	noExt := DefaultConfig()
+	noExt.Extension = component.ID{}
+	assert.ErrorContains(t, noExt.Validate(), "set url, or extension")
+	noExt.URL = "nats://a:4222,tls://b:4222"
+	assert.NoError(t, noExt.Validate())
+	bad := DefaultConfig()
+	bad.URL = "http://a:4222"
+	assert.ErrorContains(t, bad.Validate(), "scheme must be nats")
+}
