@@ -33,7 +33,7 @@ func TestConfig(t *testing.T) {
 	assert.Equal(t, 1_000_000, def.MaxRecordBytes)
 
 	assert.Equal(t, &Config{
-		NATS:           natsclient.Config{URL: "nats://n1:4222,nats://n2:4222,nats://n3:4222", ConnectTimeout: 2 * time.Second},
+		NATS:           natsclient.Config{URL: "nats://n1:4222,nats://n2:4222,nats://n3:4222", Extension: natsclient.DefaultExtension, ConnectTimeout: 2 * time.Second},
 		Stream:         streams.Limits{MaxAge: 72 * time.Hour, MaxBytes: 512 << 20, Replicas: 3, DuplicateWindow: 5 * time.Minute},
 		PublishTimeout: 2 * time.Second,
 		MaxPending:     4096,

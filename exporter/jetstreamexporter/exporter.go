@@ -57,16 +57,11 @@ func newExporter(cfg *Config, set exporter.Settings) *jsExporter {
 }
 
 func (e *jsExporter) Start(_ context.Context, host component.Host) error {
-	nc, err := e.cfg.NATS.Connect(host, "otelcol-svc jetstream exporter", e.logger)
-	if err != nil {
-		return err
-	}
-	js, err := jetstream.New(nc,
+	nc, js, err := e.cfg.NATS.ConnectJetStream(host, "otelcol-svc jetstream exporter", e.logger,
 		jetstream.WithPublishAsyncMaxPending(e.cfg.MaxPending),
 		jetstream.WithPublishAsyncTimeout(e.cfg.PublishTimeout),
 	)
 	if err != nil {
-		nc.Close()
 		return err
 	}
 	if e.cfg.Publish == PublishFastBatch {
@@ -140,7 +135,7 @@ type emitFunc func(signal string, rec []byte) error
 func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, walk func(emitFunc) error) error {
 	p, ok := tenant.FromContext(ctx)
 	if !ok {
-		return consumererror.NewPermanent(errors.New("the request carries no authenticated project; the jetstream exporter must sit behind the projectauth authenticator with no batching in between"))
+		return consumererror.NewPermanent(errors.New("the request carries no authenticated project; the jetstream exporter must sit behind the projectauth authenticator with no asynchronous processor (batch) in between, which otelcol-svc validate refuses"))
 	}
 	if !streams.ValidProjectID(p.ProjectID) {
 		return consumererror.NewPermanent(fmt.Errorf("project id %q cannot name a stream", p.ProjectID))
