@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
+	pipelinecheck "github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/pipelinecheck"
 	envprovider "go.opentelemetry.io/collector/confmap/provider/envprovider"
 	fileprovider "go.opentelemetry.io/collector/confmap/provider/fileprovider"
 	yamlprovider "go.opentelemetry.io/collector/confmap/provider/yamlprovider"
@@ -31,6 +32,9 @@ func main() {
 					fileprovider.NewFactory(),
 					yamlprovider.NewFactory(),
 				},
+				ConverterFactories: []confmap.ConverterFactory{
+					pipelinecheck.NewFactory(),
+				},
 			},
 		},
 		ProviderModules: map[string]string{
@@ -39,6 +43,7 @@ func main() {
 			yamlprovider.NewFactory().Create(confmap.ProviderSettings{}).Scheme(): "go.opentelemetry.io/collector/confmap/provider/yamlprovider v1.68.0",
 		},
 		ConverterModules: []string{
+			"github.com/otelcol-svc/otelcol-svc v0.0.0",
 		},
 	}
 
