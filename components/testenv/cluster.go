@@ -1,15 +1,10 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,6 +22,7 @@ type NATSCluster struct {
 type NATSNode struct {
 	t           T
 	bin         string
+	p           process
 	Name        string // server name, n1..nN
 	Port        int    // client port
 	ClusterPort int    // route port
@@ -34,10 +30,6 @@ type NATSNode struct {
 	StoreDir    string // JetStream store, kept across restarts
 	routes      string
 	cluster     string
-	cmd         *exec.Cmd
-	exited      chan struct{}
-	log         *bytes.Buffer
-	logMu       *sync.Mutex
 }
 
 // StartNATSCluster starts n JetStream servers routed to each other and waits until the
@@ -47,16 +39,6 @@ func StartNATSCluster(t T, n int) *NATSCluster {
 	t.Helper()
 	bin := BuildPackage(t, "github.com/nats-io/nats-server/v2")
 	c := &NATSCluster{}
-	var routes []string
-	for i := 0; i < n; i++ {
-		node := &NATSNode{
-			t: t, bin: bin, Name: "n" + strconv.Itoa(i+1),
-			Port: FreePort(t), ClusterPort: FreePort(t), HTTPPort: FreePort(t), StoreDir: t.TempDir(),
-			cluster: "svc-test", log: &bytes.Buffer{}, logMu: &sync.Mutex{},
-		}
-		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(node.ClusterPort))
-		c.Nodes = append(c.Nodes, node)
-	}
 	t.Cleanup(func() {
 		for _, node := range c.Nodes {
 			node.Kill()
@@ -65,10 +47,37 @@ func StartNATSCluster(t T, n int) *NATSCluster {
 			}
 		}
 	})
-	for _, node := range c.Nodes {
-		node.routes = strings.Join(routes, ",")
-		node.Start()
-	}
+	// Every node's routes name every other node's port, so a port taken meanwhile starts
+	// the whole cluster again on new ones.
+	retryPorts(t, func() error {
+		for _, node := range c.Nodes {
+			node.Kill()
+		}
+		c.Nodes = nil
+		var routes []string
+		for i := 0; i < n; i++ {
+			node := &NATSNode{
+				t: t, bin: bin, Name: "n" + strconv.Itoa(i+1),
+				Port: FreePort(t), ClusterPort: FreePort(t), HTTPPort: FreePort(t), StoreDir: t.TempDir(),
+				cluster: "svc-test",
+			}
+			routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(node.ClusterPort))
+			c.Nodes = append(c.Nodes, node)
+		}
+		for _, node := range c.Nodes {
+			node.routes = strings.Join(routes, ",")
+			if err := node.start(); err != nil {
+				return err
+			}
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for _, node := range c.Nodes {
+			if err := node.waitHealthy(time.Until(deadline)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	c.WaitReady(60 * time.Second)
 	return c
 }
@@ -99,7 +108,7 @@ func (c *NATSCluster) WaitReady(within time.Duration) {
 	c.Nodes[0].t.Helper()
 	deadline := time.Now().Add(within)
 	for _, n := range c.Nodes {
-		if n.cmd != nil {
+		if n.p.pid() != 0 {
 			n.WaitHealthy(time.Until(deadline))
 		}
 	}
@@ -133,67 +142,38 @@ func (n *NATSNode) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(n.Po
 // does not wait: call WaitHealthy (or the cluster's WaitReady).
 func (n *NATSNode) Start() {
 	n.t.Helper()
-	cmd := exec.Command(n.bin,
-		"-a", "127.0.0.1", "-p", strconv.Itoa(n.Port), "-m", strconv.Itoa(n.HTTPPort),
-		"-n", n.Name, "-js", "-sd", n.StoreDir,
-		"--cluster_name", n.cluster, "--cluster", "nats://127.0.0.1:"+strconv.Itoa(n.ClusterPort),
-		"--routes", n.routes)
-	w := &lockedWriter{mu: n.logMu, b: n.log}
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
+	if err := n.start(); err != nil {
 		n.t.Fatal(err)
 	}
-	n.cmd = cmd
-	n.exited = make(chan struct{})
-	go func() { _ = cmd.Wait(); close(n.exited) }()
+}
+
+func (n *NATSNode) start() error {
+	return n.p.start(n.bin, []string{
+		"-a", "127.0.0.1", "-p", strconv.Itoa(n.Port), "-m", strconv.Itoa(n.HTTPPort),
+		"-n", n.Name, "-js", "-sd", n.StoreDir,
+		"--cluster_name", n.cluster, "--cluster", "nats://127.0.0.1:" + strconv.Itoa(n.ClusterPort),
+		"--routes", n.routes}, nil)
 }
 
 // WaitHealthy waits until the node's /healthz answers 200: it serves clients and its
 // JetStream (meta group and assigned streams) has caught up.
 func (n *NATSNode) WaitHealthy(within time.Duration) {
 	n.t.Helper()
-	url := "http://127.0.0.1:" + strconv.Itoa(n.HTTPPort) + "/healthz"
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		select {
-		case <-n.exited:
-			n.t.Fatalf("nats-server %s exited:\n%s", n.Name, tail(n.Log(), 4096))
-		default:
-		}
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := n.waitHealthy(within); err != nil {
+		n.t.Fatal(err)
 	}
-	n.t.Fatalf("nats-server %s not healthy within %s:\n%s", n.Name, within, tail(n.Log(), 4096))
+}
+
+func (n *NATSNode) waitHealthy(within time.Duration) error {
+	url := "http://127.0.0.1:" + strconv.Itoa(n.HTTPPort) + "/healthz"
+	return n.p.waitReady("nats-server "+n.Name, within, 100*time.Millisecond, func() bool { return answers200(url) })
 }
 
 // Kill ends the node with SIGKILL, as a crash would; its store stays for a restart.
-func (n *NATSNode) Kill() {
-	if n.cmd == nil || n.cmd.Process == nil {
-		return
-	}
-	_ = n.cmd.Process.Signal(syscall.SIGKILL)
-	<-n.exited
-	n.cmd = nil
-}
+func (n *NATSNode) Kill() { n.p.kill() }
 
 // Log returns what the node printed.
-func (n *NATSNode) Log() string {
-	n.logMu.Lock()
-	defer n.logMu.Unlock()
-	return n.log.String()
-}
-
-func tail(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	return "…" + s[len(s)-max:]
-}
+func (n *NATSNode) Log() string { return n.p.Log() }
 
 // String names the node in test output.
 func (n *NATSNode) String() string { return fmt.Sprintf("%s (%s)", n.Name, n.URL()) }

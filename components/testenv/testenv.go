@@ -6,12 +6,10 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -23,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -163,16 +160,13 @@ func Binary(t T) string {
 // Collector is a running otelcol-svc process.
 type Collector struct {
 	t       T
-	cmd     *exec.Cmd
-	log     *bytes.Buffer
-	logMu   *sync.Mutex
+	p       process
 	Config  string
 	Env     map[string]string
 	HTTP    string // base URL of the ingest receiver
 	GRPC    string // host:port of OTLP/gRPC
 	Health  string // base URL of the health check
 	Metrics string // base URL of the collector's own metrics
-	exited  chan struct{}
 	// unhealthyOK: a start is complete once the health check answers at all.
 	unhealthyOK bool
 }
@@ -190,7 +184,7 @@ type CollectorOptions struct {
 // killed at the end of the test; its log is printed if the test failed.
 func StartCollector(t T, opts CollectorOptions) *Collector {
 	t.Helper()
-	c := &Collector{t: t, Config: opts.Config, log: &bytes.Buffer{}, logMu: &sync.Mutex{}, unhealthyOK: opts.StartsUnhealthy}
+	c := &Collector{t: t, Config: opts.Config, unhealthyOK: opts.StartsUnhealthy}
 	dataDir := t.TempDir()
 	t.Cleanup(func() {
 		c.Kill()
@@ -198,7 +192,7 @@ func StartCollector(t T, opts CollectorOptions) *Collector {
 			t.Logf("collector log:\n%s", c.Log())
 		}
 	})
-	for attempt := 0; ; attempt++ {
+	retryPorts(t, func() error {
 		env := map[string]string{
 			"SVC_DATA_DIR":             dataDir,
 			"SVC_RECEIVER_LISTEN":      "127.0.0.1:" + strconv.Itoa(FreePort(t)),
@@ -216,27 +210,15 @@ func StartCollector(t T, opts CollectorOptions) *Collector {
 		c.GRPC = env["SVC_OTLP_GRPC_LISTEN"]
 		c.Health = "http://" + env["SVC_HEALTH_LISTEN"]
 		c.Metrics = "http://127.0.0.1:" + env["SVC_METRICS_PORT"] + "/metrics"
-		err := c.start()
-		if err == nil {
-			return c
-		}
-		if !errors.Is(err, errPortTaken) || attempt == 4 {
-			t.Fatal(err)
-		}
-		c.logMu.Lock()
-		c.log.Reset()
-		c.logMu.Unlock()
-	}
+		c.p.resetLog()
+		return c.start()
+	})
+	return c
 }
 
 // Pid is the process id of the running collector, 0 when it is not running (the load
 // generator under bench/ samples its memory and CPU time from /proc).
-func (c *Collector) Pid() int {
-	if c.cmd == nil || c.cmd.Process == nil {
-		return 0
-	}
-	return c.cmd.Process.Pid
-}
+func (c *Collector) Pid() int { return c.p.pid() }
 
 // EmbeddedNATSURL is the embedded server's client URL (embedded config only).
 func (c *Collector) EmbeddedNATSURL() string { return "nats://" + c.Env["SVC_EMBEDDED_NATS_LISTEN"] }
@@ -249,93 +231,31 @@ func (c *Collector) Start() {
 	}
 }
 
-// errPortTaken is a start that failed because a port picked as free was taken meanwhile
-// (by a test running in parallel): StartCollector then retries with other ports.
-var errPortTaken = errors.New("address already in use")
-
 func (c *Collector) start() error {
-	cmd := exec.Command(Binary(c.t), "--config", filepath.Join(RepoRoot(), c.Config))
-	cmd.Env = os.Environ()
-	for k, v := range c.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	w := &lockedWriter{mu: c.logMu, b: c.log}
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
+	if err := c.p.start(Binary(c.t), []string{"--config", filepath.Join(RepoRoot(), c.Config)}, c.Env); err != nil {
 		return err
 	}
-	c.cmd = cmd
-	c.exited = make(chan struct{})
-	go func() { _ = cmd.Wait(); close(c.exited) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-c.exited:
-			c.cmd = nil
-			if strings.Contains(c.Log(), "address already in use") {
-				return errPortTaken
-			}
-			return fmt.Errorf("collector exited during start:\n%s", c.Log())
-		default:
-		}
+	return c.p.waitReady("collector", 60*time.Second, 50*time.Millisecond, func() bool {
 		resp, err := http.Get(c.Health)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			// The health check starts before the receivers: an unhealthy collector has
-			// started once its ingest port takes connections too.
-			if c.unhealthyOK && listening(strings.TrimPrefix(c.HTTP, "http://")) {
-				return nil
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("collector not healthy within 60s:\n%s", c.Log())
+		resp.Body.Close()
+		// The health check starts before the receivers: an unhealthy collector has
+		// started once its ingest port takes connections too.
+		return resp.StatusCode == http.StatusOK ||
+			c.unhealthyOK && listening(strings.TrimPrefix(c.HTTP, "http://"))
+	})
 }
 
 // Kill ends the process with SIGKILL, as a crash would.
-func (c *Collector) Kill() {
-	if c.cmd == nil || c.cmd.Process == nil {
-		return
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.exited
-	c.cmd = nil
-}
+func (c *Collector) Kill() { c.p.kill() }
 
 // Stop ends the process gracefully.
-func (c *Collector) Stop(ctx context.Context) {
-	if c.cmd == nil {
-		return
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exited:
-	case <-ctx.Done():
-		c.Kill()
-	}
-	c.cmd = nil
-}
+func (c *Collector) Stop(ctx context.Context) { c.p.stop(ctx) }
 
 // Log returns what the process printed.
-func (c *Collector) Log() string {
-	c.logMu.Lock()
-	defer c.logMu.Unlock()
-	return c.log.String()
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
+func (c *Collector) Log() string { return c.p.Log() }
 
 var (
 	buildMu   sync.Mutex
@@ -367,34 +287,36 @@ func BuildPackage(t T, pkg string) string {
 
 // ControlPlane is a running control plane process.
 type ControlPlane struct {
-	t      T
-	bin    string
-	Env    map[string]string
-	URL    string
-	cmd    *exec.Cmd
-	log    *bytes.Buffer
-	logMu  *sync.Mutex
-	exited chan struct{}
+	t   T
+	bin string
+	p   process
+	Env map[string]string
+	URL string
 }
 
-// StartControlPlane runs the control plane binary with env (plus a free port) and waits
-// until /healthz answers 200. It is killed at the end of the test.
+// StartControlPlane runs the control plane binary with env (plus a free port unless env
+// sets SVC_CONTROLPLANE_LISTEN) and waits until /healthz answers 200. It is killed at the
+// end of the test.
 func StartControlPlane(t T, env map[string]string) *ControlPlane {
 	t.Helper()
-	c := &ControlPlane{t: t, bin: BuildPackage(t, "./controlplane"), Env: map[string]string{}, log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
-	for k, v := range env {
-		c.Env[k] = v
-	}
-	if c.Env["SVC_CONTROLPLANE_LISTEN"] == "" {
-		c.Env["SVC_CONTROLPLANE_LISTEN"] = "127.0.0.1:" + strconv.Itoa(FreePort(t))
-	}
-	c.URL = "http://" + c.Env["SVC_CONTROLPLANE_LISTEN"]
-	c.Start()
+	c := &ControlPlane{t: t, bin: BuildPackage(t, "./controlplane")}
 	t.Cleanup(func() {
 		c.Kill()
 		if t.Failed() {
 			t.Logf("control plane log:\n%s", c.Log())
 		}
+	})
+	retryPorts(t, func() error {
+		c.Env = map[string]string{}
+		for k, v := range env {
+			c.Env[k] = v
+		}
+		if c.Env["SVC_CONTROLPLANE_LISTEN"] == "" {
+			c.Env["SVC_CONTROLPLANE_LISTEN"] = "127.0.0.1:" + strconv.Itoa(FreePort(t))
+		}
+		c.URL = "http://" + c.Env["SVC_CONTROLPLANE_LISTEN"]
+		c.p.resetLog()
+		return c.start()
 	})
 	return c
 }
@@ -402,53 +324,23 @@ func StartControlPlane(t T, env map[string]string) *ControlPlane {
 // Start (re)starts the process with the same settings.
 func (c *ControlPlane) Start() {
 	c.t.Helper()
-	cmd := exec.Command(c.bin)
-	cmd.Env = os.Environ()
-	for k, v := range c.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	w := &lockedWriter{mu: c.logMu, b: c.log}
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
+	if err := c.start(); err != nil {
 		c.t.Fatal(err)
 	}
-	c.cmd = cmd
-	c.exited = make(chan struct{})
-	go func() { _ = cmd.Wait(); close(c.exited) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-c.exited:
-			c.t.Fatalf("control plane exited during start:\n%s", c.Log())
-		default:
-		}
-		if resp, err := http.Get(c.URL + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(25 * time.Millisecond)
+}
+
+func (c *ControlPlane) start() error {
+	if err := c.p.start(c.bin, nil, c.Env); err != nil {
+		return err
 	}
-	c.t.Fatalf("control plane not healthy within 30s:\n%s", c.Log())
+	return c.p.waitReady("control plane", 30*time.Second, 25*time.Millisecond, func() bool { return answers200(c.URL + "/healthz") })
 }
 
 // Kill ends the process with SIGKILL.
-func (c *ControlPlane) Kill() {
-	if c.cmd == nil || c.cmd.Process == nil {
-		return
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.exited
-	c.cmd = nil
-}
+func (c *ControlPlane) Kill() { c.p.kill() }
 
 // Log returns what the process printed.
-func (c *ControlPlane) Log() string {
-	c.logMu.Lock()
-	defer c.logMu.Unlock()
-	return c.log.String()
-}
+func (c *ControlPlane) Log() string { return c.p.Log() }
 
 // PostgresURL creates a fresh database on the machine's PostgreSQL (POSTGRES_URL, default
 // postgres://postgres@127.0.0.1:5432/postgres) and drops it after the test.
