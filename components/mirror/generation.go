@@ -14,7 +14,7 @@ import (
 // thousands of projects made every data-plane process re-read them all every minute.
 func (s *Store) Generation(ctx context.Context) (string, error) {
 	var b strings.Builder
-	for _, kv := range []jetstream.KeyValue{s.keys, s.projects, s.sources, s.settings} {
+	for _, kv := range s.Watched() {
 		st, err := kv.Status(ctx)
 		if err != nil {
 			return "", fmt.Errorf("bucket %s: %w", kv.Bucket(), err)

@@ -12,6 +12,11 @@
 //
 // The control plane is the only writer in production; it re-publishes its whole state on
 // start, so a new or wiped NATS recovers. Tests write through the same Store.
+//
+// This package is the mirror's schema and its writer only: it must stay free of
+// collector code, because the control plane imports it and links no collector package
+// (a test in controlplane/ checks it). The data plane's in-memory copy, which finds its
+// owner among the collector's extensions, is mirrorcache.
 package mirror
 
 import "time"
@@ -75,8 +80,17 @@ type Project struct {
 	// is from the NATS server's, which Sink.Since needs (ServerTime).
 	WrittenAt time.Time `json:"written_at,omitempty"`
 	// clockOffset is the writer's clock minus the NATS server's, less the write's latency,
-	// when the entry was stored; Cache sets it, for entries that have WrittenAt.
+	// when the entry was stored; SetStoredAt sets it, for entries that have WrittenAt.
 	clockOffset time.Duration
+}
+
+// SetStoredAt records when NATS stored this entry (the KV entry's creation time, on the
+// server's clock), which with WrittenAt gives ServerTime the writer's clock offset. The
+// data plane's cache (mirrorcache) calls it for each entry it reads.
+func (p *Project) SetStoredAt(stored time.Time) {
+	if !p.WrittenAt.IsZero() {
+		p.clockOffset = p.WrittenAt.Sub(stored)
+	}
 }
 
 // ServerTime turns a time of the writer's clock, such as Sink.Since, into the NATS

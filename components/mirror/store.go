@@ -39,6 +39,12 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 	return &s, nil
 }
 
+// Watched returns the buckets the data plane keeps in memory (keys, projects, sources,
+// settings; not the usage it writes), in that order.
+func (s *Store) Watched() []jetstream.KeyValue {
+	return []jetstream.KeyValue{s.keys, s.projects, s.sources, s.settings}
+}
+
 func bucket(ctx context.Context, js jetstream.JetStream, name string, replicas int) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, name)
 	if err == nil {

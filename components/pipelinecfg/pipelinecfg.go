@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 )
@@ -139,7 +140,7 @@ var ErrNoProject = errors.New("project not in the configuration mirror")
 
 // ForRequest returns the project of a pipeline-role request and its compiled pipeline.
 // ok is false when the request carries no project (not from the JetStream receiver).
-func ForRequest(ctx context.Context, cache *mirror.Cache) (p mirror.Project, c *Compiled, ok bool, err error) {
+func ForRequest(ctx context.Context, cache *mirrorcache.Cache) (p mirror.Project, c *Compiled, ok bool, err error) {
 	pr, ok := tenant.FromContext(ctx)
 	if !ok {
 		return mirror.Project{}, nil, false, nil

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/outbound"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
@@ -35,7 +36,7 @@ type agentExporter struct {
 	userAgent string
 
 	client *http.Client
-	cache  *mirror.Cache
+	cache  *mirrorcache.Cache
 	nc     *nats.Conn
 	js     jetstream.JetStream
 
@@ -60,7 +61,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*agentExporter, error) {
 }
 
 func (e *agentExporter) Start(_ context.Context, host component.Host) error {
-	cache, err := mirror.FromHost(host)
+	cache, err := mirrorcache.FromHost(host)
 	if err != nil {
 		return fmt.Errorf("agent exporter: %w", err)
 	}

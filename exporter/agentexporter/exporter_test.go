@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
@@ -41,17 +42,17 @@ type env struct {
 	js    jetstream.JetStream
 	store *mirror.Store
 	host  component.Host
-	cache *mirror.Cache
+	cache *mirrorcache.Cache
 }
 
 // mirrorExtension stands in for the projectauth extension: it owns the cache.
 type mirrorExtension struct {
 	component.StartFunc
 	component.ShutdownFunc
-	cache *mirror.Cache
+	cache *mirrorcache.Cache
 }
 
-func (m mirrorExtension) MirrorCache() *mirror.Cache { return m.cache }
+func (m mirrorExtension) MirrorCache() *mirrorcache.Cache { return m.cache }
 
 type testHost map[component.ID]component.Component
 
@@ -63,7 +64,7 @@ func newEnv(t *testing.T) *env {
 	_, js := testenv.Connect(t, n.URL())
 	store, err := mirror.Open(context.Background(), js, 1)
 	require.NoError(t, err)
-	cache := mirror.NewCache(zap.NewNop())
+	cache := mirrorcache.NewCache(zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); cache.Run(ctx, js) }()

@@ -19,13 +19,14 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/components/apikey"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 )
 
 type authenticator struct {
 	cfg    *Config
 	logger *zap.Logger
-	cache  *mirror.Cache
+	cache  *mirrorcache.Cache
 
 	nc     *nats.Conn
 	js     jetstream.JetStream
@@ -44,7 +45,7 @@ const usageEvery = time.Minute
 
 var (
 	_            extensionauth.Server            = (*authenticator)(nil)
-	_            mirror.Provider                 = (*authenticator)(nil)
+	_            mirrorcache.Provider            = (*authenticator)(nil)
 	_            extensioncapabilities.Dependent = (*authenticator)(nil)
 	embeddedNATS                                 = component.MustNewID("embeddednats")
 )
@@ -67,7 +68,7 @@ func newAuthenticator(cfg *Config, set extension.Settings) (*authenticator, erro
 	if err != nil {
 		return nil, err
 	}
-	return &authenticator{cfg: cfg, logger: set.Logger, cache: mirror.NewCache(set.Logger), outcomes: outcomes}, nil
+	return &authenticator{cfg: cfg, logger: set.Logger, cache: mirrorcache.NewCache(set.Logger), outcomes: outcomes}, nil
 }
 
 func (a *authenticator) Start(_ context.Context, host component.Host) error {
@@ -156,8 +157,8 @@ func (a *authenticator) Shutdown(context.Context) error {
 	return nil
 }
 
-// MirrorCache implements mirror.Provider.
-func (a *authenticator) MirrorCache() *mirror.Cache { return a.cache }
+// MirrorCache implements mirrorcache.Provider.
+func (a *authenticator) MirrorCache() *mirrorcache.Cache { return a.cache }
 
 // Authenticate resolves a project key from the X-API-Key header (HTTP) or x-api-key
 // metadata (gRPC), or an Authorization: Bearer header, to its project. Ingest-scoped keys

@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
@@ -19,7 +19,7 @@ import (
 
 type triggerProcessor struct {
 	logger  *zap.Logger
-	cache   *mirror.Cache
+	cache   *mirrorcache.Cache
 	records metric.Int64Counter
 }
 
@@ -34,7 +34,7 @@ func newProcessor(set processor.Settings) (*triggerProcessor, error) {
 }
 
 func (p *triggerProcessor) start(_ context.Context, host component.Host) error {
-	cache, err := mirror.FromHost(host)
+	cache, err := mirrorcache.FromHost(host)
 	p.cache = cache
 	return err
 }

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
@@ -23,7 +23,7 @@ import (
 type windowProcessor struct {
 	cfg    *Config
 	logger *zap.Logger
-	cache  *mirror.Cache
+	cache  *mirrorcache.Cache
 	store  windowstore.Store
 
 	records metric.Int64Counter
@@ -46,7 +46,7 @@ func newProcessor(cfg *Config, set processor.Settings) (*windowProcessor, error)
 }
 
 func (p *windowProcessor) start(ctx context.Context, host component.Host) error {
-	cache, err := mirror.FromHost(host)
+	cache, err := mirrorcache.FromHost(host)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
@@ -32,7 +33,7 @@ type jsReceiver struct {
 
 	nc    *nats.Conn
 	js    jetstream.JetStream
-	cache *mirror.Cache
+	cache *mirrorcache.Cache
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -116,7 +117,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*jsRec
 }
 
 func (r *jsReceiver) Start(_ context.Context, host component.Host) error {
-	cache, err := mirror.FromHost(host)
+	cache, err := mirrorcache.FromHost(host)
 	if err != nil {
 		return err
 	}
@@ -137,7 +138,7 @@ func (r *jsReceiver) Start(_ context.Context, host component.Host) error {
 		nc.Close()
 		return err
 	}
-	r.unsub = cache.Subscribe(func(c mirror.Change) {
+	r.unsub = cache.Subscribe(func(c mirrorcache.Change) {
 		if c.Bucket == mirror.BucketProjects {
 			r.poke()
 		}

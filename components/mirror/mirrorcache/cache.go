@@ -1,4 +1,9 @@
-package mirror
+// Package mirrorcache is the data plane's side of the configuration mirror
+// (components/mirror): an in-memory copy kept current by KV watches, owned by the
+// projectauth extension and found by other components through the collector's host.
+// It is apart from components/mirror so that the control plane, which writes the
+// mirror, links no collector code.
+package mirrorcache
 
 import (
 	"context"
@@ -10,9 +15,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/collector/component"
 	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 )
 
 // Change tells a subscriber which entry changed. Deleted is true when it was removed.
@@ -28,10 +36,10 @@ type Cache struct {
 	logger *zap.Logger
 
 	mu       sync.RWMutex
-	keys     map[string]KeyEntry
-	projects map[string]Project
-	sources  map[string]Source
-	// consoleKeys verify console tokens (BucketSettings, KeyConsoleTokenKeys).
+	keys     map[string]mirror.KeyEntry
+	projects map[string]mirror.Project
+	sources  map[string]mirror.Source
+	// consoleKeys verify console tokens (mirror.BucketSettings, mirror.KeyConsoleTokenKeys).
 	consoleKeys []ed25519.PublicKey
 
 	ready atomic.Bool
@@ -45,9 +53,9 @@ type Cache struct {
 func NewCache(logger *zap.Logger) *Cache {
 	return &Cache{
 		logger:   logger,
-		keys:     map[string]KeyEntry{},
-		projects: map[string]Project{},
-		sources:  map[string]Source{},
+		keys:     map[string]mirror.KeyEntry{},
+		projects: map[string]mirror.Project{},
+		sources:  map[string]mirror.Source{},
 		subs:     map[int]func(Change){},
 	}
 }
@@ -57,7 +65,7 @@ func NewCache(logger *zap.Logger) *Cache {
 func (c *Cache) Ready() bool { return c.ready.Load() }
 
 // Key resolves a key hash.
-func (c *Cache) Key(hash string) (KeyEntry, bool) {
+func (c *Cache) Key(hash string) (mirror.KeyEntry, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	e, ok := c.keys[hash]
@@ -65,7 +73,7 @@ func (c *Cache) Key(hash string) (KeyEntry, bool) {
 }
 
 // Project returns a project's configuration.
-func (c *Cache) Project(id string) (Project, bool) {
+func (c *Cache) Project(id string) (mirror.Project, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	p, ok := c.projects[id]
@@ -73,10 +81,10 @@ func (c *Cache) Project(id string) (Project, bool) {
 }
 
 // Projects returns every project's configuration.
-func (c *Cache) Projects() []Project {
+func (c *Cache) Projects() []mirror.Project {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]Project, 0, len(c.projects))
+	out := make([]mirror.Project, 0, len(c.projects))
 	for _, p := range c.projects {
 		out = append(out, p)
 	}
@@ -84,7 +92,7 @@ func (c *Cache) Projects() []Project {
 }
 
 // Source returns the push source of an ingest key.
-func (c *Cache) Source(ingestKey string) (Source, bool) {
+func (c *Cache) Source(ingestKey string) (mirror.Source, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	s, ok := c.sources[ingestKey]
@@ -129,29 +137,33 @@ func (c *Cache) notify(ch Change) {
 // Run keeps the cache current until ctx ends. It survives NATS being down at start or
 // going away later: it retries opening the buckets and the watches with backoff.
 func (c *Cache) Run(ctx context.Context, js jetstream.JetStream) {
-	backoff := 100 * time.Millisecond
+	// Jittered, so the many data-plane processes that lost the same NATS do not come back
+	// to it in step.
+	b := &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, RandomizationFactor: 0.2,
+		Multiplier: 2, MaxInterval: 5 * time.Second}
+	b.Reset()
 	for ctx.Err() == nil {
 		err := c.watch(ctx, js)
 		if ctx.Err() != nil {
 			return
 		}
+		wait := b.NextBackOff()
 		// Early failures are normal at start (the embedded NATS may start after us).
 		log := c.logger.Debug
-		if backoff >= 2*time.Second {
+		if wait >= 2*time.Second {
 			log = c.logger.Warn
 		}
-		log("configuration mirror unavailable; retrying", zap.Error(err), zap.Duration("in", backoff))
+		log("configuration mirror unavailable; retrying", zap.Error(err), zap.Duration("in", wait))
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
 func (c *Cache) watch(ctx context.Context, js jetstream.JetStream) error {
-	store, err := Open(ctx, js, 1)
+	store, err := mirror.Open(ctx, js, 1)
 	if err != nil {
 		return err
 	}
@@ -162,7 +174,7 @@ func (c *Cache) watch(ctx context.Context, js jetstream.JetStream) error {
 		w    jetstream.KeyWatcher
 	}
 	var ws []watched
-	for _, kv := range []jetstream.KeyValue{store.keys, store.projects, store.sources, store.settings} {
+	for _, kv := range store.Watched() {
 		w, err := kv.WatchAll(wctx)
 		if err != nil {
 			return err
@@ -213,36 +225,36 @@ func (c *Cache) apply(bucket string, e jetstream.KeyValueEntry) {
 	deleted := e.Operation() != jetstream.KeyValuePut
 	c.mu.Lock()
 	switch bucket {
-	case BucketKeys:
+	case mirror.BucketKeys:
 		deleted = decodeInto(c.keys, key, e.Value(), deleted, c.logger, bucket)
-	case BucketProjects:
+	case mirror.BucketProjects:
 		deleted = decodeInto(c.projects, key, e.Value(), deleted, c.logger, bucket)
-		if p, ok := c.projects[key]; ok && !deleted && !p.WrittenAt.IsZero() {
-			p.clockOffset = p.WrittenAt.Sub(e.Created())
+		if p, ok := c.projects[key]; ok && !deleted {
+			p.SetStoredAt(e.Created())
 			c.projects[key] = p
 		}
-	case BucketSources:
+	case mirror.BucketSources:
 		deleted = decodeInto(c.sources, key, e.Value(), deleted, c.logger, bucket)
-	case BucketSettings:
+	case mirror.BucketSettings:
 		deleted = c.applySetting(key, e.Value(), deleted)
 	}
 	c.mu.Unlock()
 	c.notify(Change{Bucket: bucket, Key: key, Deleted: deleted})
 }
 
-// applySetting applies one entry of BucketSettings (c.mu held). Unknown entries are
+// applySetting applies one entry of mirror.BucketSettings (c.mu held). Unknown entries are
 // ignored: a newer control plane may publish settings this process does not know.
 func (c *Cache) applySetting(key string, value []byte, deleted bool) bool {
-	if key != KeyConsoleTokenKeys {
+	if key != mirror.KeyConsoleTokenKeys {
 		return deleted
 	}
 	c.consoleKeys = nil
 	if deleted {
 		return true
 	}
-	var ck ConsoleKeys
+	var ck mirror.ConsoleKeys
 	if err := json.Unmarshal(value, &ck); err != nil {
-		c.logger.Error("undecodable configuration mirror entry ignored", zap.String("bucket", BucketSettings), zap.String("key", key), zap.Error(err))
+		c.logger.Error("undecodable configuration mirror entry ignored", zap.String("bucket", mirror.BucketSettings), zap.String("key", key), zap.Error(err))
 		return true
 	}
 	keys := make([]ed25519.PublicKey, 0, len(ck.PublicKeys))

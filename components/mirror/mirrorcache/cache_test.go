@@ -1,33 +1,36 @@
-package mirror
+package mirrorcache
 
 import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
-func startCache(t *testing.T) (*Store, *Cache) {
+func startCache(t *testing.T) (*mirror.Store, jetstream.JetStream, *Cache) {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	_, js := testenv.Connect(t, n.URL())
 	ctx, cancel := context.WithCancel(context.Background())
-	store, err := Open(ctx, js, 1)
+	store, err := mirror.Open(ctx, js, 1)
 	require.NoError(t, err)
 	c := NewCache(zap.NewNop())
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(ctx, js) }()
 	t.Cleanup(func() { cancel(); <-done })
 	require.Eventually(t, c.Ready, 10*time.Second, 10*time.Millisecond)
-	return store, c
+	return store, js, c
 }
 
 func newPub(t *testing.T) ed25519.PublicKey {
@@ -38,7 +41,7 @@ func newPub(t *testing.T) ed25519.PublicKey {
 }
 
 func TestConsoleKeys(t *testing.T) {
-	store, c := startCache(t)
+	store, _, c := startCache(t)
 	ctx := context.Background()
 	assert.Empty(t, c.ConsoleKeys())
 	got, err := store.ConsoleKeys(ctx)
@@ -47,7 +50,7 @@ func TestConsoleKeys(t *testing.T) {
 
 	oldKey, newKey := newPub(t), newPub(t)
 	enc := base64.StdEncoding.EncodeToString
-	require.NoError(t, store.PutConsoleKeys(ctx, ConsoleKeys{PublicKeys: []string{enc(newKey), "not base64!", enc([]byte("short")), enc(oldKey)}}))
+	require.NoError(t, store.PutConsoleKeys(ctx, mirror.ConsoleKeys{PublicKeys: []string{enc(newKey), "not base64!", enc([]byte("short")), enc(oldKey)}}))
 	require.Eventually(t, func() bool { return len(c.ConsoleKeys()) == 2 }, 10*time.Second, 10*time.Millisecond)
 	// Entries that are not Ed25519 public keys are skipped; the others keep their order.
 	assert.Equal(t, []ed25519.PublicKey{newKey, oldKey}, c.ConsoleKeys())
@@ -56,7 +59,7 @@ func TestConsoleKeys(t *testing.T) {
 	assert.Len(t, got.PublicKeys, 4)
 
 	// Rotation done: the old key is withdrawn.
-	require.NoError(t, store.PutConsoleKeys(ctx, ConsoleKeys{PublicKeys: []string{enc(newKey)}}))
+	require.NoError(t, store.PutConsoleKeys(ctx, mirror.ConsoleKeys{PublicKeys: []string{enc(newKey)}}))
 	require.Eventually(t, func() bool { return len(c.ConsoleKeys()) == 1 }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, []ed25519.PublicKey{newKey}, c.ConsoleKeys())
 }
@@ -67,11 +70,11 @@ func TestCacheLoadsExistingSettings(t *testing.T) {
 	_, js := testenv.Connect(t, n.URL())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store, err := Open(ctx, js, 1)
+	store, err := mirror.Open(ctx, js, 1)
 	require.NoError(t, err)
 	key := newPub(t)
-	require.NoError(t, store.PutConsoleKeys(ctx, ConsoleKeys{PublicKeys: []string{base64.StdEncoding.EncodeToString(key)}}))
-	require.NoError(t, store.PutSource(ctx, "ik", Source{ID: "s1", ProjectID: "p", Name: "gh"}))
+	require.NoError(t, store.PutConsoleKeys(ctx, mirror.ConsoleKeys{PublicKeys: []string{base64.StdEncoding.EncodeToString(key)}}))
+	require.NoError(t, store.PutSource(ctx, "ik", mirror.Source{ID: "s1", ProjectID: "p", Name: "gh"}))
 
 	c := NewCache(zap.NewNop())
 	done := make(chan struct{})
@@ -88,10 +91,10 @@ func TestCacheLoadsExistingSettings(t *testing.T) {
 // server's. The cache measures the writer's offset from each entry, so a control plane
 // whose clock runs ten minutes ahead still starts new destinations at the right message.
 func TestServerTimeCorrectsTheWritersClock(t *testing.T) {
-	store, c := startCache(t)
+	store, js, c := startCache(t)
 	ctx := context.Background()
 
-	require.NoError(t, store.PutProject(ctx, Project{ID: "same-clock", Version: 1}))
+	require.NoError(t, store.PutProject(ctx, mirror.Project{ID: "same-clock", Version: 1}))
 	require.Eventually(t, func() bool { _, ok := c.Project("same-clock"); return ok }, 10*time.Second, 10*time.Millisecond)
 	p, _ := c.Project("same-clock")
 	now := time.Now()
@@ -101,19 +104,31 @@ func TestServerTimeCorrectsTheWritersClock(t *testing.T) {
 
 	ahead := 10 * time.Minute
 	enabled := time.Now().Add(ahead) // the writer's clock when it enabled a destination
-	skewed := Project{ID: "ahead", Version: 1, Sinks: []Sink{{ID: "s", Enabled: true, Since: enabled}}, WrittenAt: time.Now().Add(ahead)}
-	require.NoError(t, put(ctx, store.projects, skewed.ID, skewed)) // as a writer with that clock would
+	skewed := mirror.Project{ID: "ahead", Version: 1, Sinks: []mirror.Sink{{ID: "s", Enabled: true, Since: enabled}}, WrittenAt: time.Now().Add(ahead)}
+	require.NoError(t, putRaw(t, js, skewed)) // as a writer with that clock would
 	require.Eventually(t, func() bool { _, ok := c.Project("ahead"); return ok }, 10*time.Second, 10*time.Millisecond)
 	p, _ = c.Project("ahead")
 	got, known = p.ServerTime(p.Sinks[0].Since)
 	assert.True(t, known)
 	assert.WithinDuration(t, enabled.Add(-ahead), got, time.Second, "converted to the server's clock")
 
-	old := Project{ID: "old-writer", Version: 1} // written without WrittenAt
-	require.NoError(t, put(ctx, store.projects, old.ID, old))
+	old := mirror.Project{ID: "old-writer", Version: 1} // written without WrittenAt
+	require.NoError(t, putRaw(t, js, old))
 	require.Eventually(t, func() bool { _, ok := c.Project("old-writer"); return ok }, 10*time.Second, 10*time.Millisecond)
 	p, _ = c.Project("old-writer")
 	got, known = p.ServerTime(now)
 	assert.False(t, known, "no WrittenAt: the offset is unknown")
 	assert.Equal(t, now, got)
+}
+
+// putRaw stores a project entry as it is, WrittenAt included, as a writer with another
+// clock (or an older writer, without WrittenAt) would.
+func putRaw(t *testing.T, js jetstream.JetStream, p mirror.Project) error {
+	t.Helper()
+	kv, err := js.KeyValue(context.Background(), mirror.BucketProjects)
+	require.NoError(t, err)
+	b, err := json.Marshal(p)
+	require.NoError(t, err)
+	_, err = kv.Put(context.Background(), p.ID, b)
+	return err
 }
