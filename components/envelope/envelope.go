@@ -40,7 +40,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/components/eventjson"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/records"
+	"github.com/otelcol-svc/otelcol-svc/components/records/jsonenc"
 	"github.com/otelcol-svc/otelcol-svc/components/textfmt"
 )
 
@@ -117,13 +117,13 @@ func BuildObject(src mirror.Source, obj []byte, received time.Time) Result {
 
 	out := make([]byte, 0, len(obj)+len(text)+128+32*len(names))
 	out = append(out, `{"_event_type":`...)
-	out = records.AppendString(out, res.EventType)
+	out = jsonenc.AppendString(out, res.EventType)
 	out = append(out, `,"_source":`...)
-	out = records.AppendString(out, src.Name)
+	out = jsonenc.AppendString(out, src.Name)
 	out = append(out, `,"timestamp":`...)
-	out = records.AppendTimestamp(out, ts)
+	out = jsonenc.AppendTimestamp(out, ts)
 	out = append(out, `,"text":`...)
-	out = records.AppendString(out, text)
+	out = jsonenc.AppendString(out, text)
 	out = append(out, `,"labels":{`...)
 	n := 0
 	for _, name := range names {
@@ -137,9 +137,9 @@ func BuildObject(src mirror.Source, obj []byte, received time.Time) Result {
 			out = append(out, ',')
 		}
 		n++
-		out = records.AppendString(out, name)
+		out = jsonenc.AppendString(out, name)
 		out = append(out, ':')
-		out = records.AppendString(out, textfmt.String(v))
+		out = jsonenc.AppendString(out, textfmt.String(v))
 	}
 	out = append(out, `},"payload":`...)
 	out = append(out, obj...)
