@@ -24,6 +24,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/records"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
 )
 
 type ingestReceiver struct {
@@ -34,12 +35,14 @@ type ingestReceiver struct {
 	traces  consumer.Traces
 	metrics consumer.Metrics
 
-	obs    *receiverhelper.ObsReport
-	admit  *admission
-	auth   extensionauth.Server
-	dp     dataPlaneAuth // the authenticator's push-ingest and console side; nil for another authenticator
-	server *http.Server
-	wg     sync.WaitGroup
+	obs   *receiverhelper.ObsReport
+	admit *admission
+	auth  extensionauth.Server
+	dp    dataPlaneAuth // the authenticator's push-ingest and console side; nil for another authenticator
+	// console serves the console read API; built at Start, once the authenticator is known.
+	console *console.API
+	server  *http.Server
+	wg      sync.WaitGroup
 }
 
 func newReceiver(cfg *Config, set receiver.Settings) (*ingestReceiver, error) {
@@ -64,6 +67,7 @@ func (r *ingestReceiver) Start(ctx context.Context, host component.Host) error {
 	if r.dp == nil {
 		r.settings.Logger.Error("the authenticator is not the projectauth extension: push ingest and console reads answer 500 until it is")
 	}
+	r.console = r.newConsole()
 	// The receiver calls the authenticator itself instead of letting confighttp do it, so
 	// it can answer in the contract's error shape (missing vs invalid key, 503 while the
 	// key mirror loads) and choose per path how a request is authenticated.
@@ -108,14 +112,20 @@ func (r *ingestReceiver) routes() http.Handler {
 	mux.HandleFunc("/v1/events/batch", r.handleEventBatch)
 	mux.HandleFunc("/internal/agent-output", r.handleAgentOutput)
 	mux.HandleFunc(pushPrefix, r.handlePush)
-	mux.HandleFunc("/console/v1/projects/{project_id}/events", r.handleConsoleEvents)
-	mux.HandleFunc("/console/v1/projects/{project_id}/fields", r.handleConsoleFields)
-	mux.HandleFunc("/console/", r.handleConsoleOther)
+	r.console.Register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.NotFound,
 			fmt.Sprintf("no endpoint %s; see the receiver's README for its paths", req.URL.Path)))
 	})
 	return mux
+}
+
+func (r *ingestReceiver) newConsole() *console.API {
+	set := console.Settings{Refuse: r.authRefusal, RetryAfter: r.cfg.RetryAfter, Logger: r.settings.Logger}
+	if r.dp != nil {
+		set.Auth = r.dp
+	}
+	return console.New(set)
 }
 
 // authenticate resolves the request's API key to its project.

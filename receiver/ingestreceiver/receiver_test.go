@@ -101,6 +101,7 @@ func startTestReceiver(t *testing.T, mutate func(*Config), auth *fakeAuth) *test
 	if auth != nil {
 		r.auth, r.dp = auth, auth
 	}
+	r.console = r.newConsole()
 	srv := httptest.NewServer(r.routes())
 	t.Cleanup(srv.Close)
 	tr.url = srv.URL

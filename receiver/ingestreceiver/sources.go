@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/envelope"
 	"github.com/otelcol-svc/otelcol-svc/components/eventjson"
@@ -17,14 +15,14 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/records"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
 )
 
 // dataPlaneAuth is what the projectauth extension offers beside extensionauth.Server: push
 // ingest and console authentication, and its NATS connection for console reads.
 type dataPlaneAuth interface {
 	AuthenticateIngest(ctx context.Context, headers map[string][]string, ingestKey string) (context.Context, mirror.Source, error)
-	AuthenticateConsole(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error)
-	JetStream() jetstream.JetStream
+	console.Authenticator
 }
 
 const pushPrefix = "/ingest/"

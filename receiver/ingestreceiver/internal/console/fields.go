@@ -1,14 +1,32 @@
-package ingestreceiver
+package console
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
+	"net/url"
 	"sort"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 )
 
-// Field paths for the console's Fields view: what a user can write triggers against.
+// GET /console/v1/projects/{project_id}/fields?limit=100&source_id=<id>: the field paths
+// of the project's newest records, what a user can write triggers against.
+const (
+	defaultFieldsLimit = 100
+	maxFieldsLimit     = 1000
+)
+
+func fieldsEndpoint() endpoint {
+	return endpoint{name: "fields", parse: func(q url.Values) (readFunc, *apierror.Error) {
+		return recentRecords(q, defaultFieldsLimit, maxFieldsLimit, func(limit int) view {
+			return &fieldsView{stats: newFieldStats(), limit: limit, maxBytes: maxReadBytes}
+		})
+	}}
+}
+
+// Field paths of the Fields view.
 //
 //   - Object members are joined with dots: payload.repo.name. A key that itself holds
 //     dots (attributes "http.method") is joined as it is (attributes.http.method); in OTTL

@@ -1,4 +1,4 @@
-package ingestreceiver
+package console
 
 import (
 	"encoding/json"

@@ -1,35 +1,93 @@
-package ingestreceiver
+package console
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
-// consoleStack is a receiver whose console reads a real JetStream.
+// consoleAuth stands in for the projectauth extension: API key "key-<project>" opens
+// that project.
+type consoleAuth struct{ js jetstream.JetStream }
+
+func (f consoleAuth) AuthenticateConsole(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error) {
+	if http.Header(headers).Get("X-Api-Key") != "key-"+projectID {
+		return ctx, tenant.ErrNotFound
+	}
+	return tenant.NewContext(ctx, tenant.Principal{ProjectID: projectID}), nil
+}
+
+func (f consoleAuth) JetStream() jetstream.JetStream { return f.js }
+
+// consoleStack is the API served over HTTP, reading a real JetStream.
 type consoleStack struct {
-	*testReceiver
-	nc *nats.Conn
-	js jetstream.JetStream
+	api *API
+	url string
+	nc  *nats.Conn
+	js  jetstream.JetStream
 }
 
 func startConsole(t *testing.T) *consoleStack {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	nc, js := testenv.Connect(t, n.URL())
-	return &consoleStack{testReceiver: startTestReceiver(t, nil, &fakeAuth{js: js}), nc: nc, js: js}
+	api := New(Settings{Auth: consoleAuth{js: js}, RetryAfter: 5 * time.Second, Logger: zap.NewNop(),
+		Refuse: func(err error) *apierror.Error {
+			return apierror.New(http.StatusNotFound, apierror.NotFound, err.Error())
+		}})
+	mux := http.NewServeMux()
+	api.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &consoleStack{api: api, url: srv.URL, nc: nc, js: js}
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (a answer) code(t *testing.T) string {
+	t.Helper()
+	var b struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(a.body, &b), "%s", a.body)
+	return b.Error.Code
+}
+
+func do(t *testing.T, method, url string, headers map[string]string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	require.NoError(t, err)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return answer{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
 // fill stores records on a project's raw stream as the exporter does; sourceOf names the
@@ -63,7 +121,7 @@ type eventsAnswer struct {
 
 func (c *consoleStack) events(t *testing.T, project, query string) eventsAnswer {
 	t.Helper()
-	a := do(t, http.MethodGet, c.url+"/console/v1/projects/"+project+"/events"+query, nil, map[string]string{"X-API-Key": "key-" + project})
+	a := do(t, http.MethodGet, c.url+"/console/v1/projects/"+project+"/events"+query, map[string]string{"X-API-Key": "key-" + project})
 	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
 	var out eventsAnswer
 	require.NoError(t, json.Unmarshal(a.body, &out))
@@ -78,7 +136,7 @@ type fieldsAnswer struct {
 
 func (c *consoleStack) fields(t *testing.T, project, query string) fieldsAnswer {
 	t.Helper()
-	a := do(t, http.MethodGet, c.url+"/console/v1/projects/"+project+"/fields"+query, nil, map[string]string{"X-API-Key": "key-" + project})
+	a := do(t, http.MethodGet, c.url+"/console/v1/projects/"+project+"/fields"+query, map[string]string{"X-API-Key": "key-" + project})
 	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
 	var out fieldsAnswer
 	require.NoError(t, json.Unmarshal(a.body, &out))
@@ -188,18 +246,21 @@ func TestConsoleReadsSkipMissingRangesCheaply(t *testing.T) {
 	assert.Equal(t, uint64(10), got.Events[10].Seq, "the record behind the gap")
 	require.NoError(t, c.nc.Flush())
 	assert.LessOrEqual(t, creates.Load(), int64(2+2080/minWindow+1), "consumers created for one read")
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, info.State.Consumers, "a read leaves no consumer behind")
 }
 
-// Reads run a bounded number at a time; one more is told to come back.
+// Reads run a bounded number at a time per receiver; one more is told to come back.
 func TestConsoleReadsAreBoundedPerProcess(t *testing.T) {
 	c := startConsole(t)
 	c.fill(t, "busy", 1, func(int) string { return `{}` }, noSource)
-	for i := 0; i < maxConsoleReads; i++ {
-		consoleReads <- struct{}{}
+	for i := 0; i < maxReads; i++ {
+		c.api.reads <- struct{}{}
 	}
-	a := do(t, http.MethodGet, c.url+"/console/v1/projects/busy/events", nil, map[string]string{"X-API-Key": "key-busy"})
-	for i := 0; i < maxConsoleReads; i++ {
-		<-consoleReads
+	a := do(t, http.MethodGet, c.url+"/console/v1/projects/busy/events", map[string]string{"X-API-Key": "key-busy"})
+	for i := 0; i < maxReads; i++ {
+		<-c.api.reads
 	}
 	assert.Equal(t, http.StatusServiceUnavailable, a.status, "%s", a.body)
 	assert.Equal(t, "unavailable", a.code(t))
@@ -207,12 +268,12 @@ func TestConsoleReadsAreBoundedPerProcess(t *testing.T) {
 	assert.Len(t, c.events(t, "busy", "").Events, 1, "a slot free again serves the read")
 
 	// Refusals that need no read take no slot.
-	for i := 0; i < maxConsoleReads; i++ {
-		consoleReads <- struct{}{}
+	for i := 0; i < maxReads; i++ {
+		c.api.reads <- struct{}{}
 	}
-	a = do(t, http.MethodGet, c.url+"/console/v1/projects/busy/events", nil, map[string]string{"X-API-Key": "key-other"})
-	for i := 0; i < maxConsoleReads; i++ {
-		<-consoleReads
+	a = do(t, http.MethodGet, c.url+"/console/v1/projects/busy/events", map[string]string{"X-API-Key": "key-other"})
+	for i := 0; i < maxReads; i++ {
+		<-c.api.reads
 	}
 	assert.Equal(t, http.StatusNotFound, a.status)
 }
