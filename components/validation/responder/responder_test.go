@@ -1,0 +1,52 @@
+package responder
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/components/validation"
+)
+
+func TestCheckOverNATS(t *testing.T) {
+	n := testenv.StartNATS(t)
+	nc, _ := testenv.Connect(t, n.URL())
+	ctx := context.Background()
+
+	// No collector running: the control plane must hear "unavailable", not "valid".
+	_, err := validation.Check(ctx, nc, mirror.Pipeline{Trigger: `status == "x"`})
+	require.ErrorIs(t, err, validation.ErrUnavailable)
+
+	svc, err := Start(nc)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = svc.Stop() })
+
+	res, err := validation.Check(ctx, nc, mirror.Pipeline{Trigger: `severity_number >= 17`, GroupKey: "traceId"})
+	require.NoError(t, err)
+	assert.Equal(t, validation.Result{OK: true}, res)
+
+	res, err = validation.Check(ctx, nc, mirror.Pipeline{Trigger: `status == "x"`, Transforms: []string{`set(event["a"], 1`}})
+	require.NoError(t, err)
+	assert.False(t, res.OK)
+	assert.Equal(t, "transforms", res.Field)
+	assert.NotEmpty(t, res.Message)
+
+	res, err = validation.Check(ctx, nc, mirror.Pipeline{BatchSize: 5000})
+	require.NoError(t, err)
+	assert.Equal(t, validation.Result{Field: "batch_size", Message: "must be between 1 and 1000, got 5000"}, res)
+
+	// A second collector joins the queue group; any one answers, exactly once.
+	nc2, _ := testenv.Connect(t, n.URL())
+	svc2, err := Start(nc2)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = svc2.Stop() })
+	for range 4 {
+		res, err = validation.Check(ctx, nc, mirror.Pipeline{Trigger: `body == "x"`})
+		require.NoError(t, err)
+		assert.True(t, res.OK)
+	}
+}
