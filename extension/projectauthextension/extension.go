@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensionauth"
@@ -21,6 +22,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/components/validation/responder"
 )
 
 type authenticator struct {
@@ -32,6 +34,9 @@ type authenticator struct {
 	js     jetstream.JetStream
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// validator answers the control plane's pipeline checks.
+	validator micro.Service
 
 	outcomes metric.Int64Counter
 
@@ -82,6 +87,11 @@ func (a *authenticator) Start(_ context.Context, host component.Host) error {
 		return err
 	}
 	a.nc, a.js = nc, js
+	// Every role answers the control plane's pipeline checks (components/validation); a
+	// failure here leaves the other collectors to answer, so it does not stop this one.
+	if a.validator, err = responder.Start(nc); err != nil {
+		a.logger.Error("pipeline checks for the control plane not served", zap.Error(err))
+	}
 	if a.cfg.PushIngest.authOff() {
 		a.logger.Warn("push-ingest authentication is OFF (push_ingest.auth: off, SVC_INGEST_AUTH=off): anyone who knows a source's ingest URL can post to it; turn it on unless this instance is only reachable by trusted senders")
 	} else if a.cfg.PushIngest.ServiceToken != "" {
@@ -147,6 +157,9 @@ func (a *authenticator) reportUsage(ctx context.Context, js jetstream.JetStream)
 func (a *authenticator) Shutdown(context.Context) error {
 	// Close the connection first: stopping the KV watchers makes JetStream API calls,
 	// which would each wait out their timeout while NATS is unreachable.
+	if a.validator != nil {
+		_ = a.validator.Stop()
+	}
 	if a.nc != nil {
 		a.nc.Close()
 	}
