@@ -25,6 +25,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/records"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/fastbatch"
 )
 
 // Errors a client sees (in a 503's message) when storage cannot take its records. They
@@ -42,7 +43,7 @@ type jsExporter struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 	// fast publishes fast batches; nil unless cfg.Publish is PublishFastBatch.
-	fast *fastBatcher
+	fast *fastbatch.Publisher
 
 	// ensured remembers the projects whose stream this process has created or checked,
 	// and whether that stream takes fast batches (a bool).
@@ -65,7 +66,7 @@ func (e *jsExporter) Start(_ context.Context, host component.Host) error {
 		return err
 	}
 	if e.cfg.Publish == PublishFastBatch {
-		if e.fast, err = newFastBatcher(nc, e.cfg.PublishTimeout); err != nil {
+		if e.fast, err = fastbatch.New(nc, e.cfg.PublishTimeout); err != nil {
 			nc.Close()
 			return err
 		}
@@ -246,7 +247,7 @@ func (e *jsExporter) publishTo(ctx context.Context, projectID string, cfg jetstr
 	// One record is one message either way; a batch would add an end message and an ack.
 	if fast && n >= 2 {
 		err := e.publishFastBatch(ctx, projectID, cfg.Subjects[0], header, walk)
-		var fe *fastBatchError
+		var fe *fastbatch.Error
 		if !errors.As(err, &fe) || !fe.NotStarted {
 			return err
 		}
@@ -255,7 +256,7 @@ func (e *jsExporter) publishTo(ctx context.Context, projectID string, cfg jetstr
 		// in async mode, which updates the stream without the flag; the next request
 		// sets it again). This request goes the async way.
 		e.logger.Debug("fast batch refused, publishing asynchronously", zap.String("project_id", projectID), zap.Error(err))
-		if fe.API != nil && fe.API.ErrorCode == errCodeBatchPublishDisabled {
+		if fe.API != nil && fe.API.ErrorCode == fastbatch.ErrCodeBatchPublishDisabled {
 			e.ensured.Delete(cfg.Name)
 		}
 	}
@@ -328,39 +329,39 @@ func (e *jsExporter) publishAsync(ctx context.Context, projectID, subject string
 	return nil
 }
 
-// publishFastBatch sends every record as one fast batch (fastbatch.go) and waits for the
+// publishFastBatch sends every record as one fast batch (internal/fastbatch) and waits for the
 // commit's PubAck, which counts every stored record. Message ids work as with async
 // publishing: the server deduplicates each message of a batch against the stream's
 // duplicate window, skips a duplicate and still counts it, so a retried request ends
-// with every record stored once. Errors are those of the async path; a *fastBatchError
+// with every record stored once. Errors are those of the async path; a *fastbatch.Error
 // with NotStarted set means nothing was stored and the caller may publish otherwise.
 func (e *jsExporter) publishFastBatch(ctx context.Context, projectID, subject string, header headerFunc, walk func(emitFunc) error) error {
 	if err := ctx.Err(); err != nil {
 		return errAckTimeout
 	}
-	b := e.fast.begin(subject)
-	defer e.fast.end(b)
+	b := e.fast.Begin(subject)
+	defer e.fast.End(b)
 	i := 0
 	err := walk(func(signal string, rec []byte) error {
-		err := b.add(ctx, rec, header(signal, i, rec))
+		err := b.Add(ctx, rec, header(signal, i, rec))
 		i++
 		return err
 	})
 	if err == nil {
-		err = b.commit(ctx)
+		err = b.Commit(ctx)
 	}
 	if err == nil {
 		return nil
 	}
-	b.abandon()
-	var fe *fastBatchError
+	b.Abandon()
+	var fe *fastbatch.Error
 	if errors.As(err, &fe) && fe.NotStarted {
 		return fe
 	}
-	if errors.Is(err, errFastBatchAckTimeout) {
+	if errors.Is(err, fastbatch.ErrAckTimeout) {
 		return errAckTimeout
 	}
-	if errors.Is(err, errFastBatchProtocol) {
+	if errors.Is(err, fastbatch.ErrProtocol) {
 		e.logger.Warn("fast batch publishing failed; it needs nats-server 2.14 or later", zap.String("project_id", projectID), zap.Error(err))
 	}
 	return e.classify(projectID, err)

@@ -1,10 +1,8 @@
-package jetstreamexporter
-
-// A client for nats-server's fast batch publishing (stream flag AllowBatchPublish, JSON
-// "allow_batched", nats-server 2.14+; ADR-50 "fast ingest"). nats.go v1.55 has the stream
-// flag but no client for the protocol, so this file speaks it directly. The server side is
-// nats-server's stream.go (getFastBatch, processJetStreamFastBatchMsg) and
-// jetstream_batching.go (fastBatch*).
+// Package fastbatch is a client for nats-server's fast batch publishing (stream flag
+// AllowBatchPublish, JSON "allow_batched", nats-server 2.14+; ADR-50 "fast ingest").
+// nats.go v1.55 has the stream flag but no client for the protocol, so this package speaks
+// it directly. The server side is nats-server's stream.go (getFastBatch,
+// processJetStreamFastBatchMsg) and jetstream_batching.go (fastBatch*).
 //
 // The protocol, as the server implements it:
 //
@@ -20,9 +18,11 @@ package jetstreamexporter
 //     <batch seq> counts from 1. <op>: 0 start (seq 1 only), 1 append (seq > 1), 2 commit
 //     (this message is the last), 3 commit-eob (end of batch: this message carries no
 //     record and has seq = last + 1; never at seq 1), 4 ping.
+//
 //   - Every message is persisted as it arrives (non-atomic: there is no rollback), with
 //     the stream's usual checks, including Nats-Msg-Id deduplication against the stream's
 //     duplicate window; a duplicate is skipped silently and still counts in the batch.
+//
 //   - The server answers on the reply subject of the latest message:
 //     {"type":"ack","seq":S,"msgs":M}: every message up to S is persisted (with gap mode
 //     "fail"), and from now on the server acks every M messages. The first message is
@@ -39,16 +39,21 @@ package jetstreamexporter
 //     {"error":{...},"stream":...}: a plain error answer, for a refused first message
 //     (batch publishing disabled, too many batches in flight, ...) or a message of a batch
 //     the server no longer knows.
+//
 //   - Flow control is the client's part; the server does not enforce it. ADR-50 has the
 //     client wait for the first ack and then stall while more than 2 ack intervals are
 //     unacked. A stalled client may send a ping (op 4, seq = its last sequence) to have a
 //     lost ack sent again. (See fbMinWindow for where this client departs from that.)
+//
 //   - A batch nobody continues is dropped by the server after 10 s of inactivity; at most
 //     1000 batches may be in flight per stream (50,000 per server).
 //
 // Here one request is one batch: every record is published with op start/append, then a
 // commit-eob message ends it (the number of records a walk emits is only known at its end),
 // and the request succeeds only when the commit's PubAck counts every record.
+//
+// conformance_test.go pins the nats-server version this was verified against.
+package fastbatch
 
 import (
 	"context"
@@ -103,20 +108,20 @@ const (
 // Error codes of nats-server's answers that refuse a batch before it starts; nothing of
 // the batch is stored then, so the request can go the async way instead.
 const (
-	errCodeBatchPublishDisabled    = 10205
-	errCodeBatchPublishTooManyBusy = 10211
+	ErrCodeBatchPublishDisabled    = 10205
+	ErrCodeBatchPublishTooManyBusy = 10211
 )
 
 var (
-	// errFastBatchAckTimeout: the server did not answer in time.
-	errFastBatchAckTimeout = errors.New("fast batch: no answer from the server in time")
-	// errFastBatchProtocol: an answer that does not fit the protocol, such as a plain
+	// ErrAckTimeout: the server did not answer in time.
+	ErrAckTimeout = errors.New("fast batch: no answer from the server in time")
+	// ErrProtocol: an answer that does not fit the protocol, such as a plain
 	// PubAck from a server that does not know fast batches.
-	errFastBatchProtocol = errors.New("fast batch: unexpected answer from the server")
+	ErrProtocol = errors.New("fast batch: unexpected answer from the server")
 )
 
-// fastBatchError is a batch the server refused or ended early.
-type fastBatchError struct {
+// Error is a batch the server refused or ended early.
+type Error struct {
 	// API is the server's error, when it sent one.
 	API *jetstream.APIError
 	// NotStarted: the server refused the first message before creating the batch, so none
@@ -125,23 +130,23 @@ type fastBatchError struct {
 	msg        string
 }
 
-func (e *fastBatchError) Error() string {
+func (e *Error) Error() string {
 	if e.API != nil {
 		return "fast batch: " + e.API.Error()
 	}
 	return "fast batch: " + e.msg
 }
 
-func (e *fastBatchError) Unwrap() error {
+func (e *Error) Unwrap() error {
 	if e.API != nil {
 		return e.API
 	}
 	return nil
 }
 
-// fastBatcher publishes fast batches over one connection. All answers arrive on one
+// Publisher publishes fast batches over one connection. All answers arrive on one
 // subscription, <prefix>.>, and are routed to their batch by the batch id in the subject.
-type fastBatcher struct {
+type Publisher struct {
 	nc      *nats.Conn
 	timeout time.Duration // longest wait for any one answer
 	prefix  string        // "_INBOX.<nuid>"
@@ -150,15 +155,17 @@ type fastBatcher struct {
 	sub     *nats.Subscription
 
 	mu      sync.Mutex
-	batches map[string]*fastBatch
+	batches map[string]*Batch
 }
 
-func newFastBatcher(nc *nats.Conn, timeout time.Duration) (*fastBatcher, error) {
+// New subscribes to the answers of the batches it will publish over nc; timeout bounds
+// the wait for any one answer.
+func New(nc *nats.Conn, timeout time.Duration) (*Publisher, error) {
 	inbox := nats.NewInbox() // "_INBOX." + a fresh nuid
-	f := &fastBatcher{
+	f := &Publisher{
 		nc: nc, timeout: timeout,
 		prefix: inbox, token: inbox[strings.LastIndexByte(inbox, '.')+1:],
-		batches: map[string]*fastBatch{},
+		batches: map[string]*Batch{},
 	}
 	sub, err := nc.Subscribe(inbox+".>", f.onReply)
 	if err != nil {
@@ -168,10 +175,10 @@ func newFastBatcher(nc *nats.Conn, timeout time.Duration) (*fastBatcher, error) 
 	return f, nil
 }
 
-// fastBatch is one batch in flight. The publishing goroutine owns seq and msg; the
+// Batch is one batch in flight. The publishing goroutine owns seq and msg; the
 // subscription's handler updates the rest under mu and signals on notify.
-type fastBatch struct {
-	f       *fastBatcher
+type Batch struct {
+	f       *Publisher
 	id      string
 	base    []byte // "<prefix>.<id>.<flow>.fail." : each reply subject's fixed start
 	subject string
@@ -190,10 +197,10 @@ type fastBatch struct {
 	err     error  // the first error answer
 }
 
-// begin registers a new batch publishing to subject.
-func (f *fastBatcher) begin(subject string) *fastBatch {
+// Begin registers a new batch publishing to subject.
+func (f *Publisher) Begin(subject string) *Batch {
 	id := f.token + strconv.FormatUint(f.next.Add(1), 36)
-	b := &fastBatch{f: f, id: id, subject: subject, flow: 1, notify: make(chan struct{}, 1)}
+	b := &Batch{f: f, id: id, subject: subject, flow: 1, notify: make(chan struct{}, 1)}
 	b.base = fbReplyBase(f.prefix, id, fbFlow)
 	f.mu.Lock()
 	f.batches[id] = b
@@ -201,8 +208,8 @@ func (f *fastBatcher) begin(subject string) *fastBatch {
 	return b
 }
 
-// end forgets the batch; later answers for it are dropped.
-func (f *fastBatcher) end(b *fastBatch) {
+// End forgets the batch; later answers for it are dropped.
+func (f *Publisher) End(b *Batch) {
 	f.mu.Lock()
 	delete(f.batches, b.id)
 	f.mu.Unlock()
@@ -223,7 +230,7 @@ func fbReplyBase(prefix, id string, flow int) []byte {
 }
 
 // reply is the reply subject of message seq with operation op.
-func (b *fastBatch) reply(seq uint64, op int) string {
+func (b *Batch) reply(seq uint64, op int) string {
 	s := append(b.rbuf[:0], b.base...)
 	s = strconv.AppendUint(s, seq, 10)
 	s = append(s, '.')
@@ -256,7 +263,7 @@ type fbAnswer struct {
 }
 
 // onReply is the subscription's handler: it must never block, as it serves every batch.
-func (f *fastBatcher) onReply(m *nats.Msg) {
+func (f *Publisher) onReply(m *nats.Msg) {
 	id, ok := fbBatchID(f.prefix, m.Subject)
 	if !ok {
 		return
@@ -277,7 +284,7 @@ func (f *fastBatcher) onReply(m *nats.Msg) {
 }
 
 // handle applies one answer to the batch's state. b.mu is held.
-func (b *fastBatch) handle(m *nats.Msg) {
+func (b *Batch) handle(m *nats.Msg) {
 	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
 		// No responders: no stream listens on the subject (it was deleted).
 		b.fail(nats.ErrNoResponders)
@@ -285,14 +292,14 @@ func (b *fastBatch) handle(m *nats.Msg) {
 	}
 	var a fbAnswer
 	if err := json.Unmarshal(m.Data, &a); err != nil {
-		b.fail(fmt.Errorf("%w: %q", errFastBatchProtocol, m.Data))
+		b.fail(fmt.Errorf("%w: %q", ErrProtocol, m.Data))
 		return
 	}
 	switch {
 	case a.Error != nil:
 		// An "err" message, or a plain error answer. Before the first ack this can only be
 		// a refusal of the first message, before the server created the batch.
-		b.fail(&fastBatchError{API: a.Error, NotStarted: !b.started})
+		b.fail(&Error{API: a.Error, NotStarted: !b.started})
 	case a.Type == "ack":
 		b.started = true
 		if a.Seq > b.acked {
@@ -302,24 +309,24 @@ func (b *fastBatch) handle(m *nats.Msg) {
 			b.flow = a.Msgs
 		}
 	case a.Type == "gap":
-		b.fail(&fastBatchError{msg: fmt.Sprintf("the server missed messages (%s)", m.Data)})
+		b.fail(&Error{msg: fmt.Sprintf("the server missed messages (%s)", m.Data)})
 	case a.Batch != "" && a.Type == "":
 		b.done, b.count = true, a.Count
 	default:
 		// For example a PubAck without "batch": the server took the message as an
 		// ordinary publish, so it does not support fast batches.
-		b.fail(fmt.Errorf("%w: %q", errFastBatchProtocol, m.Data))
+		b.fail(fmt.Errorf("%w: %q", ErrProtocol, m.Data))
 	}
 }
 
-func (b *fastBatch) fail(err error) {
+func (b *Batch) fail(err error) {
 	if b.err == nil {
 		b.err = err
 	}
 }
 
-// add publishes one record, after waiting while flow control says so.
-func (b *fastBatch) add(ctx context.Context, data []byte, hdr nats.Header) error {
+// Add publishes one record, after waiting while flow control says so.
+func (b *Batch) Add(ctx context.Context, data []byte, hdr nats.Header) error {
 	seq := b.seq + 1
 	// Before the first ack acked is 0: the first fbMinWindow messages go out at once. If
 	// the server refuses the first message, it refuses the rest too (a batch only starts
@@ -340,9 +347,9 @@ func (b *fastBatch) add(ctx context.Context, data []byte, hdr nats.Header) error
 	return nil
 }
 
-// commit ends the batch and waits for its PubAck, which comes once every record is
+// Commit ends the batch and waits for its PubAck, which comes once every record is
 // persisted. It succeeds only if the PubAck counts every record added.
-func (b *fastBatch) commit(ctx context.Context) error {
+func (b *Batch) Commit(ctx context.Context) error {
 	if b.seq == 0 {
 		return nil
 	}
@@ -356,14 +363,14 @@ func (b *fastBatch) commit(ctx context.Context) error {
 	count := b.count
 	b.mu.Unlock()
 	if count != b.seq {
-		return &fastBatchError{msg: fmt.Sprintf("the server stored %d of %d records", count, b.seq)}
+		return &Error{msg: fmt.Sprintf("the server stored %d of %d records", count, b.seq)}
 	}
 	return nil
 }
 
-// abandon ends a batch that will not be committed, so that the server forgets it now
+// Abandon ends a batch that will not be committed, so that the server forgets it now
 // rather than after its inactivity timeout. Best effort.
-func (b *fastBatch) abandon() {
+func (b *Batch) Abandon() {
 	b.mu.Lock()
 	over := b.done || b.err != nil
 	b.mu.Unlock()
@@ -372,7 +379,7 @@ func (b *fastBatch) abandon() {
 	}
 }
 
-func (b *fastBatch) publish(seq uint64, op int, data []byte, hdr nats.Header) error {
+func (b *Batch) publish(seq uint64, op int, data []byte, hdr nats.Header) error {
 	b.msg = nats.Msg{Subject: b.subject, Reply: b.reply(seq, op), Data: data, Header: hdr}
 	return b.f.nc.PublishMsg(&b.msg)
 }
@@ -380,7 +387,7 @@ func (b *fastBatch) publish(seq uint64, op int, data []byte, hdr nats.Header) er
 // wait returns once ready() holds (checked under b.mu), or the batch failed, or the
 // server made no progress for the publish timeout, or ctx ended. While stalled it pings
 // (ping) so that a lost ack is sent again.
-func (b *fastBatch) wait(ctx context.Context, ready func() bool, ping bool) error {
+func (b *Batch) wait(ctx context.Context, ready func() bool, ping bool) error {
 	var timer *time.Timer
 	step := b.f.timeout / fbPings
 	quiet := 0
@@ -407,12 +414,12 @@ func (b *fastBatch) wait(ctx context.Context, ready func() bool, ping bool) erro
 		}
 		select {
 		case <-ctx.Done():
-			return errFastBatchAckTimeout
+			return ErrAckTimeout
 		case <-b.notify:
 		case <-timer.C:
 			quiet++
 			if quiet >= fbPings {
-				return errFastBatchAckTimeout
+				return ErrAckTimeout
 			}
 			if ping && b.seq > 0 {
 				// Ask for the latest ack again. seq is the last one sent: the ping travels

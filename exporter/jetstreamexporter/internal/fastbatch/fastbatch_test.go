@@ -1,10 +1,10 @@
-package jetstreamexporter
+package fastbatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,20 +13,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/exporter/exportertest"
-	"go.opentelemetry.io/collector/pdata/plog"
 
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/records"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
 func TestFastBatchReplySubjects(t *testing.T) {
-	f := &fastBatcher{prefix: "_INBOX.abc", token: "abc", batches: map[string]*fastBatch{}}
-	b := f.begin("svc-ai-raw.p.in")
+	f := &Publisher{prefix: "_INBOX.abc", token: "abc", batches: map[string]*Batch{}}
+	b := f.Begin("svc-ai-raw.p.in")
 	assert.Equal(t, "abc1", b.id)
 	// The layout nats-server's getFastBatch parses: <prefix>.<id>.<flow>.<gap>.<seq>.<op>.$FI
 	assert.Equal(t, "_INBOX.abc.abc1.100.fail.1.0.$FI", b.reply(1, fbOpStart))
@@ -35,7 +30,7 @@ func TestFastBatchReplySubjects(t *testing.T) {
 	assert.Equal(t, "_INBOX.abc.abc1.100.fail.100.4.$FI", b.reply(100, fbOpPing))
 	// Batch ids differ per batch and carry the process's nuid (ids are per stream, and
 	// several processes may publish to one stream).
-	assert.Equal(t, "abc2", f.begin("s").id)
+	assert.Equal(t, "abc2", f.Begin("s").id)
 
 	for subject, want := range map[string]string{
 		"_INBOX.abc.abc1.100.fail.7.1.$FI": "abc1",
@@ -50,7 +45,7 @@ func TestFastBatchReplySubjects(t *testing.T) {
 }
 
 func TestFastBatchAnswers(t *testing.T) {
-	b := &fastBatch{flow: 1}
+	b := &Batch{flow: 1}
 	answer := func(data string) { b.handle(&nats.Msg{Data: []byte(data)}) }
 
 	answer(`{"type":"ack","seq":0,"msgs":1}`)
@@ -66,36 +61,36 @@ func TestFastBatchAnswers(t *testing.T) {
 	assert.Equal(t, uint64(100), b.count)
 
 	// An error message mid-batch: the batch had started, so records may be stored.
-	b = &fastBatch{flow: 1, started: true}
+	b = &Batch{flow: 1, started: true}
 	answer(`{"type":"err","seq":9,"error":{"code":503,"err_code":10077,"description":"maximum bytes exceeded"}}`)
-	var fe *fastBatchError
+	var fe *Error
 	require.ErrorAs(t, b.err, &fe)
 	assert.False(t, fe.NotStarted)
 	var api *jetstream.APIError
 	require.ErrorAs(t, b.err, &api)
-	assert.True(t, isStoreFull(api))
+	assert.True(t, streamFull(api))
 
 	// A refusal of the first message, before the batch exists.
-	b = &fastBatch{flow: 1}
+	b = &Batch{flow: 1}
 	answer(`{"error":{"code":400,"err_code":10205,"description":"batch publish is disabled"},"stream":"s","seq":0}`)
 	require.ErrorAs(t, b.err, &fe)
 	assert.True(t, fe.NotStarted)
-	assert.Equal(t, errCodeBatchPublishDisabled, int(fe.API.ErrorCode))
+	assert.Equal(t, ErrCodeBatchPublishDisabled, int(fe.API.ErrorCode))
 
 	// A gap, a plain PubAck (a server without fast batches), no stream at all.
-	b = &fastBatch{flow: 1, started: true}
+	b = &Batch{flow: 1, started: true}
 	answer(`{"type":"gap","last_seq":3,"seq":5}`)
 	require.ErrorAs(t, b.err, &fe)
-	b = &fastBatch{flow: 1}
+	b = &Batch{flow: 1}
 	answer(`{"stream":"s","seq":1}`)
-	assert.ErrorIs(t, b.err, errFastBatchProtocol)
-	b = &fastBatch{flow: 1}
+	assert.ErrorIs(t, b.err, ErrProtocol)
+	b = &Batch{flow: 1}
 	b.handle(&nats.Msg{Header: nats.Header{"Status": []string{"503"}}})
 	assert.ErrorIs(t, b.err, nats.ErrNoResponders)
 }
 
 // fbStream creates a raw stream and a batcher on a fresh in-process server.
-func fbStream(t *testing.T, limits streams.Limits, allow bool) (*fastBatcher, jetstream.JetStream, jetstream.StreamConfig) {
+func fbStream(t *testing.T, limits streams.Limits, allow bool) (*Publisher, jetstream.JetStream, jetstream.StreamConfig) {
 	t.Helper()
 	srv := testenv.StartNATS(t)
 	nc, js := testenv.Connect(t, srv.URL())
@@ -108,27 +103,27 @@ func fbStream(t *testing.T, limits streams.Limits, allow bool) (*fastBatcher, je
 	}
 	_, err := js.CreateStream(context.Background(), cfg)
 	require.NoError(t, err)
-	f, err := newFastBatcher(nc, 5*time.Second)
+	f, err := New(nc, 5*time.Second)
 	require.NoError(t, err)
 	return f, js, cfg
 }
 
 // fbPublish publishes n records "<prefix>-<i>" as one batch.
-func fbPublish(f *fastBatcher, subject, prefix string, n int, hdr func(i int) nats.Header) error {
+func fbPublish(f *Publisher, subject, prefix string, n int, hdr func(i int) nats.Header) error {
 	ctx := context.Background()
-	b := f.begin(subject)
-	defer f.end(b)
+	b := f.Begin(subject)
+	defer f.End(b)
 	for i := 0; i < n; i++ {
 		var h nats.Header
 		if hdr != nil {
 			h = hdr(i)
 		}
-		if err := b.add(ctx, []byte(prefix+"-"+strconv.Itoa(i)), h); err != nil {
-			b.abandon()
+		if err := b.Add(ctx, []byte(prefix+"-"+strconv.Itoa(i)), h); err != nil {
+			b.Abandon()
 			return err
 		}
 	}
-	return b.commit(ctx)
+	return b.Commit(ctx)
 }
 
 func fbStored(t *testing.T, js jetstream.JetStream, stream string) []string {
@@ -148,7 +143,7 @@ func fbStored(t *testing.T, js jetstream.JetStream, stream string) []string {
 
 func TestFastBatchStoresEveryRecordInOrder(t *testing.T) {
 	f, js, cfg := fbStream(t, streams.DefaultLimits(), true)
-	hdr := func(int) nats.Header { return signalHeader(records.SignalLog) }
+	hdr := func(int) nats.Header { return nats.Header{streams.HeaderSignal: []string{records.SignalLog}} }
 	require.NoError(t, fbPublish(f, cfg.Subjects[0], "a", 250, hdr))
 	require.NoError(t, fbPublish(f, cfg.Subjects[0], "b", 2, hdr))
 	got := fbStored(t, js, cfg.Name)
@@ -219,15 +214,15 @@ func TestFastBatchFullStream(t *testing.T) {
 	err := fbPublish(f, cfg.Subjects[0], "0123456789012345678901234567890123456789", 200, nil)
 	var api *jetstream.APIError
 	require.ErrorAs(t, err, &api)
-	assert.True(t, isStoreFull(api), "%v", err)
-	var fe *fastBatchError
+	assert.True(t, streamFull(api), "%v", err)
+	var fe *Error
 	require.ErrorAs(t, err, &fe)
 	assert.False(t, fe.NotStarted)
 
 	// Full from the first record on.
 	err = fbPublish(f, cfg.Subjects[0], "y", 3, nil)
 	require.ErrorAs(t, err, &api)
-	assert.True(t, isStoreFull(api), "%v", err)
+	assert.True(t, streamFull(api), "%v", err)
 }
 
 // A stream without AllowBatchPublish refuses the first message before creating the
@@ -235,10 +230,10 @@ func TestFastBatchFullStream(t *testing.T) {
 func TestFastBatchRefusedBeforeStart(t *testing.T) {
 	f, js, cfg := fbStream(t, streams.DefaultLimits(), false)
 	err := fbPublish(f, cfg.Subjects[0], "z", 50, nil)
-	var fe *fastBatchError
+	var fe *Error
 	require.ErrorAs(t, err, &fe)
 	assert.True(t, fe.NotStarted)
-	assert.Equal(t, errCodeBatchPublishDisabled, int(fe.API.ErrorCode))
+	assert.Equal(t, ErrCodeBatchPublishDisabled, int(fe.API.ErrorCode))
 	time.Sleep(100 * time.Millisecond)
 	assert.Empty(t, fbStored(t, js, cfg.Name))
 }
@@ -246,73 +241,12 @@ func TestFastBatchRefusedBeforeStart(t *testing.T) {
 // The exporter in fast batch mode: streams get AllowBatchPublish (also an existing one,
 // updated), requests go out as batches, and a stream whose flag was switched off behind
 // its back still gets every record (async for that request), and the flag back.
-func TestExporterFastBatchMode(t *testing.T) {
-	srv := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, srv.URL())
-	ctx := context.Background()
-	old := streams.RawConfig("fbx", streams.DefaultLimits())
-	_, err := js.CreateStream(ctx, old) // created earlier by an async-mode exporter
-	require.NoError(t, err)
-
-	cfg := createDefaultConfig().(*Config)
-	cfg.NATS = natsclient.Config{URL: srv.URL(), ConnectTimeout: 2 * time.Second}
-	cfg.Publish = PublishFastBatch
-	require.NoError(t, cfg.Validate())
-	e := newExporter(cfg, exportertest.NewNopSettings(typeStr))
-	require.NoError(t, e.Start(ctx, nil))
-	t.Cleanup(func() { _ = e.Shutdown(ctx) })
-	require.Eventually(t, e.nc.IsConnected, 5*time.Second, 10*time.Millisecond)
-
-	rctx := tenant.NewContext(ctx, tenant.Principal{ProjectID: "fbx"})
-	logs := func(n int, tag string) plog.Logs {
-		ld := plog.NewLogs()
-		lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
-		for i := 0; i < n; i++ {
-			lrs.AppendEmpty().Body().SetStr(tag + strconv.Itoa(i))
-		}
-		return ld
-	}
-	require.NoError(t, e.pushLogs(rctx, logs(120, "a")))
-	s, err := js.Stream(ctx, old.Name)
-	require.NoError(t, err)
-	assert.True(t, s.CachedInfo().Config.AllowBatchPublish, "the existing stream was updated")
-	assert.Len(t, fbStored(t, js, old.Name), 120)
-
-	// An exporter in async mode updates the stream without the flag.
-	_, err = js.UpdateStream(ctx, old)
-	require.NoError(t, err)
-	require.NoError(t, e.pushLogs(rctx, logs(30, "b")))
-	require.NoError(t, e.pushLogs(rctx, logs(30, "c")))
-	assert.Len(t, fbStored(t, js, old.Name), 180)
-	s, err = js.Stream(ctx, old.Name)
-	require.NoError(t, err)
-	assert.True(t, s.CachedInfo().Config.AllowBatchPublish, "the flag is set again")
-
-	// Idempotency-Key: a retried request is stored once.
-	ictx := ingestctx.With(rctx, ingestctx.Info{IdempotencyKey: "k1"})
-	require.NoError(t, e.pushLogs(ictx, logs(25, "d")))
-	require.NoError(t, e.pushLogs(ictx, logs(25, "d")))
-	got := fbStored(t, js, old.Name)
-	assert.Len(t, got, 205)
-	m, err := s.GetMsg(ctx, 205)
-	require.NoError(t, err)
-	assert.Equal(t, "k1:24", m.Header.Get(streams.HeaderMsgID))
-
-	// The stream deleted behind the exporter's back: 503 once, then it is created again.
-	require.NoError(t, js.DeleteStream(ctx, old.Name))
-	err = e.pushLogs(rctx, logs(10, "e"))
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, errNotConnected), "%v", err)
-	require.NoError(t, e.pushLogs(rctx, logs(10, "f")))
-	assert.Len(t, fbStored(t, js, old.Name), 10)
-}
-
 // No answer, or answers without progress (a server that acks pings but persists nothing),
 // end a batch after the timeout instead of holding the request.
 func TestFastBatchTimesOutWithoutProgress(t *testing.T) {
 	srv := testenv.StartNATS(t)
 	nc, _ := testenv.Connect(t, srv.URL())
-	f, err := newFastBatcher(nc, 300*time.Millisecond)
+	f, err := New(nc, 300*time.Millisecond)
 	require.NoError(t, err)
 	silent, err := nc.Subscribe("silent", func(*nats.Msg) {})
 	require.NoError(t, err)
@@ -327,7 +261,13 @@ func TestFastBatchTimesOutWithoutProgress(t *testing.T) {
 	}{{"silent", 10}, {"silent", 500}, {"chatty", 10}, {"chatty", 500}} {
 		start := time.Now()
 		err := fbPublish(f, c.subject, "r", c.n, nil)
-		assert.ErrorIs(t, err, errFastBatchAckTimeout, "%s %d", c.subject, c.n)
+		assert.ErrorIs(t, err, ErrAckTimeout, "%s %d", c.subject, c.n)
 		assert.Less(t, time.Since(start), 2*time.Second, "%s %d", c.subject, c.n)
 	}
+}
+
+// streamFull is the refusal the exporter answers as "the project's storage is full"
+// (its isStoreFull): the server's wording is part of what this package relies on.
+func streamFull(e *jetstream.APIError) bool {
+	return e.ErrorCode == 10047 || e.ErrorCode == 10077 && strings.Contains(e.Description, "maximum")
 }
