@@ -1,6 +1,13 @@
 // Package ingestctx carries what the ingest receiver knows about a request to the
 // JetStream exporter through the collector pipeline's context. The pipeline between them
 // is synchronous (no batching or queue), which is what lets a 2xx answer mean "stored".
+//
+// The context, not the data, carries it on purpose: log record attributes would reach the
+// exporter from any OTLP client too, and one that set them could make the exporter publish
+// arbitrary bytes, to the output stream or as another push source. The price is that an
+// asynchronous processor between the two (batch) loses it, as it loses the authenticated
+// project (client.Info); exporter/jetstreamexporter/pipelinecheck makes `otelcol-svc
+// validate` and the start refuse such a pipeline.
 package ingestctx
 
 import "context"
