@@ -1,0 +1,184 @@
+package usage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Reader serves the usage API (contract §9) from the buckets the meters write. It is
+// what the control plane opens; like the whole package it needs no collector.
+type Reader struct {
+	kv           jetstream.KeyValue
+	limits       *Limits
+	defaultLimit int64
+}
+
+// OpenReader binds to (creating when missing) the usage and limits buckets.
+// defaultLimit is SVC_FREE_TIER_EVENTS (0: unlimited).
+func OpenReader(ctx context.Context, js jetstream.JetStream, defaultLimit int64, replicas int) (*Reader, error) {
+	kv, err := openUsageBucket(ctx, js, replicas)
+	if err != nil {
+		return nil, err
+	}
+	l, err := OpenLimits(ctx, js, replicas)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{kv: kv, limits: l, defaultLimit: defaultLimit}, nil
+}
+
+// Limits is the limits writer (accounts set-limit, accounts list).
+func (r *Reader) Limits() *Limits { return r.limits }
+
+// Day is one day's accepted records.
+type Day struct {
+	Date   string `json:"date"` // "2026-11-23"
+	Events int64  `json:"events"`
+}
+
+// ProjectUsage is one project's month.
+type ProjectUsage struct {
+	ID     string `json:"id"`
+	Events int64  `json:"events"`
+	Days   []Day  `json:"days"`
+}
+
+// AccountUsage is an account's month.
+type AccountUsage struct {
+	Month string `json:"month"`
+	// Events is the month's count that the limit applies to: records accepted (and
+	// records of requests still being stored), exact once leases are settled, which
+	// happens within a lease TTL (250 ms by default) of the last request.
+	Events int64 `json:"events"`
+	// Pending is records leased to receivers and not yet settled: an upper bound of how
+	// far Events may still rise for requests already answered.
+	Pending   int64          `json:"pending"`
+	Limit     int64          `json:"limit"`     // 0: unlimited
+	Remaining int64          `json:"remaining"` // -1 when unlimited
+	Projects  []ProjectUsage `json:"projects"`  // projects with records this month
+	Days      []Day          `json:"days"`      // summed over the projects
+	Notices   []Notice       `json:"notices"`
+}
+
+// Account returns account's usage for the month of t. Per-day counts trail Events by up
+// to a flush interval (1 s) per receiver.
+func (r *Reader) Account(ctx context.Context, account string, t time.Time) (AccountUsage, error) {
+	month := Month(t)
+	u := AccountUsage{Month: month, Projects: []ProjectUsage{}, Days: []Day{}, Notices: []Notice{}}
+	limit, ok, err := r.limits.Get(ctx, account)
+	if err != nil {
+		return u, err
+	}
+	if !ok {
+		limit = r.defaultLimit
+	}
+	u.Limit = limit
+	e, err := r.kv.Get(ctx, monthKey(account, month))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return u, err
+	default:
+		var v monthValue
+		if err := json.Unmarshal(e.Value(), &v); err != nil {
+			return u, fmt.Errorf("usage of %s: %w", account, err)
+		}
+		u.Events, u.Pending = v.Claimed, v.leased()
+	}
+	u.Remaining = -1
+	if limit > 0 {
+		u.Remaining = max(limit-u.Events-u.Pending, 0)
+	}
+
+	byProject := map[string]*ProjectUsage{}
+	byDay := map[string]int64{}
+	prefix := "d." + token(account) + "." + month + "."
+	if err := r.each(ctx, prefix+">", func(key string, val []byte) {
+		rest := strings.SplitN(strings.TrimPrefix(key, prefix), ".", 2)
+		if len(rest) != 2 {
+			return
+		}
+		n, err := strconv.ParseInt(string(val), 10, 64)
+		if err != nil {
+			return
+		}
+		date := month + "-" + rest[0]
+		id := untoken(rest[1])
+		p := byProject[id]
+		if p == nil {
+			p = &ProjectUsage{ID: id, Days: []Day{}}
+			byProject[id] = p
+		}
+		p.Events += n
+		p.Days = append(p.Days, Day{Date: date, Events: n})
+		byDay[date] += n
+	}); err != nil {
+		return u, err
+	}
+	for _, p := range byProject {
+		sort.Slice(p.Days, func(i, j int) bool { return p.Days[i].Date < p.Days[j].Date })
+		u.Projects = append(u.Projects, *p)
+	}
+	sort.Slice(u.Projects, func(i, j int) bool { return u.Projects[i].ID < u.Projects[j].ID })
+	for d, n := range byDay {
+		u.Days = append(u.Days, Day{Date: d, Events: n})
+	}
+	sort.Slice(u.Days, func(i, j int) bool { return u.Days[i].Date < u.Days[j].Date })
+
+	for _, pct := range Thresholds {
+		e, err := r.kv.Get(ctx, noticeKey(account, month, pct))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return u, err
+		}
+		var n Notice
+		if json.Unmarshal(e.Value(), &n) == nil {
+			u.Notices = append(u.Notices, n)
+		}
+	}
+	return u, nil
+}
+
+// Project returns one project's usage for the month of t, from the account's.
+func (r *Reader) Project(ctx context.Context, account, project string, t time.Time) (ProjectUsage, error) {
+	u, err := r.Account(ctx, account, t)
+	if err != nil {
+		return ProjectUsage{}, err
+	}
+	for _, p := range u.Projects {
+		if p.ID == project {
+			return p, nil
+		}
+	}
+	return ProjectUsage{ID: project, Days: []Day{}}, nil
+}
+
+// each calls f for every key matching filter with its value.
+func (r *Reader) each(ctx context.Context, filter string, f func(key string, val []byte)) error {
+	w, err := r.kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return err
+	}
+	defer w.Stop() //nolint:errcheck
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok || e == nil {
+				return nil
+			}
+			f(e.Key(), e.Value())
+		}
+	}
+}
