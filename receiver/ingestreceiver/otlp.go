@@ -6,11 +6,6 @@ import (
 	"net/http"
 	"strconv"
 
-	spb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -18,80 +13,13 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/eventjson"
 	"github.com/otelcol-svc/otelcol-svc/components/records"
+	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/otlphttp"
 )
-
-const (
-	pbContentType   = "application/x-protobuf"
-	jsonContentType = "application/json"
-)
-
-// otlpEncoding is the body encoding of an OTLP/HTTP request; answers use the same one.
-type otlpEncoding struct{ json bool }
-
-func (e otlpEncoding) contentType() string {
-	if e.json {
-		return jsonContentType
-	}
-	return pbContentType
-}
 
 // otlpEncodingOf returns the request's encoding, or false when it is neither OTLP
 // encoding (errors are then answered in JSON).
-func otlpEncodingOf(req *http.Request) otlpEncoding {
-	enc, _ := otlpEncodingOK(req)
-	return enc
-}
-
-func otlpEncodingOK(req *http.Request) (otlpEncoding, bool) {
-	switch mediaType(req) {
-	case pbContentType:
-		return otlpEncoding{}, true
-	case jsonContentType:
-		return otlpEncoding{json: true}, true
-	}
-	return otlpEncoding{json: true}, false
-}
-
-// writeOTLPError answers as the OTLP/HTTP specification asks: a google.rpc.Status in the
-// request's encoding, with Retry-After on 429 and 503.
-func writeOTLPError(w http.ResponseWriter, enc otlpEncoding, e *apierror.Error) {
-	st := &spb.Status{Code: int32(grpcCode(e.Status)), Message: e.Message}
-	var body []byte
-	var err error
-	if enc.json {
-		body, err = protojson.Marshal(st)
-	} else {
-		body, err = proto.Marshal(st)
-	}
-	if err != nil {
-		http.Error(w, e.Message, e.Status)
-		return
-	}
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", apierror.RetryAfterSeconds(e.RetryAfter))
-	}
-	w.Header().Set("Content-Type", enc.contentType())
-	w.WriteHeader(e.Status)
-	_, _ = w.Write(body)
-}
-
-// grpcCode maps as the collector's otlpreceiver does.
-func grpcCode(status int) codes.Code {
-	switch status {
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
-		return codes.InvalidArgument
-	case http.StatusUnauthorized:
-		return codes.Unauthenticated
-	case http.StatusForbidden:
-		return codes.PermissionDenied
-	case http.StatusNotFound, http.StatusMethodNotAllowed:
-		return codes.Unimplemented
-	case http.StatusTooManyRequests:
-		return codes.ResourceExhausted
-	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
-		return codes.Unavailable
-	}
-	return codes.Unknown
+func otlpEncodingOf(req *http.Request) (otlphttp.Encoding, bool) {
+	return otlphttp.ForMediaType(mediaType(req))
 }
 
 // otlpSignals maps the OTLP paths' signal names to the records' signals.
@@ -104,17 +32,17 @@ func tooManyRecords(max int) *apierror.Error {
 
 // otlpRequest is the part of handling that differs between signals.
 type otlpRequest interface {
-	unmarshal(enc otlpEncoding, body []byte) error
+	unmarshal(enc otlphttp.Encoding, body []byte) error
 	// count is the number of records decoded.
 	count() int
 	// consume sends the data down the pipeline and returns the number of items.
 	consume(ctx context.Context, r *ingestReceiver, format string) (int, error)
-	response(enc otlpEncoding) ([]byte, error)
+	response(enc otlphttp.Encoding) ([]byte, error)
 }
 
 func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, enabled bool, signal string, or otlpRequest) {
-	enc, known := otlpEncodingOK(req)
-	fail := func(e *apierror.Error) { writeOTLPError(w, enc, e) }
+	enc, known := otlpEncodingOf(req)
+	fail := func(e *apierror.Error) { otlphttp.WriteError(w, enc, e) }
 	if req.Method != http.MethodPost {
 		fail(methodNotAllowed(w))
 		return
@@ -140,7 +68,7 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 		fail(aerr)
 		return
 	}
-	if enc.json {
+	if enc.JSON {
 		// pdata's JSON decoder takes invalid UTF-8 and any depth: the rules of every other
 		// JSON path apply first.
 		if err := eventjson.Check(body); err != nil {
@@ -148,7 +76,7 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 			return
 		}
 	}
-	n, err := records.CountOTLP(otlpSignals[signal], body, enc.json)
+	n, err := records.CountOTLP(otlpSignals[signal], body, enc.JSON)
 	if err != nil {
 		fail(apierror.New(http.StatusBadRequest, apierror.InvalidBody, "the body is not a valid OTLP "+signal+" export request: "+err.Error()))
 		return
@@ -166,7 +94,7 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 		return
 	}
 	format := "protobuf"
-	if enc.json {
+	if enc.JSON {
 		format = "json"
 	}
 	if or.count() > r.cfg.MaxRecordsPerRequest {
@@ -184,16 +112,16 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 		fail(apierror.New(http.StatusInternalServerError, apierror.Internal, "could not encode the response"))
 		return
 	}
-	w.Header().Set("Content-Type", enc.contentType())
+	w.Header().Set("Content-Type", enc.ContentType())
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(msg)
 }
 
 type logsRequest struct{ req plogotlp.ExportRequest }
 
-func (l *logsRequest) unmarshal(enc otlpEncoding, body []byte) error {
+func (l *logsRequest) unmarshal(enc otlphttp.Encoding, body []byte) error {
 	l.req = plogotlp.NewExportRequest()
-	if enc.json {
+	if enc.JSON {
 		return l.req.UnmarshalJSON(body)
 	}
 	return l.req.UnmarshalProto(body)
@@ -210,8 +138,8 @@ func (l *logsRequest) consume(ctx context.Context, r *ingestReceiver, format str
 	return n, err
 }
 
-func (l *logsRequest) response(enc otlpEncoding) ([]byte, error) {
-	if enc.json {
+func (l *logsRequest) response(enc otlphttp.Encoding) ([]byte, error) {
+	if enc.JSON {
 		return plogotlp.NewExportResponse().MarshalJSON()
 	}
 	return plogotlp.NewExportResponse().MarshalProto()
@@ -219,9 +147,9 @@ func (l *logsRequest) response(enc otlpEncoding) ([]byte, error) {
 
 type tracesRequest struct{ req ptraceotlp.ExportRequest }
 
-func (t *tracesRequest) unmarshal(enc otlpEncoding, body []byte) error {
+func (t *tracesRequest) unmarshal(enc otlphttp.Encoding, body []byte) error {
 	t.req = ptraceotlp.NewExportRequest()
-	if enc.json {
+	if enc.JSON {
 		return t.req.UnmarshalJSON(body)
 	}
 	return t.req.UnmarshalProto(body)
@@ -238,8 +166,8 @@ func (t *tracesRequest) consume(ctx context.Context, r *ingestReceiver, format s
 	return n, err
 }
 
-func (t *tracesRequest) response(enc otlpEncoding) ([]byte, error) {
-	if enc.json {
+func (t *tracesRequest) response(enc otlphttp.Encoding) ([]byte, error) {
+	if enc.JSON {
 		return ptraceotlp.NewExportResponse().MarshalJSON()
 	}
 	return ptraceotlp.NewExportResponse().MarshalProto()
@@ -247,9 +175,9 @@ func (t *tracesRequest) response(enc otlpEncoding) ([]byte, error) {
 
 type metricsRequest struct{ req pmetricotlp.ExportRequest }
 
-func (m *metricsRequest) unmarshal(enc otlpEncoding, body []byte) error {
+func (m *metricsRequest) unmarshal(enc otlphttp.Encoding, body []byte) error {
 	m.req = pmetricotlp.NewExportRequest()
-	if enc.json {
+	if enc.JSON {
 		return m.req.UnmarshalJSON(body)
 	}
 	return m.req.UnmarshalProto(body)
@@ -266,8 +194,8 @@ func (m *metricsRequest) consume(ctx context.Context, r *ingestReceiver, format 
 	return n, err
 }
 
-func (m *metricsRequest) response(enc otlpEncoding) ([]byte, error) {
-	if enc.json {
+func (m *metricsRequest) response(enc otlphttp.Encoding) ([]byte, error) {
+	if enc.JSON {
 		return pmetricotlp.NewExportResponse().MarshalJSON()
 	}
 	return pmetricotlp.NewExportResponse().MarshalProto()

@@ -25,6 +25,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/records"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
+	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/otlphttp"
 )
 
 type ingestReceiver struct {
@@ -177,7 +178,8 @@ func (r *ingestReceiver) transportError(w http.ResponseWriter, req *http.Request
 	}
 	e := apierror.New(status, code, msg)
 	if isOTLPPath(req.URL.Path) {
-		writeOTLPError(w, otlpEncodingOf(req), e)
+		enc, _ := otlpEncodingOf(req)
+		otlphttp.WriteError(w, enc, e)
 		return
 	}
 	apierror.Write(w, e)
@@ -186,6 +188,8 @@ func (r *ingestReceiver) transportError(w http.ResponseWriter, req *http.Request
 func isOTLPPath(p string) bool {
 	return p == "/v1/logs" || p == "/v1/traces" || p == "/v1/metrics"
 }
+
+const jsonContentType = "application/json"
 
 func mediaType(req *http.Request) string {
 	mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
