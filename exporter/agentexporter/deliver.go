@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/outbound"
@@ -74,59 +75,121 @@ type outgoing struct {
 
 // deliver makes the request's attempts until one succeeds, one fails finally, the retry
 // budget is spent, or ctx ends.
+//
+// The loop is cenkalti/backoff's Retry (the collector's own retry uses the same library);
+// what it cannot express is in callBackOff. configretry.BackOffConfig is not the config
+// because it cannot express ours either: its randomization is plus or minus a factor
+// around the interval, not full jitter, and its Validate refuses a budget shorter than
+// max_interval, which is valid here (SVC_AGENT_RETRY_BUDGET=20s with the default
+// max_interval of 30s: the last wait is cut to the budget).
 func (e *agentExporter) deliver(ctx context.Context, o outgoing) result {
 	if err := outbound.CheckURL(o.target); err != nil {
 		return result{reason: o.urlField + " is not valid: " + err.Error()}
 	}
-	budget := e.cfg.Retry.MaxElapsedTime
-	deadline := time.Now().Add(budget)
-	for n := 1; ; n++ {
-		a := e.attempt(ctx, o)
-		switch a.class {
+	var (
+		n    int
+		last attemptResult
+	)
+	b := newCallBackOff(e.cfg.Retry, &last)
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		n++
+		last = e.attempt(ctx, o)
+		switch last.class {
 		case classOK:
 			e.tel.attempt(ctx, o.who, attemptOK)
-			return result{delivered: true, status: a.status, attempts: n}
+			return struct{}{}, nil
 		case classAborted:
-			return result{aborted: true, status: a.status, attempts: n}
+			return struct{}{}, backoff.Permanent(errAborted)
 		case classFinal:
 			e.tel.attempt(ctx, o.who, attemptFinal)
-			return result{status: a.status, attempts: n, reason: a.reason}
+			return struct{}{}, backoff.Permanent(errFinal)
 		}
 		e.tel.attempt(ctx, o.who, attemptRetryable)
-		wait, fromAgent := e.wait(n, a)
-		remaining := time.Until(deadline)
-		if remaining <= 0 || (fromAgent && wait > remaining) {
-			return result{status: a.status, attempts: n, reason: exhausted(budget, n, a, fromAgent, wait, remaining)}
-		}
-		wait = min(wait, remaining)
-		e.logger.Debug(o.who+" delivery attempt failed; retrying",
-			zap.String("project", o.project), zap.String("request_id", o.requestID),
-			zap.Int("attempt", n), zap.String("last", a.reason), zap.Duration("in", wait))
-		if !sleep(ctx, wait) {
-			return result{aborted: true, status: a.status, attempts: n}
-		}
+		return struct{}{}, errRetryable
+	},
+		backoff.WithBackOff(b),
+		// The budget is callBackOff's: Retry's own limit would skip the last attempt
+		// instead of cutting the wait before it.
+		backoff.WithMaxElapsedTime(0),
+		backoff.WithNotify(func(_ error, wait time.Duration) {
+			e.logger.Debug(o.who+" delivery attempt failed; retrying",
+				zap.String("project", o.project), zap.String("request_id", o.requestID),
+				zap.Int("attempt", n), zap.String("last", last.reason), zap.Duration("in", wait))
+		}),
+	)
+	switch {
+	case err == nil:
+		return result{delivered: true, status: last.status, attempts: n}
+	case errors.Is(err, errFinal):
+		return result{status: last.status, attempts: n, reason: last.reason}
+	case errors.Is(err, errRetryable) && ctx.Err() == nil:
+		return result{status: last.status, attempts: n, reason: b.exhausted(n, last)}
+	}
+	return result{aborted: true, status: last.status, attempts: n}
+}
+
+// Outcomes of an attempt, for backoff.Retry.
+var (
+	errRetryable = errors.New("retryable")
+	errFinal     = errors.New("final")
+	errAborted   = errors.New("aborted")
+)
+
+// callBackOff is the wait before each further attempt of one call: the agent's
+// Retry-After when it sent one, else exponential backoff with full jitter, never past the
+// call's budget (the retry.max_elapsed_time after its first attempt).
+//
+// The growing ceiling is backoff.ExponentialBackOff's (doubling, capped at max_interval,
+// without its own randomization); the wait is drawn uniformly below it by hand: the
+// library's jitter is plus or minus a factor, and full jitter spreads the retries of many
+// calls over the whole interval, so they do not hit a recovering agent all at once.
+type callBackOff struct {
+	exp      backoff.ExponentialBackOff
+	budget   time.Duration
+	deadline time.Time
+	last     *attemptResult
+	// Why the retries stopped, for the dead letter's reason.
+	fromAgent bool
+	wait      time.Duration
+	remaining time.Duration
+}
+
+func newCallBackOff(cfg RetryConfig, last *attemptResult) *callBackOff {
+	return &callBackOff{
+		exp: backoff.ExponentialBackOff{
+			InitialInterval: cfg.InitialInterval,
+			MaxInterval:     cfg.MaxInterval,
+			Multiplier:      2,
+		},
+		budget: cfg.MaxElapsedTime,
+		last:   last,
 	}
 }
 
-// wait is the pause before attempt n+1: the agent's Retry-After when it sent one,
-// else exponential backoff with full jitter.
-func (e *agentExporter) wait(n int, a attemptResult) (time.Duration, bool) {
-	if a.hasRetryAfter && a.retryAfter > 0 {
-		return a.retryAfter, true
-	}
-	return fullJitter(e.cfg.Retry.InitialInterval, e.cfg.Retry.MaxInterval, n), false
+// Reset starts a call: Retry calls it before the first attempt.
+func (b *callBackOff) Reset() {
+	b.exp.Reset()
+	b.deadline = time.Now().Add(b.budget)
 }
 
-// fullJitter picks a wait uniformly in [0, min(max, initial * 2^(n-1))]: spreading the
-// retries of many calls over the whole interval keeps them from hitting a recovering
-// agent all at once.
-func fullJitter(initial, maxInterval time.Duration, n int) time.Duration {
-	ceiling := initial
-	for i := 1; i < n && ceiling < maxInterval; i++ {
-		ceiling *= 2
+// NextBackOff is the wait after a retryable attempt, or backoff.Stop when the budget
+// does not allow another one.
+func (b *callBackOff) NextBackOff() time.Duration {
+	ceiling := b.exp.NextBackOff()
+	b.wait, b.fromAgent = time.Duration(rand.Int64N(int64(ceiling)+1)), false
+	if b.last != nil && b.last.hasRetryAfter && b.last.retryAfter > 0 {
+		b.wait, b.fromAgent = b.last.retryAfter, true
 	}
-	ceiling = min(ceiling, maxInterval)
-	return time.Duration(rand.Int64N(int64(ceiling) + 1))
+	b.remaining = time.Until(b.deadline)
+	// An agent's Retry-After is not cut short: waiting less would only be refused again.
+	if b.remaining <= 0 || (b.fromAgent && b.wait > b.remaining) {
+		return backoff.Stop
+	}
+	return min(b.wait, b.remaining)
+}
+
+func (b *callBackOff) exhausted(n int, a attemptResult) string {
+	return exhausted(b.budget, n, a, b.fromAgent, b.wait, b.remaining)
 }
 
 func exhausted(budget time.Duration, n int, a attemptResult, fromAgent bool, wait, remaining time.Duration) string {
@@ -142,17 +205,6 @@ func plural(n int, word string) string {
 		return word
 	}
 	return word + "s"
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // attempt makes one request, bounded by the configured timeout.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -30,17 +31,39 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func TestFullJitterStaysUnderTheCeiling(t *testing.T) {
-	initial, maxInterval := 100*time.Millisecond, time.Second
-	for n, ceiling := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second, 60: time.Second} {
-		var top time.Duration
-		for range 500 {
-			d := fullJitter(initial, maxInterval, n)
+	cfg := RetryConfig{InitialInterval: 100 * time.Millisecond, MaxInterval: time.Second, MaxElapsedTime: time.Hour}
+	ceilings := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second}
+	top := make([]time.Duration, len(ceilings))
+	for range 500 {
+		b := newCallBackOff(cfg, &attemptResult{})
+		b.Reset()
+		for n, ceiling := range ceilings {
+			d := b.NextBackOff()
 			assert.GreaterOrEqual(t, d, time.Duration(0))
-			assert.LessOrEqual(t, d, ceiling, "attempt %d", n)
-			top = max(top, d)
+			assert.LessOrEqual(t, d, ceiling, "after attempt %d", n+1)
+			top[n] = max(top[n], d)
 		}
-		assert.Greater(t, top, ceiling/2, "attempt %d: the whole interval is used", n)
 	}
+	for n, ceiling := range ceilings {
+		assert.Greater(t, top[n], ceiling/2, "after attempt %d: the whole interval is used", n+1)
+	}
+}
+
+func TestBackOffKeepsToTheBudget(t *testing.T) {
+	last := &attemptResult{}
+	b := newCallBackOff(RetryConfig{InitialInterval: time.Hour, MaxInterval: time.Hour, MaxElapsedTime: time.Minute}, last)
+	b.Reset()
+	assert.LessOrEqual(t, b.NextBackOff(), time.Minute, "a wait is cut to the budget left")
+
+	*last = attemptResult{retryAfter: 2 * time.Minute, hasRetryAfter: true, reason: "503"}
+	assert.Equal(t, backoff.Stop, b.NextBackOff(), "a Retry-After beyond the budget ends the retries")
+	assert.Contains(t, b.exhausted(2, *last), "the agent asked to retry after 2m0s, beyond the remaining")
+
+	*last = attemptResult{retryAfter: time.Second, hasRetryAfter: true}
+	assert.Equal(t, time.Second, b.NextBackOff(), "a Retry-After within the budget is the wait")
+
+	b.deadline = time.Now().Add(-time.Millisecond)
+	assert.Equal(t, backoff.Stop, b.NextBackOff(), "no attempt after the budget")
 }
 
 func TestRedactURL(t *testing.T) {
