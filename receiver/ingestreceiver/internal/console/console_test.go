@@ -49,6 +49,18 @@ func startConsole(t *testing.T) *consoleStack {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	nc, js := testenv.Connect(t, n.URL())
+	api, url := serveConsole(t, js)
+	return &consoleStack{api: api, url: url, nc: nc, js: js}
+}
+
+// startConsoleOn serves another API (another receiver's) on js and returns its URL.
+func startConsoleOn(t *testing.T, js jetstream.JetStream) string {
+	_, url := serveConsole(t, js)
+	return url
+}
+
+func serveConsole(t *testing.T, js jetstream.JetStream) (*API, string) {
+	t.Helper()
 	api := New(Settings{Auth: consoleAuth{js: js}, RetryAfter: 5 * time.Second, Logger: zap.NewNop(),
 		Refuse: func(err error) *apierror.Error {
 			return apierror.New(http.StatusNotFound, apierror.NotFound, err.Error())
@@ -57,7 +69,7 @@ func startConsole(t *testing.T) *consoleStack {
 	api.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &consoleStack{api: api, url: srv.URL, nc: nc, js: js}
+	return api, srv.URL
 }
 
 type answer struct {
@@ -252,7 +264,7 @@ func TestConsoleReadsSkipMissingRangesCheaply(t *testing.T) {
 }
 
 // Reads run a bounded number at a time per receiver; one more is told to come back.
-func TestConsoleReadsAreBoundedPerProcess(t *testing.T) {
+func TestConsoleReadsAreBoundedPerReceiver(t *testing.T) {
 	c := startConsole(t)
 	c.fill(t, "busy", 1, func(int) string { return `{}` }, noSource)
 	for i := 0; i < maxReads; i++ {
@@ -276,4 +288,17 @@ func TestConsoleReadsAreBoundedPerProcess(t *testing.T) {
 		<-c.api.reads
 	}
 	assert.Equal(t, http.StatusNotFound, a.status)
+
+	// The slots are the receiver's: another receiver in the same process is not held up.
+	for i := 0; i < maxReads; i++ {
+		c.api.reads <- struct{}{}
+	}
+	other := startConsoleOn(t, c.js)
+	for _, path := range []string{"events", "fields"} {
+		a = do(t, http.MethodGet, other+"/console/v1/projects/busy/"+path, map[string]string{"X-API-Key": "key-busy"})
+		assert.Equal(t, http.StatusOK, a.status, "%s: %s", path, a.body)
+	}
+	for i := 0; i < maxReads; i++ {
+		<-c.api.reads
+	}
 }
