@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"testing"
@@ -32,14 +33,20 @@ func startReceiver(t *testing.T, extra map[string]string) *env {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	vars := map[string]string{"NATS_URL": n.URL(), "SVC_STREAM_REPLICAS": "1"}
-	for k, v := range extra {
-		vars[k] = v
-	}
+	maps.Copy(vars, extra)
 	col := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/receiver.yaml", Env: vars})
-	_, js := testenv.Connect(t, n.URL())
+	js, m := connectMirror(t, n.URL())
+	return &env{nats: n, col: col, js: js, m: m}
+}
+
+// connectMirror connects to NATS and opens the configuration mirror there, to publish
+// projects and keys as the control plane does.
+func connectMirror(t *testing.T, natsURL string) (jetstream.JetStream, *mirror.Store) {
+	t.Helper()
+	_, js := testenv.Connect(t, natsURL)
 	m, err := mirror.Open(context.Background(), js, 1)
 	require.NoError(t, err)
-	return &env{nats: n, col: col, js: js, m: m}
+	return js, m
 }
 
 // project publishes a project and a project key into the mirror, as the control plane
@@ -148,6 +155,81 @@ func streamMsgs(t *testing.T, js jetstream.JetStream, name string) []*jetstream.
 		out = append(out, m)
 	}
 	return out
+}
+
+// pipelineSettled waits until the pipeline has settled every record stored so far on the
+// project's raw stream. Its durable consumer acks a message only once the record was
+// dropped by the trigger, delivered to the agent (answered 2xx) or dead-lettered (the
+// jetstream receiver's README), so an ack floor at the stream's last message is the
+// positive marker that every agent call those records cause has been made and answered:
+// a test can then assert that nothing else came, without sleeping and hoping.
+func pipelineSettled(t *testing.T, js jetstream.JetStream, project string) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, streams.RawStream(project))
+	require.NoError(t, err)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	last := info.State.LastSeq
+	require.Eventually(t, func() bool {
+		c, err := s.Consumer(ctx, pipelineDurable)
+		if err != nil {
+			return false
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			return false
+		}
+		return ci.AckFloor.Stream >= last
+	}, 30*time.Second, 20*time.Millisecond, "the pipeline never settled project %s's records up to message %d", project, last)
+}
+
+// pipelineDurable is the pipeline's consumer on every raw stream (durable in the shipped
+// configs' jetstream/raw receiver).
+const pipelineDurable = "svc-pipeline"
+
+// api calls the control plane's JSON API and decodes the answer.
+func api(t *testing.T, method, url, token string, body any) (int, map[string]any) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	h := map[string]string{"Content-Type": "application/json"}
+	if token != "" {
+		h["Authorization"] = "Bearer " + token
+	}
+	r := send(t, method, url, b, h)
+	var out map[string]any
+	_ = json.Unmarshal(r.Body, &out)
+	return r.StatusCode, out
+}
+
+// apiProject is a project set up through the control plane's API, as a user would: the
+// session token, the project's id, an API key, and the pipeline as saved (with its
+// signing secret).
+type apiProject struct {
+	Token, ID, Key string
+	Pipeline       map[string]any
+}
+
+// setUpThroughAPI signs up, creates a project and an API key, saves the pipeline and adds
+// one destination (sink).
+func setUpThroughAPI(t *testing.T, cpURL, name string, pipeline, sink map[string]any) apiProject {
+	t.Helper()
+	status, signup := api(t, "POST", cpURL+"/api/v1/auth/signup", "", map[string]string{"email": "ops@example.com", "password": "correct horse battery staple"})
+	require.Equal(t, http.StatusCreated, status, "%v", signup)
+	p := apiProject{Token: signup["token"].(string)}
+	status, project := api(t, "POST", cpURL+"/api/v1/projects", p.Token, map[string]string{"name": name})
+	require.Equal(t, http.StatusCreated, status, "%v", project)
+	p.ID = project["id"].(string)
+	base := cpURL + "/api/v1/projects/" + p.ID
+	status, key := api(t, "POST", base+"/keys", p.Token, map[string]string{"name": name})
+	require.Equal(t, http.StatusCreated, status, "%v", key)
+	p.Key = key["key"].(string)
+	status, p.Pipeline = api(t, "PUT", base+"/pipeline", p.Token, pipeline)
+	require.Equal(t, http.StatusOK, status, "%v", p.Pipeline)
+	status, saved := api(t, "POST", base+"/sinks", p.Token, sink)
+	require.Equal(t, http.StatusCreated, status, "%v", saved)
+	return p
 }
 
 func decodeRecord(t *testing.T, b []byte) map[string]any {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -29,13 +30,9 @@ import (
 func startEmbedded(t *testing.T, extra map[string]string) *env {
 	t.Helper()
 	vars := map[string]string{"SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_PIPELINE_LINGER": "20ms"}
-	for k, v := range extra {
-		vars[k] = v
-	}
+	maps.Copy(vars, extra)
 	col := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/embedded.yaml", Env: vars})
-	_, js := testenv.Connect(t, col.EmbeddedNATSURL())
-	m, err := mirror.Open(context.Background(), js, 1)
-	require.NoError(t, err)
+	js, m := connectMirror(t, col.EmbeddedNATSURL())
 	return &env{col: col, js: js, m: m}
 }
 
@@ -101,8 +98,8 @@ func TestLegacyTriggerBatchesMatchingRecordsByteForByte(t *testing.T) {
 	sendLogs(t, e.col.HTTP, key, specs[:60]...)
 	sendLogs(t, e.col.HTTP, key, specs[60:]...)
 
-	require.Eventually(t, func() bool { return total(batchRecords(t, agent.delivered())) >= 25 }, 20*time.Second, 20*time.Millisecond)
-	time.Sleep(300 * time.Millisecond) // anything else would have arrived by now
+	// Every record has been dropped or delivered: what the agent got is all it gets.
+	pipelineSettled(t, e.js, "legacy")
 	calls := agent.delivered()
 	batches := batchRecords(t, calls)
 	require.Equal(t, 25, total(batches), "exactly the matching records")
@@ -150,7 +147,8 @@ func TestLegacyTransformsReshapeRecords(t *testing.T) {
 		AgentEndpointURL: agent.URL,
 	})
 	sendLogs(t, e.col.HTTP, key, logSpec{sev: 17, body: "boom"}, logSpec{sev: 5, body: "noise"})
-	require.Eventually(t, func() bool { return len(agent.delivered()) == 1 }, 20*time.Second, 20*time.Millisecond)
+	pipelineSettled(t, e.js, "tx")
+	require.Len(t, agent.delivered(), 1)
 	recs := batchRecords(t, agent.delivered())[0]
 	require.Len(t, recs, 1)
 	got := decodeRecord(t, recs[0])
@@ -175,8 +173,7 @@ func TestTriggersMatchJSONEventsByTypeAndBarePath(t *testing.T) {
 		r := post(t, e.col.HTTP+"/v1/events", key, "application/json", []byte(ev.body), map[string]string{"X-Event-Type": ev.typ})
 		require.Equal(t, http.StatusAccepted, r.StatusCode)
 	}
-	require.Eventually(t, func() bool { return total(batchRecords(t, agent.delivered())) >= 2 }, 20*time.Second, 20*time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
+	pipelineSettled(t, e.js, "events")
 	var got []string
 	for _, b := range batchRecords(t, agent.delivered()) {
 		for _, r := range b {
@@ -203,10 +200,9 @@ func testWindow(t *testing.T, extra map[string]string) {
 		logSpec{9, a, "a1"}, logSpec{5, a, "a-debug (filtered out)"}, logSpec{13, b, "b1"}, logSpec{13, a, "a2"})
 	sendLogs(t, e.col.HTTP, key, logSpec{17, a, "a-error"})
 
-	require.Eventually(t, func() bool { return len(agent.delivered()) >= 1 }, 20*time.Second, 20*time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
+	pipelineSettled(t, e.js, id)
 	calls := agent.delivered()
-	require.Len(t, calls, 1)
+	require.Len(t, calls, 1, "one trigger, one call")
 	var call struct {
 		Trigger json.RawMessage   `json:"trigger"`
 		Window  []json.RawMessage `json:"window"`
@@ -230,9 +226,13 @@ func testWindow(t *testing.T, extra map[string]string) {
 	}}))
 	c := "trace-cccccccccc"
 	sendLogs(t, e.col.HTTP, key, logSpec{9, c, "c-old"})
+	pipelineSettled(t, e.js, id) // c-old is in the window
+	// The window's duration itself must pass (no event marks it); it also covers the
+	// second within which the new duration reaches the pipeline.
 	time.Sleep(1500 * time.Millisecond)
 	sendLogs(t, e.col.HTTP, key, logSpec{9, c, "c-recent"}, logSpec{17, c, "c-error"})
-	require.Eventually(t, func() bool { return len(agent.delivered()) >= 2 }, 20*time.Second, 20*time.Millisecond)
+	pipelineSettled(t, e.js, id)
+	require.Len(t, agent.delivered(), 2)
 	require.NoError(t, json.Unmarshal(agent.delivered()[1].Body, &call))
 	bodies = nil
 	for _, w := range call.Window {
@@ -310,7 +310,8 @@ func TestAgentFailuresRetriedOrDeadLettered(t *testing.T) {
 	assert.JSONEq(t, `[{"bad":true}]`, string(m.Data))
 	assert.Contains(t, m.Header.Get(streams.HeaderDLQReason), "400")
 	assert.Equal(t, "400", m.Header.Get(streams.HeaderDLQStatus))
-	time.Sleep(500 * time.Millisecond)
+	// Settled means dead-lettered and acked: a retry of the 400 would have come before.
+	pipelineSettled(t, e.js, "reject")
 	assert.Equal(t, 1, reject.attempts(), "a 400 is final")
 }
 
@@ -323,7 +324,7 @@ func TestSlowAgentOfOneProjectDoesNotDelayAnother(t *testing.T) {
 	keyF, _ := e.pipelineProject(t, "fast", mirror.Pipeline{AgentEndpointURL: fast.URL})
 
 	require.Equal(t, http.StatusAccepted, post(t, e.col.HTTP+"/v1/events", keyS, "application/json", []byte(`{"p":"slow"}`), nil).StatusCode)
-	time.Sleep(200 * time.Millisecond) // the slow call is under way
+	require.Eventually(t, func() bool { return slow.attempts() == 1 }, 20*time.Second, 10*time.Millisecond, "the slow call never started")
 	sent := time.Now()
 	require.Equal(t, http.StatusAccepted, post(t, e.col.HTTP+"/v1/events", keyF, "application/json", []byte(`{"p":"fast"}`), nil).StatusCode)
 	require.Eventually(t, func() bool { return len(fast.delivered()) == 1 }, 3*time.Second, 10*time.Millisecond)

@@ -57,6 +57,36 @@ func replay(c agentCall, body []byte) *http.Request {
 	return r
 }
 
+// sentinelID is the request id of the result postSentinel sends; it sorts after the
+// tests' own ids.
+const sentinelID = "req_zz_sentinel"
+
+// postSentinel posts one more result after those under test and waits until each of the
+// destinations has it. A destination reads the output stream with its own consumer and
+// takes one result after the other in stream order (one sink process here), so once the
+// sentinel has arrived, every delivery an earlier result causes, a wrong or a second one
+// too, has arrived before it: beforeSentinel then holds all there is to check.
+func postSentinel(t *testing.T, base, key string, dests ...*testAgent) {
+	t.Helper()
+	postResult(t, base, key, sentinelID, `{"text": "sentinel"}`)
+	for _, d := range dests {
+		require.Eventually(t, func() bool { return byRequest(d.delivered())[sentinelID] > 0 }, 20*time.Second, 10*time.Millisecond,
+			"the sentinel result never reached %s", d.URL)
+	}
+}
+
+// beforeSentinel returns the deliveries that came before the sentinel.
+func beforeSentinel(t *testing.T, calls []agentCall) []agentCall {
+	t.Helper()
+	for i, c := range calls {
+		if c.Header.Get("X-Request-Id") == sentinelID {
+			return calls[:i]
+		}
+	}
+	t.Fatal("no sentinel among the deliveries")
+	return nil
+}
+
 // byRequest counts the deliveries a destination took, by X-Request-Id.
 func byRequest(calls []agentCall) map[string]int {
 	n := map[string]int{}
@@ -81,12 +111,9 @@ func TestResultReachesWebhookAndChatOnce(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		postResult(t, e.col.HTTP, key, fmt.Sprintf("req_more_%d", i), fmt.Sprintf(`{"text": "result %d"}`, i))
 	}
-	for _, d := range []*testAgent{hook, slack, plain} {
-		require.Eventually(t, func() bool { return len(d.delivered()) >= 5 }, 20*time.Second, 10*time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond) // a duplicate would have arrived by now
+	postSentinel(t, e.col.HTTP, key, hook, slack, plain)
 
-	calls := hook.delivered()
+	calls := beforeSentinel(t, hook.delivered())
 	require.Len(t, calls, 5, "once each")
 	first := calls[0]
 	assert.Equal(t, http.MethodPut, first.Method, "the configured method")
@@ -105,7 +132,7 @@ func TestResultReachesWebhookAndChatOnce(t *testing.T) {
 		assert.Equal(t, 1, n, "request %s delivered once", id)
 	}
 
-	msgs := slack.delivered()
+	msgs := beforeSentinel(t, slack.delivered())
 	require.Len(t, msgs, 5)
 	var m struct{ Text string }
 	require.NoError(t, json.Unmarshal(msgs[0].Body, &m))
@@ -115,7 +142,8 @@ func TestResultReachesWebhookAndChatOnce(t *testing.T) {
 		"a template that finds none of its fields falls back to the default text, not \":  ( errors)\"")
 
 	var d struct{ Content string }
-	msgs = plain.delivered()
+	msgs = beforeSentinel(t, plain.delivered())
+	require.Len(t, msgs, 5)
 	require.NoError(t, json.Unmarshal(msgs[0].Body, &d))
 	assert.Equal(t, "checkout is failing", d.Content, "no template: the summary field")
 	require.NoError(t, json.Unmarshal(msgs[1].Body, &d))
@@ -156,15 +184,16 @@ func TestFailingDestinationCatchesUpAlone(t *testing.T) {
 		require.Eventually(t, func() bool { return len(d.delivered()) >= n }, 20*time.Second, 10*time.Millisecond)
 	}
 	require.Eventually(t, func() bool { return flaky.attempts() >= 5 }, 10*time.Second, 10*time.Millisecond, "the failing destination is retried")
-	time.Sleep(2500 * time.Millisecond) // the outage outlasts the ack wait
+	// The outage must outlast the ack wait (no event marks that: it is the scenario).
+	time.Sleep(2500 * time.Millisecond)
 	assert.Empty(t, flaky.delivered())
 
 	broken.Store(false)
 	require.Eventually(t, func() bool { return len(byRequest(flaky.delivered())) == n }, 30*time.Second, 20*time.Millisecond,
 		"everything reaches the destination once it recovers")
-	time.Sleep(300 * time.Millisecond)
+	postSentinel(t, e.col.HTTP, key, a, b, flaky)
 	for name, d := range map[string]*testAgent{"a": a, "b": b, "recovered": flaky} {
-		got := byRequest(d.delivered())
+		got := byRequest(beforeSentinel(t, d.delivered()))
 		assert.Len(t, got, n, name)
 		for id, c := range got {
 			assert.Equal(t, 1, c, "destination %s got %s once", name, id)
@@ -172,7 +201,7 @@ func TestFailingDestinationCatchesUpAlone(t *testing.T) {
 	}
 	// In order, too: a destination's results go one after the other.
 	var order []string
-	for _, c := range flaky.delivered() {
+	for _, c := range beforeSentinel(t, flaky.delivered()) {
 		order = append(order, c.Header.Get("X-Request-Id"))
 	}
 	assert.IsIncreasing(t, order)
@@ -216,9 +245,7 @@ func TestRefusedResultIsDeadLettered(t *testing.T) {
 func TestSinkKill9LosesNothing(t *testing.T) {
 	const n = 400
 	nt := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, nt.URL())
-	m, err := mirror.Open(context.Background(), js, 1)
-	require.NoError(t, err)
+	_, m := connectMirror(t, nt.URL())
 	hook, chat := startAgent(t), startAgent(t)
 	// Slow enough that the kill lands mid-run.
 	for _, d := range []*testAgent{hook, chat} {
@@ -308,16 +335,15 @@ func TestDisabledDestinationStopsAndRestartsFromThen(t *testing.T) {
 	postResult(t, e.col.HTTP, key, "req_while_disabled", `{"n":2}`)
 	require.Eventually(t, func() bool { return len(keep.delivered()) == 2 }, 20*time.Second, 10*time.Millisecond)
 	// A new cursor starts a second before the destination was enabled (the latency of
-	// the control plane's write); what was stored earlier than that is not replayed.
+	// the control plane's write); what was stored earlier than that is not replayed. That
+	// second must pass: no event marks it.
 	time.Sleep(1200 * time.Millisecond)
 
 	put(3, true)
 	require.Eventually(t, func() bool { return len(consumers()) == 2 }, 10*time.Second, 20*time.Millisecond)
 	postResult(t, e.col.HTTP, key, "req_after", `{"n":3}`)
-	require.Eventually(t, func() bool { return len(keep.delivered()) == 3 }, 20*time.Second, 10*time.Millisecond)
-	require.Eventually(t, func() bool { return len(toggled.delivered()) >= 2 }, 20*time.Second, 10*time.Millisecond)
-	time.Sleep(300 * time.Millisecond) // anything more would have arrived by now
-	assert.Equal(t, map[string]int{"req_before": 1, "req_after": 1}, byRequest(toggled.delivered()),
+	postSentinel(t, e.col.HTTP, key, keep, toggled)
+	assert.Equal(t, map[string]int{"req_before": 1, "req_after": 1}, byRequest(beforeSentinel(t, toggled.delivered())),
 		"nothing from while it was disabled, nothing twice")
-	assert.Equal(t, map[string]int{"req_before": 1, "req_while_disabled": 1, "req_after": 1}, byRequest(keep.delivered()))
+	assert.Equal(t, map[string]int{"req_before": 1, "req_while_disabled": 1, "req_after": 1}, byRequest(beforeSentinel(t, keep.delivered())))
 }

@@ -303,9 +303,7 @@ func TestSourcePushAnswers503UntilTheMirrorLoads(t *testing.T) {
 	assert.NotEmpty(t, r.Header.Get("Retry-After"))
 
 	n.Start(t)
-	_, js := testenv.Connect(t, n.URL())
-	m, err := mirror.Open(context.Background(), js, 1)
-	require.NoError(t, err)
+	js, m := connectMirror(t, n.URL())
 	e := &env{nats: n, col: col, js: js, m: m}
 	e.project(t, "late")
 	src := e.source(t, githubSource("late"), nil)
@@ -333,8 +331,7 @@ func TestSourceRecordsTriggerTheAgent(t *testing.T) {
 	body := `[{"action":"closed","repo":{"name":"acme/api"}},{"action":"opened","repo":{"name":"acme/api"},"n":1.50},{"action":"opened","repo":{"name":"acme/web"}}]`
 	r := post(t, src.url(e.col.HTTP), "", "application/json", []byte(body), bearer(src.APIKey))
 	require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
-	require.Eventually(t, func() bool { return total(batchRecords(t, agent.delivered())) >= 1 }, 20*time.Second, 20*time.Millisecond)
-	time.Sleep(300 * time.Millisecond) // a wrong second match would arrive within the linger
+	pipelineSettled(t, e.js, "pushpipe") // a wrong second match would have been delivered by now
 	var got []string
 	for _, b := range batchRecords(t, agent.delivered()) {
 		for _, rec := range b {
