@@ -67,20 +67,10 @@ func TestClusterScaleOutSurvivesKill9(t *testing.T) {
 	// The customer's side, set up through the control plane API as a user would.
 	agent := startNumberAgent(t)
 	hook := startNumberWebhook(t)
-	status, signup := api(t, "POST", cp.URL+"/api/v1/auth/signup", "", map[string]string{"email": "ops@example.com", "password": "correct horse battery staple"})
-	require.Equal(t, http.StatusCreated, status, "%v", signup)
-	token := signup["token"].(string)
-	status, project := api(t, "POST", cp.URL+"/api/v1/projects", token, map[string]string{"name": "scale-out"})
-	require.Equal(t, http.StatusCreated, status, "%v", project)
-	projectID := project["id"].(string)
-	base := cp.URL + "/api/v1/projects/" + projectID
-	status, keyBody := api(t, "POST", base+"/keys", token, map[string]string{"name": "load"})
-	require.Equal(t, http.StatusCreated, status, "%v", keyBody)
-	key := keyBody["key"].(string)
-	status, pipeline := api(t, "PUT", base+"/pipeline", token, map[string]any{"agent_endpoint_url": agent.URL, "batch_size": 10})
-	require.Equal(t, http.StatusOK, status, "%v", pipeline)
-	status, sink := api(t, "POST", base+"/sinks", token, map[string]any{"kind": "webhook", "url": hook.URL})
-	require.Equal(t, http.StatusCreated, status, "%v", sink)
+	p := setUpThroughAPI(t, cp.URL, "scale-out",
+		map[string]any{"agent_endpoint_url": agent.URL, "batch_size": 10},
+		map[string]any{"kind": "webhook", "url": hook.URL})
+	projectID, key := p.ID, p.Key
 
 	// Two processes of each role, with the shipped configs and their default replicas (3).
 	vars := map[string]string{"NATS_URL": cl.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8",

@@ -24,10 +24,8 @@ import (
 func TestPipelineKill9LosesNothing(t *testing.T) {
 	const n = 20000
 	nt := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, nt.URL())
+	js, m := connectMirror(t, nt.URL())
 	ctx := context.Background()
-	m, err := mirror.Open(ctx, js, 1)
-	require.NoError(t, err)
 	agent := startAgent(t)
 	require.NoError(t, m.PutProject(ctx, mirror.Project{ID: "crash", Version: 1, Pipeline: mirror.Pipeline{
 		Trigger: `kind == "order"`, AgentEndpointURL: agent.URL, BatchSize: 100,

@@ -88,9 +88,7 @@ func TestFullStreamPushesBackWith503(t *testing.T) {
 // survive a kill -9 of that process and be there after a restart.
 func TestAcceptedRecordsSurviveKill9(t *testing.T) {
 	col := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/embedded.yaml"})
-	_, js := testenv.Connect(t, col.EmbeddedNATSURL())
-	m, err := mirror.Open(context.Background(), js, 1)
-	require.NoError(t, err)
+	js, m := connectMirror(t, col.EmbeddedNATSURL())
 	key := apikey.Generate(apikey.KindProject)
 	require.NoError(t, m.PutKey(context.Background(), apikey.Hash(key), mirror.KeyEntry{KeyID: "k", ProjectID: "crash", Scope: mirror.ScopeProject}))
 	waitAccepted(t, col.HTTP, key)
