@@ -31,15 +31,16 @@ const usageTTL = 400 * 24 * time.Hour
 //
 //	m.<account>.<YYYY-MM>                 monthValue (JSON)
 //	d.<account>.<YYYY-MM>.<DD>.<project>  decimal count of that day's committed records
-//	n.<account>.<YYYY-MM>.<80|100>        noticeValue (JSON), created once
+//	n.<account>.<YYYY-MM>.<limit>.<80|100> Notice (JSON), created once: a new limit
+//	                                      (accounts set-limit) earns its own notices
 func monthKey(account, month string) string { return "m." + token(account) + "." + month }
 
 func dayKey(account, month, day, project string) string {
 	return "d." + token(account) + "." + month + "." + day + "." + token(project)
 }
 
-func noticeKey(account, month string, pct int) string {
-	return "n." + token(account) + "." + month + "." + strconv.Itoa(pct)
+func noticeKey(account, month string, limit int64, pct int) string {
+	return "n." + token(account) + "." + month + "." + strconv.FormatInt(limit, 10) + "." + strconv.Itoa(pct)
 }
 
 var plainToken = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)

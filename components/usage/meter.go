@@ -25,7 +25,10 @@ type Config struct {
 	// (default 250 ms). It bounds how long a request near the limit may wait for other
 	// processes' leases to come back.
 	LeaseTTL time.Duration
-	// MaxLease caps one lease (default 5000 records).
+	// MaxLease caps one lease (default 100,000 records). A lease starts small and
+	// doubles each time one is used up before its TTL, so it follows the account's rate:
+	// about one KV write per TTL per busy account and process, and a crashed process
+	// over-counts by about what it would have accepted in a TTL or two.
 	MaxLease int64
 	// LeaseShare: a lease is at most 1/LeaseShare of what the account has left (default
 	// 16), so leases shrink as the limit nears.
@@ -51,7 +54,7 @@ func (c *Config) fill() {
 		c.LeaseTTL = 250 * time.Millisecond
 	}
 	if c.MaxLease <= 0 {
-		c.MaxLease = 5000
+		c.MaxLease = 100_000
 	}
 	if c.LeaseShare <= 0 {
 		c.LeaseShare = 16
@@ -116,13 +119,25 @@ type Meter struct {
 	limits *limitTable
 
 	mu       sync.Mutex
-	accounts map[string]*accountMonth // by monthKey
-	days     map[string]int64         // dayKey → committed records not yet flushed
+	accounts map[amID]*accountMonth
+	days     map[dayID]int64 // committed records not yet flushed
 
 	cancel  context.CancelFunc
 	bg      sync.WaitGroup
 	notices sync.WaitGroup // OnNotice calls and notice writes in flight
 	closed  sync.Once
+}
+
+// amID and dayID are map keys that cost no allocation on the request path; the KV key
+// strings are built once per account and month, and per flush.
+type amID struct {
+	account string
+	month   int // year*12 + month-1
+}
+
+type dayID struct {
+	account, project string
+	date             int // yyyymmdd
 }
 
 // accountMonth is this meter's view of one account's month: its lease, if any.
@@ -138,6 +153,9 @@ type accountMonth struct {
 	used     int64     // drawn on it (reserved, not refunded)
 	deadline time.Time // real time after which it is no longer drawn on
 	noticed  [2]bool   // 80 and 100 already tried by this meter
+	// next is the size of the next lease before the limit's share caps it: doubled when
+	// a lease runs out within its TTL, else what the last one saw used (times two).
+	next int64
 	// free is what the account had outside all leases at this meter's last write.
 	free int64
 	touched  time.Time
@@ -161,7 +179,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Meter, erro
 	_, _ = rand.Read(id[:])
 	m := &Meter{
 		cfg: cfg, id: hex.EncodeToString(id[:]), kv: kv,
-		accounts: map[string]*accountMonth{}, days: map[string]int64{},
+		accounts: map[amID]*accountMonth{}, days: map[dayID]int64{},
 	}
 	m.limits = &limitTable{def: cfg.DefaultLimit, overrides: map[string]int64{}, changed: m.limitChanged}
 	bctx, cancel := context.WithCancel(context.Background())
@@ -206,7 +224,8 @@ func (r Reservation) Commit() {
 	if r.m == nil || r.n == 0 {
 		return
 	}
-	k := dayKey(r.am.account, Month(r.day), r.day.Format("02"), r.project)
+	y, mo, d := r.day.Date()
+	k := dayID{account: r.am.account, project: r.project, date: y*10000 + int(mo)*100 + d}
 	r.m.mu.Lock()
 	r.m.days[k] += r.n
 	r.m.mu.Unlock()
@@ -292,7 +311,7 @@ func (m *Meter) reserveSlow(ctx context.Context, am *accountMonth, res Reservati
 			if avail >= n {
 				accepted = true
 				v.Claimed += n
-				newLease = m.leaseSize(avail-n, limit)
+				newLease = m.leaseSize(am, avail-n, limit)
 				if newLease > 0 {
 					if v.Leases == nil {
 						v.Leases = map[string]lease{}
@@ -315,6 +334,7 @@ func (m *Meter) reserveSlow(ctx context.Context, am *accountMonth, res Reservati
 		}
 		after = v
 		// Whatever the outcome, our old lease is settled now (or was taken from us).
+		am.sizeNext(real)
 		am.gen++
 		am.granted, am.used = 0, 0
 		if accepted {
@@ -376,17 +396,31 @@ func (m *Meter) settleInto(v *monthValue, am *accountMonth, real time.Time) bool
 	return changed
 }
 
-// leaseSize is how much to take beyond the request: a share of what is left, so that
-// leases shrink near the limit and stop below MinLease (every request then goes to KV).
-func (m *Meter) leaseSize(left, limit int64) int64 {
-	if limit <= 0 {
-		return m.cfg.MaxLease
+// leaseSize is how much to take beyond the request: what this meter's traffic on the
+// account needs for a TTL (am.next), at most a share of what is left, so that leases
+// shrink near the limit and stop below MinLease (every request then goes to KV).
+func (m *Meter) leaseSize(am *accountMonth, left, limit int64) int64 {
+	l := min(max(am.next, 4*m.cfg.MinLease), m.cfg.MaxLease)
+	if limit > 0 {
+		l = min(l, left/m.cfg.LeaseShare)
 	}
-	l := min(left/m.cfg.LeaseShare, m.cfg.MaxLease)
 	if l < m.cfg.MinLease {
 		return 0
 	}
 	return l
+}
+
+// sizeNext learns from the lease being settled how big the next one should be. Called
+// with am.mu held, before the lease is cleared.
+func (am *accountMonth) sizeNext(real time.Time) {
+	if am.granted == 0 {
+		return
+	}
+	if real.Before(am.deadline) { // used up within its TTL: the rate is higher
+		am.next = 2 * am.granted
+	} else {
+		am.next = 2 * am.used
+	}
 }
 
 // remainingEstimate is what the account has left as far as this meter knows without a
@@ -435,14 +469,15 @@ func (m *Meter) update(ctx context.Context, key string, f func(*monthValue) bool
 }
 
 func (m *Meter) accountMonth(account string, now time.Time) *accountMonth {
-	start := MonthStart(now)
-	key := monthKey(account, Month(start))
+	y, mo, _ := now.UTC().Date()
+	id := amID{account: account, month: y*12 + int(mo) - 1}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	am := m.accounts[key]
+	am := m.accounts[id]
 	if am == nil {
-		am = &accountMonth{key: key, account: account, month: start, touched: time.Now()}
-		m.accounts[key] = am
+		start := MonthStart(now)
+		am = &accountMonth{key: monthKey(account, Month(start)), account: account, month: start, touched: time.Now()}
+		m.accounts[id] = am
 	}
 	return am
 }
@@ -520,6 +555,7 @@ func (m *Meter) settleExpired(ctx context.Context, all bool) {
 			if err != nil {
 				m.report(err)
 			} else {
+				am.sizeNext(real)
 				am.gen++
 				am.granted, am.used = 0, 0
 				if limit := m.limits.of(am.account); limit > 0 {
@@ -536,11 +572,12 @@ func (m *Meter) settleExpired(ctx context.Context, all bool) {
 func (m *Meter) flushDays(ctx context.Context) error {
 	m.mu.Lock()
 	days := m.days
-	m.days = map[string]int64{}
+	m.days = map[dayID]int64{}
 	m.mu.Unlock()
 	var errs []error
 	for k, n := range days {
-		if err := m.addDay(ctx, k, n); err != nil {
+		key := dayKey(k.account, fmt.Sprintf("%04d-%02d", k.date/10000, k.date/100%100), fmt.Sprintf("%02d", k.date%100), k.project)
+		if err := m.addDay(ctx, key, n); err != nil {
 			errs = append(errs, err)
 			m.mu.Lock()
 			m.days[k] += n // next flush tries again

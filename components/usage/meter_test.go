@@ -379,3 +379,40 @@ func TestNoCollectorDependency(t *testing.T) {
 		require.False(t, strings.HasPrefix(dep, "go.opentelemetry.io/collector"), dep)
 	}
 }
+
+// Quota leased to one receiver that then goes quiet comes back to the others before they
+// refuse: the account gets its whole limit, not the limit minus a stranded lease.
+func TestIdleLeaseIsNotStranded(t *testing.T) {
+	n := testenv.StartNATS(t)
+	ctx := context.Background()
+	a := meterOn(t, n.URL(), Config{DefaultLimit: 1000})
+	b := meterOn(t, n.URL(), Config{DefaultLimit: 1000})
+
+	r, err := a.Reserve(ctx, "acct-s", "p", 1)
+	require.NoError(t, err)
+	r.Commit()
+	granted, _ := leaseOf(a, "acct-s")
+	require.Positive(t, granted, "a holds a lease")
+	var total int64 = 1
+	for {
+		_, free := leaseOf(b, "acct-s")
+		free = max(free, 1)
+		r, err := b.Reserve(ctx, "acct-s", "p", free)
+		if err != nil {
+			var qe *QuotaError
+			require.ErrorAs(t, err, &qe)
+			break
+		}
+		r.Commit()
+		total += free
+	}
+	require.EqualValues(t, 1000, total)
+}
+
+// leaseOf is m's lease on account's current month and the free pool it last saw.
+func leaseOf(m *Meter, account string) (granted, free int64) {
+	am := m.accountMonth(account, time.Now())
+	am.mu.Lock()
+	defer am.mu.Unlock()
+	return am.granted, am.free
+}

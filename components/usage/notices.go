@@ -58,7 +58,7 @@ func (m *Meter) checkNotices(am *accountMonth, claimed, limit int64, refused boo
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			b, _ := json.Marshal(n)
-			_, err := m.kv.Create(ctx, noticeKey(n.Account, n.Month, n.Percent), b)
+			_, err := m.kv.Create(ctx, noticeKey(n.Account, n.Month, n.Limit, n.Percent), b)
 			switch {
 			case errors.Is(err, jetstream.ErrKeyExists):
 				// Another meter told them.

@@ -133,19 +133,21 @@ func (r *Reader) Account(ctx context.Context, account string, t time.Time) (Acco
 	}
 	sort.Slice(u.Days, func(i, j int) bool { return u.Days[i].Date < u.Days[j].Date })
 
-	for _, pct := range Thresholds {
-		e, err := r.kv.Get(ctx, noticeKey(account, month, pct))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return u, err
-		}
+	if err := r.each(ctx, "n."+token(account)+"."+month+".>", func(_ string, val []byte) {
 		var n Notice
-		if json.Unmarshal(e.Value(), &n) == nil {
+		if json.Unmarshal(val, &n) == nil {
 			u.Notices = append(u.Notices, n)
 		}
+	}); err != nil {
+		return u, err
 	}
+	sort.Slice(u.Notices, func(i, j int) bool {
+		a, b := u.Notices[i], u.Notices[j]
+		if !a.At.Equal(b.At) {
+			return a.At.Before(b.At)
+		}
+		return a.Limit < b.Limit || a.Limit == b.Limit && a.Percent < b.Percent
+	})
 	return u, nil
 }
 
