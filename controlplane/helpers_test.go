@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/components/validation/responder"
 )
 
 // stack is a control plane with its NATS (and, when asked, a receiver on the same NATS).
@@ -32,11 +33,23 @@ const testJWTSecret = "test-secret-test-secret-test-secret-0123"
 func startStack(t *testing.T, db map[string]string) *stack {
 	t.Helper()
 	n := testenv.StartNATS(t)
+	startValidator(t, n.URL())
 	env := map[string]string{"NATS_URL": n.URL(), "SVC_JWT_SECRET": testJWTSecret}
 	for k, v := range db {
 		env[k] = v
 	}
 	return &stack{nats: n, cp: testenv.StartControlPlane(t, env), db: db}
+}
+
+// startValidator serves the data plane's pipeline checks (components/validation) on a
+// NATS from this process, with the code every collector runs: the control plane saves
+// no pipeline while no collector answers.
+func startValidator(t *testing.T, natsURL string) {
+	t.Helper()
+	nc, _ := testenv.Connect(t, natsURL)
+	svc, err := responder.Start(nc)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = svc.Stop() })
 }
 
 // receiver starts the ingest role on the stack's NATS.

@@ -3,6 +3,10 @@
 // plane needs into NATS KV; it never handles an event payload.
 //
 // Settings come from the environment (see the README's settings table).
+//
+// The control plane links no collector code (a test checks `go list -deps`): it writes
+// the configuration mirror through components/mirror's schema, and has pipelines' OTTL
+// checked by a running collector over NATS (components/validation).
 package main
 
 import (
@@ -25,20 +29,27 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/outbound"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/components/validation"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/api"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
+// defaultNATSURL is where the embedded NATS of the collector's default config listens.
+const defaultNATSURL = "nats://127.0.0.1:4223"
+
 func main() {
+	// One logger family, log/slog: the control plane is a plain Go program, not a
+	// collector, so it has no use for zap (the collector's), and slog is what its HTTP and
+	// MCP libraries take. Every line is JSON on stderr.
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	if err := run(logger); err != nil {
 		logger.Error("control plane stopped", "error", err)
@@ -82,8 +93,8 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 
-	natsURL := env("NATS_URL", natsclient.DefaultURL)
-	nc, err := natsclient.Config{URL: natsURL}.Connect(nil, "otelcol-svc controlplane", zap.NewNop())
+	natsURL := env("NATS_URL", defaultNATSURL)
+	nc, err := connectNATS(natsURL, logger)
 	if err != nil {
 		return err
 	}
@@ -111,8 +122,12 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	var synced atomic.Bool
-	srv := &api.Server{Store: db, Tokens: tokens, Logger: logger, Mirror: m.get, ReceiverURL: receiverURL, ConsoleKey: consoleKey,
-		StreamLimits: limits, MirrorSynced: synced.Load, OutboundAllow: outboundAllow}
+	svc := &service.Service{Store: db, Logger: logger, Mirror: m.get, ReceiverURL: receiverURL, ConsoleKey: consoleKey,
+		StreamLimits: limits, OutboundAllow: outboundAllow,
+		CheckPipeline: func(ctx context.Context, p mirror.Pipeline) (validation.Result, error) {
+			return validation.Check(ctx, nc, p)
+		}}
+	srv := &api.Server{Svc: svc, Tokens: tokens, Logger: logger, MirrorSynced: synced.Load}
 	httpSrv := &http.Server{
 		Addr:              env("SVC_CONTROLPLANE_LISTEN", "0.0.0.0:8080"),
 		Handler:           srv.Handler(),
@@ -125,7 +140,7 @@ func run(logger *slog.Logger) error {
 	if err != nil || checkEvery <= 0 {
 		return fmt.Errorf("SVC_MIRROR_CHECK_INTERVAL: want a positive duration such as 1m, got %q", os.Getenv("SVC_MIRROR_CHECK_INTERVAL"))
 	}
-	go resyncLoop(ctx, srv, m, logger, &synced, checkEvery)
+	go resyncLoop(ctx, svc, m, logger, &synced, checkEvery)
 
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.ListenAndServe() }()
@@ -265,7 +280,11 @@ func (m *mirrorConn) reset() {
 // every SVC_MIRROR_CHECK_INTERVAL (1m), so such a NATS is repaired without anyone noticing. Between those only
 // the API's own writes change the mirror: rewriting every entry on a timer would make
 // every data-plane process re-read thousands of projects each time.
-func resyncLoop(ctx context.Context, srv *api.Server, m *mirrorConn, logger *slog.Logger, published *atomic.Bool, checkEvery time.Duration) {
+func resyncLoop(ctx context.Context, svc *service.Service, m *mirrorConn, logger *slog.Logger, published *atomic.Bool, checkEvery time.Duration) {
+	// Retries after a failed publish back off from a second to checkEvery. No jitter: one
+	// control plane per NATS has nobody to fall in step with.
+	retry := &backoff.ExponentialBackOff{InitialInterval: min(time.Second, checkEvery), Multiplier: 2, MaxInterval: checkEvery}
+	retry.Reset()
 	wait := 200 * time.Millisecond
 	synced := false
 	var generation string
@@ -277,7 +296,7 @@ func resyncLoop(ctx context.Context, srv *api.Server, m *mirrorConn, logger *slo
 		case <-time.After(wait):
 		}
 		if synced {
-			gen, err := srv.MirrorGeneration(ctx)
+			gen, err := svc.MirrorGeneration(ctx)
 			if err == nil && gen == generation && time.Since(lastFull) < fullResyncEvery {
 				wait = checkEvery
 				continue
@@ -287,9 +306,9 @@ func resyncLoop(ctx context.Context, srv *api.Server, m *mirrorConn, logger *slo
 				m.reset()
 			}
 		}
-		err := srv.Resync(ctx)
+		err := svc.Resync(ctx)
 		if err == nil {
-			generation, err = srv.MirrorGeneration(ctx)
+			generation, err = svc.MirrorGeneration(ctx)
 		}
 		switch {
 		case err == nil:
@@ -299,11 +318,12 @@ func resyncLoop(ctx context.Context, srv *api.Server, m *mirrorConn, logger *slo
 				logger.Info("configuration mirror published again (its buckets were created anew)")
 			}
 			synced, wait, lastFull = true, checkEvery, time.Now()
+			retry.Reset()
 			published.Store(true)
 		default:
 			logger.Warn("configuration mirror not published; retrying", "error", err)
 			m.reset()
-			wait = min(max(wait*2, time.Second), checkEvery)
+			wait = retry.NextBackOff()
 		}
 	}
 }
@@ -311,3 +331,34 @@ func resyncLoop(ctx context.Context, srv *api.Server, m *mirrorConn, logger *slo
 // fullResyncEvery is how often the whole configuration is published even though the
 // mirror's buckets look unchanged: a repair for entries lost some other way.
 const fullResyncEvery = 6 * time.Hour
+
+// connectNATS connects to the mirror's NATS, and keeps reconnecting for as long as the
+// process runs: the API serves reads while NATS is away, and changes come back with it.
+func connectNATS(url string, logger *slog.Logger) (*nats.Conn, error) {
+	nc, err := nats.Connect(url,
+		nats.Name("otelcol-svc controlplane"),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		// No buffering while disconnected: a mirror write fails at once, and its change is
+		// refused with 503, instead of waiting in a buffer.
+		nats.ReconnectBufSize(-1),
+		nats.Timeout(2*time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				logger.Warn("NATS disconnected", "error", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			logger.Info("NATS reconnected", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			logger.Warn("NATS error", "error", err)
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("nats connect: %w", err)
+	}
+	return nc, nil
+}

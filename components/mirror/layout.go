@@ -103,6 +103,13 @@ func (p Project) ServerTime(t time.Time) (server time.Time, known bool) {
 	return t.Add(-p.clockOffset), true
 }
 
+// Defaults of contract section 6: the control plane fills them in when a pipeline is
+// saved, and the data plane applies them to an entry that lacks them.
+const (
+	DefaultBatchSize             = 10
+	DefaultWindowDurationSeconds = 300
+)
+
 // Pipeline is contract section 6.
 type Pipeline struct {
 	Trigger               string   `json:"trigger"`

@@ -16,14 +16,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
 // The MCP endpoint (/mcp, streamable HTTP) offers an agent the same operations as the
 // API, under the same sign-in: every tool call runs as the user of the Bearer token and
-// goes through inProject, so the access rules are the API's (someone else's project is
-// "not found"). Tools never return event payloads: the control plane never sees any, and
+// calls the same controlplane/service operations, so the rules are the API's (someone
+// else's project is "not found"). Tools never return event payloads: the control plane never sees any, and
 // a source test leaves the sample payload out of the envelope it shows.
 
 const mcpInstructions = `otelcol-svc turns events into calls to your AI agent. Typical flow:
@@ -119,21 +119,20 @@ func testSourceSchema() *jsonschema.Schema {
 	return sc
 }
 
-// onProjectTool runs fn as the tool call's user, like onProject for the API, and turns
-// errors into tool errors an agent can act on.
-func (s *Server) onProjectTool(ctx context.Context, req *mcp.CallToolRequest, projectID string, level access, fn change) error {
+// toolUser returns the tool call's user, once the call names a project: the service's
+// operations then run as that user, and their errors become tool errors (toolError).
+func toolUser(req *mcp.CallToolRequest, projectID string) (string, error) {
 	userID := ""
 	if req.Extra != nil && req.Extra.TokenInfo != nil {
 		userID = req.Extra.TokenInfo.UserID
 	}
 	if userID == "" {
-		return errors.New("invalid_token: sign in: send Authorization: Bearer <token from /api/v1/auth/login>")
+		return "", errors.New("invalid_token: sign in: send Authorization: Bearer <token from /api/v1/auth/login>")
 	}
 	if strings.TrimSpace(projectID) == "" {
-		return errors.New("invalid_body: project_id is required; list_projects shows yours")
+		return "", errors.New("invalid_body: project_id is required; list_projects shows yours")
 	}
-	_, err := s.inProject(ctx, userID, projectID, level, fn)
-	return s.toolError(err, "project")
+	return userID, nil
 }
 
 // toolError maps an operation's error as answer does for the API.
@@ -175,39 +174,35 @@ func (s *Server) toolListProjects(ctx context.Context, req *mcp.CallToolRequest,
 	if req.Extra == nil || req.Extra.TokenInfo == nil {
 		return nil, out, errors.New("invalid_token: sign in first")
 	}
-	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
-		ps, roles, err := tx.ProjectsForUser(ctx, req.Extra.TokenInfo.UserID)
-		for i, p := range ps {
-			out.Projects = append(out.Projects, projectItem{ID: p.ID, Name: p.Name, Role: roles[i]})
-		}
-		return err
-	})
+	ps, roles, err := s.Svc.Projects(ctx, req.Extra.TokenInfo.UserID)
+	for i, p := range ps {
+		out.Projects = append(out.Projects, projectItem{ID: p.ID, Name: p.Name, Role: roles[i]})
+	}
 	return nil, out, s.toolError(err, "project")
 }
 
 type createSourceArgs struct {
 	ProjectID string `json:"project_id" jsonschema:"the project's id (p_...); list_projects shows yours"`
-	SourceSpec
+	service.SourceSpec
 }
 
 type createSourceOut struct {
-	SourceView
+	service.SourceView
 	Curl string `json:"curl" jsonschema:"a command that posts a sample event to the source"`
 }
 
 func (s *Server) toolCreateSource(ctx context.Context, req *mcp.CallToolRequest, in createSourceArgs) (*mcp.CallToolResult, createSourceOut, error) {
 	var out createSourceOut
-	src, e := in.SourceSpec.validate("", true)
+	src, e := in.SourceSpec.Validate("", true)
 	if e != nil {
 		return nil, out, s.toolError(e, "source")
 	}
-	err := s.onProjectTool(ctx, req, in.ProjectID, write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store, _ *reply) error {
-		v, err := s.createSourceIn(ctx, tx, p, ms, src)
-		out.SourceView = v
-		return err
-	})
+	userID, err := toolUser(req, in.ProjectID)
 	if err != nil {
-		return nil, createSourceOut{}, err
+		return nil, out, err
+	}
+	if out.SourceView, err = s.Svc.CreateSource(ctx, userID, in.ProjectID, src); err != nil {
+		return nil, createSourceOut{}, s.toolError(err, "project")
 	}
 	out.Curl = fmt.Sprintf(`curl -sS -X POST '%s' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"hello": "world"}'`,
 		out.IngestURL, out.APIKey)
@@ -215,9 +210,9 @@ func (s *Server) toolCreateSource(ctx context.Context, req *mcp.CallToolRequest,
 }
 
 type testSourceArgs struct {
-	ProjectID string      `json:"project_id" jsonschema:"the project's id (p_...)"`
-	SourceID  string      `json:"source_id,omitempty" jsonschema:"a saved source to test (src_...); or give source instead"`
-	Source    *SourceSpec `json:"source,omitempty" jsonschema:"settings of a source not saved yet, as create_source takes them (name optional)"`
+	ProjectID string              `json:"project_id" jsonschema:"the project's id (p_...)"`
+	SourceID  string              `json:"source_id,omitempty" jsonschema:"a saved source to test (src_...); or give source instead"`
+	Source    *service.SourceSpec `json:"source,omitempty" jsonschema:"settings of a source not saved yet, as create_source takes them (name optional)"`
 	// Payload stays JSON bytes, never Go values, so numbers keep every digit; its schema
 	// is set in testSourceSchema.
 	Payload json.RawMessage `json:"payload"`
@@ -240,14 +235,13 @@ func (s *Server) toolTestSource(ctx context.Context, req *mcp.CallToolRequest, i
 	if req.Params != nil && json.Unmarshal(req.Params.Arguments, &sent) == nil && sent["payload"] != nil {
 		payload = sent["payload"]
 	}
-	var res SourceTest
-	err := s.onProjectTool(ctx, req, in.ProjectID, read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store, _ *reply) error {
-		var err error
-		res, err = testSourceIn(ctx, tx, p, in.Source, in.SourceID, payload)
-		return err
-	})
+	userID, err := toolUser(req, in.ProjectID)
 	if err != nil {
 		return nil, out, err
+	}
+	res, err := s.Svc.TestSource(ctx, userID, in.ProjectID, in.Source, in.SourceID, payload)
+	if err != nil {
+		return nil, out, s.toolError(err, "project")
 	}
 	dec := json.NewDecoder(bytes.NewReader(res.Envelope))
 	dec.UseNumber()
@@ -260,17 +254,17 @@ func (s *Server) toolTestSource(ctx context.Context, req *mcp.CallToolRequest, i
 }
 
 type sourcesOut struct {
-	Sources []SourceView `json:"sources"`
+	Sources []service.SourceView `json:"sources"`
 }
 
 func (s *Server) toolListSources(ctx context.Context, req *mcp.CallToolRequest, in projectIn) (*mcp.CallToolResult, sourcesOut, error) {
 	var out sourcesOut
-	err := s.onProjectTool(ctx, req, in.ProjectID, read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store, _ *reply) error {
-		var err error
-		out.Sources, err = s.listSourcesIn(ctx, tx, p)
-		return err
-	})
-	return nil, out, err
+	userID, err := toolUser(req, in.ProjectID)
+	if err != nil {
+		return nil, out, err
+	}
+	out.Sources, err = s.Svc.Sources(ctx, userID, in.ProjectID)
+	return nil, out, s.toolError(err, "project")
 }
 
 type deleteSourceArgs struct {
@@ -283,11 +277,12 @@ type deleteSourceOut struct {
 }
 
 func (s *Server) toolDeleteSource(ctx context.Context, req *mcp.CallToolRequest, in deleteSourceArgs) (*mcp.CallToolResult, deleteSourceOut, error) {
-	err := s.onProjectTool(ctx, req, in.ProjectID, write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store, _ *reply) error {
-		return deleteSourceIn(ctx, tx, p, ms, in.SourceID)
-	})
+	userID, err := toolUser(req, in.ProjectID)
 	if err != nil {
 		return nil, deleteSourceOut{}, err
+	}
+	if err := s.Svc.DeleteSource(ctx, userID, in.ProjectID, in.SourceID); err != nil {
+		return nil, deleteSourceOut{}, s.toolError(err, "project")
 	}
 	return nil, deleteSourceOut{Deleted: in.SourceID}, nil
 }
@@ -301,12 +296,15 @@ func mcpPipeline(p store.Project, role string) map[string]any {
 }
 
 func (s *Server) toolGetPipeline(ctx context.Context, req *mcp.CallToolRequest, in projectIn) (*mcp.CallToolResult, map[string]any, error) {
-	var out map[string]any
-	err := s.onProjectTool(ctx, req, in.ProjectID, read, func(_ context.Context, _ *store.Tx, p store.Project, role string, _ *mirror.Store, _ *reply) error {
-		out = mcpPipeline(p, role)
-		return nil
-	})
-	return nil, out, err
+	userID, err := toolUser(req, in.ProjectID)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, role, err := s.Svc.Project(ctx, userID, in.ProjectID)
+	if err != nil {
+		return nil, nil, s.toolError(err, "project")
+	}
+	return nil, mcpPipeline(p, role), nil
 }
 
 type setPipelineIn struct {
@@ -321,52 +319,37 @@ type setPipelineIn struct {
 	BatchSize             *int      `json:"batch_size,omitempty" jsonschema:"legacy mode: records per agent call (default 10)"`
 }
 
-func (in setPipelineIn) apply(pl *mirror.Pipeline) {
-	assign(&pl.Trigger, in.Trigger)
-	assign(&pl.AgentEndpointURL, in.AgentEndpointURL)
-	assign(&pl.ContextFilter, in.ContextFilter)
-	assign(&pl.GroupKey, in.GroupKey)
-	assign(&pl.Transforms, in.Transforms)
-	assign(&pl.WindowEnabled, in.WindowEnabled)
-	assign(&pl.WindowDurationSeconds, in.WindowDurationSeconds)
-	assign(&pl.BatchSize, in.BatchSize)
-}
-
 func (s *Server) toolSetPipeline(ctx context.Context, req *mcp.CallToolRequest, in setPipelineIn) (*mcp.CallToolResult, map[string]any, error) {
-	var out map[string]any
-	if in.AgentEndpointURL != nil && *in.AgentEndpointURL != "" {
-		if err := s.checkDestination(ctx, *in.AgentEndpointURL); err != nil {
-			return nil, nil, s.toolError(invalidPipeline("agent_endpoint_url", err.Error()), "pipeline")
-		}
+	u := service.PipelineUpdate{Trigger: in.Trigger, Transforms: in.Transforms, AgentEndpointURL: in.AgentEndpointURL,
+		WindowEnabled: in.WindowEnabled, ContextFilter: in.ContextFilter, WindowDurationSeconds: in.WindowDurationSeconds,
+		GroupKey: in.GroupKey, BatchSize: in.BatchSize}
+	userID, err := toolUser(req, in.ProjectID)
+	if err != nil {
+		return nil, nil, err
 	}
-	err := s.onProjectTool(ctx, req, in.ProjectID, write, func(ctx context.Context, tx *store.Tx, p store.Project, role string, ms *mirror.Store, _ *reply) error {
-		pl := p.Pipeline
-		in.apply(&pl)
-		pl = withDefaults(pl)
-		// The same checks as PUT /pipeline.
-		if e := ValidatePipeline(pl); e != nil {
-			return e
-		}
-		p.Pipeline = pl
-		return s.saveProject(ctx, tx, ms, p, func(saved store.Project) { out = mcpPipeline(saved, role) })
-	})
-	return nil, out, err
+	p, role, err := s.Svc.UpdatePipeline(ctx, userID, in.ProjectID, u)
+	if err != nil {
+		return nil, nil, s.toolError(err, "project")
+	}
+	return nil, mcpPipeline(p, role), nil
 }
 
 type consoleTokenOut struct {
-	ConsoleToken
+	service.ConsoleToken
 	EventsURL string `json:"events_url" jsonschema:"GET this with Authorization: Bearer <token> to list the project's recent records (?source_id=<id> for one source, ?limit=N)"`
 	FieldsURL string `json:"fields_url" jsonschema:"GET this with Authorization: Bearer <token> to see which fields recent records carry and how often"`
 }
 
 func (s *Server) toolConsoleToken(ctx context.Context, req *mcp.CallToolRequest, in projectIn) (*mcp.CallToolResult, consoleTokenOut, error) {
 	var out consoleTokenOut
-	err := s.onProjectTool(ctx, req, in.ProjectID, read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store, _ *reply) error {
-		var err error
-		out.ConsoleToken, err = s.consoleTokenFor(ctx, tx, req.Extra.TokenInfo.UserID, p)
-		consoleAPI := s.ReceiverURL + "/console/v1/projects/" + url.PathEscape(p.ID)
-		out.EventsURL, out.FieldsURL = consoleAPI+"/events", consoleAPI+"/fields"
-		return err
-	})
-	return nil, out, err
+	userID, err := toolUser(req, in.ProjectID)
+	if err != nil {
+		return nil, out, err
+	}
+	if out.ConsoleToken, err = s.Svc.IssueConsoleToken(ctx, userID, in.ProjectID); err != nil {
+		return nil, out, s.toolError(err, "project")
+	}
+	consoleAPI := s.Svc.ReceiverURL + "/console/v1/projects/" + url.PathEscape(in.ProjectID)
+	out.EventsURL, out.FieldsURL = consoleAPI+"/events", consoleAPI+"/fields"
+	return nil, out, nil
 }

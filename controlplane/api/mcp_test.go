@@ -18,6 +18,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
@@ -46,10 +47,11 @@ func mcpClient(t *testing.T) *mcp.ClientSession {
 	}))
 	tokens, err := auth.NewTokens([]byte("test-secret-test-secret-test-secret-0123"), time.Hour)
 	require.NoError(t, err)
-	s := &Server{Store: st, Tokens: tokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := &Server{Tokens: tokens, Logger: logger, Svc: &service.Service{Store: st, Logger: logger,
 		Mirror: func(context.Context) (*mirror.Store, jetstream.JetStream, error) {
 			return nil, nil, errors.New("no NATS in this test")
-		}}
+		}}}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	tok, err := tokens.Issue("u_1", "owner@example.com", now)

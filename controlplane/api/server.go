@@ -1,11 +1,11 @@
-// Package api is the control plane's JSON API (contract section 9). Every change is
-// applied in a database transaction, written to the configuration mirror, and committed
-// only when the mirror took it, so "200" means the data plane sees the change.
+// Package api is the control plane's JSON API (contract section 9) and its MCP tools.
+// Both call controlplane/service, where the rules live: every change is applied in a
+// database transaction, written to the configuration mirror, and committed only when the
+// mirror took it, so "200" means the data plane sees the change.
 package api
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,45 +13,26 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
-	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 )
 
 // maxBody bounds every request body of the API.
 const maxBody = 1 << 20
 
-// Server serves the API.
+// Server serves the API. The business rules are Svc's; the handlers here and the MCP
+// tools decode their input, call Svc, and show its result.
 type Server struct {
-	Store  *store.Store
+	Svc    *service.Service
 	Tokens *auth.Tokens
 	Logger *slog.Logger
-	// Mirror returns the configuration mirror and JetStream, or an error while NATS is
-	// unreachable (changes are then refused with 503, reads still work).
-	Mirror func(ctx context.Context) (*mirror.Store, jetstream.JetStream, error)
-	// ReceiverURL is the receiver's public address (SVC_PUBLIC_RECEIVER_URL, no trailing
-	// slash): ingest URLs and the console's data-plane read API are under it.
-	ReceiverURL string
-	// ConsoleKey signs console tokens (components/consoletoken); its public half is
-	// published in the mirror, where the receiver reads it to verify them.
-	ConsoleKey ed25519.PrivateKey
-	// StreamLimits are those a new project's streams are created with (the collector's
-	// exporter brings them to its own configuration on first use).
-	StreamLimits streams.Limits
 	// MirrorSynced reports whether the configuration mirror has been published since
 	// start; /readyz is 503 until it has.
 	MirrorSynced func() bool
-	// OutboundAllow is SVC_OUTBOUND_ALLOW: ranges agent and destination URLs may point
-	// to although they are loopback, private or otherwise special (components/outbound).
-	OutboundAllow []netip.Prefix
 
 	loginByAddrAccount *auth.Limiter
 	loginByAddr        *auth.Limiter
@@ -121,11 +102,11 @@ func securityHeaders(next http.Handler) http.Handler {
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.Store.Ping(ctx); err != nil {
+	if err := s.Svc.Store.Ping(ctx); err != nil {
 		fail(w, unavailable("the database is unreachable"))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "database": s.Store.Kind()})
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "database": s.Svc.Store.Kind()})
 }
 
 // readyz answers 200 only when the control plane can do its work: the database answers,
@@ -137,10 +118,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	checks := map[string]string{"database": "ok", "nats": "ok", "mirror": "ok"}
 	var notReady []string
-	if err := s.Store.Ping(ctx); err != nil {
+	if err := s.Svc.Store.Ping(ctx); err != nil {
 		checks["database"], notReady = "unreachable", append(notReady, "the database is unreachable")
 	}
-	if _, _, err := s.Mirror(ctx); err != nil {
+	if _, _, err := s.Svc.Mirror(ctx); err != nil {
 		checks["nats"], notReady = "unreachable", append(notReady, "NATS is unreachable")
 	}
 	if s.MirrorSynced != nil && !s.MirrorSynced() {
@@ -167,19 +148,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func fail(w http.ResponseWriter, e *apierror.Error) { apierror.Write(w, e) }
 
-func badBody(msg string) *apierror.Error {
-	return apierror.New(http.StatusBadRequest, apierror.InvalidBody, msg)
-}
+func badBody(msg string) *apierror.Error { return service.BadBody(msg) }
 
-func notFound(what string) *apierror.Error {
-	return apierror.New(http.StatusNotFound, apierror.NotFound, what+" not found")
-}
+func notFound(what string) *apierror.Error { return service.NotFound(what) }
 
-func unavailable(msg string) *apierror.Error {
-	e := apierror.New(http.StatusServiceUnavailable, apierror.Unavailable, msg)
-	e.RetryAfter = 5 * time.Second
-	return e
-}
+func unavailable(msg string) *apierror.Error { return service.Unavailable(msg) }
 
 // decode reads a JSON body strictly: bounded, one object, no unknown fields (a typo in a
 // field name is an error, not a silent default).

@@ -2,30 +2,18 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/mail"
 	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
-
-// newID returns prefix + 16 random lowercase hex characters: safe in URLs, stream names
-// and NATS subjects.
-func newID(prefix string) string {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err)
-	}
-	return prefix + hex.EncodeToString(b[:])
-}
 
 type credentials struct {
 	Email    string `json:"email"`
@@ -35,15 +23,6 @@ type credentials struct {
 type userJSON struct {
 	ID    string `json:"id"`
 	Email string `json:"email"`
-}
-
-func normalizeEmail(e string) (string, bool) {
-	e = strings.ToLower(strings.TrimSpace(e))
-	a, err := mail.ParseAddress(e)
-	if err != nil || a.Address != e || a.Name != "" || len(e) > 254 {
-		return "", false
-	}
-	return e, true
 }
 
 // rateLimited is the contract's 429 with Retry-After, the wait rounded up to a second.
@@ -79,7 +58,7 @@ func (s *Server) signup(w http.ResponseWriter, r *http.Request) {
 		fail(w, e)
 		return
 	}
-	email, ok := normalizeEmail(c.Email)
+	email, ok := service.NormalizeEmail(c.Email)
 	if !ok {
 		fail(w, badBody("email must be an address like ops@example.com"))
 		return
@@ -93,8 +72,8 @@ func (s *Server) signup(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	u := store.User{ID: newID("u_"), Email: email, PasswordHash: hash, CreatedAt: time.Now().UTC()}
-	err = s.Store.InTx(r.Context(), func(tx *store.Tx) error { return tx.CreateUser(r.Context(), u) })
+	u := store.User{ID: service.NewID("u_"), Email: email, PasswordHash: hash, CreatedAt: time.Now().UTC()}
+	err = s.Svc.Store.InTx(r.Context(), func(tx *store.Tx) error { return tx.CreateUser(r.Context(), u) })
 	if errors.Is(err, store.ErrConflict) {
 		fail(w, apierror.New(http.StatusConflict, apierror.Conflict, "an account with this email exists; log in instead"))
 		return
@@ -112,7 +91,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		fail(w, e)
 		return
 	}
-	email, _ := normalizeEmail(c.Email)
+	email, _ := service.NormalizeEmail(c.Email)
 	now := time.Now()
 	// Failures are limited per address and account, and per address: whoever guesses
 	// slows down themselves, while the account's owner, from their own address, still
@@ -128,7 +107,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var u store.User
-	err := s.Store.InTx(r.Context(), func(tx *store.Tx) error {
+	err := s.Svc.Store.InTx(r.Context(), func(tx *store.Tx) error {
 		var err error
 		u, err = tx.UserByEmail(r.Context(), email)
 		return err
@@ -178,7 +157,7 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		var u store.User
-		err = s.Store.InTx(r.Context(), func(tx *store.Tx) error {
+		err = s.Svc.Store.InTx(r.Context(), func(tx *store.Tx) error {
 			var err error
 			u, err = tx.UserByID(r.Context(), claims.Subject)
 			return err

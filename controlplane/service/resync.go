@@ -1,4 +1,4 @@
-package api
+package service
 
 import (
 	"context"
@@ -8,11 +8,8 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
-// Resync re-publishes the whole configuration to the mirror and deletes what the database
-// no longer has: a new or wiped NATS recovers, and a change whose commit failed after its
-// mirror write is undone.
 // MirrorGeneration is the mirror's buckets' incarnation (mirror.Store.Generation).
-func (s *Server) MirrorGeneration(ctx context.Context) (string, error) {
+func (s *Service) MirrorGeneration(ctx context.Context) (string, error) {
 	ms, _, err := s.Mirror(ctx)
 	if err != nil {
 		return "", err
@@ -20,14 +17,17 @@ func (s *Server) MirrorGeneration(ctx context.Context) (string, error) {
 	return ms.Generation(ctx)
 }
 
-func (s *Server) Resync(ctx context.Context) error {
+// Resync re-publishes the whole configuration to the mirror and deletes what the database
+// no longer has: a new or wiped NATS recovers, and a change whose commit failed after its
+// mirror write is undone.
+func (s *Service) Resync(ctx context.Context) error {
 	ms, _, err := s.Mirror(ctx)
 	if err != nil {
 		return err
 	}
 	if s.ConsoleKey != nil {
 		// Receivers verify console tokens with this public key.
-		if err := ms.PutConsoleKeys(ctx, s.consolePublicKeys()); err != nil {
+		if err := ms.PutConsoleKeys(ctx, s.ConsolePublicKeys()); err != nil {
 			return err
 		}
 	}
