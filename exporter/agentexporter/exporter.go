@@ -48,7 +48,7 @@ type agentExporter struct {
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*agentExporter, error) {
-	tel, err := newTelemetry(set.MeterProvider)
+	tel, err := newTelemetry(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/exporter/agentexporter/internal/metadata"
 )
 
 // ---- environment: a real NATS, the mirror cache behind a test host, local agents ----
@@ -106,7 +107,7 @@ func (e *env) start(t *testing.T, mutate func(*Config)) *running {
 	require.NoError(t, cfg.Validate())
 	core, logs := observer.New(zapcore.DebugLevel)
 	reader := sdkmetric.NewManualReader()
-	set := exportertest.NewNopSettings(typeStr)
+	set := exportertest.NewNopSettings(metadata.Type)
 	set.Logger = zap.New(core)
 	set.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	set.BuildInfo.Version = "1.2.3"

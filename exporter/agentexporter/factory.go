@@ -4,6 +4,8 @@
 // project's dead-letter stream when they cannot be delivered.
 package agentexporter
 
+//go:generate ../../bin/mdatagen metadata.yaml
+
 import (
 	"context"
 
@@ -13,14 +15,14 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
-)
 
-var typeStr = component.MustNewType("agent")
+	"github.com/otelcol-svc/otelcol-svc/exporter/agentexporter/internal/metadata"
+)
 
 // NewFactory returns the exporter's factory.
 func NewFactory() exporter.Factory {
-	return exporter.NewFactory(typeStr, createDefaultConfig,
-		exporter.WithLogs(createLogs, component.StabilityLevelBeta),
+	return exporter.NewFactory(metadata.Type, createDefaultConfig,
+		exporter.WithLogs(createLogs, metadata.LogsStability),
 	)
 }
 

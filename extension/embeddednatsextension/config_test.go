@@ -10,39 +10,53 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
 	"github.com/nats-io/nats.go"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/extension/embeddednatsextension/internal/metadata"
 )
 
-func load(t *testing.T, name string) *Config {
-	t.Helper()
+func TestLoadConfig(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
-	sub, err := cm.Sub(component.MustNewIDWithName("embeddednats", name).String())
-	require.NoError(t, err)
-	cfg := createDefaultConfig().(*Config)
-	require.NoError(t, sub.Unmarshal(cfg))
-	return cfg
-}
-
-func TestConfig(t *testing.T) {
-	assert.NoError(t, load(t, "").Validate())
-	assert.Equal(t, &Config{Listen: "0.0.0.0:14222", StoreDir: "/var/lib/otelcol-svc/nats", MaxStore: 10 << 30}, load(t, "custom"))
-	assert.NoError(t, load(t, "external").Validate(), "nothing else matters with an external NATS")
-	err := load(t, "badlisten").Validate()
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "host:port")
-	assert.Contains(t, err.Error(), "store_dir is required")
+	tests := []struct {
+		id       component.ID
+		expected component.Config
+		errs     []string
+	}{
+		{id: component.NewID(metadata.Type), expected: createDefaultConfig()},
+		{id: component.NewIDWithName(metadata.Type, "custom"), expected: &Config{Listen: "0.0.0.0:14222", StoreDir: "/var/lib/otelcol-svc/nats", MaxStore: 10 << 30}},
+		// Nothing else matters with an external NATS.
+		{id: component.NewIDWithName(metadata.Type, "external"), expected: &Config{ExternalURL: "nats://nats.internal:4222", Listen: "127.0.0.1:4223", StoreDir: "./data/nats"}},
+		{id: component.NewIDWithName(metadata.Type, "badlisten"), errs: []string{"host:port", "store_dir is required"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id.String(), func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig()
+			sub, err := cm.Sub(tt.id.String())
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+			err = confmap.Validate(cfg)
+			if tt.errs == nil {
+				require.NoError(t, err)
+				assert.Equal(t, tt.expected, cfg)
+				return
+			}
+			for _, want := range tt.errs {
+				assert.ErrorContains(t, err, want)
+			}
+		})
+	}
 }
 
 func TestStartsJetStreamAndStopsWhenExternal(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	cfg.Listen = "127.0.0.1:" + itoa(testenv.FreePort(t))
 	cfg.StoreDir = t.TempDir()
-	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(typeStr), cfg)
+	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
 	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
 	nc, err := nats.Connect(ext.(*embeddedNATS).ClientURL())
@@ -55,7 +69,7 @@ func TestStartsJetStreamAndStopsWhenExternal(t *testing.T) {
 	require.NoError(t, ext.Shutdown(context.Background()))
 
 	cfg.ExternalURL = "nats://elsewhere:4222"
-	ext, err = NewFactory().Create(context.Background(), extensiontest.NewNopSettings(typeStr), cfg)
+	ext, err = NewFactory().Create(context.Background(), extensiontest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
 	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
 	assert.Empty(t, ext.(*embeddedNATS).ClientURL(), "components must dial the external URL instead")

@@ -3,18 +3,20 @@
 // processes on the machine (the control plane, a second collector) can use it too.
 package embeddednatsextension
 
+//go:generate ../../bin/mdatagen metadata.yaml
+
 import (
 	"context"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension"
-)
 
-var typeStr = component.MustNewType("embeddednats")
+	"github.com/otelcol-svc/otelcol-svc/extension/embeddednatsextension/internal/metadata"
+)
 
 // NewFactory returns the extension's factory.
 func NewFactory() extension.Factory {
-	return extension.NewFactory(typeStr, createDefaultConfig, create, component.StabilityLevelBeta)
+	return extension.NewFactory(metadata.Type, createDefaultConfig, create, metadata.ExtensionStability)
 }
 
 func createDefaultConfig() component.Config {

@@ -23,6 +23,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/components/validation/responder"
+	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension/internal/metadata"
 )
 
 type authenticator struct {
@@ -38,7 +39,7 @@ type authenticator struct {
 	// validator answers the control plane's pipeline checks.
 	validator micro.Service
 
-	outcomes metric.Int64Counter
+	tel *metadata.TelemetryBuilder
 
 	// Key usage is reported to the control plane's listings off the request path, at most
 	// once per key and usageEvery per process.
@@ -66,14 +67,11 @@ func (a *authenticator) Dependencies() []component.ID {
 }
 
 func newAuthenticator(cfg *Config, set extension.Settings) (*authenticator, error) {
-	meter := set.MeterProvider.Meter("github.com/otelcol-svc/otelcol-svc/extension/projectauthextension")
-	outcomes, err := meter.Int64Counter("otelcol_projectauth_requests",
-		metric.WithDescription("Authentication attempts by outcome (ok, missing_key, invalid_key, invalid_token, not_found, not_ready) and, for push ingest and console reads, surface."),
-		metric.WithUnit("{request}"))
+	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
-	return &authenticator{cfg: cfg, logger: set.Logger, cache: mirrorcache.NewCache(set.Logger), outcomes: outcomes}, nil
+	return &authenticator{cfg: cfg, logger: set.Logger, cache: mirrorcache.NewCache(set.Logger), tel: tel}, nil
 }
 
 func (a *authenticator) Start(_ context.Context, host component.Host) error {
@@ -182,7 +180,7 @@ func (a *authenticator) Authenticate(ctx context.Context, sources map[string][]s
 		key = bearer(lookup(sources, "authorization"))
 	}
 	p, err := a.resolve(key)
-	a.outcomes.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err))))
+	a.tel.ProjectauthRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err))))
 	if err != nil {
 		return ctx, err
 	}

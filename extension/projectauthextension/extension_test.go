@@ -20,6 +20,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension/internal/metadata"
 )
 
 func TestConfig(t *testing.T) {
@@ -47,7 +48,7 @@ func start(t *testing.T, url string) extensionauth.Server {
 	t.Helper()
 	cfg := createDefaultConfig().(*Config)
 	cfg.NATS.URL = url
-	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(typeStr), cfg)
+	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
 	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
 	t.Cleanup(func() { _ = ext.Shutdown(context.Background()) })

@@ -4,6 +4,8 @@
 // owns the in-memory configuration mirror that other data-plane components read.
 package projectauthextension
 
+//go:generate ../../bin/mdatagen metadata.yaml
+
 import (
 	"context"
 
@@ -11,13 +13,12 @@ import (
 	"go.opentelemetry.io/collector/extension"
 
 	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension/internal/metadata"
 )
-
-var typeStr = component.MustNewType("projectauth")
 
 // NewFactory returns the extension's factory.
 func NewFactory() extension.Factory {
-	return extension.NewFactory(typeStr, createDefaultConfig, create, component.StabilityLevelBeta)
+	return extension.NewFactory(metadata.Type, createDefaultConfig, create, metadata.ExtensionStability)
 }
 
 func createDefaultConfig() component.Config {

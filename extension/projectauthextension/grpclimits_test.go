@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension/internal/metadata"
 )
 
 type logsSink struct {
@@ -93,7 +95,7 @@ func TestGRPCRequestsOverTheRecordLimitAreRefused(t *testing.T) {
 // serveGRPC serves logs and traces with projectauth's gRPC options for cfg.
 func serveGRPC(t *testing.T, cfg *Config, logs *logsSink, traces *tracesSink) *grpc.ClientConn {
 	t.Helper()
-	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(typeStr), cfg)
+	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
 	opts, err := ext.(*authenticator).GetGRPCServerOptions(context.Background())
 	require.NoError(t, err)

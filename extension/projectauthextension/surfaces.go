@@ -39,7 +39,7 @@ const (
 // ErrInvalidToken, with a message for the sender (tenant.Message).
 func (a *authenticator) AuthenticateIngest(ctx context.Context, headers map[string][]string, ingestKey string) (context.Context, mirror.Source, error) {
 	src, p, err := a.ingest(headers, ingestKey)
-	a.outcomes.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err)), attribute.String("surface", "push_ingest")))
+	a.tel.ProjectauthRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err)), attribute.String("surface", "push_ingest")))
 	if err != nil {
 		return ctx, mirror.Source{}, err
 	}
@@ -133,7 +133,7 @@ const (
 // project is refused as tenant.ErrNotFound, exactly like a project that does not exist.
 func (a *authenticator) AuthenticateConsole(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error) {
 	p, err := a.console(headers, projectID)
-	a.outcomes.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err)), attribute.String("surface", "console")))
+	a.tel.ProjectauthRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err)), attribute.String("surface", "console")))
 	if err != nil {
 		return ctx, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension/internal/metadata"
 )
 
 func TestPushIngestAuthSetting(t *testing.T) {
@@ -71,7 +72,7 @@ func startWith(t *testing.T, mutate func(*Config)) (*authenticator, fixture) {
 	if mutate != nil {
 		mutate(cfg)
 	}
-	ext, err := NewFactory().Create(ctx, extensiontest.NewNopSettings(typeStr), cfg)
+	ext, err := NewFactory().Create(ctx, extensiontest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
 	require.NoError(t, ext.Start(ctx, componenttest.NewNopHost()))
 	t.Cleanup(func() { _ = ext.Shutdown(context.Background()) })

@@ -3,6 +3,8 @@
 // transforms. Records of window-mode projects pass through for the window processor.
 package triggerprocessor
 
+//go:generate ../../bin/mdatagen metadata.yaml
+
 import (
 	"context"
 
@@ -10,14 +12,14 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
-)
 
-var typeStr = component.MustNewType("trigger")
+	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor/internal/metadata"
+)
 
 // NewFactory returns the processor's factory.
 func NewFactory() processor.Factory {
-	return processor.NewFactory(typeStr, func() component.Config { return &Config{} },
-		processor.WithLogs(createLogs, component.StabilityLevelBeta))
+	return processor.NewFactory(metadata.Type, func() component.Config { return &Config{} },
+		processor.WithLogs(createLogs, metadata.LogsStability))
 }
 
 func createLogs(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Logs) (processor.Logs, error) {

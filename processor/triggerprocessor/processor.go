@@ -15,22 +15,21 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor/internal/metadata"
 )
 
 type triggerProcessor struct {
-	logger  *zap.Logger
-	cache   *mirrorcache.Cache
-	records metric.Int64Counter
+	logger *zap.Logger
+	cache  *mirrorcache.Cache
+	tel    *metadata.TelemetryBuilder
 }
 
 func newProcessor(set processor.Settings) (*triggerProcessor, error) {
-	meter := set.MeterProvider.Meter("github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor")
-	records, err := meter.Int64Counter("otelcol_trigger_records",
-		metric.WithDescription("Records by trigger outcome: matched, dropped, or error (the trigger or a transform failed on the record)."))
+	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
-	return &triggerProcessor{logger: set.Logger, records: records}, nil
+	return &triggerProcessor{logger: set.Logger, tel: tel}, nil
 }
 
 func (p *triggerProcessor) start(_ context.Context, host component.Host) error {
@@ -67,10 +66,10 @@ func (p *triggerProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.
 		}
 		return !keep
 	})
-	p.records.Add(ctx, matched, outcomeMatched)
-	p.records.Add(ctx, dropped, outcomeDropped)
+	p.tel.TriggerRecords.Add(ctx, matched, outcomeMatched)
+	p.tel.TriggerRecords.Add(ctx, dropped, outcomeDropped)
 	if failed > 0 {
-		p.records.Add(ctx, failed, outcomeError)
+		p.tel.TriggerRecords.Add(ctx, failed, outcomeError)
 		p.logger.Warn("records dropped: the trigger or a transform failed on them",
 			zap.String("project_id", project.ID), zap.Int64("records", failed))
 	}

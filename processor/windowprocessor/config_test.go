@@ -3,28 +3,46 @@ package windowprocessor
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadata"
 )
 
-func TestConfig(t *testing.T) {
+func TestLoadConfig(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
-	load := func(name string) *Config {
-		sub, err := cm.Sub(component.MustNewIDWithName("window", name).String())
-		require.NoError(t, err)
-		cfg := createDefaultConfig().(*Config)
-		require.NoError(t, sub.Unmarshal(cfg))
-		return cfg
+	tests := []struct {
+		id       component.ID
+		expected *Config
+		errs     []string
+	}{
+		{id: component.NewID(metadata.Type), expected: &Config{SweepInterval: 30 * time.Second}},
+		{id: component.NewIDWithName(metadata.Type, "redis"), expected: &Config{RedisURL: "redis://:secret@redis.internal:6379/2", SweepInterval: 30 * time.Second}},
+		{id: component.NewIDWithName(metadata.Type, "bad"), errs: []string{"redis_url must look like", "sweep_interval must be positive"}},
 	}
-	assert.NoError(t, load("").Validate())
-	assert.NoError(t, load("redis").Validate())
-	err = load("bad").Validate()
-	assert.ErrorContains(t, err, "redis_url must look like")
-	assert.ErrorContains(t, err, "sweep_interval must be positive")
+	for _, tt := range tests {
+		t.Run(tt.id.String(), func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig()
+			sub, err := cm.Sub(tt.id.String())
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+			err = confmap.Validate(cfg)
+			if tt.errs == nil {
+				require.NoError(t, err)
+				assert.Equal(t, tt.expected, cfg)
+				return
+			}
+			for _, want := range tt.errs {
+				assert.ErrorContains(t, err, want)
+			}
+		})
+	}
 }
 
 func TestCallBodyKeepsRecordBytes(t *testing.T) {

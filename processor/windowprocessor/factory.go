@@ -5,6 +5,8 @@
 // pass through for the trigger processor.
 package windowprocessor
 
+//go:generate ../../bin/mdatagen metadata.yaml
+
 import (
 	"context"
 	"time"
@@ -13,14 +15,14 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
-)
 
-var typeStr = component.MustNewType("window")
+	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadata"
+)
 
 // NewFactory returns the processor's factory.
 func NewFactory() processor.Factory {
-	return processor.NewFactory(typeStr, createDefaultConfig,
-		processor.WithLogs(createLogs, component.StabilityLevelBeta))
+	return processor.NewFactory(metadata.Type, createDefaultConfig,
+		processor.WithLogs(createLogs, metadata.LogsStability))
 }
 
 func createDefaultConfig() component.Config {

@@ -18,6 +18,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/components/windowstore"
+	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadata"
 )
 
 type windowProcessor struct {
@@ -26,23 +27,15 @@ type windowProcessor struct {
 	cache  *mirrorcache.Cache
 	store  windowstore.Store
 
-	records metric.Int64Counter
-	size    metric.Int64Histogram
+	tel *metadata.TelemetryBuilder
 }
 
 func newProcessor(cfg *Config, set processor.Settings) (*windowProcessor, error) {
-	meter := set.MeterProvider.Meter("github.com/otelcol-svc/otelcol-svc/processor/windowprocessor")
-	records, err := meter.Int64Counter("otelcol_window_records",
-		metric.WithDescription("Window-mode records by outcome: triggered, stored (passed the context filter), skipped, error."))
+	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
-	size, err := meter.Int64Histogram("otelcol_window_size",
-		metric.WithDescription("Records in the window sent with each trigger."))
-	if err != nil {
-		return nil, err
-	}
-	return &windowProcessor{cfg: cfg, logger: set.Logger, records: records, size: size}, nil
+	return &windowProcessor{cfg: cfg, logger: set.Logger, tel: tel}, nil
 }
 
 func (p *windowProcessor) start(ctx context.Context, host component.Host) error {
@@ -137,20 +130,20 @@ func (p *windowProcessor) record(ctx context.Context, project string, c *pipelin
 			return err
 		}
 		pipelinedata.Append(calls, pipelinedata.Item{Body: callBody(body, window), Signal: it.Signal, Kind: pipelinedata.KindWindowCall, Seq: it.Seq})
-		p.records.Add(ctx, 1, outcome("triggered"))
-		p.size.Record(ctx, int64(len(window)))
+		p.tel.WindowRecords.Add(ctx, 1, outcome("triggered"))
+		p.tel.WindowSize.Record(ctx, int64(len(window)))
 	}
 	if pass, err := c.ContextFilter.Match(ctx, rec); err == nil && pass {
 		if err := p.store.Add(ctx, project, group, it.Seq, body, now, c.WindowDuration); err != nil {
 			return fmt.Errorf("window store: %w", err)
 		}
-		p.records.Add(ctx, 1, outcome("stored"))
+		p.tel.WindowRecords.Add(ctx, 1, outcome("stored"))
 	}
 	return nil
 }
 
 func (p *windowProcessor) skip(ctx context.Context, project string, err error) {
-	p.records.Add(ctx, 1, outcome("error"))
+	p.tel.WindowRecords.Add(ctx, 1, outcome("error"))
 	p.logger.Warn("record skipped: a transform or expression failed on it", zap.String("project_id", project), zap.Error(err))
 }
 

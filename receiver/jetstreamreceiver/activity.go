@@ -96,7 +96,7 @@ func (r *jsReceiver) activate(key string) {
 	w := &worker{target: t, cancel: cancel, done: make(chan struct{})}
 	w.woken.Store(time.Now().UnixNano())
 	r.workers[key] = w
-	r.active.Add(context.Background(), 1)
+	r.tel.JetstreamActiveConsumers.Add(context.Background(), 1)
 	go func() {
 		defer close(w.done)
 		r.consume(ctx, w)
@@ -122,7 +122,7 @@ func (r *jsReceiver) retire(ctx context.Context, w *worker) bool {
 		return false
 	}
 	delete(r.workers, key)
-	r.active.Add(context.Background(), -1)
+	r.tel.JetstreamActiveConsumers.Add(context.Background(), -1)
 	r.settings.Logger.Debug("idle; stopped pulling", w.target.logFields()...)
 	return true
 }

@@ -8,37 +8,60 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/otelcol-svc/otelcol-svc/receiver/jetstreamreceiver/internal/metadata"
 )
 
-func load(t *testing.T, name string) *Config {
-	t.Helper()
+func TestLoadConfig(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
-	sub, err := cm.Sub(component.MustNewIDWithName("jetstream", name).String())
-	require.NoError(t, err)
-	cfg := createDefaultConfig().(*Config)
-	require.NoError(t, sub.Unmarshal(cfg))
-	return cfg
-}
-
-func TestConfig(t *testing.T) {
-	require.NoError(t, load(t, "").Validate())
-	tuned := load(t, "tuned")
-	require.NoError(t, tuned.Validate())
-	assert.Equal(t, "svc-pipeline-blue", tuned.Durable)
-	assert.Equal(t, 1000, tuned.BatchSize)
-	assert.Equal(t, 200*time.Millisecond, tuned.Linger)
-	assert.Equal(t, 2*time.Minute, tuned.AckWait)
-
-	out := load(t, "output")
-	require.NoError(t, out.Validate())
-	assert.Equal(t, ConsumeOutput, out.Consume)
-	assert.Equal(t, ConsumeRaw, tuned.Consume, "raw is the default")
-	assert.ErrorContains(t, load(t, "badconsume").Validate(), `consume must be "raw" or "output", got "outputs"`)
-
-	err := load(t, "bad").Validate()
-	for _, want := range []string{"durable must name", "batch_size must be between", "ack_wait must be at least 1s"} {
-		assert.ErrorContains(t, err, want)
+	defaults := func(change func(*Config)) *Config {
+		cfg := createDefaultConfig().(*Config)
+		change(cfg)
+		return cfg
+	}
+	tests := []struct {
+		id       component.ID
+		expected *Config
+		errs     []string
+	}{
+		{id: component.NewID(metadata.Type), expected: defaults(func(c *Config) {
+			assert.Equal(t, ConsumeRaw, c.Consume, "raw is the default")
+		})},
+		{id: component.NewIDWithName(metadata.Type, "tuned"), expected: defaults(func(c *Config) {
+			c.NATS.URL = "nats://n1:4222"
+			c.Durable = "svc-pipeline-blue"
+			c.BatchSize = 1000
+			c.Linger = 200 * time.Millisecond
+			c.AckWait = 2 * time.Minute
+			c.RetryDelay = 10 * time.Second
+		})},
+		{id: component.NewIDWithName(metadata.Type, "output"), expected: defaults(func(c *Config) {
+			c.Consume = ConsumeOutput
+			c.Durable = "svc-sink"
+			c.BatchSize = 100
+			c.Linger = 0
+		})},
+		{id: component.NewIDWithName(metadata.Type, "badconsume"), errs: []string{`consume must be "raw" or "output", got "outputs"`}},
+		{id: component.NewIDWithName(metadata.Type, "bad"), errs: []string{"durable must name", "batch_size must be between", "ack_wait must be at least 1s"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id.String(), func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig()
+			sub, err := cm.Sub(tt.id.String())
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+			err = confmap.Validate(cfg)
+			if tt.errs == nil {
+				require.NoError(t, err)
+				assert.Equal(t, tt.expected, cfg)
+				return
+			}
+			for _, want := range tt.errs {
+				assert.ErrorContains(t, err, want)
+			}
+		})
 	}
 }

@@ -4,6 +4,8 @@
 // trigger, delivered, or dead-lettered), so a process killed at any instant loses nothing.
 package jetstreamreceiver
 
+//go:generate ../../bin/mdatagen metadata.yaml
+
 import (
 	"context"
 	"time"
@@ -14,14 +16,13 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/receiver/jetstreamreceiver/internal/metadata"
 )
-
-var typeStr = component.MustNewType("jetstream")
 
 // NewFactory returns the receiver's factory.
 func NewFactory() receiver.Factory {
-	return receiver.NewFactory(typeStr, createDefaultConfig,
-		receiver.WithLogs(createLogs, component.StabilityLevelBeta))
+	return receiver.NewFactory(metadata.Type, createDefaultConfig,
+		receiver.WithLogs(createLogs, metadata.LogsStability))
 }
 
 func createDefaultConfig() component.Config {

@@ -23,6 +23,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/receiver/jetstreamreceiver/internal/metadata"
 )
 
 type jsReceiver struct {
@@ -50,9 +51,7 @@ type jsReceiver struct {
 	workers map[string]*worker
 	paused  map[string]string // project -> reason, to log a pause once
 
-	pausedGauge metric.Int64UpDownCounter
-	batches     metric.Int64Counter
-	active      metric.Int64UpDownCounter
+	tel *metadata.TelemetryBuilder
 }
 
 type worker struct {
@@ -93,26 +92,14 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*jsRec
 	if err != nil {
 		return nil, err
 	}
-	meter := set.MeterProvider.Meter("github.com/otelcol-svc/otelcol-svc/receiver/jetstreamreceiver")
-	paused, err := meter.Int64UpDownCounter("otelcol_pipeline_paused_projects",
-		metric.WithDescription("Projects not consumed because their pipeline configuration is invalid."))
-	if err != nil {
-		return nil, err
-	}
-	batches, err := meter.Int64Counter("otelcol_pipeline_batches",
-		metric.WithDescription("Batches handed to the pipeline, by outcome (acked, redelivered)."))
-	if err != nil {
-		return nil, err
-	}
-	active, err := meter.Int64UpDownCounter("otelcol_jetstream_active_consumers",
-		metric.WithDescription("Consumers this process is pulling from now; the others are idle and cost no polling until woken."))
+	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
 	return &jsReceiver{
 		cfg: cfg, settings: set, next: next, obs: obs,
 		targets: map[string]target{}, workers: map[string]*worker{}, paused: map[string]string{},
-		pausedGauge: paused, batches: batches, active: active,
+		tel: tel,
 	}, nil
 }
 
@@ -273,7 +260,7 @@ func (r *jsReceiver) reconcile() {
 	for _, w := range stop {
 		w.cancel()
 		<-w.done
-		r.active.Add(context.Background(), -1)
+		r.tel.JetstreamActiveConsumers.Add(context.Background(), -1)
 	}
 	for _, t := range forget {
 		r.forgetDestination(t)
@@ -290,7 +277,7 @@ func (r *jsReceiver) pause(id, reason string) {
 		return
 	}
 	if _, ok := r.paused[id]; !ok {
-		r.pausedGauge.Add(context.Background(), 1)
+		r.tel.PipelinePausedProjects.Add(context.Background(), 1)
 	}
 	r.paused[id] = reason
 	r.settings.Logger.Error("project paused: its pipeline configuration is invalid; fix it to resume",
@@ -306,7 +293,7 @@ func (r *jsReceiver) unpause(id string) {
 func (r *jsReceiver) unpauseLocked(id string) {
 	if _, ok := r.paused[id]; ok {
 		delete(r.paused, id)
-		r.pausedGauge.Add(context.Background(), -1)
+		r.tel.PipelinePausedProjects.Add(context.Background(), -1)
 		r.settings.Logger.Info("project resumed", zap.String("project_id", id))
 	}
 }
@@ -435,11 +422,11 @@ func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Ms
 		for _, m := range batch {
 			_ = m.NakWithDelay(r.cfg.RetryDelay)
 		}
-		r.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "redelivered")))
+		r.tel.PipelineBatches.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "redelivered")))
 		return
 	}
 	for _, m := range batch {
 		_ = m.Ack()
 	}
-	r.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "acked")))
+	r.tel.PipelineBatches.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "acked")))
 }
