@@ -157,8 +157,8 @@ type accountMonth struct {
 	// a lease runs out within its TTL, else what the last one saw used (times two).
 	next int64
 	// free is what the account had outside all leases at this meter's last write.
-	free int64
-	touched  time.Time
+	free    int64
+	touched time.Time
 	// evicted: dropped from Meter.accounts; a Reserve that got it just before must take
 	// the new one, or its lease would be settled by nobody.
 	evicted bool

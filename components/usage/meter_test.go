@@ -416,3 +416,48 @@ func leaseOf(m *Meter, account string) (granted, free int64) {
 	defer am.mu.Unlock()
 	return am.granted, am.free
 }
+
+// Requests whose storage fails are refunded while others race on three meters: what stays
+// counted is exactly what was committed, and never more than the limit.
+func TestRefundsUnderConcurrency(t *testing.T) {
+	n := testenv.StartNATS(t)
+	ctx := context.Background()
+	var meters []*Meter
+	for range 3 {
+		meters = append(meters, meterOn(t, n.URL(), Config{DefaultLimit: 3000}))
+	}
+	var committed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 12 {
+		wg.Go(func() {
+			for i := range 200 {
+				size := []int64{1, 7, 25}[i%3]
+				r, err := meters[(g+i)%3].Reserve(ctx, "acct-rf", "p", size)
+				var qe *QuotaError
+				if errors.As(err, &qe) {
+					continue
+				}
+				if !assert.NoError(t, err) {
+					return
+				}
+				if (g+i)%4 == 0 { // this request's storage failed
+					assert.NoError(t, r.Refund(ctx))
+					continue
+				}
+				r.Commit()
+				committed.Add(size)
+			}
+		})
+	}
+	wg.Wait()
+	for _, m := range meters {
+		require.NoError(t, m.Flush(ctx))
+	}
+	u, err := readerOn(t, n.URL(), 3000).Account(ctx, "acct-rf", time.Now())
+	require.NoError(t, err)
+	require.Equal(t, committed.Load(), u.Events)
+	require.LessOrEqual(t, u.Events, int64(3000))
+	require.Zero(t, u.Pending)
+	require.Len(t, u.Projects, 1)
+	require.Equal(t, committed.Load(), u.Projects[0].Events)
+}
