@@ -3,6 +3,8 @@
 // confirmed every record: a 2xx from the receiver means the records are stored.
 package jetstreamexporter
 
+//go:generate ../../bin/mdatagen metadata.yaml
+
 import (
 	"context"
 	"time"
@@ -17,9 +19,8 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/shared"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/metadata"
 )
-
-var typeStr = component.MustNewType("jetstream")
 
 // defaultMaxRecordBytes leaves 48 KiB of the NATS default max_payload (1 MiB) for headers,
 // which are at most a few hundred bytes here (signal, message id, source or request id).
@@ -27,10 +28,10 @@ const defaultMaxRecordBytes = 1_000_000
 
 // NewFactory returns the exporter's factory.
 func NewFactory() exporter.Factory {
-	return exporter.NewFactory(typeStr, createDefaultConfig,
-		exporter.WithLogs(createLogs, component.StabilityLevelBeta),
-		exporter.WithTraces(createTraces, component.StabilityLevelBeta),
-		exporter.WithMetrics(createMetrics, component.StabilityLevelBeta),
+	return exporter.NewFactory(metadata.Type, createDefaultConfig,
+		exporter.WithLogs(createLogs, metadata.LogsStability),
+		exporter.WithTraces(createTraces, metadata.TracesStability),
+		exporter.WithMetrics(createMetrics, metadata.MetricsStability),
 	)
 }
 

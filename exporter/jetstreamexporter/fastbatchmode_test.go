@@ -18,6 +18,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/metadata"
 )
 
 func fbStored(t *testing.T, js jetstream.JetStream, stream string) []string {
@@ -47,7 +48,7 @@ func TestExporterFastBatchMode(t *testing.T) {
 	cfg.NATS = natsclient.Config{URL: srv.URL(), ConnectTimeout: 2 * time.Second}
 	cfg.Publish = PublishFastBatch
 	require.NoError(t, cfg.Validate())
-	e := newExporter(cfg, exportertest.NewNopSettings(typeStr))
+	e := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
 	require.NoError(t, e.Start(ctx, nil))
 	t.Cleanup(func() { _ = e.Shutdown(ctx) })
 	require.Eventually(t, e.nc.IsConnected, 5*time.Second, 10*time.Millisecond)

@@ -18,6 +18,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/metadata"
 )
 
 // Streams reserve nothing in nats-server's store: with a 64 MiB store, 300 projects with
@@ -44,7 +45,7 @@ func startExporter(t *testing.T, url string, limits streams.Limits, mode string)
 	cfg.Stream = limits
 	cfg.Publish = mode
 	require.NoError(t, cfg.Validate())
-	e := newExporter(cfg, exportertest.NewNopSettings(typeStr))
+	e := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
 	ctx := context.Background()
 	require.NoError(t, e.Start(ctx, nil))
 	t.Cleanup(func() { _ = e.Shutdown(ctx) })

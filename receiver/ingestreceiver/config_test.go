@@ -8,23 +8,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/metadata"
 )
 
-func load(t *testing.T, name string) *Config {
-	t.Helper()
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-	sub, err := cm.Sub(component.MustNewIDWithName("ingest", name).String())
-	require.NoError(t, err)
-	cfg := createDefaultConfig().(*Config)
-	require.NoError(t, sub.Unmarshal(cfg))
-	return cfg
-}
-
-func TestConfig(t *testing.T) {
-	def := load(t, "")
-	require.NoError(t, def.Validate())
+func TestDefaultConfig(t *testing.T) {
+	def := NewFactory().CreateDefaultConfig().(*Config)
 	assert.Equal(t, "0.0.0.0:4318", def.NetAddr.Endpoint)
 	assert.Equal(t, int64(10<<20), def.MaxRequestBodySize)
 	assert.Equal(t, 10000, def.MaxObjectsPerRequest)
@@ -33,18 +24,49 @@ func TestConfig(t *testing.T) {
 	assert.Equal(t, 10*time.Second, def.ReadHeaderTimeout, "a client trickling headers is cut off")
 	require.True(t, def.Keepalive.HasValue())
 	assert.Equal(t, time.Minute, def.Keepalive.Get().IdleTimeout)
+}
 
-	tls := load(t, "tls")
-	require.NoError(t, tls.Validate())
-	assert.Equal(t, int64(1<<20), tls.MaxRequestBodySize)
-	assert.Equal(t, 2*time.Second, tls.RetryAfter)
-	assert.Equal(t, 500, tls.MaxObjectsPerRequest)
-	assert.Equal(t, 2000, tls.MaxRecordsPerRequest)
-	assert.Equal(t, int64(64<<20), tls.MaxInflightBytes)
-	assert.True(t, tls.TLS.HasValue())
-
-	assert.ErrorContains(t, load(t, "noauth").Validate(), "auth.authenticator is required")
-	assert.ErrorContains(t, load(t, "noobjects").Validate(), "max_objects_per_request must be positive")
-	assert.ErrorContains(t, load(t, "noobjects").Validate(), "max_records_per_request must be positive")
-	assert.ErrorContains(t, load(t, "noobjects").Validate(), "max_inflight_bytes must be at least 1 MiB")
+func TestLoadConfig(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	tests := []struct {
+		id    component.ID
+		check func(t *testing.T, cfg *Config)
+		errs  []string
+	}{
+		{id: component.NewID(metadata.Type), check: func(t *testing.T, cfg *Config) {
+			assert.Equal(t, "projectauth", cfg.Auth.Get().Config.AuthenticatorID.String())
+		}},
+		{id: component.NewIDWithName(metadata.Type, "tls"), check: func(t *testing.T, cfg *Config) {
+			assert.Equal(t, int64(1<<20), cfg.MaxRequestBodySize)
+			assert.Equal(t, 2*time.Second, cfg.RetryAfter)
+			assert.Equal(t, 500, cfg.MaxObjectsPerRequest)
+			assert.Equal(t, 2000, cfg.MaxRecordsPerRequest)
+			assert.Equal(t, int64(64<<20), cfg.MaxInflightBytes)
+			assert.True(t, cfg.TLS.HasValue())
+		}},
+		{id: component.NewIDWithName(metadata.Type, "noauth"), errs: []string{"auth.authenticator is required"}},
+		{id: component.NewIDWithName(metadata.Type, "noobjects"), errs: []string{
+			"max_objects_per_request must be positive",
+			"max_records_per_request must be positive",
+			"max_inflight_bytes must be at least 1 MiB",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id.String(), func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig()
+			sub, err := cm.Sub(tt.id.String())
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+			err = confmap.Validate(cfg)
+			if tt.errs == nil {
+				require.NoError(t, err)
+				tt.check(t, cfg.(*Config))
+				return
+			}
+			for _, want := range tt.errs {
+				assert.ErrorContains(t, err, want)
+			}
+		})
+	}
 }

@@ -5,6 +5,8 @@
 // recent records and their field paths), read straight from the project's stream.
 package ingestreceiver
 
+//go:generate ../../bin/mdatagen metadata.yaml
+
 import (
 	"context"
 	"time"
@@ -17,9 +19,8 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 
 	"github.com/otelcol-svc/otelcol-svc/components/shared"
+	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/metadata"
 )
-
-var typeStr = component.MustNewType("ingest")
 
 // defaultMaxObjects is max_objects_per_request's default: the free tier's whole month of
 // records in one request, far more than any webhook or batch sends at once.
@@ -43,10 +44,10 @@ const (
 
 // NewFactory returns the receiver's factory.
 func NewFactory() receiver.Factory {
-	return receiver.NewFactory(typeStr, createDefaultConfig,
-		receiver.WithLogs(createLogs, component.StabilityLevelBeta),
-		receiver.WithTraces(createTraces, component.StabilityLevelBeta),
-		receiver.WithMetrics(createMetrics, component.StabilityLevelBeta),
+	return receiver.NewFactory(metadata.Type, createDefaultConfig,
+		receiver.WithLogs(createLogs, metadata.LogsStability),
+		receiver.WithTraces(createTraces, metadata.TracesStability),
+		receiver.WithMetrics(createMetrics, metadata.MetricsStability),
 	)
 }
 

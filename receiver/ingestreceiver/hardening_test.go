@@ -25,6 +25,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/components/eventjson"
 	"github.com/otelcol-svc/otelcol-svc/components/records"
+	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/metadata"
 )
 
 const otlpLogPrefix = `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":`
@@ -140,7 +141,7 @@ func FuzzOTLPJSONNesting(f *testing.F) {
 	f.Add([]byte{1, 0}, uint16(1300))
 	f.Add([]byte{0, 1, 1}, uint16(3000))
 	f.Add([]byte{2, 0}, uint16(5))
-	r, err := newReceiver(createDefaultConfig().(*Config), receivertest.NewNopSettings(typeStr))
+	r, err := newReceiver(createDefaultConfig().(*Config), receivertest.NewNopSettings(metadata.Type))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/metadata"
 )
 
 // fakeAuth stands in for the projectauth extension: API key "key-<project>" opens that
@@ -83,7 +84,7 @@ func startTestReceiver(t *testing.T, mutate func(*Config), auth *fakeAuth) *test
 	if mutate != nil {
 		mutate(cfg)
 	}
-	r, err := newReceiver(cfg, receivertest.NewNopSettings(typeStr))
+	r, err := newReceiver(cfg, receivertest.NewNopSettings(metadata.Type))
 	require.NoError(t, err)
 	tr := &testReceiver{ingestReceiver: r}
 	r.logs, err = consumer.NewLogs(func(ctx context.Context, ld plog.Logs) error {
