@@ -162,6 +162,10 @@ type accountMonth struct {
 	// evicted: dropped from Meter.accounts; a Reserve that got it just before must take
 	// the new one, or its lease would be settled by nobody.
 	evicted bool
+	// blockedUntil: until then, requests that do not fit in blockedLimit − blockedUsed
+	// (the state of the last refusal, when nothing was leased) are refused from memory.
+	blockedUntil              time.Time
+	blockedUsed, blockedLimit int64
 }
 
 // Open starts a meter: binds the buckets, loads the limit overrides and watches them.
@@ -239,6 +243,7 @@ func (r Reservation) Refund(ctx context.Context) error {
 	am := r.am
 	am.mu.Lock()
 	defer am.mu.Unlock()
+	am.blockedUntil = time.Time{}
 	if r.gen != 0 && r.gen == am.gen && am.granted > 0 {
 		am.used -= r.n
 		return nil
@@ -274,6 +279,10 @@ func (m *Meter) Reserve(ctx context.Context, account, project string, n int64) (
 	res := Reservation{m: m, am: am, n: n, project: project, day: now, Remaining: -1}
 	real := time.Now()
 	am.touched = real
+	if real.Before(am.blockedUntil) && limit == am.blockedLimit && am.blockedUsed+n > limit {
+		// A blocked account's clients may keep sending: each refusal costs no KV read.
+		return Reservation{}, &QuotaError{Limit: limit, Used: am.blockedUsed, Requested: n, Month: am.month, Now: now}
+	}
 	if am.granted > 0 && real.Before(am.deadline) && am.granted-am.used >= n {
 		am.used += n
 		res.gen = am.gen
@@ -362,6 +371,12 @@ func (m *Meter) reserveSlow(ctx context.Context, am *accountMonth, res Reservati
 			continue
 		}
 		m.checkNotices(am, after.Claimed, limit, true)
+		if len(after.Leases) == 0 {
+			// Everything is claimed and nothing leased: only a refund or a new limit can
+			// free records, so refuse what does not fit without asking KV for a while.
+			am.blockedUntil = time.Now().Add(m.cfg.LeaseTTL)
+			am.blockedUsed, am.blockedLimit = after.Claimed, limit
+		}
 		return Reservation{}, &QuotaError{
 			Limit: limit, Used: after.Claimed + after.leased(), Requested: n,
 			Month: am.month, Now: now,
@@ -496,6 +511,7 @@ func (m *Meter) limitChanged(account string) {
 	for _, am := range ams {
 		am.mu.Lock()
 		am.deadline = time.Time{}
+		am.blockedUntil = time.Time{}
 		for i := range am.noticed {
 			am.noticed[i] = false
 		}

@@ -312,9 +312,20 @@ func TestRefund(t *testing.T) {
 	var qe *QuotaError
 	require.ErrorAs(t, err, &qe)
 	require.NoError(t, r1.Refund(ctx))
-	r2, err := other.Reserve(ctx, "acct-f", "p", 100)
-	require.NoError(t, err, "the refunded 60 are free again")
+	r2, err := m.Reserve(ctx, "acct-f", "p", 40)
+	require.NoError(t, err, "the refunded 60 are free again at once on the meter that refunded")
 	r2.Commit()
+	// The other meter refused a moment ago and nothing was leased: it refuses from
+	// memory for up to a lease TTL, then sees the refund.
+	require.Eventually(t, func() bool {
+		r, err := other.Reserve(ctx, "acct-f", "p", 60)
+		if err == nil {
+			r.Commit()
+		}
+		return err == nil
+	}, time.Second, 10*time.Millisecond)
+	_, err = other.Reserve(ctx, "acct-f", "p", 1)
+	require.ErrorAs(t, err, &qe, "100 of 100 are used")
 
 	// Unlimited: requests after the first are drawn on the meter's lease.
 	rd := readerOn(t, n.URL(), 0)
