@@ -39,14 +39,6 @@ func StartNATSCluster(t T, n int) *NATSCluster {
 	t.Helper()
 	bin := BuildPackage(t, "github.com/nats-io/nats-server/v2")
 	c := &NATSCluster{}
-	t.Cleanup(func() {
-		for _, node := range c.Nodes {
-			node.Kill()
-			if t.Failed() {
-				t.Logf("nats-server %s log (last 4 KiB):\n%s", node.Name, tail(node.Log(), 4096))
-			}
-		}
-	})
 	// Every node's routes name every other node's port, so a port taken meanwhile starts
 	// the whole cluster again on new ones.
 	retryPorts(t, func() error {
@@ -64,6 +56,17 @@ func StartNATSCluster(t T, n int) *NATSCluster {
 			routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(node.ClusterPort))
 			c.Nodes = append(c.Nodes, node)
 		}
+		// Registered after the store directories (t.TempDir), so it runs before they are
+		// removed: a server still writing would leave them not empty.
+		nodes := c.Nodes
+		t.Cleanup(func() {
+			for _, node := range nodes {
+				node.Kill()
+				if t.Failed() {
+					t.Logf("nats-server %s log (last 4 KiB):\n%s", node.Name, tail(node.Log(), 4096))
+				}
+			}
+		})
 		for _, node := range c.Nodes {
 			node.routes = strings.Join(routes, ",")
 			if err := node.start(); err != nil {
