@@ -101,8 +101,10 @@ func TestClusterScaleOutSurvivesKill9(t *testing.T) {
 
 	load := runNumberedLoad(t, key, receivers, clusterRate, clusterDuration)
 
-	// The crashes, one after the other while the load runs.
-	time.Sleep(4 * time.Second)
+	// The crashes, one after the other while the load runs: from when it flows end to
+	// end (results of the load at the webhook).
+	require.Eventually(t, func() bool { seen, _ := hook.snapshot(); return len(seen) > 0 }, 30*time.Second, 50*time.Millisecond,
+		"the load never reached the webhook")
 	requireReplicas(t, js, streams.RawStream(projectID), 3)
 	leader := streamLeader(t, js, streams.RawStream(projectID))
 	node := cl.Node(leader)
