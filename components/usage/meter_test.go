@@ -348,6 +348,9 @@ func TestRefund(t *testing.T) {
 	p, err := rd.Project(ctx, "acct-u", "p", time.Now())
 	require.NoError(t, err)
 	require.EqualValues(t, 10, p.Events, "only the committed request is in the day counts")
+	require.Equal(t, Month(time.Now()), p.Month)
+	require.Zero(t, p.Limit)
+	require.Len(t, p.Days, 1)
 }
 
 func TestQuotaMessage(t *testing.T) {

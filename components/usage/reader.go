@@ -151,18 +151,27 @@ func (r *Reader) Account(ctx context.Context, account string, t time.Time) (Acco
 	return u, nil
 }
 
-// Project returns one project's usage for the month of t, from the account's.
-func (r *Reader) Project(ctx context.Context, account, project string, t time.Time) (ProjectUsage, error) {
+// ProjectMonth is the answer of GET /api/v1/projects/{id}/usage (contract §9).
+type ProjectMonth struct {
+	Month  string `json:"month"`
+	Events int64  `json:"events"`
+	Limit  int64  `json:"limit"` // the account's
+	Days   []Day  `json:"days"`
+}
+
+// Project returns one project's usage for the month of t, with its account's limit.
+func (r *Reader) Project(ctx context.Context, account, project string, t time.Time) (ProjectMonth, error) {
 	u, err := r.Account(ctx, account, t)
 	if err != nil {
-		return ProjectUsage{}, err
+		return ProjectMonth{}, err
 	}
+	pm := ProjectMonth{Month: u.Month, Limit: u.Limit, Days: []Day{}}
 	for _, p := range u.Projects {
 		if p.ID == project {
-			return p, nil
+			pm.Events, pm.Days = p.Events, p.Days
 		}
 	}
-	return ProjectUsage{ID: project, Days: []Day{}}, nil
+	return pm, nil
 }
 
 // each calls f for every key matching filter with its value.
