@@ -3,6 +3,15 @@ GO        ?= go
 BIN       ?= bin
 OCB       := $(BIN)/ocb
 OCB_VER   := v0.162.0
+# mdatagen's version is pinned in internal/tools/go.mod (a module of its own, so its
+# dependencies stay out of ours, as in collector-contrib): v0.162.0 is not on the module
+# proxy, and v0.161.0 needs a module version that is not either, so it is v0.159.0.
+MDATAGEN  := $(BIN)/mdatagen
+# The components mdatagen generates for: each directory with a metadata.yaml.
+COMPONENTS := $(patsubst %/metadata.yaml,%,$(wildcard extension/*/metadata.yaml receiver/*/metadata.yaml processor/*/metadata.yaml exporter/*/metadata.yaml))
+# What ocb and mdatagen write, as pathspecs for git.
+GENERATED := cmd/otelcol-svc/main.go cmd/otelcol-svc/components.go cmd/otelcol-svc/main_others.go cmd/otelcol-svc/main_windows.go \
+	$(foreach c,$(COMPONENTS),$(c)/generated_component_test.go $(c)/generated_package_test.go $(c)/documentation.md $(c)/internal/metadata $(c)/internal/metadatatest)
 DATA_DIR  ?= ./data
 FUZZTIME  ?= 10s
 
@@ -48,18 +57,32 @@ test-sdk:
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s sdk/python/tests -t sdk/python
 	node --test sdk/typescript/test/*.test.js
 
-# Regenerates cmd/otelcol-svc from builder-config.yaml with the pinned ocb.
-generate: $(OCB)
+# Regenerates cmd/otelcol-svc from builder-config.yaml with the pinned ocb, and each
+# component's internal/metadata, generated tests and documentation.md from its
+# metadata.yaml with the pinned mdatagen. The old generated files go first, so a file
+# mdatagen no longer writes does not linger.
+generate: $(OCB) $(MDATAGEN)
 	$(OCB) --config builder-config.yaml --skip-get-modules --skip-compilation
+	@for c in $(COMPONENTS); do \
+		echo "mdatagen $$c"; \
+		rm -rf $$c/internal/metadata $$c/internal/metadatatest $$c/generated_component_test.go $$c/generated_package_test.go $$c/documentation.md; \
+		(cd $$c && $(abspath $(MDATAGEN)) metadata.yaml) || exit 1; \
+	done
 
 $(OCB):
 	GOBIN=$(abspath $(BIN)) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VER)
 	mv $(BIN)/builder $(OCB)
 
-# Fails when the generated distribution does not match builder-config.yaml.
+$(MDATAGEN): internal/tools/go.mod internal/tools/go.sum
+	cd internal/tools && GOBIN=$(abspath $(BIN)) $(GO) install go.opentelemetry.io/collector/cmd/mdatagen
+
+# Fails when a generated file (ocb's distribution, mdatagen's files) does not match what
+# builder-config.yaml and the metadata.yaml files produce: changed, deleted or new.
 check-generate: generate
-	@git diff --exit-code -- cmd/otelcol-svc/main.go cmd/otelcol-svc/components.go cmd/otelcol-svc/main_others.go cmd/otelcol-svc/main_windows.go \
-		|| (echo "cmd/otelcol-svc is out of date with builder-config.yaml: run 'make generate' and commit" && exit 1)
+	@git diff --exit-code -- $(GENERATED) \
+		|| (echo "generated files are out of date: run 'make generate' and commit" && exit 1)
+	@untracked=$$(git status --porcelain --untracked-files=all -- $(GENERATED)); \
+	if [ -n "$$untracked" ]; then echo "$$untracked"; echo "generated files are not committed: run 'make generate' and commit them"; exit 1; fi
 
 bench:
 	$(GO) run ./bench/ingest

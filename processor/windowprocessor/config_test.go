@@ -14,6 +14,18 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadata"
 )
 
+func TestDefaultConfig(t *testing.T) {
+	def := NewFactory().CreateDefaultConfig().(*Config)
+	assert.Empty(t, def.RedisURL, "windows are kept in memory unless Redis is configured")
+	assert.Equal(t, 30*time.Second, def.SweepInterval)
+}
+
+func withDefaults(change func(*Config)) *Config {
+	cfg := createDefaultConfig().(*Config)
+	change(cfg)
+	return cfg
+}
+
 func TestLoadConfig(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
@@ -22,8 +34,8 @@ func TestLoadConfig(t *testing.T) {
 		expected *Config
 		errs     []string
 	}{
-		{id: component.NewID(metadata.Type), expected: &Config{SweepInterval: 30 * time.Second}},
-		{id: component.NewIDWithName(metadata.Type, "redis"), expected: &Config{RedisURL: "redis://:secret@redis.internal:6379/2", SweepInterval: 30 * time.Second}},
+		{id: component.NewID(metadata.Type), expected: withDefaults(func(*Config) {})},
+		{id: component.NewIDWithName(metadata.Type, "redis"), expected: withDefaults(func(c *Config) { c.RedisURL = "redis://:secret@redis.internal:6379/2" })},
 		{id: component.NewIDWithName(metadata.Type, "bad"), errs: []string{"redis_url must look like", "sweep_interval must be positive"}},
 	}
 	for _, tt := range tests {
