@@ -329,13 +329,15 @@ func (m *Meter) reserveSlow(ctx context.Context, am *accountMonth, res Reservati
 				}
 				return true
 			}
+			// Leases still in their TTL (plus one TTL for their holders to settle them)
+			// may come back unused: worth waiting for if they could make the request fit.
+			possible := avail
 			for id, l := range v.Leases {
-				// A lease still in its TTL (plus one TTL for its holder to settle it) may
-				// come back unused: worth waiting for.
 				if id != m.id && real.UnixMilli() < l.Exp+m.cfg.LeaseTTL.Milliseconds() {
-					liveElse = true
+					possible += l.N
 				}
 			}
+			liveElse = possible >= n
 			return changed
 		})
 		if err != nil {
