@@ -309,9 +309,9 @@ func valueString(val any) string {
 	case []byte:
 		return base64.StdEncoding.EncodeToString(x)
 	case pcommon.Map:
-		return string(appendMap(nil, x))
+		return string(records.AppendMap(nil, x))
 	case pcommon.Slice:
-		return string(appendSlice(nil, x))
+		return string(records.AppendSlice(nil, x))
 	case pcommon.Value:
 		if x.Type() == pcommon.ValueTypeStr {
 			return x.Str()

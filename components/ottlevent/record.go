@@ -140,33 +140,7 @@ func (r *Record) Signal() string { return r.signal }
 // as base64, empty values as null).
 func (r *Record) AppendJSON(dst []byte) []byte {
 	// r.m directly, not Map(): encoding does not write, so the index stays valid.
-	return appendMap(dst, r.m)
-}
-
-func appendMap(dst []byte, m pcommon.Map) []byte {
-	dst = append(dst, '{')
-	first := true
-	for k, v := range m.All() {
-		if !first {
-			dst = append(dst, ',')
-		}
-		first = false
-		dst = records.AppendString(dst, k)
-		dst = append(dst, ':')
-		dst = records.AppendValue(dst, v)
-	}
-	return append(dst, '}')
-}
-
-func appendSlice(dst []byte, s pcommon.Slice) []byte {
-	dst = append(dst, '[')
-	for i := 0; i < s.Len(); i++ {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = records.AppendValue(dst, s.At(i))
-	}
-	return append(dst, ']')
+	return records.AppendMap(dst, r.m)
 }
 
 // MarshalLogObject lets OTTL's debug logging show the record being transformed.

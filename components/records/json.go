@@ -32,19 +32,19 @@ func AppendValue(dst []byte, v pcommon.Value) []byte {
 	case pcommon.ValueTypeMap:
 		return appendMap(dst, v.Map())
 	case pcommon.ValueTypeSlice:
-		s := v.Slice()
-		dst = append(dst, '[')
-		for i := 0; i < s.Len(); i++ {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = AppendValue(dst, s.At(i))
-		}
-		return append(dst, ']')
+		return appendSlice(dst, v.Slice())
 	default:
 		return append(dst, "null"...)
 	}
 }
+
+// AppendMap appends the JSON object of m, with the conventions of AppendValue: the one
+// encoder of maps, for the records the collector produces and for those a transform
+// changed (ottlevent).
+func AppendMap(dst []byte, m pcommon.Map) []byte { return appendMap(dst, m) }
+
+// AppendSlice appends the JSON array of s, with the conventions of AppendValue.
+func AppendSlice(dst []byte, s pcommon.Slice) []byte { return appendSlice(dst, s) }
 
 // appendMap keeps the map's own order: it is the order the producer sent, and
 // sorting would cost time on every record for no contractual benefit.
@@ -61,6 +61,17 @@ func appendMap(dst []byte, m pcommon.Map) []byte {
 		dst = AppendValue(dst, v)
 	}
 	return append(dst, '}')
+}
+
+func appendSlice(dst []byte, s pcommon.Slice) []byte {
+	dst = append(dst, '[')
+	for i := 0; i < s.Len(); i++ {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendValue(dst, s.At(i))
+	}
+	return append(dst, ']')
 }
 
 // appendFloat writes the shortest representation that round-trips, formatted the
