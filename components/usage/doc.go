@@ -31,8 +31,8 @@
 // Under-acceptance is the other risk: quota stranded in one process's lease while another
 // refuses. A lease ends after its TTL; its holder settles it (adds what it used to
 // claimed, frees the rest) at once when it needs a new one, and in the background
-// otherwise. A meter about to refuse while another process holds a live lease waits for
-// it (up to two TTLs, backing off) and decides again. So a refusal means the records did
+// otherwise. A meter about to refuse while other processes hold live leases that could
+// make the request fit waits for them (up to two TTLs, backing off) and decides again. So a refusal means the records did
 // not fit in what no lease holds. TestThreeMetersStopAtTheLimit (three meters, 10,050
 // records in requests of 50 and 1) ends at exactly 10,000; TestIdleLeaseIsNotStranded
 // fails without the wait.
