@@ -9,6 +9,8 @@
 package pipelinedata
 
 import (
+	"iter"
+
 	"go.opentelemetry.io/collector/pdata/plog"
 )
 
@@ -110,17 +112,30 @@ func SetBody(lr plog.LogRecord, body []byte) {
 	lr.Body().SetEmptyBytes().FromRaw(body)
 }
 
-// Each calls fn for every log record of a batch, in order.
-func Each(ld plog.Logs, fn func(lr plog.LogRecord)) {
-	rls := ld.ResourceLogs()
-	for i := 0; i < rls.Len(); i++ {
-		sls := rls.At(i).ScopeLogs()
-		for j := 0; j < sls.Len(); j++ {
-			lrs := sls.At(j).LogRecords()
-			for k := 0; k < lrs.Len(); k++ {
-				fn(lrs.At(k))
+// All yields every log record of a batch, in order: the one walk over the
+// resource/scope/record nesting, for this package's items and for the prebuilt records
+// the jetstream exporter publishes.
+func All(ld plog.Logs) iter.Seq[plog.LogRecord] {
+	return func(yield func(plog.LogRecord) bool) {
+		rls := ld.ResourceLogs()
+		for i := 0; i < rls.Len(); i++ {
+			sls := rls.At(i).ScopeLogs()
+			for j := 0; j < sls.Len(); j++ {
+				lrs := sls.At(j).LogRecords()
+				for k := 0; k < lrs.Len(); k++ {
+					if !yield(lrs.At(k)) {
+						return
+					}
+				}
 			}
 		}
+	}
+}
+
+// Each calls fn for every log record of a batch, in order.
+func Each(ld plog.Logs, fn func(lr plog.LogRecord)) {
+	for lr := range All(ld) {
+		fn(lr)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/components/records"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
@@ -113,16 +114,9 @@ func (e *jsExporter) pushMetrics(ctx context.Context, md pmetric.Metrics) error 
 
 // eachBody walks prebuilt records: each log record's body holds one record's JSON bytes.
 func eachBody(ld plog.Logs, fn func([]byte) error) error {
-	rls := ld.ResourceLogs()
-	for i := 0; i < rls.Len(); i++ {
-		sls := rls.At(i).ScopeLogs()
-		for j := 0; j < sls.Len(); j++ {
-			lrs := sls.At(j).LogRecords()
-			for k := 0; k < lrs.Len(); k++ {
-				if err := fn(lrs.At(k).Body().Bytes().AsRaw()); err != nil {
-					return err
-				}
-			}
+	for lr := range pipelinedata.All(ld) {
+		if err := fn(lr.Body().Bytes().AsRaw()); err != nil {
+			return err
 		}
 	}
 	return nil
