@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
+
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/outbound"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
@@ -14,6 +17,8 @@ import (
 type Config struct {
 	// NATS is where the dead-letter streams live.
 	NATS natsclient.Config `mapstructure:"nats"`
+	// Mirror names the projectauth extension whose configuration mirror it reads.
+	Mirror component.ID `mapstructure:"mirror"`
 	// DeadLetterStream holds the limits of each project's dead-letter stream, applied when
 	// the exporter first dead-letters a call of the project.
 	DeadLetterStream streams.Limits `mapstructure:"dead_letter_stream"`
@@ -43,6 +48,7 @@ type RetryConfig struct {
 func defaultConfig() *Config {
 	return &Config{
 		NATS:             natsclient.DefaultConfig(),
+		Mirror:           mirrorcache.DefaultExtension,
 		DeadLetterStream: streams.DefaultLimits(),
 		Timeout:          10 * time.Second,
 		Retry: RetryConfig{
@@ -59,6 +65,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if err := c.NATS.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("nats: %w", err))
+	}
+	if err := mirrorcache.CheckExtension(c.Mirror); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.DeadLetterStream.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("dead_letter_stream: %w", err))

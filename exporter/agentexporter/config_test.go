@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/exporter/agentexporter/internal/metadata"
@@ -34,6 +35,7 @@ func TestLoadConfig(t *testing.T) {
 		{id: component.NewID(metadata.Type), expected: defaultConfig()},
 		{id: component.NewIDWithName(metadata.Type, "custom"), expected: &Config{
 			NATS:             natsclient.Config{URL: "nats://n1:4222,nats://n2:4222", Extension: natsclient.DefaultExtension, ConnectTimeout: 2 * time.Second},
+			Mirror:           mirrorcache.DefaultExtension,
 			DeadLetterStream: streams.Limits{MaxAge: 336 * time.Hour, MaxBytes: 256 << 20, Replicas: 3, DuplicateWindow: 2 * time.Minute},
 			Timeout:          5 * time.Second,
 			Retry:            RetryConfig{InitialInterval: time.Second, MaxInterval: time.Minute, MaxElapsedTime: 10 * time.Minute},

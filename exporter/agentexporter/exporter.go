@@ -61,7 +61,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*agentExporter, error) {
 }
 
 func (e *agentExporter) Start(_ context.Context, host component.Host) error {
-	cache, err := mirrorcache.FromHost(host)
+	cache, err := mirrorcache.FromHost(host, e.cfg.Mirror)
 	if err != nil {
 		return fmt.Errorf("agent exporter: %w", err)
 	}

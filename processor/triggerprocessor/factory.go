@@ -13,12 +13,13 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor/internal/metadata"
 )
 
 // NewFactory returns the processor's factory.
 func NewFactory() processor.Factory {
-	return processor.NewFactory(metadata.Type, func() component.Config { return &Config{} },
+	return processor.NewFactory(metadata.Type, func() component.Config { return &Config{Mirror: mirrorcache.DefaultExtension} },
 		processor.WithLogs(createLogs, metadata.LogsStability))
 }
 
@@ -27,6 +28,7 @@ func createLogs(ctx context.Context, set processor.Settings, cfg component.Confi
 	if err != nil {
 		return nil, err
 	}
+	p.mirror = cfg.(*Config).Mirror
 	return processorhelper.NewLogs(ctx, set, cfg, next, p.processLogs,
 		processorhelper.WithStart(p.start),
 		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}))

@@ -20,6 +20,8 @@ import (
 
 type triggerProcessor struct {
 	logger *zap.Logger
+	// mirror is the projectauth extension whose configuration mirror it reads.
+	mirror component.ID
 	cache  *mirrorcache.Cache
 	tel    *metadata.TelemetryBuilder
 }
@@ -33,7 +35,7 @@ func newProcessor(set processor.Settings) (*triggerProcessor, error) {
 }
 
 func (p *triggerProcessor) start(_ context.Context, host component.Host) error {
-	cache, err := mirrorcache.FromHost(host)
+	cache, err := mirrorcache.FromHost(host, p.mirror)
 	p.cache = cache
 	return err
 }

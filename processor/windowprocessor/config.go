@@ -4,6 +4,10 @@ import (
 	"errors"
 	"net/url"
 	"time"
+
+	"go.opentelemetry.io/collector/component"
+
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 )
 
 // Config of the window processor. The window itself (transforms, trigger, context filter,
@@ -14,6 +18,8 @@ type Config struct {
 	RedisURL string `mapstructure:"redis_url"`
 	// SweepInterval is how often the in-memory store drops expired windows.
 	SweepInterval time.Duration `mapstructure:"sweep_interval"`
+	// Mirror names the projectauth extension whose configuration mirror it reads.
+	Mirror component.ID `mapstructure:"mirror"`
 }
 
 // Validate checks the configuration.
@@ -26,6 +32,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SweepInterval <= 0 {
 		errs = append(errs, errors.New("sweep_interval must be positive"))
+	}
+	if err := mirrorcache.CheckExtension(c.Mirror); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadata"
 )
 
@@ -26,7 +27,7 @@ func NewFactory() processor.Factory {
 }
 
 func createDefaultConfig() component.Config {
-	return &Config{SweepInterval: 30 * time.Second}
+	return &Config{SweepInterval: 30 * time.Second, Mirror: mirrorcache.DefaultExtension}
 }
 
 func createLogs(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Logs) (processor.Logs, error) {

@@ -39,7 +39,7 @@ func newProcessor(cfg *Config, set processor.Settings) (*windowProcessor, error)
 }
 
 func (p *windowProcessor) start(ctx context.Context, host component.Host) error {
-	cache, err := mirrorcache.FromHost(host)
+	cache, err := mirrorcache.FromHost(host, p.cfg.Mirror)
 	if err != nil {
 		return err
 	}

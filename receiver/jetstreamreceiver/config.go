@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
+
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 )
@@ -21,6 +24,8 @@ const (
 // Config of the JetStream receiver.
 type Config struct {
 	NATS natsclient.Config `mapstructure:"nats"`
+	// Mirror names the projectauth extension whose configuration mirror it reads.
+	Mirror component.ID `mapstructure:"mirror"`
 	// Consume is "raw" (records for the pipeline role) or "output" (agent results for the
 	// sink role).
 	Consume string `mapstructure:"consume"`
@@ -59,6 +64,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if err := c.NATS.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("nats: %w", err))
+	}
+	if err := mirrorcache.CheckExtension(c.Mirror); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Stream.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("stream: %w", err))

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/receiver"
 
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/receiver/jetstreamreceiver/internal/metadata"
@@ -28,6 +29,7 @@ func NewFactory() receiver.Factory {
 func createDefaultConfig() component.Config {
 	return &Config{
 		NATS:       natsclient.DefaultConfig(),
+		Mirror:     mirrorcache.DefaultExtension,
 		Consume:    ConsumeRaw,
 		Stream:     streams.DefaultLimits(),
 		Durable:    "svc-pipeline",

@@ -104,7 +104,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*jsRec
 }
 
 func (r *jsReceiver) Start(_ context.Context, host component.Host) error {
-	cache, err := mirrorcache.FromHost(host)
+	cache, err := mirrorcache.FromHost(host, r.cfg.Mirror)
 	if err != nil {
 		return err
 	}

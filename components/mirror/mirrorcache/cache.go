@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -293,14 +294,31 @@ type Provider interface {
 	MirrorCache() *Cache
 }
 
-// FromHost finds the configuration mirror among the collector's extensions.
+// DefaultExtension is the projectauth extension of our configs, the default of the
+// `mirror` setting of the components that read the cache.
+var DefaultExtension = component.MustNewID("projectauth")
+
+// CheckExtension validates a component's `mirror` setting.
+func CheckExtension(id component.ID) error {
+	if id.Type().String() == "" {
+		return errors.New("mirror must name the projectauth extension that holds the configuration mirror, e.g. projectauth")
+	}
+	return nil
+}
+
+// FromHost returns the cache of the extension id, a component's `mirror` setting. The
+// extension is named rather than found among the host's extensions, so that a second
+// one is never picked by accident.
 func FromHost(host interface {
 	GetExtensions() map[component.ID]component.Component
-}) (*Cache, error) {
-	for _, ext := range host.GetExtensions() {
-		if p, ok := ext.(Provider); ok {
-			return p.MirrorCache(), nil
-		}
+}, id component.ID) (*Cache, error) {
+	ext, ok := host.GetExtensions()[id]
+	if !ok {
+		return nil, fmt.Errorf("no %s extension is running: add it under `extensions:` and `service.extensions`, or set `mirror` to the projectauth extension you run", id)
 	}
-	return nil, errors.New("no projectauth extension is running: add it under `extensions:` and `service.extensions`")
+	p, ok := ext.(Provider)
+	if !ok {
+		return nil, fmt.Errorf("the extension %s holds no configuration mirror: `mirror` must name a projectauth extension", id)
+	}
+	return p.MirrorCache(), nil
 }
