@@ -330,6 +330,9 @@ func valueString(val any) string {
 
 var (
 	// OTTL's syntax errors say "at LINE:COL"; participle's lexer errors "LINE:COL:".
+	// Read from the text because OTTL's API has no position for syntax errors (it
+	// formats participle's error with %s, dropping it from the chain);
+	// TestOTTLSyntaxErrorFormat fails when an upgrade changes the text.
 	posRe = regexp.MustCompile(`\b(\d+):(\d+)\b`)
 	// Names in OTTL's and our messages: undefined function "Foo", path "log.body".
 	quotedRe = regexp.MustCompile(`"([A-Za-z_][A-Za-z0-9_.]*)`)
