@@ -45,7 +45,13 @@ func (s *Service) ValidatePipeline(ctx context.Context, p mirror.Pipeline) error
 			return InvalidPipeline("agent_endpoint_url", err.Error())
 		}
 	}
-	res, err := s.CheckPipeline(ctx, p)
+	check := s.CheckPipeline
+	if check == nil {
+		check = func(context.Context, mirror.Pipeline) (validation.Result, error) {
+			return validation.Result{}, validation.ErrUnavailable
+		}
+	}
+	res, err := check(ctx, p)
 	if errors.Is(err, validation.ErrUnavailable) {
 		return Unavailable(msgNoDataPlane)
 	}
