@@ -1,6 +1,6 @@
 // Package pipelinecfg compiles a project's pipeline configuration (contract section 6)
-// into ready-to-run OTTL expressions. Compiling is the expensive part, so the data plane
-// does it once per configuration version per process (Get), and the control plane uses the
+// into ready-to-run OTTL expressions. Compiling is the expensive part, so each data-plane
+// component does it once per configuration version (Cache), and the control plane uses the
 // same code (Compile) to refuse an invalid expression when it is saved.
 package pipelinecfg
 
@@ -20,12 +20,6 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-)
-
-// Defaults of contract section 6.
-const (
-	DefaultBatchSize      = 10
-	DefaultWindowDuration = 300 * time.Second
 )
 
 // Compiled is a project's pipeline, ready to run. Safe for concurrent use.
@@ -65,10 +59,10 @@ var settings = component.TelemetrySettings{
 func Compile(p mirror.Pipeline) (*Compiled, error) {
 	c := &Compiled{Window: p.WindowEnabled, BatchSize: p.BatchSize, WindowDuration: time.Duration(p.WindowDurationSeconds) * time.Second}
 	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
+		c.BatchSize = mirror.DefaultBatchSize
 	}
 	if c.WindowDuration == 0 {
-		c.WindowDuration = DefaultWindowDuration
+		c.WindowDuration = mirror.DefaultWindowDurationSeconds * time.Second
 	}
 	if p.BatchSize < 0 || p.BatchSize > 1000 {
 		return nil, &FieldError{"batch_size", fmt.Errorf("must be between 1 and 1000, got %d", p.BatchSize)}
@@ -105,33 +99,73 @@ type entry struct {
 	err      error
 }
 
-var cache sync.Map // project id -> *entry
+// Cache holds the compiled pipelines of one component instance, each compiled once per
+// configuration version. It belongs to its component (not the process), so two
+// collectors in one process, or tests, never share or leak entries, and it follows the
+// mirror so that a project deleted there is dropped here too.
+type Cache struct {
+	mirror  *mirrorcache.Cache
+	entries sync.Map // project id -> *entry; read on every batch, written on changes
+	stop    func()
+}
+
+// NewCache returns a cache that drops the entries of projects deleted from m. Close it
+// when its component shuts down.
+func NewCache(m *mirrorcache.Cache) *Cache {
+	c := &Cache{mirror: m}
+	c.stop = m.Subscribe(func(ch mirrorcache.Change) {
+		if ch.Bucket == mirror.BucketProjects && ch.Deleted {
+			c.prune(ch.Key)
+		}
+	})
+	return c
+}
+
+// Close stops following the mirror.
+func (c *Cache) Close() {
+	if c != nil && c.stop != nil {
+		c.stop()
+	}
+}
+
+// prune drops a deleted project, and any other entry whose project is gone: a batch of a
+// project read from the mirror just before its deletion may have stored its entry after
+// the deletion was seen.
+func (c *Cache) prune(id string) {
+	c.entries.Delete(id)
+	c.entries.Range(func(k, _ any) bool {
+		if _, ok := c.mirror.Project(k.(string)); !ok {
+			c.entries.Delete(k)
+		}
+		return true
+	})
+}
+
+// Len is how many projects have an entry.
+func (c *Cache) Len() int {
+	n := 0
+	c.entries.Range(func(any, any) bool { n++; return true })
+	return n
+}
 
 // Get returns the compiled pipeline of a project, compiling it when its version changed.
-func Get(p mirror.Project) (*Compiled, error) {
-	if e, ok := cache.Load(p.ID); ok && e.(*entry).version == p.Version {
+func (c *Cache) Get(p mirror.Project) (*Compiled, error) {
+	if e, ok := c.entries.Load(p.ID); ok && e.(*entry).version == p.Version {
 		return e.(*entry).compiled, e.(*entry).err
 	}
-	c, err := Compile(p.Pipeline)
-	if c != nil {
-		c.Version = p.Version
+	compiled, err := Compile(p.Pipeline)
+	if compiled != nil {
+		compiled.Version = p.Version
 	}
-	cache.Store(p.ID, &entry{version: p.Version, compiled: c, err: err})
-	return c, err
+	c.entries.Store(p.ID, &entry{version: p.Version, compiled: compiled, err: err})
+	return compiled, err
 }
 
 // Check reports whether a project's pipeline compiles (the JetStream receiver pauses a
 // project that does not).
-func Check(p mirror.Project) error {
-	_, err := Get(p)
+func (c *Cache) Check(p mirror.Project) error {
+	_, err := c.Get(p)
 	return err
-}
-
-// IsFieldError reports whether err names a configuration field.
-func IsFieldError(err error) (*FieldError, bool) {
-	var fe *FieldError
-	ok := errors.As(err, &fe)
-	return fe, ok
 }
 
 // ErrNoProject is returned for a request of a project the mirror does not know (deleted
@@ -140,15 +174,22 @@ var ErrNoProject = errors.New("project not in the configuration mirror")
 
 // ForRequest returns the project of a pipeline-role request and its compiled pipeline.
 // ok is false when the request carries no project (not from the JetStream receiver).
-func ForRequest(ctx context.Context, cache *mirrorcache.Cache) (p mirror.Project, c *Compiled, ok bool, err error) {
+func (c *Cache) ForRequest(ctx context.Context) (p mirror.Project, compiled *Compiled, ok bool, err error) {
 	pr, ok := tenant.FromContext(ctx)
 	if !ok {
 		return mirror.Project{}, nil, false, nil
 	}
-	p, found := cache.Project(pr.ProjectID)
+	p, found := c.mirror.Project(pr.ProjectID)
 	if !found {
 		return mirror.Project{}, nil, true, fmt.Errorf("%w: %s", ErrNoProject, pr.ProjectID)
 	}
-	c, err = Get(p)
-	return p, c, true, err
+	compiled, err = c.Get(p)
+	return p, compiled, true, err
+}
+
+// IsFieldError reports whether err names a configuration field.
+func IsFieldError(err error) (*FieldError, bool) {
+	var fe *FieldError
+	ok := errors.As(err, &fe)
+	return fe, ok
 }

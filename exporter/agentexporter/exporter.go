@@ -26,9 +26,6 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
 )
 
-// defaultBatchSize applies when a project leaves batch_size at 0 (contract section 6).
-const defaultBatchSize = 10
-
 type agentExporter struct {
 	cfg       *Config
 	logger    *zap.Logger
@@ -69,14 +66,9 @@ func (e *agentExporter) Start(_ context.Context, host component.Host) error {
 	if err != nil {
 		return fmt.Errorf("agent exporter: allow_cidrs: %w", err)
 	}
-	nc, err := e.cfg.NATS.Connect(host, "otelcol-svc agent exporter", e.logger)
+	nc, js, err := e.cfg.NATS.ConnectJetStream(host, "otelcol-svc agent exporter", e.logger)
 	if err != nil {
-		return err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return err
+		return fmt.Errorf("agent exporter: %w", err)
 	}
 	// Each attempt is bounded by its own context (cfg.Timeout), so the client needs none.
 	e.client = outbound.NewClient(outbound.Options{AllowCIDRs: allow})
@@ -156,7 +148,7 @@ func batchSize(p mirror.Project) int {
 	if p.Pipeline.BatchSize > 0 {
 		return p.Pipeline.BatchSize
 	}
-	return defaultBatchSize
+	return mirror.DefaultBatchSize
 }
 
 // handle makes one call and settles it: delivered, or dead-lettered. It returns an error

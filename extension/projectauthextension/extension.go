@@ -50,10 +50,9 @@ type authenticator struct {
 const usageEvery = time.Minute
 
 var (
-	_            extensionauth.Server            = (*authenticator)(nil)
-	_            mirrorcache.Provider            = (*authenticator)(nil)
-	_            extensioncapabilities.Dependent = (*authenticator)(nil)
-	embeddedNATS                                 = component.MustNewID("embeddednats")
+	_ extensionauth.Server            = (*authenticator)(nil)
+	_ mirrorcache.Provider            = (*authenticator)(nil)
+	_ extensioncapabilities.Dependent = (*authenticator)(nil)
 )
 
 // Dependencies makes the collector start the embedded NATS first when we use it (an
@@ -61,7 +60,7 @@ var (
 // extension configured, the collector refuses the config with a message naming it.
 func (a *authenticator) Dependencies() []component.ID {
 	if a.cfg.NATS.URL == "" {
-		return []component.ID{embeddedNATS}
+		return []component.ID{a.cfg.NATS.Extension}
 	}
 	return nil
 }
@@ -75,13 +74,8 @@ func newAuthenticator(cfg *Config, set extension.Settings) (*authenticator, erro
 }
 
 func (a *authenticator) Start(_ context.Context, host component.Host) error {
-	nc, err := a.cfg.NATS.Connect(host, "otelcol-svc projectauth", a.logger)
+	nc, js, err := a.cfg.NATS.ConnectJetStream(host, "otelcol-svc projectauth", a.logger)
 	if err != nil {
-		return err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
 		return err
 	}
 	a.nc, a.js = nc, js

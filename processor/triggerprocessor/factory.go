@@ -31,5 +31,6 @@ func createLogs(ctx context.Context, set processor.Settings, cfg component.Confi
 	p.mirror = cfg.(*Config).Mirror
 	return processorhelper.NewLogs(ctx, set, cfg, next, p.processLogs,
 		processorhelper.WithStart(p.start),
+		processorhelper.WithShutdown(p.shutdown),
 		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}))
 }

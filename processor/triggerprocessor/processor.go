@@ -22,8 +22,9 @@ type triggerProcessor struct {
 	logger *zap.Logger
 	// mirror is the projectauth extension whose configuration mirror it reads.
 	mirror component.ID
-	cache  *mirrorcache.Cache
-	tel    *metadata.TelemetryBuilder
+	// pipelines is this instance's compiled-pipeline cache, following the mirror.
+	pipelines *pipelinecfg.Cache
+	tel       *metadata.TelemetryBuilder
 }
 
 func newProcessor(set processor.Settings) (*triggerProcessor, error) {
@@ -36,8 +37,16 @@ func newProcessor(set processor.Settings) (*triggerProcessor, error) {
 
 func (p *triggerProcessor) start(_ context.Context, host component.Host) error {
 	cache, err := mirrorcache.FromHost(host, p.mirror)
-	p.cache = cache
-	return err
+	if err != nil {
+		return err
+	}
+	p.pipelines = pipelinecfg.NewCache(cache)
+	return nil
+}
+
+func (p *triggerProcessor) shutdown(context.Context) error {
+	p.pipelines.Close()
+	return nil
 }
 
 var (
@@ -47,7 +56,7 @@ var (
 )
 
 func (p *triggerProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
-	project, c, ok, err := pipelinecfg.ForRequest(ctx, p.cache)
+	project, c, ok, err := p.pipelines.ForRequest(ctx)
 	if !ok || (err == nil && c.Window) {
 		return ld, nil // not ours: no project, or window mode
 	}

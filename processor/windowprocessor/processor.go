@@ -24,8 +24,9 @@ import (
 type windowProcessor struct {
 	cfg    *Config
 	logger *zap.Logger
-	cache  *mirrorcache.Cache
-	store  windowstore.Store
+	// pipelines is this instance's compiled-pipeline cache, following the mirror.
+	pipelines *pipelinecfg.Cache
+	store     windowstore.Store
 
 	tel *metadata.TelemetryBuilder
 }
@@ -43,7 +44,7 @@ func (p *windowProcessor) start(ctx context.Context, host component.Host) error 
 	if err != nil {
 		return err
 	}
-	p.cache = cache
+	p.pipelines = pipelinecfg.NewCache(cache)
 	if p.cfg.RedisURL == "" {
 		p.store = windowstore.NewMemory(p.cfg.SweepInterval)
 		p.logger.Info("window store: in memory (set REDIS_URL to share windows between pipeline processes)")
@@ -62,6 +63,7 @@ func (p *windowProcessor) start(ctx context.Context, host component.Host) error 
 }
 
 func (p *windowProcessor) shutdown(context.Context) error {
+	p.pipelines.Close()
 	if p.store != nil {
 		return p.store.Close()
 	}
@@ -73,7 +75,7 @@ func outcome(o string) metric.MeasurementOption {
 }
 
 func (p *windowProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
-	project, c, ok, err := pipelinecfg.ForRequest(ctx, p.cache)
+	project, c, ok, err := p.pipelines.ForRequest(ctx)
 	if !ok || (err == nil && !c.Window) {
 		return ld, nil // not ours: no project, or legacy mode
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/collector/component"
@@ -35,6 +36,8 @@ type jsReceiver struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	cache *mirrorcache.Cache
+	// pipelines compiles project configurations, to pause a project whose expressions do not compile.
+	pipelines *pipelinecfg.Cache
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -108,20 +111,17 @@ func (r *jsReceiver) Start(_ context.Context, host component.Host) error {
 	if err != nil {
 		return err
 	}
-	nc, err := r.cfg.NATS.Connect(host, "otelcol-svc jetstream receiver "+r.settings.ID.String(), r.settings.Logger)
+	nc, js, err := r.cfg.NATS.ConnectJetStream(host, "otelcol-svc jetstream receiver "+r.settings.ID.String(), r.settings.Logger)
 	if err != nil {
-		return err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
 		return err
 	}
 	r.nc, r.js, r.cache = nc, js, cache
+	r.pipelines = pipelinecfg.NewCache(cache)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.kick = make(chan struct{}, 1)
 	r.checks = newCheckQueue()
 	if err := r.listenForWakes(); err != nil {
+		r.pipelines.Close()
 		nc.Close()
 		return err
 	}
@@ -145,11 +145,12 @@ func (r *jsReceiver) Shutdown(context.Context) error {
 		return nil
 	}
 	r.unsub()
+	r.pipelines.Close()
 	_ = r.wakes.Unsubscribe()
 	r.cancel()
 	r.checks.close()
 	r.wg.Wait()
-	// Workers take r.mu when they retire, so they are stopped outside it.
+	// Workers take r.mu when they retire, so they are stopped outside it (receiver_test.go).
 	r.mu.Lock()
 	workers := make([]*worker, 0, len(r.workers))
 	for _, w := range r.workers {
@@ -209,7 +210,7 @@ func (r *jsReceiver) wanted() map[string]target {
 		}
 		// A project whose expressions do not compile is paused rather than consumed and
 		// redelivered forever; it resumes when its configuration is fixed.
-		if err := pipelinecfg.Check(p); err != nil {
+		if err := r.pipelines.Check(p); err != nil {
 			r.pause(p.ID, err.Error())
 			continue
 		}
@@ -257,6 +258,8 @@ func (r *jsReceiver) reconcile() {
 		}
 	}
 	r.mu.Unlock()
+	// Outside the lock: a stopping worker may need it (retire), and waiting for it while
+	// holding it would deadlock (receiver_test.go).
 	for _, w := range stop {
 		w.cancel()
 		<-w.done
@@ -299,23 +302,32 @@ func (r *jsReceiver) unpauseLocked(id string) {
 }
 
 // consume runs one target's consumer until ctx ends or the target is idle, re-creating
-// the consumer after errors (NATS may be away).
+// the consumer after errors (NATS may be away), with backoff's exponential waits (200ms
+// doubling up to 5s, for as long as it takes).
 func (r *jsReceiver) consume(ctx context.Context, w *worker) {
 	t := w.target
-	backoff := 200 * time.Millisecond
-	for ctx.Err() == nil {
-		err := r.consumeOnce(ctx, w)
-		if ctx.Err() != nil || errors.Is(err, errIdle) {
-			return
-		}
-		r.settings.Logger.Warn("consumer stopped; restarting", append(t.logFields(), zap.Error(err), zap.Duration("in", backoff))...)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
+	restarts := &backoff.ExponentialBackOff{
+		InitialInterval: 200 * time.Millisecond,
+		Multiplier:      2,
+		MaxInterval:     5 * time.Second,
 	}
+	_, _ = backoff.Retry(ctx, func() (struct{}, error) {
+		err := r.consumeOnce(ctx, w)
+		if errors.Is(err, errIdle) {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		if err == nil {
+			// consumeOnce returns only with an error; nil would end the worker silently.
+			err = errors.New("consumer ended")
+		}
+		return struct{}{}, err
+	},
+		backoff.WithBackOff(restarts),
+		backoff.WithMaxElapsedTime(0),
+		backoff.WithNotify(func(err error, in time.Duration) {
+			r.settings.Logger.Warn("consumer stopped; restarting", append(t.logFields(), zap.Error(err), zap.Duration("in", in))...)
+		}),
+	)
 }
 
 func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker) error {

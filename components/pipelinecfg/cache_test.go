@@ -1,0 +1,91 @@
+package pipelinecfg
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+)
+
+func startMirror(t *testing.T) (*mirror.Store, *mirrorcache.Cache) {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	ctx, cancel := context.WithCancel(context.Background())
+	store, err := mirror.Open(ctx, js, 1)
+	require.NoError(t, err)
+	m := mirrorcache.NewCache(zap.NewNop())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx, js) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, m.Ready, 10*time.Second, 10*time.Millisecond)
+	return store, m
+}
+
+func put(t *testing.T, store *mirror.Store, m *mirrorcache.Cache, p mirror.Project) {
+	t.Helper()
+	require.NoError(t, store.PutProject(context.Background(), p))
+	require.Eventually(t, func() bool {
+		got, ok := m.Project(p.ID)
+		return ok && got.Version == p.Version
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+func request(project string) context.Context {
+	return tenant.NewContext(context.Background(), tenant.Principal{ProjectID: project, Scope: "pipeline"})
+}
+
+func TestDeletingAProjectFreesItsCompiledPipeline(t *testing.T) {
+	store, m := startMirror(t)
+	c := NewCache(m)
+	defer c.Close()
+	for _, id := range []string{"prj_one", "prj_two"} {
+		put(t, store, m, mirror.Project{ID: id, Version: 1, Pipeline: mirror.Pipeline{Trigger: `severity_number >= 17`}})
+		_, compiled, ok, err := c.ForRequest(request(id))
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NotNil(t, compiled.Trigger)
+	}
+	require.Equal(t, 2, c.Len())
+
+	require.NoError(t, store.DeleteProject(context.Background(), "prj_one"))
+	require.Eventually(t, func() bool { return c.Len() == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the deleted project's entry is dropped")
+	_, _, ok, err := c.ForRequest(request("prj_one"))
+	assert.True(t, ok)
+	assert.ErrorIs(t, err, ErrNoProject)
+	_, compiled, _, err := c.ForRequest(request("prj_two"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), compiled.Version, "the other project keeps its entry")
+}
+
+func TestEachCacheCompilesOncePerVersion(t *testing.T) {
+	store, m := startMirror(t)
+	a, b := NewCache(m), NewCache(m)
+	defer a.Close()
+	defer b.Close()
+	p := mirror.Project{ID: "prj_v", Version: 1, Pipeline: mirror.Pipeline{Trigger: `severity_number >= 17`}}
+	put(t, store, m, p)
+	first, err := a.Get(p)
+	require.NoError(t, err)
+	again, err := a.Get(p)
+	require.NoError(t, err)
+	assert.Same(t, first, again, "the same version is not compiled again")
+	other, err := b.Get(p)
+	require.NoError(t, err)
+	assert.NotSame(t, first, other, "caches of two components share nothing")
+
+	p.Version, p.Pipeline.Trigger = 2, `severity_number >=`
+	err = a.Check(p)
+	var fe *FieldError
+	require.ErrorAs(t, err, &fe, "a new version is compiled, and its error kept")
+	assert.Equal(t, "trigger", fe.Field)
+}
