@@ -64,15 +64,8 @@ func TestClusterScaleOutSurvivesKill9(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	}, 30*time.Second, 50*time.Millisecond, "the control plane never became ready")
 
-	// The customer's side, set up through the control plane API as a user would.
-	agent := startNumberAgent(t)
-	hook := startNumberWebhook(t)
-	p := setUpThroughAPI(t, cp.URL, "scale-out",
-		map[string]any{"agent_endpoint_url": agent.URL, "batch_size": 10},
-		map[string]any{"kind": "webhook", "url": hook.URL})
-	projectID, key := p.ID, p.Key
-
 	// Two processes of each role, with the shipped configs and their default replicas (3).
+	// They run before the pipeline is saved: the control plane has a collector check it.
 	vars := map[string]string{"NATS_URL": cl.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8",
 		"REDIS_URL": "redis://127.0.0.1:6379/" + clusterRedisDB}
 	start := func(config string) *testenv.Collector {
@@ -81,6 +74,14 @@ func TestClusterScaleOutSurvivesKill9(t *testing.T) {
 	receivers := []*testenv.Collector{start("configs/receiver.yaml"), start("configs/receiver.yaml")}
 	pipelines := []*testenv.Collector{start("configs/pipeline.yaml"), start("configs/pipeline.yaml")}
 	sinks := []*testenv.Collector{start("configs/sink.yaml"), start("configs/sink.yaml")}
+
+	// The customer's side, set up through the control plane API as a user would.
+	agent := startNumberAgent(t)
+	hook := startNumberWebhook(t)
+	p := setUpThroughAPI(t, cp.URL, "scale-out",
+		map[string]any{"agent_endpoint_url": agent.URL, "batch_size": 10},
+		map[string]any{"kind": "webhook", "url": hook.URL})
+	projectID, key := p.ID, p.Key
 	for _, r := range receivers {
 		if !waitKeyAccepted(t, r.HTTP, key) {
 			logKeyWatch(t, js, key)
