@@ -1,4 +1,4 @@
-package pipelinecfg
+package pipelinecfg_test
 
 import (
 	"context"
@@ -7,25 +7,26 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/lifecyclehost"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
+// startMirror runs the real extensions (embedded NATS, projectauth with its mirror
+// cache) and returns the mirror's writer and the cache.
 func startMirror(t *testing.T) (*mirror.Store, *mirrorcache.Cache) {
 	t.Helper()
-	n := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, n.URL())
-	ctx, cancel := context.WithCancel(context.Background())
-	store, err := mirror.Open(ctx, js, 1)
+	host := lifecyclehost.New(t)
+	m, err := mirrorcache.FromHost(host, mirrorcache.DefaultExtension)
 	require.NoError(t, err)
-	m := mirrorcache.NewCache(zap.NewNop())
-	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx, js) }()
-	t.Cleanup(func() { cancel(); <-done })
+	_, js := testenv.Connect(t, host[natsclient.DefaultExtension].(natsclient.Embedded).ClientURL())
+	store, err := mirror.Open(context.Background(), js, 1)
+	require.NoError(t, err)
 	require.Eventually(t, m.Ready, 10*time.Second, 10*time.Millisecond)
 	return store, m
 }
@@ -45,7 +46,7 @@ func request(project string) context.Context {
 
 func TestDeletingAProjectFreesItsCompiledPipeline(t *testing.T) {
 	store, m := startMirror(t)
-	c := NewCache(m)
+	c := pipelinecfg.NewCache(m)
 	defer c.Close()
 	for _, id := range []string{"prj_one", "prj_two"} {
 		put(t, store, m, mirror.Project{ID: id, Version: 1, Pipeline: mirror.Pipeline{Trigger: `severity_number >= 17`}})
@@ -61,7 +62,7 @@ func TestDeletingAProjectFreesItsCompiledPipeline(t *testing.T) {
 		"the deleted project's entry is dropped")
 	_, _, ok, err := c.ForRequest(request("prj_one"))
 	assert.True(t, ok)
-	assert.ErrorIs(t, err, ErrNoProject)
+	assert.ErrorIs(t, err, pipelinecfg.ErrNoProject)
 	_, compiled, _, err := c.ForRequest(request("prj_two"))
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), compiled.Version, "the other project keeps its entry")
@@ -69,7 +70,7 @@ func TestDeletingAProjectFreesItsCompiledPipeline(t *testing.T) {
 
 func TestEachCacheCompilesOncePerVersion(t *testing.T) {
 	store, m := startMirror(t)
-	a, b := NewCache(m), NewCache(m)
+	a, b := pipelinecfg.NewCache(m), pipelinecfg.NewCache(m)
 	defer a.Close()
 	defer b.Close()
 	p := mirror.Project{ID: "prj_v", Version: 1, Pipeline: mirror.Pipeline{Trigger: `severity_number >= 17`}}
@@ -85,7 +86,7 @@ func TestEachCacheCompilesOncePerVersion(t *testing.T) {
 
 	p.Version, p.Pipeline.Trigger = 2, `severity_number >=`
 	err = a.Check(p)
-	var fe *FieldError
+	var fe *pipelinecfg.FieldError
 	require.ErrorAs(t, err, &fe, "a new version is compiled, and its error kept")
 	assert.Equal(t, "trigger", fe.Field)
 }

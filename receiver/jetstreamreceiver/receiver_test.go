@@ -6,30 +6,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/receiver/receivertest"
-	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/lifecyclehost"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
-
-// mirrorExtension stands in for the projectauth extension: it owns the mirror cache.
-type mirrorExtension struct {
-	component.StartFunc
-	component.ShutdownFunc
-	cache *mirrorcache.Cache
-}
-
-func (m mirrorExtension) MirrorCache() *mirrorcache.Cache { return m.cache }
-
-type testHost map[component.ID]component.Component
-
-func (h testHost) GetExtensions() map[component.ID]component.Component { return h }
 
 // stoppingWorker is a pipeline whose batch ends only when its worker is stopped, and
 // which then needs the receiver's mutex (as a worker retiring does) before it returns.
@@ -54,22 +41,21 @@ const project = "prj_lockorder"
 // startWithBusyWorker starts a receiver whose one worker is inside the pipeline.
 func startWithBusyWorker(t *testing.T) (*jsReceiver, *stoppingWorker, *mirror.Store) {
 	t.Helper()
-	n := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, n.URL())
-	ctx, cancel := context.WithCancel(context.Background())
+	// The real extensions, as the collector runs them: embedded NATS and projectauth.
+	host := lifecyclehost.New(t)
+	url := host[natsclient.DefaultExtension].(natsclient.Embedded).ClientURL()
+	m, err := mirrorcache.FromHost(host, mirrorcache.DefaultExtension)
+	require.NoError(t, err)
+	_, js := testenv.Connect(t, url)
+	ctx := context.Background()
 	store, err := mirror.Open(ctx, js, 1)
 	require.NoError(t, err)
-	m := mirrorcache.NewCache(zap.NewNop())
-	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx, js) }()
-	t.Cleanup(func() { cancel(); <-done })
 	require.Eventually(t, m.Ready, 10*time.Second, 10*time.Millisecond)
 
 	require.NoError(t, store.PutProject(ctx, mirror.Project{ID: project, Version: 1,
 		Pipeline: mirror.Pipeline{AgentEndpointURL: "https://agent.example.com/"}}))
 	require.Eventually(t, func() bool { _, ok := m.Project(project); return ok }, 10*time.Second, 10*time.Millisecond)
 	cfg := createDefaultConfig().(*Config)
-	cfg.NATS.URL = n.URL()
 	require.NoError(t, streams.Create(ctx, js, streams.RawConfig(project, cfg.Stream)))
 	_, err = js.Publish(ctx, streams.RawSubject(project), []byte(`{"body":"one"}`))
 	require.NoError(t, err)
@@ -78,7 +64,6 @@ func startWithBusyWorker(t *testing.T) (*jsReceiver, *stoppingWorker, *mirror.St
 	r, err := newReceiver(cfg, receivertest.NewNopSettings(NewFactory().Type()), sink)
 	require.NoError(t, err)
 	sink.r = r
-	host := testHost{component.MustNewID("projectauth"): mirrorExtension{cache: m}}
 	require.NoError(t, r.Start(context.Background(), host))
 	select {
 	case <-sink.entered:
