@@ -1,4 +1,4 @@
-package natsclient
+package natsclient_test
 
 import (
 	"context"
@@ -9,12 +9,12 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/lifecyclehost"
+	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
-type host map[component.ID]component.Component
-
-func (h host) GetExtensions() map[component.ID]component.Component { return h }
+type host = lifecyclehost.Host
 
 type embedded struct {
 	component.StartFunc
@@ -30,33 +30,31 @@ type other struct {
 }
 
 func TestConnectDialsTheNamedExtension(t *testing.T) {
-	srv := testenv.StartNATS(t)
+	h := lifecyclehost.NATSOnly(t) // the real embeddednats extension
+	url := h[natsclient.DefaultExtension].(natsclient.Embedded).ClientURL()
 	// Another embedded server in the host must not be taken for the named one.
-	h := host{
-		component.MustNewIDWithName("embeddednats", "other"): embedded{url: "nats://127.0.0.1:1"},
-		DefaultExtension: embedded{url: srv.URL()},
-	}
-	nc, js, err := DefaultConfig().ConnectJetStream(h, "test", zap.NewNop())
+	h[component.MustNewIDWithName("embeddednats", "other")] = embedded{url: "nats://127.0.0.1:1"}
+	nc, js, err := natsclient.DefaultConfig().ConnectJetStream(h, "test", zap.NewNop())
 	require.NoError(t, err)
 	defer nc.Close()
-	require.Equal(t, srv.URL(), nc.ConnectedUrl())
+	require.Equal(t, url, nc.ConnectedUrl())
 	_, err = js.AccountInfo(context.Background())
 	require.NoError(t, err, "the JetStream context works on the connection")
 }
 
 func TestConnectRefusesAMissingOrWrongExtension(t *testing.T) {
-	named := DefaultConfig()
+	named := natsclient.DefaultConfig()
 	named.Extension = component.MustNewIDWithName("embeddednats", "second")
 	for name, tc := range map[string]struct {
-		cfg  Config
-		host Host
+		cfg  natsclient.Config
+		host natsclient.Host
 		want string
 	}{
-		"missing":       {DefaultConfig(), host{}, `extension "embeddednats" is not running`},
-		"no host":       {DefaultConfig(), nil, `extension "embeddednats" is not running`},
-		"other name":    {named, host{DefaultExtension: embedded{url: "nats://127.0.0.1:1"}}, `extension "embeddednats/second" is not running`},
-		"not embedded":  {DefaultConfig(), host{DefaultExtension: other{}}, "is not an embedded NATS server"},
-		"external only": {DefaultConfig(), host{DefaultExtension: embedded{}}, "runs no server"},
+		"missing":       {natsclient.DefaultConfig(), host{}, `extension "embeddednats" is not running`},
+		"no host":       {natsclient.DefaultConfig(), nil, `extension "embeddednats" is not running`},
+		"other name":    {named, host{natsclient.DefaultExtension: embedded{url: "nats://127.0.0.1:1"}}, `extension "embeddednats/second" is not running`},
+		"not embedded":  {natsclient.DefaultConfig(), host{natsclient.DefaultExtension: other{}}, "is not an embedded NATS server"},
+		"external only": {natsclient.DefaultConfig(), host{natsclient.DefaultExtension: embedded{}}, "runs no server"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := tc.cfg.Connect(tc.host, "test", zap.NewNop())
@@ -68,7 +66,7 @@ func TestConnectRefusesAMissingOrWrongExtension(t *testing.T) {
 
 func TestURLWinsOverTheExtension(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	cfg := DefaultConfig()
+	cfg := natsclient.DefaultConfig()
 	cfg.URL = srv.URL()
 	nc, err := cfg.Connect(host{}, "test", zap.NewNop())
 	require.NoError(t, err)
@@ -77,13 +75,13 @@ func TestURLWinsOverTheExtension(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	assert.NoError(t, DefaultConfig().Validate())
-	noExt := DefaultConfig()
+	assert.NoError(t, natsclient.DefaultConfig().Validate())
+	noExt := natsclient.DefaultConfig()
 	noExt.Extension = component.ID{}
 	assert.ErrorContains(t, noExt.Validate(), "set url, or extension")
 	noExt.URL = "nats://a:4222,tls://b:4222"
 	assert.NoError(t, noExt.Validate())
-	bad := DefaultConfig()
+	bad := natsclient.DefaultConfig()
 	bad.URL = "http://a:4222"
 	assert.ErrorContains(t, bad.Validate(), "scheme must be nats")
 }
