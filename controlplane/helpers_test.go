@@ -50,6 +50,8 @@ func startValidator(t *testing.T, natsURL string) {
 	svc, err := responder.Start(nc)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = svc.Stop() })
+	// Once the server has the subscription, the next check finds the responder.
+	require.NoError(t, nc.Flush())
 }
 
 // receiver starts the ingest role on the stack's NATS.
