@@ -68,6 +68,10 @@ type Project struct {
 	Pipeline      Pipeline `json:"pipeline"`
 	SigningSecret string   `json:"signing_secret,omitempty"`
 	Sinks         []Sink   `json:"sinks,omitempty"`
+	// IngestRate is the project's own ingest rate limit; nil (omitted) means the
+	// deployment's default (the jetstream exporter's usage.rate_limit). A rate with
+	// per_second 0 exempts the project from the default.
+	IngestRate *IngestRate `json:"ingest_rate,omitempty"`
 	// Members maps each member's user id (the owner's included) to the membership's
 	// grant: when it began, in unix milliseconds. A console token names its user and
 	// grant, and is honoured only while they match here, so removing a member (or
@@ -135,6 +139,14 @@ type Sink struct {
 	// Since is when the sink was created or last enabled: it receives the results stored
 	// from then on, never a backlog from before it existed or while it was off.
 	Since time.Time `json:"since,omitempty"`
+}
+
+// IngestRate is a per-project ingest rate limit: records per second, with a burst (the
+// most records one request, or a quick run of them, may hold; 0 means per_second rounded
+// up). Each receiver process applies it on its own, so N receivers allow N times it.
+type IngestRate struct {
+	PerSecond float64 `json:"per_second"`
+	Burst     int     `json:"burst,omitempty"`
 }
 
 // Source is a push source (contract sections 4 and 5).
