@@ -10,7 +10,10 @@
 // validate` and the start refuse such a pipeline.
 package ingestctx
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 type key struct{}
 
@@ -34,6 +37,21 @@ type Info struct {
 	// SourceID is the push source of the request's records (Prebuilt records.SignalSource);
 	// it becomes the Svc-Source-Id header of each record.
 	SourceID string
+	// Quota, when the receiver sets it, is filled by the exporter for an accepted request
+	// of a metered account: the receiver answers it as RateLimit-* headers. A pointer so
+	// that the exporter can hand it back up the synchronous pipeline.
+	Quota *Quota
+}
+
+// Quota is an account's month after an accepted request, as the exporter's meter knew it.
+type Quota struct {
+	// Limit is the account's monthly limit; 0 means unlimited (no headers are sent).
+	Limit int64
+	// Remaining is what the account has left (an estimate across receivers: exact within
+	// a lease, see components/usage).
+	Remaining int64
+	// Reset is when the count starts again (00:00 UTC on the 1st).
+	Reset time.Time
 }
 
 // With returns ctx carrying info.

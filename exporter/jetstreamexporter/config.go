@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
+
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 )
@@ -32,6 +35,54 @@ type Config struct {
 	// failing on every retry. It must stay below the NATS server's max_payload (1 MiB by
 	// default) minus room for headers; the server's own limit, when lower, wins.
 	MaxRecordBytes int `mapstructure:"max_record_bytes"`
+	// Usage meters each request's raw records against its account's monthly limit and its
+	// project's ingest rate (components/usage; contract sections 9 and 10).
+	Usage UsageConfig `mapstructure:"usage"`
+}
+
+// UsageConfig is the free tier and the ingest rate limit, enforced where records are
+// published so that every ingest surface (OTLP/HTTP, OTLP/gRPC, events, push sources)
+// counts the same way. Agent results are never counted.
+type UsageConfig struct {
+	// Enabled meters and limits; false turns the whole block off (no counts, no usage
+	// API figures, no limits): the reference of bench/ingest's metered phase.
+	Enabled bool `mapstructure:"enabled"`
+	// FreeTierEvents is each account's monthly limit unless `accounts set-limit` gave it
+	// its own (SVC_FREE_TIER_EVENTS); 0 means unlimited (still counted).
+	FreeTierEvents int64 `mapstructure:"free_tier_events"`
+	// RateLimit is the deployment's per-project ingest rate, per receiver process; a
+	// project's own (the mirror's ingest_rate) replaces it. per_second 0 is off.
+	RateLimit RateLimitConfig `mapstructure:"rate_limit"`
+	// Mirror names the projectauth extension whose configuration mirror names each
+	// account's projects (for the 80%/100% notices to their sinks) and their own rates.
+	Mirror component.ID `mapstructure:"mirror"`
+}
+
+// RateLimitConfig is records per second with a burst (0: per_second rounded up).
+type RateLimitConfig struct {
+	PerSecond float64 `mapstructure:"per_second"`
+	Burst     int     `mapstructure:"burst"`
+}
+
+// Validate checks the usage block.
+func (c *UsageConfig) Validate() error {
+	if !c.Enabled {
+		return nil
+	}
+	var errs []error
+	if c.FreeTierEvents < 0 {
+		errs = append(errs, fmt.Errorf("free_tier_events must be 0 (unlimited) or more, got %d", c.FreeTierEvents))
+	}
+	if c.RateLimit.PerSecond < 0 || c.RateLimit.PerSecond != c.RateLimit.PerSecond {
+		errs = append(errs, fmt.Errorf("rate_limit.per_second must be 0 (off) or more, got %v", c.RateLimit.PerSecond))
+	}
+	if c.RateLimit.Burst < 0 {
+		errs = append(errs, fmt.Errorf("rate_limit.burst must be 0 (per_second rounded up) or more, got %d", c.RateLimit.Burst))
+	}
+	if err := mirrorcache.CheckExtension(c.Mirror); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // Publish modes.
@@ -57,6 +108,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRecordBytes < 1 {
 		errs = append(errs, errors.New("max_record_bytes must be positive, e.g. 1000000"))
+	}
+	if err := c.Usage.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("usage: %w", err))
 	}
 	switch c.Publish {
 	case PublishAsync, PublishFastBatch:

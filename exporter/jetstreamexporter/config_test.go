@@ -21,6 +21,8 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, streams.DefaultLimits(), def.Stream)
 	assert.Equal(t, PublishAsync, def.Publish)
 	assert.Equal(t, 1_000_000, def.MaxRecordBytes)
+	assert.Equal(t, UsageConfig{Enabled: true, FreeTierEvents: 10_000, Mirror: component.MustNewID("projectauth")}, def.Usage,
+		"metering on, the specification's free tier, no rate limit")
 }
 
 func TestLoadConfig(t *testing.T) {
@@ -39,13 +41,27 @@ func TestLoadConfig(t *testing.T) {
 			MaxPending:     4096,
 			Publish:        PublishFastBatch,
 			MaxRecordBytes: 500000,
+			Usage: UsageConfig{
+				Enabled: true, FreeTierEvents: 50000,
+				RateLimit: RateLimitConfig{PerSecond: 200, Burst: 1000},
+				Mirror:    component.MustNewIDWithName("projectauth", "tenants"),
+			},
 		}},
+		// Off, the block is not checked: nothing reads it.
+		{id: component.NewIDWithName(metadata.Type, "off"), expected: func() component.Config {
+			c := createDefaultConfig().(*Config)
+			c.Usage.Enabled, c.Usage.FreeTierEvents = false, -1
+			return c
+		}()},
 		{id: component.NewIDWithName(metadata.Type, "bad"), errs: []string{
 			"replicas must be between 1 and 5",
 			"duplicate_window must not exceed max_age",
 			"publish_timeout must be positive",
 			`publish must be "async" or "fast_batch", got "sync"`,
 			"max_record_bytes must be positive",
+			"usage: free_tier_events must be 0 (unlimited) or more, got -1",
+			"rate_limit.per_second must be 0 (off) or more, got -5",
+			"rate_limit.burst must be 0 (per_second rounded up) or more, got -1",
 		}},
 	}
 	for _, tt := range tests {

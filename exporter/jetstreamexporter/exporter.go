@@ -26,6 +26,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/records"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/components/usage"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/fastbatch"
 )
 
@@ -52,6 +53,8 @@ type jsExporter struct {
 	// storage holds each project to its byte limit (storage.go).
 	storage *storageGuard
 	waker   *waker
+	// usage is nil when cfg.Usage.Enabled is false.
+	usage *metering
 }
 
 func newExporter(cfg *Config, set exporter.Settings) *jsExporter {
@@ -75,10 +78,21 @@ func (e *jsExporter) Start(_ context.Context, host component.Host) error {
 	e.nc, e.js = nc, js
 	e.storage = newStorageGuard(js, e.cfg.Stream.MaxBytes, e.logger)
 	e.waker = &waker{nc: nc, every: wakeInterval}
+	if e.cfg.Usage.Enabled {
+		e.usage = newMetering(e.cfg.Usage, e)
+		if err := e.usage.start(host, js); err != nil {
+			nc.Close()
+			e.nc = nil
+			return err
+		}
+	}
 	return nil
 }
 
-func (e *jsExporter) Shutdown(context.Context) error {
+func (e *jsExporter) Shutdown(ctx context.Context) error {
+	if e.usage != nil {
+		e.usage.shutdown(ctx)
+	}
 	if e.nc != nil {
 		// Drain lets in-flight publishes complete and their acks arrive.
 		_ = e.nc.Drain()
@@ -157,6 +171,16 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 	if err := e.storage.admit(cfg.Name); err != nil {
 		return err
 	}
+	// Raw records count against the account's month and the project's rate; agent
+	// results (and usage notices) never do. Counted before publishing, so that two
+	// receivers cannot both take the account's last records, and refunded if storing
+	// fails: only stored records stay counted.
+	var res usage.Reservation
+	if e.usage != nil && !info.Output {
+		if res, err = e.usage.reserve(ctx, p, n, info.Quota); err != nil {
+			return err
+		}
+	}
 	var size int64
 	counted := func(emit emitFunc) error {
 		return walk(func(signal string, rec []byte) error {
@@ -165,7 +189,16 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 		})
 	}
 	err = e.publishTo(ctx, p.ProjectID, cfg, fast, n, info, counted)
-	if err == nil {
+	if err != nil {
+		// What failed may be partly stored (async publishing cannot take records back);
+		// the client is told to retry, and the retry is what gets counted.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.PublishTimeout)
+		if rerr := res.Refund(rctx); rerr != nil {
+			e.logger.Warn("could not refund the records of a failed request to the account's quota", zap.String("project_id", p.ProjectID), zap.Error(rerr))
+		}
+		cancel()
+	} else {
+		res.Commit()
 		e.storage.stored(cfg.Name, size)
 		kind := streams.WakeRaw
 		if info.Output {

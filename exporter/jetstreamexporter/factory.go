@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/shared"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
@@ -25,6 +26,9 @@ import (
 // defaultMaxRecordBytes leaves 48 KiB of the NATS default max_payload (1 MiB) for headers,
 // which are at most a few hundred bytes here (signal, message id, source or request id).
 const defaultMaxRecordBytes = 1_000_000
+
+// defaultFreeTierEvents is the free tier of the specification (section 1.1).
+const defaultFreeTierEvents = 10_000
 
 // NewFactory returns the exporter's factory.
 func NewFactory() exporter.Factory {
@@ -43,6 +47,11 @@ func createDefaultConfig() component.Config {
 		MaxPending:     16384,
 		Publish:        PublishAsync,
 		MaxRecordBytes: defaultMaxRecordBytes,
+		Usage: UsageConfig{
+			Enabled:        true,
+			FreeTierEvents: defaultFreeTierEvents,
+			Mirror:         mirrorcache.DefaultExtension,
+		},
 	}
 }
 

@@ -47,6 +47,7 @@ func TestExporterFastBatchMode(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	cfg.NATS = natsclient.Config{URL: srv.URL(), ConnectTimeout: 2 * time.Second}
 	cfg.Publish = PublishFastBatch
+	cfg.Usage.Enabled = false // storage alone: no mirror, no meter (usage_test.go)
 	require.NoError(t, cfg.Validate())
 	e := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
 	require.NoError(t, e.Start(ctx, nil))

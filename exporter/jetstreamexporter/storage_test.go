@@ -44,6 +44,7 @@ func startExporter(t *testing.T, url string, limits streams.Limits, mode string)
 	cfg.NATS = natsclient.Config{URL: url, ConnectTimeout: 2 * time.Second}
 	cfg.Stream = limits
 	cfg.Publish = mode
+	cfg.Usage.Enabled = false // storage alone: no mirror, no meter (usage_test.go)
 	require.NoError(t, cfg.Validate())
 	e := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
 	ctx := context.Background()
