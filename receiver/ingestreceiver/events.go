@@ -86,9 +86,11 @@ func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request,
 	for i := range objs {
 		objs[i] = eventjson.WithFields(objs[i], fields...)
 	}
-	if err := r.consumePrebuilt(ctx, ingestctx.Info{Prebuilt: records.SignalEvent, IdempotencyKey: idem}, objs); err != nil {
+	quota := new(ingestctx.Quota)
+	if err := r.consumePrebuilt(ctx, ingestctx.Info{Prebuilt: records.SignalEvent, IdempotencyKey: idem, Quota: quota}, objs); err != nil {
 		return r.consumeError(err)
 	}
+	writeQuota(w, quota)
 	writeJSON(w, http.StatusAccepted, map[string]int{"accepted": len(objs)})
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/eventjson"
+	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
 	"github.com/otelcol-svc/otelcol-svc/components/records"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/otlphttp"
 )
@@ -103,7 +104,8 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 		fail(tooManyRecords(r.cfg.MaxRecordsPerRequest))
 		return
 	}
-	if _, err := or.consume(ctx, r, format); err != nil {
+	quota := new(ingestctx.Quota)
+	if _, err := or.consume(ingestctx.With(ctx, ingestctx.Info{Quota: quota}), r, format); err != nil {
 		fail(r.consumeError(err))
 		return
 	}
@@ -112,6 +114,7 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 		fail(apierror.New(http.StatusInternalServerError, apierror.Internal, "could not encode the response"))
 		return
 	}
+	writeQuota(w, quota)
 	w.Header().Set("Content-Type", enc.ContentType())
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(msg)

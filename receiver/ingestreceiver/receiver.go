@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
@@ -22,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
 	"github.com/otelcol-svc/otelcol-svc/components/records"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
@@ -153,6 +156,14 @@ func (r *ingestReceiver) authenticate(req *http.Request) (context.Context, *apie
 // consumeError is what a client is told when the pipeline could not store its records.
 // Everything but a permanent error is worth retrying.
 func (r *ingestReceiver) consumeError(err error) *apierror.Error {
+	var throttled *ingestctx.Throttled
+	if errors.As(err, &throttled) {
+		// Over the account's month or the project's rate: the exporter refused the request
+		// whole, and says when it could pass.
+		e := apierror.New(throttled.Status, throttled.Code, throttled.Error())
+		e.RetryAfter = throttled.RetryAfter
+		return e
+	}
 	var tooLarge *records.TooLargeError
 	if errors.As(err, &tooLarge) {
 		return apierror.New(http.StatusRequestEntityTooLarge, apierror.PayloadTooLarge, tooLarge.Error()+" (the exporter's max_record_bytes); nothing was stored")
@@ -202,6 +213,20 @@ func mediaType(req *http.Request) string {
 func methodNotAllowed(w http.ResponseWriter) *apierror.Error {
 	w.Header().Set("Allow", http.MethodPost)
 	return apierror.New(http.StatusMethodNotAllowed, apierror.MethodNotAllowed, "only POST is allowed here")
+}
+
+// writeQuota sends an accepted request's remaining monthly quota, in the RateLimit header
+// fields of the IETF httpapi draft's earlier revisions (the form most clients parse):
+// the account's limit, what is left, and seconds until the count resets. Nothing for an
+// unlimited or unmetered account.
+func writeQuota(w http.ResponseWriter, q *ingestctx.Quota) {
+	if q == nil || q.Limit <= 0 {
+		return
+	}
+	h := w.Header()
+	h.Set("RateLimit-Limit", strconv.FormatInt(q.Limit, 10))
+	h.Set("RateLimit-Remaining", strconv.FormatInt(max(q.Remaining, 0), 10))
+	h.Set("RateLimit-Reset", apierror.RetryAfterSeconds(time.Until(q.Reset)))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

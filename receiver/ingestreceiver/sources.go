@@ -32,15 +32,17 @@ const pushPrefix = "/ingest/"
 // in its source's envelope and stored as one "source" record on the project's raw stream,
 // with the source id in the Svc-Source-Id header.
 func (r *ingestReceiver) handlePush(w http.ResponseWriter, req *http.Request) {
-	n, e := r.push(w, req)
+	quota := new(ingestctx.Quota)
+	n, e := r.push(w, req, quota)
 	if e != nil {
 		apierror.Write(w, e)
 		return
 	}
+	writeQuota(w, quota)
 	writeJSON(w, http.StatusAccepted, map[string]int{"accepted": n})
 }
 
-func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request) (int, *apierror.Error) {
+func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *ingestctx.Quota) (int, *apierror.Error) {
 	if req.Method != http.MethodPost {
 		return 0, methodNotAllowed(w)
 	}
@@ -89,7 +91,7 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request) (int, *a
 	for i, obj := range objs {
 		recs[i] = envelope.BuildObject(src, obj, received).Record
 	}
-	info := ingestctx.Info{Prebuilt: records.SignalSource, IdempotencyKey: pushMsgID(src.ID, idem), SourceID: src.ID}
+	info := ingestctx.Info{Prebuilt: records.SignalSource, IdempotencyKey: pushMsgID(src.ID, idem), SourceID: src.ID, Quota: quota}
 	if err := r.consumePrebuilt(ctx, info, recs); err != nil {
 		return 0, r.consumeError(err)
 	}
