@@ -79,23 +79,32 @@ func (m *metering) start(host component.Host, js jetstream.JetStream) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.opened = make(chan struct{})
+	open := func() (struct{}, error) {
+		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		meter, err := usage.Open(octx, js, usage.Config{
+			DefaultLimit: m.cfg.FreeTierEvents,
+			Replicas:     m.e.cfg.Stream.Replicas,
+			OnNotice:     m.notify,
+			OnError:      func(err error) { m.logger.Warn("usage metering", zap.Error(err)) },
+		})
+		if err != nil {
+			return struct{}{}, err
+		}
+		m.meter.Store(meter)
+		return struct{}{}, nil
+	}
+	if m.e.nc.IsConnected() {
+		// NATS is there: open now, so that the first requests after the start are not
+		// answered 503 for want of a meter.
+		if _, err := open(); err == nil {
+			close(m.opened)
+			return nil
+		}
+	}
 	go func() {
 		defer close(m.opened)
-		_, _ = backoff.Retry(ctx, func() (struct{}, error) {
-			octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			meter, err := usage.Open(octx, js, usage.Config{
-				DefaultLimit: m.cfg.FreeTierEvents,
-				Replicas:     m.e.cfg.Stream.Replicas,
-				OnNotice:     m.notify,
-				OnError:      func(err error) { m.logger.Warn("usage metering", zap.Error(err)) },
-			})
-			if err != nil {
-				return struct{}{}, err
-			}
-			m.meter.Store(meter)
-			return struct{}{}, nil
-		},
+		_, _ = backoff.Retry(ctx, open,
 			backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, Multiplier: 2, MaxInterval: 5 * time.Second}),
 			backoff.WithMaxElapsedTime(0),
 			backoff.WithNotify(func(err error, in time.Duration) {
