@@ -5,9 +5,11 @@
 //  1. RSS: the collector's resident memory while it takes a steady 10k records/s;
 //  2. reference: the same flat records published straight to the embedded JetStream
 //     with nats.go async publish, as the exporter publishes them: the physical limit;
-//  3. ingest: OTLP/HTTP protobuf logs posted to /v1/logs, answered 200 once stored.
+//  3. ingest: OTLP/HTTP protobuf logs posted to /v1/logs, answered 200 once stored;
+//  4. metered: the same, to a project whose account the free-tier meter counts.
 //
-// and reports ingest records/s as a ratio of the reference. See bench/README.md.
+// and reports ingest records/s as a ratio of the reference, and metered records/s as a
+// ratio of ingest. See bench/README.md.
 //
 //	go run ./bench/ingest [-duration 15s] [-concurrency N] [-batch 100] [-json out.json]
 package main
@@ -33,10 +35,16 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/components/usage"
 )
 
 const (
-	project    = "bench"    // the collector publishes its records here
+	project    = "bench"  // the collector publishes its records here
+	metProject = "benchm" // the metered phase's project, of account metAccount
+	metAccount = "bench-account"
+	// metLimit is the metered account's monthly limit: never reached, but a limit, so the
+	// phase takes the meter's limited path (leases capped at a share of what is left).
+	metLimit   = 1 << 50
 	refProject = "benchref" // the reference publishes here, a stream of the same config
 	streamMax  = 8 << 30    // bytes: neither phase may fill its stream up
 
@@ -49,6 +57,8 @@ const (
 	goalRatio  = 0.5
 	goalRate   = 100_000.0
 	goalRSSMiB = 100.0
+	// Metering may cost at most 5% of the ingest rate (issue 14).
+	goalMetered = 0.95
 )
 
 func main() {
@@ -108,8 +118,9 @@ func bench(r *benchkit.Runner, perfDir string, d time.Duration, rounds, conc, ba
 		Config: "configs/embedded.yaml",
 		Env:    map[string]string{"SVC_STREAM_MAX_BYTES": strconv.Itoa(streamMax)},
 	})
-	key, js := provision(r, col)
+	key, metKey, js := provision(r, col)
 	s := newSender(col.HTTP, key, conc)
+	sm := newSender(col.HTTP, metKey, conc)
 
 	pid := col.Pid()
 	fmt.Fprintf(os.Stderr, "collector pid %d, receiver %s, embedded NATS %s, metrics %s\n", pid, col.HTTP, col.EmbeddedNATSURL(), col.Metrics)
@@ -134,8 +145,8 @@ func bench(r *benchkit.Runner, perfDir string, d time.Duration, rounds, conc, ba
 	// The reference and the ingest phase alternate in rounds, so that both see the same
 	// conditions (other work on the machine, the kernel writing back earlier phases'
 	// data, the streams' growing files), which keeps the ratio meaningful.
-	var ref, ing result
-	var refCPU, ingCPU benchkit.CPUSnap
+	var ref, ing, met result
+	var refCPU, ingCPU, metCPU benchkit.CPUSnap
 	slice := d / time.Duration(rounds)
 	for i := 1; i <= rounds; i++ {
 		fmt.Fprintf(os.Stderr, "round %d/%d: reference (JetStream async publish, %d goroutines, %s)...\n", i, rounds, conc, slice)
@@ -144,23 +155,47 @@ func bench(r *benchkit.Runner, perfDir string, d time.Duration, rounds, conc, ba
 		refCPU = refCPU.Add(c0, benchkit.ReadCPU(pid))
 		stop()
 		time.Sleep(time.Second)
-		fmt.Fprintf(os.Stderr, "round %d/%d: ingest (OTLP/HTTP protobuf, %d workers, %s)...\n", i, rounds, conc, slice)
-		c0, stop = benchkit.ReadCPU(pid), benchkit.PerfRecord(r, perfDir, fmt.Sprintf("ingest-%d", i), pid)
-		ing = ing.merge(ingest(s, reqs, conc, slice))
-		ingCPU = ingCPU.Add(c0, benchkit.ReadCPU(pid))
-		stop()
-		time.Sleep(time.Second)
+		// Unmetered and metered ingest take turns going first, so that neither always
+		// follows the reference.
+		unmetered := func() {
+			fmt.Fprintf(os.Stderr, "round %d/%d: ingest (OTLP/HTTP protobuf, %d workers, %s)...\n", i, rounds, conc, slice)
+			c0, stop := benchkit.ReadCPU(pid), benchkit.PerfRecord(r, perfDir, fmt.Sprintf("ingest-%d", i), pid)
+			ing = ing.merge(ingest(s, reqs, conc, slice))
+			ingCPU = ingCPU.Add(c0, benchkit.ReadCPU(pid))
+			stop()
+			time.Sleep(time.Second)
+		}
+		metered := func() {
+			fmt.Fprintf(os.Stderr, "round %d/%d: metered ingest (the same, counted by the usage meter, %s)...\n", i, rounds, slice)
+			c0, stop := benchkit.ReadCPU(pid), benchkit.PerfRecord(r, perfDir, fmt.Sprintf("metered-%d", i), pid)
+			met = met.merge(ingest(sm, reqs, conc, slice))
+			metCPU = metCPU.Add(c0, benchkit.ReadCPU(pid))
+			stop()
+			time.Sleep(time.Second)
+		}
+		if i%2 == 1 {
+			unmetered()
+			metered()
+		} else {
+			metered()
+			unmetered()
+		}
 	}
 	rep.Reference = phaseReport(ref, cpuUseOf(refCPU, ref.Elapsed))
 	rep.Ingest = phaseReport(ing, cpuUseOf(ingCPU, ing.Elapsed))
+	rep.Metered = phaseReport(met, cpuUseOf(metCPU, met.Elapsed))
+	if rep.Ingest.RecordsPerSec > 0 {
+		rep.MeteredRatio = rep.Metered.RecordsPerSec / rep.Ingest.RecordsPerSec
+	}
 
 	if rep.Reference.RecordsPerSec > 0 {
 		rep.Ratio = rep.Ingest.RecordsPerSec / rep.Reference.RecordsPerSec
 	}
 	rep.Goals = goals{
-		RatioOK: rep.Ratio >= goalRatio,
-		RateOK:  rep.Ingest.RecordsPerSec >= goalRate,
-		RSSOK:   rep.RSS.Peak.RSS < goalRSSMiB,
+		RatioOK:   rep.Ratio >= goalRatio,
+		RateOK:    rep.Ingest.RecordsPerSec >= goalRate,
+		RSSOK:     rep.RSS.Peak.RSS < goalRSSMiB,
+		MeteredOK: rep.MeteredRatio >= goalMetered,
 	}
 	return rep
 }
@@ -168,7 +203,12 @@ func bench(r *benchkit.Runner, perfDir string, d time.Duration, rounds, conc, ba
 // provision publishes project "bench" and a key for it into the configuration mirror,
 // as the control plane does, waits until the collector accepts the key, and creates the
 // reference's stream. It returns the key and a JetStream client for the reference.
-func provision(r *benchkit.Runner, col *testenv.Collector) (string, jetstream.JetStream) {
+//
+// The key of "bench" names no account, so its records are not metered (the exporter's
+// path with metering off: no meter call, as for keys of a control plane older than
+// metering). Project "benchm" and its key name an account, so every request of the
+// metered phase goes through the meter, on the same process and configuration.
+func provision(r *benchkit.Runner, col *testenv.Collector) (string, string, jetstream.JetStream) {
 	ctx := context.Background()
 	nc, _ := testenv.Connect(r, col.EmbeddedNATSURL())
 	// The reference's client is set up like the exporter's.
@@ -187,24 +227,41 @@ func provision(r *benchkit.Runner, col *testenv.Collector) (string, jetstream.Je
 	if err := m.PutKey(ctx, apikey.Hash(key), mirror.KeyEntry{KeyID: "k-" + project, ProjectID: project, Scope: mirror.ScopeProject}); err != nil {
 		r.Fatal(err)
 	}
+	metKey := apikey.Generate(apikey.KindProject)
+	if err := m.PutProject(ctx, mirror.Project{ID: metProject, AccountID: metAccount, Version: 1}); err != nil {
+		r.Fatal(err)
+	}
+	if err := m.PutKey(ctx, apikey.Hash(metKey), mirror.KeyEntry{KeyID: "k-" + metProject, ProjectID: metProject, AccountID: metAccount, Scope: mirror.ScopeProject}); err != nil {
+		r.Fatal(err)
+	}
+	lim, err := usage.OpenLimits(ctx, js, 1)
+	if err != nil {
+		r.Fatal(err)
+	}
+	if err := lim.Set(ctx, metAccount, metLimit); err != nil {
+		r.Fatal(err)
+	}
 	limits := streams.DefaultLimits()
 	limits.MaxBytes = streamMax
 	if err := streams.Ensure(ctx, js, streams.RawConfig(refProject, limits)); err != nil {
 		r.Fatal(err)
 	}
 	// An empty OTLP request publishes nothing; it is answered 200 once the key is known.
-	s := newSender(col.HTTP, key, 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fail := s.post(nil)
-		if fail == "" {
-			return key, js
+	for _, k := range []string{key, metKey} {
+		s := newSender(col.HTTP, k, 1)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			fail := s.post(nil)
+			if fail == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				r.Fatalf("the collector never accepted the bench key: %s", fail)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			r.Fatalf("the collector never accepted the bench key: %s", fail)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	return key, metKey, js
 }
 
 type report struct {
@@ -219,7 +276,9 @@ type report struct {
 	RecordBytes  int       `json:"record_bytes_avg"`  // one flat JSON record
 	Reference    phase     `json:"reference"`
 	Ingest       phase     `json:"ingest"`
-	Ratio        float64   `json:"ratio"` // ingest / reference records/s
+	Metered      phase     `json:"metered"`
+	Ratio        float64   `json:"ratio"`         // ingest / reference records/s
+	MeteredRatio float64   `json:"metered_ratio"` // metered / ingest records/s
 	RSS          rssReport `json:"rss"`
 	Goals        goals     `json:"goals"`
 }
@@ -252,9 +311,10 @@ type rssReport struct {
 }
 
 type goals struct {
-	RatioOK bool `json:"ratio_ge_0_5"`
-	RateOK  bool `json:"ingest_ge_100k_per_sec"`
-	RSSOK   bool `json:"rss_lt_100_mib_at_10k_per_sec"`
+	RatioOK   bool `json:"ratio_ge_0_5"`
+	RateOK    bool `json:"ingest_ge_100k_per_sec"`
+	RSSOK     bool `json:"rss_lt_100_mib_at_10k_per_sec"`
+	MeteredOK bool `json:"metered_ge_0_95_of_ingest"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -294,13 +354,16 @@ func (rep *report) print(w io.Writer) {
 	}
 	line("reference (JetStream async publish)", rep.Reference)
 	line("ingest (OTLP/HTTP protobuf)", rep.Ingest)
+	line("metered ingest (usage meter on)", rep.Metered)
 	goal := func(name, measured, target string, met bool, note string) {
 		line := fmt.Sprintf("  %-36s %12s   %-11s %-6s %s", name, measured, target, ok(met), note)
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
 	fmt.Fprintln(w)
 	goal("ingest requests not answered 200", strconv.Itoa(total(rep.Ingest.Failures)), "= 0", len(rep.Ingest.Failures) == 0, "")
+	goal("metered requests not answered 200", strconv.Itoa(total(rep.Metered.Failures)), "= 0", len(rep.Metered.Failures) == 0, "")
 	goal("ratio ingest / reference", fmt.Sprintf("%.2f", rep.Ratio), fmt.Sprintf(">= %.1f", goalRatio), rep.Goals.RatioOK, "")
+	goal("ratio metered / ingest", fmt.Sprintf("%.3f", rep.MeteredRatio), fmt.Sprintf(">= %.2f", goalMetered), rep.Goals.MeteredOK, "")
 	goal("ingest records/s", fmt.Sprintf("%.0f", rep.Ingest.RecordsPerSec), fmt.Sprintf(">= %.0f", goalRate), rep.Goals.RateOK, "")
 	goal(fmt.Sprintf("RSS peak at %.0f records/s", rep.RSS.TargetRecordsPerSec), fmt.Sprintf("%.1f MiB", rep.RSS.Peak.RSS),
 		fmt.Sprintf("< %.0f MiB", goalRSSMiB), rep.Goals.RSSOK, fmt.Sprintf("(%.0f records/s accepted)", rep.RSS.SentRecordsPerSec))
@@ -308,12 +371,13 @@ func (rep *report) print(w io.Writer) {
 		rep.RSS.Idle.RSS, rep.RSS.Idle.Anon, rep.RSS.Idle.File, rep.RSS.Peak.RSS, rep.RSS.Peak.Anon, rep.RSS.Peak.File,
 		rep.RSS.Final.RSS, rep.RSS.Final.Anon, rep.RSS.Final.File)
 	fmt.Fprintf(w, "    collector CPU at that rate: %.2f cores\n", rep.RSS.CPU.Collector)
-	if d := benchkit.Disturbed(max(rep.Reference.CPU.Other, rep.Ingest.CPU.Other, rep.RSS.CPU.Other),
-		max(rep.Reference.CPU.Steal, rep.Ingest.CPU.Steal, rep.RSS.CPU.Steal)); d != "" {
+	if d := benchkit.Disturbed(max(rep.Reference.CPU.Other, rep.Ingest.CPU.Other, rep.Metered.CPU.Other, rep.RSS.CPU.Other),
+		max(rep.Reference.CPU.Steal, rep.Ingest.CPU.Steal, rep.Metered.CPU.Steal, rep.RSS.CPU.Steal)); d != "" {
 		fmt.Fprintf(w, "\n  %s\n", d)
 	}
 	printFailures(w, "reference", rep.Reference.Failures)
 	printFailures(w, "ingest", rep.Ingest.Failures)
+	printFailures(w, "metered", rep.Metered.Failures)
 	printFailures(w, "RSS phase", rep.RSS.Failures)
 	if rep.RSS.Skipped > 0 {
 		fmt.Fprintf(w, "\n  RSS phase: %d ticks skipped (too many requests in flight): the rate was not held\n", rep.RSS.Skipped)
