@@ -28,6 +28,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/components/usage"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/fastbatch"
+	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/metadata"
 )
 
 // Errors a client sees (in a 503's message) when storage cannot take its records. They
@@ -55,10 +56,16 @@ type jsExporter struct {
 	waker   *waker
 	// usage is nil when cfg.Usage.Enabled is false.
 	usage *metering
+	tel   *metadata.TelemetryBuilder
 }
 
 func newExporter(cfg *Config, set exporter.Settings) *jsExporter {
-	return &jsExporter{cfg: cfg, logger: set.Logger}
+	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		// Only an instrument the meter provider refuses: the exporter works without it.
+		set.Logger.Warn("cannot create the exporter's metrics", zap.Error(err))
+	}
+	return &jsExporter{cfg: cfg, logger: set.Logger, tel: tel}
 }
 
 func (e *jsExporter) Start(_ context.Context, host component.Host) error {

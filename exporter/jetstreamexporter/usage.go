@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
@@ -277,11 +279,16 @@ func (e *jsExporter) publishNotice(ctx context.Context, projectID, id string, bo
 	return nil
 }
 
-// Why a request's records were refused by metering (the refused-records metric).
-const (
-	reasonQuota = "quota"
-	reasonRate  = "rate"
+// Why a request's records were refused by metering (the throttled-records metric's
+// reason attribute), as measurement options built once.
+var (
+	reasonQuota = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "quota")))
+	reasonRate  = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "rate")))
 )
 
 // refused counts records refused by the quota or the rate limit.
-func (e *jsExporter) refused(ctx context.Context, reason string, n int) {}
+func (e *jsExporter) refused(ctx context.Context, reason metric.AddOption, n int) {
+	if e.tel != nil && e.tel.JetstreamExporterRecordsThrottled != nil {
+		e.tel.JetstreamExporterRecordsThrottled.Add(ctx, int64(n), reason)
+	}
+}
