@@ -129,6 +129,10 @@ func (m *metering) shutdown(ctx context.Context) {
 		m.unsubscribe()
 	}
 	if meter := m.meter.Load(); meter != nil {
+		// Bounded: with NATS away the leases cannot be settled, and a shutdown must not
+		// hang on it (an unsettled lease is folded in by another meter later).
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		if err := meter.Close(ctx); err != nil {
 			m.logger.Warn("usage meter did not close cleanly", zap.Error(err))
 		}
