@@ -155,31 +155,25 @@ func bench(r *benchkit.Runner, perfDir string, d time.Duration, rounds, conc, ba
 		refCPU = refCPU.Add(c0, benchkit.ReadCPU(pid))
 		stop()
 		time.Sleep(time.Second)
-		// Unmetered and metered ingest take turns going first, so that neither always
-		// follows the reference.
-		unmetered := func() {
-			fmt.Fprintf(os.Stderr, "round %d/%d: ingest (OTLP/HTTP protobuf, %d workers, %s)...\n", i, rounds, conc, slice)
-			c0, stop := benchkit.ReadCPU(pid), benchkit.PerfRecord(r, perfDir, fmt.Sprintf("ingest-%d", i), pid)
-			ing = ing.merge(ingest(s, reqs, conc, slice))
+		// Unmetered ingest runs half a slice before and half after the metered slice, so
+		// that both are as far from the reference on average (a phase right after it
+		// runs while nats-server still writes the reference's records out).
+		unmetered := func(d time.Duration, part string) {
+			fmt.Fprintf(os.Stderr, "round %d/%d: ingest %s (OTLP/HTTP protobuf, %d workers, %s)...\n", i, rounds, part, conc, d)
+			c0, stop := benchkit.ReadCPU(pid), benchkit.PerfRecord(r, perfDir, fmt.Sprintf("ingest-%d-%s", i, part), pid)
+			ing = ing.merge(ingest(s, reqs, conc, d))
 			ingCPU = ingCPU.Add(c0, benchkit.ReadCPU(pid))
 			stop()
 			time.Sleep(time.Second)
 		}
-		metered := func() {
-			fmt.Fprintf(os.Stderr, "round %d/%d: metered ingest (the same, counted by the usage meter, %s)...\n", i, rounds, slice)
-			c0, stop := benchkit.ReadCPU(pid), benchkit.PerfRecord(r, perfDir, fmt.Sprintf("metered-%d", i), pid)
-			met = met.merge(ingest(sm, reqs, conc, slice))
-			metCPU = metCPU.Add(c0, benchkit.ReadCPU(pid))
-			stop()
-			time.Sleep(time.Second)
-		}
-		if i%2 == 1 {
-			unmetered()
-			metered()
-		} else {
-			metered()
-			unmetered()
-		}
+		unmetered(slice/2, "a")
+		fmt.Fprintf(os.Stderr, "round %d/%d: metered ingest (the same, counted by the usage meter, %s)...\n", i, rounds, slice)
+		c0, stop = benchkit.ReadCPU(pid), benchkit.PerfRecord(r, perfDir, fmt.Sprintf("metered-%d", i), pid)
+		met = met.merge(ingest(sm, reqs, conc, slice))
+		metCPU = metCPU.Add(c0, benchkit.ReadCPU(pid))
+		stop()
+		time.Sleep(time.Second)
+		unmetered(slice/2, "b")
 	}
 	rep.Reference = phaseReport(ref, cpuUseOf(refCPU, ref.Elapsed))
 	rep.Ingest = phaseReport(ing, cpuUseOf(ingCPU, ing.Elapsed))

@@ -181,6 +181,9 @@ func (m *metering) reserve(ctx context.Context, p tenant.Principal, n int, quota
 	}
 	account := m.account(p)
 	if account == "" {
+		if _, seen := m.unmetered.Load(p.ProjectID); seen {
+			return usage.Reservation{}, nil
+		}
 		if _, seen := m.unmetered.LoadOrStore(p.ProjectID, true); !seen {
 			m.logger.Warn("the project's key and mirror entry name no account, so its records are not metered; the control plane writes accounts (restart it to republish the mirror)", zap.String("project_id", p.ProjectID))
 		}
