@@ -36,6 +36,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/outbound"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/components/usage"
 	"github.com/otelcol-svc/otelcol-svc/components/validation"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/api"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
@@ -51,6 +52,13 @@ func main() {
 	// collector, so it has no use for zap (the collector's), and slog is what its HTTP and
 	// MCP libraries take. Every line is JSON on stderr.
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	if len(os.Args) > 1 && os.Args[1] == "accounts" {
+		os.Exit(accounts(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 {
+		fmt.Fprintf(os.Stderr, "unknown command %q\n\n%s", os.Args[1], accountsUsage)
+		os.Exit(exitUsage)
+	}
 	if err := run(logger); err != nil {
 		logger.Error("control plane stopped", "error", err)
 		os.Exit(1)
@@ -100,7 +108,11 @@ func run(logger *slog.Logger) error {
 	}
 	defer nc.Close()
 	replicas, _ := strconv.Atoi(env("SVC_MIRROR_REPLICAS", "1"))
-	m := &mirrorConn{nc: nc, replicas: replicas}
+	freeTier, err := freeTierEvents()
+	if err != nil {
+		return err
+	}
+	m := &mirrorConn{nc: nc, replicas: replicas, freeTier: freeTier}
 
 	receiverURL, err := publicURL(env("SVC_PUBLIC_RECEIVER_URL", "http://localhost:4318"))
 	if err != nil {
@@ -123,7 +135,7 @@ func run(logger *slog.Logger) error {
 	}
 	var synced atomic.Bool
 	svc := &service.Service{Store: db, Logger: logger, Mirror: m.get, ReceiverURL: receiverURL, ConsoleKey: consoleKey,
-		StreamLimits: limits, OutboundAllow: outboundAllow,
+		StreamLimits: limits, OutboundAllow: outboundAllow, Usage: m.usage,
 		CheckPipeline: func(ctx context.Context, p mirror.Pipeline) (validation.Result, error) {
 			return validation.Check(ctx, nc, p)
 		}}
@@ -238,13 +250,43 @@ func publicURL(s string) (string, error) {
 	return strings.TrimRight(s, "/"), nil
 }
 
-// mirrorConn opens the mirror's buckets once NATS is reachable.
+// freeTierEvents is SVC_FREE_TIER_EVENTS, the receivers' default monthly limit per
+// account (0: unlimited), which the control plane shows for accounts without their own.
+func freeTierEvents() (int64, error) {
+	v := env("SVC_FREE_TIER_EVENTS", "10000")
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("SVC_FREE_TIER_EVENTS: want 0 (unlimited) or a number of events per month, got %q", v)
+	}
+	return n, nil
+}
+
+// mirrorConn opens the mirror's buckets (and the usage reader) once NATS is reachable.
 type mirrorConn struct {
 	nc       *nats.Conn
 	replicas int
+	freeTier int64
 	mu       sync.Mutex
 	ms       *mirror.Store
 	js       jetstream.JetStream
+	ur       *usage.Reader
+}
+
+// usage returns the reader of the receivers' usage counts, opening its buckets (created
+// with the mirror's replicas when no receiver has yet) on first use.
+func (m *mirrorConn) usage(ctx context.Context) (*usage.Reader, error) {
+	_, js, err := m.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ur == nil {
+		if m.ur, err = usage.OpenReader(ctx, js, m.freeTier, m.replicas); err != nil {
+			return nil, err
+		}
+	}
+	return m.ur, nil
 }
 
 func (m *mirrorConn) get(ctx context.Context) (*mirror.Store, jetstream.JetStream, error) {
@@ -272,7 +314,7 @@ func (m *mirrorConn) get(ctx context.Context) (*mirror.Store, jetstream.JetStrea
 func (m *mirrorConn) reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.ms, m.js = nil, nil
+	m.ms, m.js, m.ur = nil, nil, nil
 }
 
 // resyncLoop publishes the whole configuration at start (as soon as NATS is reachable),

@@ -93,12 +93,12 @@ func TestMCPTools(t *testing.T) {
 			for name, p := range schema.Properties {
 				assert.NotEmpty(t, p.Description, "%s: %s is described", tl.Name, name)
 			}
-			if tl.Name != "list_projects" {
+			if tl.Name != "list_projects" && tl.Name != "get_usage" { // get_usage without a project is the account's
 				assert.Contains(t, schema.Required, "project_id", tl.Name)
 			}
 		}
 		sort.Strings(names)
-		assert.Equal(t, []string{"create_source", "delete_source", "get_console_token", "get_pipeline", "list_projects", "list_sources", "set_pipeline", "test_source"}, names)
+		assert.Equal(t, []string{"create_source", "delete_source", "get_console_token", "get_pipeline", "get_usage", "list_projects", "list_sources", "set_pipeline", "test_source"}, names)
 
 		projects, _ := tool(t, cs, "list_projects", map[string]any{})
 		assert.Equal(t, []any{map[string]any{"id": pid, "name": "agent", "role": "owner"}}, projects["projects"])
@@ -185,6 +185,7 @@ func TestMCPTools(t *testing.T) {
 			{"delete_source", map[string]any{"project_id": pid, "source_id": id}},
 			{"create_source", map[string]any{"project_id": pid, "name": "x"}},
 			{"get_console_token", map[string]any{"project_id": pid}},
+			{"get_usage", map[string]any{"project_id": pid}},
 			{"set_pipeline", map[string]any{"project_id": pid, "trigger": ""}},
 		} {
 			_, errText := tool(t, ss, c.name, c.args)

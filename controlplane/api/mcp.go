@@ -71,6 +71,9 @@ func (s *Server) mcpHandler() http.Handler {
 	mcp.AddTool(srv, &mcp.Tool{Name: "get_console_token",
 		Description: "Get a token (valid 10 minutes) for the receiver's console API, to check that events arrived: GET events_url (recent records, newest first; add ?source_id=<id> for one source's) or fields_url (which fields arrive and how often, to choose a reliable key field) with Authorization: Bearer <token>. Events are read from the receiver, never through these tools."},
 		s.toolConsoleToken)
+	mcp.AddTool(srv, &mcp.Tool{Name: "get_usage",
+		Description: "Show this month's accepted records (the free tier's count): without project_id, your account's (the projects you own): events, limit, remaining, per project, per day, and the 80%/100% notices; with project_id, that project's events and days with its owner's limit (any member may ask). An unlimited account shows unlimited: true with limit and remaining null."},
+		s.toolGetUsage)
 
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
@@ -352,4 +355,30 @@ func (s *Server) toolConsoleToken(ctx context.Context, req *mcp.CallToolRequest,
 	consoleAPI := s.Svc.ReceiverURL + "/console/v1/projects/" + url.PathEscape(in.ProjectID)
 	out.EventsURL, out.FieldsURL = consoleAPI+"/events", consoleAPI+"/fields"
 	return nil, out, nil
+}
+
+type usageIn struct {
+	ProjectID string `json:"project_id,omitempty" jsonschema:"a project's id (p_...) for that project's usage; leave out for your account's"`
+}
+
+func (s *Server) toolGetUsage(ctx context.Context, req *mcp.CallToolRequest, in usageIn) (*mcp.CallToolResult, map[string]any, error) {
+	if strings.TrimSpace(in.ProjectID) != "" {
+		userID, err := toolUser(req, in.ProjectID)
+		if err != nil {
+			return nil, nil, err
+		}
+		u, err := s.Svc.ProjectUsage(ctx, userID, in.ProjectID)
+		if err != nil {
+			return nil, nil, s.toolError(err, "project")
+		}
+		return nil, projectUsageJSON(u), nil
+	}
+	if req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
+		return nil, nil, errors.New("invalid_token: sign in first")
+	}
+	u, err := s.Svc.AccountUsage(ctx, req.Extra.TokenInfo.UserID)
+	if err != nil {
+		return nil, nil, s.toolError(err, "account")
+	}
+	return nil, accountUsageJSON(u), nil
 }

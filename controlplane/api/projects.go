@@ -1,10 +1,15 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
@@ -39,11 +44,62 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, err error, stat
 }
 
 func projectJSON(p store.Project, role string) map[string]any {
-	return map[string]any{"id": p.ID, "name": p.Name, "role": role, "created_at": ts(p.CreatedAt), "updated_at": ts(p.UpdatedAt)}
+	// null: the deployment's default applies.
+	var rate any
+	if p.IngestRate.PerSecond > 0 {
+		rate = map[string]any{"per_second": p.IngestRate.PerSecond, "burst": p.IngestRate.Burst}
+	}
+	return map[string]any{"id": p.ID, "name": p.Name, "role": role, "ingest_rate_limit": rate,
+		"created_at": ts(p.CreatedAt), "updated_at": ts(p.UpdatedAt)}
 }
 
 type projectBody struct {
 	Name *string `json:"name"`
+}
+
+type patchProjectBody struct {
+	Name            *string      `json:"name"`
+	IngestRateLimit optionalRate `json:"ingest_rate_limit"`
+}
+
+// optionalRate tells a PATCH's three cases apart: ingest_rate_limit left out (unchanged),
+// null (back to the deployment's default), or an object (strictly decoded, its errors
+// naming the field).
+type optionalRate struct {
+	set  bool
+	rate store.IngestRate
+}
+
+func (o *optionalRate) UnmarshalJSON(b []byte) error {
+	o.set = true
+	if string(b) == "null" {
+		return nil
+	}
+	var v struct {
+		PerSecond *float64 `json:"per_second"`
+		Burst     *int64   `json:"burst"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &typ) && typ.Field == "":
+			return errors.New(`field "ingest_rate_limit" must be an object {"per_second", "burst"} or null`)
+		case errors.As(err, &typ) && typ.Field == "burst":
+			return errors.New(`field "ingest_rate_limit.burst" must be a whole number of records`)
+		case errors.As(err, &typ):
+			return fmt.Errorf("field \"ingest_rate_limit.%s\" must be a number", typ.Field)
+		}
+		return fmt.Errorf("ingest_rate_limit: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if v.PerSecond != nil {
+		o.rate.PerSecond = *v.PerSecond
+	}
+	if v.Burst != nil {
+		o.rate.Burst = *v.Burst
+	}
+	return nil
 }
 
 func (s *Server) createProject(w http.ResponseWriter, r *http.Request) {
@@ -75,12 +131,13 @@ func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) patchProject(w http.ResponseWriter, r *http.Request) {
-	var b projectBody
+	var b patchProjectBody
 	if e := decode(r, &b); e != nil {
 		fail(w, e)
 		return
 	}
-	p, role, err := s.Svc.RenameProject(r.Context(), currentUser(r).ID, r.PathValue("id"), b.Name)
+	p, role, err := s.Svc.UpdateProject(r.Context(), currentUser(r).ID, r.PathValue("id"), service.ProjectUpdate{
+		Name: b.Name, SetIngestRate: b.IngestRateLimit.set, IngestRate: b.IngestRateLimit.rate})
 	s.respond(w, r, err, http.StatusOK, func() any { return projectJSON(p, role) })
 }
 

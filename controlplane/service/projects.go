@@ -103,26 +103,6 @@ func (s *Service) createStreams(ctx context.Context, js jetstream.JetStream, pro
 	return nil
 }
 
-// RenameProject changes a project's name when name is not nil (a PATCH naming nothing
-// still stores a new version).
-func (s *Service) RenameProject(ctx context.Context, userID, id string, name *string) (p store.Project, role string, err error) {
-	err = s.InProject(ctx, userID, id, Write, func(ctx context.Context, tx *store.Tx, pr store.Project, r string, ms *mirror.Store) error {
-		if name != nil {
-			n, e := ValidName(*name)
-			if e != nil {
-				return e
-			}
-			pr.Name = n
-		}
-		if err := saveProject(ctx, tx, ms, &pr); err != nil {
-			return err
-		}
-		p, role = pr, r
-		return nil
-	})
-	return p, role, err
-}
-
 // DeleteProject deletes a project (the owner alone), its keys and sources, from the
 // database and the mirror, then its streams.
 func (s *Service) DeleteProject(ctx context.Context, userID, id string) error {

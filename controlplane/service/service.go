@@ -24,6 +24,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/components/usage"
 	"github.com/otelcol-svc/otelcol-svc/components/validation"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
@@ -47,6 +48,11 @@ type Service struct {
 	OutboundAllow []netip.Prefix
 	// ConsoleKey signs console tokens; its public half is published in the mirror.
 	ConsoleKey ed25519.PrivateKey
+	// Usage returns the reader of the receivers' usage counts (components/usage), or an
+	// error while NATS is unreachable.
+	Usage func(ctx context.Context) (*usage.Reader, error)
+	// Now is the calendar clock of usage answers (time.Now when nil).
+	Now func() time.Time
 }
 
 // Access is the level an operation needs on a project.
@@ -125,6 +131,11 @@ func mirrorProject(p store.Project, sinks []store.Sink, members map[string]int64
 		Pipeline: p.Pipeline, SigningSecret: p.SigningSecret, UpdatedAt: p.UpdatedAt, Members: members}
 	for _, s := range sinks {
 		mp.Sinks = append(mp.Sinks, s.Config)
+	}
+	// Without a rate of its own (PerSecond 0) the entry leaves it out: the receivers then
+	// apply the deployment's default.
+	if p.IngestRate.PerSecond > 0 {
+		mp.IngestRate = &mirror.IngestRate{PerSecond: p.IngestRate.PerSecond, Burst: int(p.IngestRate.Burst)}
 	}
 	return mp
 }

@@ -66,4 +66,8 @@ var migrations = []string{
 		UNIQUE (project_id, name)
 	);
 	CREATE INDEX api_keys_source ON api_keys(source_id)`,
+	// 3: a project's own ingest rate limit (records per second, burst); 0 per second is
+	// the deployment's default.
+	`ALTER TABLE projects ADD COLUMN ingest_rate_per_second DOUBLE PRECISION NOT NULL DEFAULT 0;
+	ALTER TABLE projects ADD COLUMN ingest_rate_burst BIGINT NOT NULL DEFAULT 0`,
 }

@@ -33,8 +33,18 @@ type Project struct {
 	Pipeline      mirror.Pipeline
 	SigningSecret string
 	Version       int64
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// IngestRate is the project's own ingest rate limit; its zero value means the
+	// deployment's default.
+	IngestRate IngestRate
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// IngestRate is an ingest rate limit: records per second with a burst (0: as many as one
+// second's rate). PerSecond 0 means "the deployment's default".
+type IngestRate struct {
+	PerSecond float64
+	Burst     int64
 }
 
 // Member is a user's role in a project.
@@ -100,6 +110,26 @@ func (t *Tx) UserByEmail(ctx context.Context, email string) (User, error) {
 	return t.user(ctx, "email = ?", email)
 }
 
+// AllUsers lists every account by email (for `accounts list`).
+func (t *Tx) AllUsers(ctx context.Context) ([]User, error) {
+	rows, err := t.query(ctx, `SELECT id, email, password_hash, created_at FROM users ORDER BY email`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var us []User
+	for rows.Next() {
+		var u User
+		var created int64
+		if err := rows.Scan(&u.ID, &u.Email, &u.PasswordHash, &created); err != nil {
+			return nil, err
+		}
+		u.CreatedAt = ms(created)
+		us = append(us, u)
+	}
+	return us, rows.Err()
+}
+
 // UserByID finds an account.
 func (t *Tx) UserByID(ctx context.Context, id string) (User, error) { return t.user(ctx, "id = ?", id) }
 
@@ -109,21 +139,21 @@ func (t *Tx) CreateProject(ctx context.Context, p Project) error {
 	if err != nil {
 		return err
 	}
-	if _, err := t.exec(ctx, `INSERT INTO projects (id, name, owner_id, pipeline, signing_secret, version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		p.ID, p.Name, p.OwnerID, string(pipe), p.SigningSecret, p.Version, p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli()); err != nil {
+	if _, err := t.exec(ctx, `INSERT INTO projects (id, name, owner_id, pipeline, signing_secret, version, ingest_rate_per_second, ingest_rate_burst, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		p.ID, p.Name, p.OwnerID, string(pipe), p.SigningSecret, p.Version, p.IngestRate.PerSecond, p.IngestRate.Burst, p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli()); err != nil {
 		return err
 	}
 	_, err = t.exec(ctx, `INSERT INTO members (project_id, user_id, role, created_at) VALUES (?, ?, ?, ?)`, p.ID, p.OwnerID, RoleOwner, p.CreatedAt.UnixMilli())
 	return err
 }
 
-const projectCols = `p.id, p.name, p.owner_id, p.pipeline, p.signing_secret, p.version, p.created_at, p.updated_at`
+const projectCols = `p.id, p.name, p.owner_id, p.pipeline, p.signing_secret, p.version, p.ingest_rate_per_second, p.ingest_rate_burst, p.created_at, p.updated_at`
 
 func scanProject(sc interface{ Scan(...any) error }, extra ...any) (Project, error) {
 	var p Project
 	var pipe string
 	var created, updated int64
-	dest := append([]any{&p.ID, &p.Name, &p.OwnerID, &pipe, &p.SigningSecret, &p.Version, &created, &updated}, extra...)
+	dest := append([]any{&p.ID, &p.Name, &p.OwnerID, &pipe, &p.SigningSecret, &p.Version, &p.IngestRate.PerSecond, &p.IngestRate.Burst, &created, &updated}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return p, ErrNotFound
@@ -181,14 +211,14 @@ func (t *Tx) AllProjects(ctx context.Context) ([]Project, error) {
 	return ps, rows.Err()
 }
 
-// UpdateProject saves name, pipeline and signing secret with a new version.
+// UpdateProject saves name, pipeline, signing secret and ingest rate with a new version.
 func (t *Tx) UpdateProject(ctx context.Context, p Project) error {
 	pipe, err := json.Marshal(p.Pipeline)
 	if err != nil {
 		return err
 	}
-	return affected(t.exec(ctx, `UPDATE projects SET name = ?, pipeline = ?, signing_secret = ?, version = ?, updated_at = ? WHERE id = ?`,
-		p.Name, string(pipe), p.SigningSecret, p.Version, p.UpdatedAt.UnixMilli(), p.ID))
+	return affected(t.exec(ctx, `UPDATE projects SET name = ?, pipeline = ?, signing_secret = ?, version = ?, ingest_rate_per_second = ?, ingest_rate_burst = ?, updated_at = ? WHERE id = ?`,
+		p.Name, string(pipe), p.SigningSecret, p.Version, p.IngestRate.PerSecond, p.IngestRate.Burst, p.UpdatedAt.UnixMilli(), p.ID))
 }
 
 // DeleteProject removes a project with its members, keys, sinks and sources.
