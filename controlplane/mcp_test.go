@@ -85,6 +85,9 @@ func TestMCPTools(t *testing.T) {
 			names = append(names, tl.Name)
 			assert.NotEmpty(t, tl.Description, tl.Name)
 			raw, _ := json.Marshal(tl.InputSchema)
+			// Portable: no type unions such as ["null", "string"], which strict clients
+			// (and model APIs that take tool schemas) refuse.
+			assert.NotRegexp(t, `"type":\s*\[`, string(raw), "%s's input schema has a type union", tl.Name)
 			var schema struct {
 				Properties map[string]struct{ Description string }
 				Required   []string

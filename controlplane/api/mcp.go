@@ -44,34 +44,34 @@ func (s *Server) mcpHandler() http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "otelcol-svc", Title: "otelcol-svc control plane", Version: "1.0.0"},
 		&mcp.ServerOptions{Instructions: mcpInstructions})
 
-	mcp.AddTool(srv, &mcp.Tool{Name: "list_projects",
+	addTool(srv, &mcp.Tool{Name: "list_projects",
 		Description: "List the projects you are a member of, with your role in each (owner and admin may change a project, member may read it)."},
 		s.toolListProjects)
-	mcp.AddTool(srv, &mcp.Tool{Name: "create_source",
+	addTool(srv, &mcp.Tool{Name: "create_source",
 		Description: "Create a push source (connector webhook): a URL that takes JSON posts (one object, an array of objects, or NDJSON) and stores each payload losslessly in an envelope with _event_type, _source, timestamp, text and labels. " +
 			"Returns ingest_url, ingest_key, an ingest-scoped api_key (shown only now: keep it, it is sent as Authorization: Bearer <api_key>) and a curl command. Needs owner or admin. Try the settings with test_source first.",
 		InputSchema: mustSchema[createSourceArgs]("project_id", "name")},
 		s.toolCreateSource)
-	mcp.AddTool(srv, &mcp.Tool{Name: "test_source",
+	addTool(srv, &mcp.Tool{Name: "test_source",
 		Description: "Check a source's settings (an unsaved source, or a saved one by source_id) against a sample payload, without storing anything: returns the envelope the source would store (without its payload member, which is the sample as sent) and warnings about fields the settings name that the payload lacks or holds in an unusable form (missing label fields, an unparseable time, unknown template fields).",
 		InputSchema: testSourceSchema()},
 		s.toolTestSource)
-	mcp.AddTool(srv, &mcp.Tool{Name: "list_sources",
+	addTool(srv, &mcp.Tool{Name: "list_sources",
 		Description: "List a project's push sources with their settings and ingest URLs (API keys are not shown again, only their first characters)."},
 		s.toolListSources)
-	mcp.AddTool(srv, &mcp.Tool{Name: "delete_source",
+	addTool(srv, &mcp.Tool{Name: "delete_source",
 		Description: "Delete a push source: its ingest URL and API key stop working within a second. Needs owner or admin."},
 		s.toolDeleteSource)
-	mcp.AddTool(srv, &mcp.Tool{Name: "get_pipeline",
+	addTool(srv, &mcp.Tool{Name: "get_pipeline",
 		Description: "Show a project's pipeline: trigger, transforms, agent_endpoint_url, window settings, batch_size."},
 		s.toolGetPipeline)
-	mcp.AddTool(srv, &mcp.Tool{Name: "set_pipeline",
+	addTool(srv, &mcp.Tool{Name: "set_pipeline",
 		Description: "Change a project's pipeline. Fields you leave out keep their current value; send \"\" or [] to clear one. Expressions are OTTL over the record (event[\"field\"][\"nested\"], or bare lowercase paths such as body, attributes[\"k\"], _event_type via event[\"_event_type\"]); an invalid one is refused with the field and the parser's line:column, and nothing changes. Needs owner or admin."},
 		s.toolSetPipeline)
-	mcp.AddTool(srv, &mcp.Tool{Name: "get_console_token",
+	addTool(srv, &mcp.Tool{Name: "get_console_token",
 		Description: "Get a token (valid 10 minutes) for the receiver's console API, to check that events arrived: GET events_url (recent records, newest first; add ?source_id=<id> for one source's) or fields_url (which fields arrive and how often, to choose a reliable key field) with Authorization: Bearer <token>. Events are read from the receiver, never through these tools."},
 		s.toolConsoleToken)
-	mcp.AddTool(srv, &mcp.Tool{Name: "get_usage",
+	addTool(srv, &mcp.Tool{Name: "get_usage",
 		Description: "Show this month's accepted records (the free tier's count): without project_id, your account's (the projects you own): events, limit, remaining, per project, per day, and the 80%/100% notices; with project_id, that project's events and days with its owner's limit (any member may ask). An unlimited account shows unlimited: true with limit and remaining null."},
 		s.toolGetUsage)
 
@@ -97,13 +97,54 @@ func (s *Server) mcpHandler() http.Handler {
 	return mcpauth.RequireBearerToken(verify, nil)(h)
 }
 
-// mustSchema infers a tool's input schema and marks fields required that the Go type
-// leaves optional (omitempty for the embedded SourceSpec).
+// addTool registers a tool with a portable input schema: the SDK would infer it with nullable
+// unions (`"type": ["null", "string"]` for a pointer field), which several MCP clients
+// and model APIs refuse or warn about (the Inspector's strict mode among them). The
+// pointers stay in the Go types, where they tell "left out" from "cleared"; the schema
+// says only what a client should send. (Output schemas keep the SDK's inference: the SDK
+// validates each answer against it, and a Go nil slice is answered as null.)
+func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+	if t.InputSchema == nil {
+		t.InputSchema = mustSchema[In]()
+	}
+	mcp.AddTool(srv, t, h)
+}
+
+// portable collapses every nullable union into its one non-null type, throughout the
+// schema. jsonschema-go has no option for it (written by hand for that reason).
+func portable(sc *jsonschema.Schema) *jsonschema.Schema {
+	if sc == nil {
+		return nil
+	}
+	if len(sc.Types) == 2 && slices.Contains(sc.Types, "null") {
+		for _, t := range sc.Types {
+			if t != "null" {
+				sc.Type, sc.Types = t, nil
+			}
+		}
+	}
+	for _, sub := range sc.Properties {
+		portable(sub)
+	}
+	for _, sub := range sc.Defs {
+		portable(sub)
+	}
+	for _, sub := range append(append(append([]*jsonschema.Schema{}, sc.AnyOf...), sc.OneOf...), sc.PrefixItems...) {
+		portable(sub)
+	}
+	portable(sc.Items)
+	portable(sc.AdditionalProperties)
+	return sc
+}
+
+// mustSchema infers a tool's input schema, portable, and marks fields required that the
+// Go type leaves optional (omitempty for the embedded SourceSpec).
 func mustSchema[T any](required ...string) *jsonschema.Schema {
 	sc, err := jsonschema.For[T](nil)
 	if err != nil {
 		panic(err)
 	}
+	portable(sc)
 	for _, r := range required {
 		if !slices.Contains(sc.Required, r) {
 			sc.Required = append(sc.Required, r)
