@@ -16,6 +16,7 @@ import (
 const (
 	KindProject = "osk_" // project key: OTLP, events, agent output
 	KindIngest  = "osi_" // ingest-scoped key of one push source
+	KindAccess  = "osp_" // a user's personal access token, for the control plane's API and MCP
 )
 
 // PrefixLen is how much of a key is kept in clear to tell keys apart in listings.

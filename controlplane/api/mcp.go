@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -88,6 +89,11 @@ func (s *Server) mcpHandler() http.Handler {
 	})
 	verify := func(ctx context.Context, token string, r *http.Request) (*mcpauth.TokenInfo, error) {
 		u, ok := r.Context().Value(userKey{}).(store.User)
+		if ok && viaAccessToken(r) {
+			// authed has just checked it against the database; a revoked token fails
+			// there on its next request. A short expiry keeps the SDK from caching more.
+			return &mcpauth.TokenInfo{UserID: u.ID, Expiration: time.Now().Add(time.Minute)}, nil
+		}
 		claims, err := s.Tokens.Parse(token)
 		if !ok || err != nil || claims.Subject != u.ID {
 			return nil, mcpauth.ErrInvalidToken

@@ -50,6 +50,8 @@ func (s *Server) Handler() http.Handler {
 	route(mux, "/api/v1/auth/signup", methods{"POST": s.signup})
 	route(mux, "/api/v1/auth/login", methods{"POST": s.login})
 	route(mux, "/api/v1/me", methods{"GET": s.authed(s.me)})
+	route(mux, "/api/v1/tokens", methods{"GET": s.authed(s.listAccessTokens), "POST": s.authed(s.createAccessToken)})
+	route(mux, "/api/v1/tokens/{token_id}", methods{"DELETE": s.authed(s.revokeAccessToken)})
 	route(mux, "/api/v1/projects", methods{"GET": s.authed(s.listProjects), "POST": s.authed(s.createProject)})
 	route(mux, "/api/v1/projects/{id}", methods{"GET": s.authed(s.getProject), "PATCH": s.authed(s.patchProject), "DELETE": s.authed(s.deleteProject)})
 	route(mux, "/api/v1/projects/{id}/keys", methods{"GET": s.authed(s.listKeys), "POST": s.authed(s.createKey)})

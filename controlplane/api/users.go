@@ -151,7 +151,22 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "sign in: send Authorization: Bearer <token from /api/v1/auth/login>"))
 			return
 		}
-		claims, err := s.Tokens.Parse(strings.TrimSpace(hdr[len(p):]))
+		tok := strings.TrimSpace(hdr[len(p):])
+		if service.IsAccessToken(tok) {
+			u, err := s.Svc.UserByAccessToken(r.Context(), tok)
+			if errors.Is(err, service.ErrTokenInvalid) {
+				fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "the access token is unknown, revoked or expired; create a new one (POST /api/v1/tokens)"))
+				return
+			}
+			if err != nil {
+				s.internal(w, r, err)
+				return
+			}
+			ctx := context.WithValue(r.Context(), userKey{}, u)
+			h(w, r.WithContext(context.WithValue(ctx, accessTokenKey{}, true)))
+			return
+		}
+		claims, err := s.Tokens.Parse(tok)
 		if err != nil {
 			fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "the token is invalid or expired; log in again"))
 			return
@@ -175,6 +190,14 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func currentUser(r *http.Request) store.User { return r.Context().Value(userKey{}).(store.User) }
+
+// accessTokenKey marks a request authenticated by a personal access token.
+type accessTokenKey struct{}
+
+func viaAccessToken(r *http.Request) bool {
+	v, _ := r.Context().Value(accessTokenKey{}).(bool)
+	return v
+}
 
 func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 	u := currentUser(r)

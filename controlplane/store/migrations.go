@@ -70,4 +70,16 @@ var migrations = []string{
 	// the deployment's default.
 	`ALTER TABLE projects ADD COLUMN ingest_rate_per_second DOUBLE PRECISION NOT NULL DEFAULT 0;
 	ALTER TABLE projects ADD COLUMN ingest_rate_burst BIGINT NOT NULL DEFAULT 0`,
+	// 4: personal access tokens (osp_...), for scripts and MCP clients; stored hashed.
+	`CREATE TABLE access_tokens (
+		id           TEXT PRIMARY KEY,
+		user_id      TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+		name         TEXT NOT NULL,
+		prefix       TEXT NOT NULL,
+		hash         TEXT NOT NULL UNIQUE,
+		created_at   BIGINT NOT NULL,
+		expires_at   BIGINT NOT NULL,
+		last_used_at BIGINT NOT NULL DEFAULT 0
+	);
+	CREATE INDEX access_tokens_user ON access_tokens(user_id)`,
 }
