@@ -1,0 +1,266 @@
+package deliverylog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+)
+
+func setup(t *testing.T) (*Writer, *Reader) {
+	t.Helper()
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	s, err := EnsureStream(ctx, js, StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWriter(js, WriterConfig{})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	return w, NewReader(s)
+}
+
+// sync publishes what the writer holds: Close waits for the acks.
+func flush(t *testing.T, w *Writer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRoundTripWithAttemptLog(t *testing.T) {
+	w, r := setup(t)
+	body := []byte(strings.Repeat("x", MaxRequestBody+10))
+	w.Record("p1", Delivery{ID: "d1", Kind: KindSink, SinkID: "s1", RequestID: "r1", Records: 3, RequestBody: body})
+	w.Attempt("p1", "d1", Attempt{StatusCode: 503, Error: "unavailable", LatencyMS: 12})
+	w.Attempt("p1", "d1", Attempt{StatusCode: 200, LatencyMS: 8})
+	w.Finish("p1", "d1", StateDelivered, []byte(strings.Repeat("a", MaxAnswer+1)))
+	flush(t, w)
+	d, err := r.Get(context.Background(), "p1", "d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.State != StateDelivered || d.Attempts != 2 || len(d.AttemptLog) != 2 || d.AttemptLog[0].StatusCode != 503 ||
+		d.StatusCode != 200 || d.SinkID != "s1" || d.Records != 3 {
+		t.Fatalf("got %+v", d)
+	}
+	if len(d.RequestBody) != MaxRequestBody || !d.RequestTruncated || len(d.Answer) != MaxAnswer || !d.AnswerTruncated {
+		t.Fatalf("bodies not capped: %d %v %d %v", len(d.RequestBody), d.RequestTruncated, len(d.Answer), d.AnswerTruncated)
+	}
+}
+
+func TestListNewestFirstWithFilters(t *testing.T) {
+	w, r := setup(t)
+	base := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	for i := range 6 {
+		kind := KindAgent
+		if i%2 == 1 {
+			kind = KindSink
+		}
+		id := fmt.Sprintf("d%d", i)
+		w.Record("p", Delivery{ID: id, Kind: kind, CreatedAt: base.Add(time.Duration(i) * time.Minute)})
+		if i >= 4 {
+			w.Finish("p", id, StateDeadLettered, nil)
+		}
+	}
+	flush(t, w)
+	ids := func(f Filter) string {
+		ds, err := r.List(context.Background(), "p", f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for _, d := range ds {
+			s = append(s, d.ID)
+		}
+		return strings.Join(s, ",")
+	}
+	for _, c := range []struct {
+		f    Filter
+		want string
+	}{
+		{Filter{}, "d5,d4,d3,d2,d1,d0"},
+		{Filter{Kind: KindSink}, "d5,d3,d1"},
+		{Filter{State: StateDeadLettered}, "d5,d4"},
+		{Filter{State: StatePending, Kind: KindAgent}, "d2,d0"},
+		{Filter{Since: base.Add(3 * time.Minute)}, "d5,d4,d3"},
+		{Filter{Limit: 2}, "d5,d4"},
+	} {
+		if got := ids(c.f); got != c.want {
+			t.Errorf("%+v: got %s, want %s", c.f, got, c.want)
+		}
+	}
+}
+
+func TestTenantIsolation(t *testing.T) {
+	w, r := setup(t)
+	w.Record("a", Delivery{ID: "da", Kind: KindAgent})
+	w.Record("b", Delivery{ID: "db", Kind: KindAgent})
+	flush(t, w)
+	ctx := context.Background()
+	if _, err := r.Get(ctx, "a", "db"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a read b's delivery: %v", err)
+	}
+	for _, id := range []string{"../b/db", "*", ">", "b.db", "", "db "} {
+		if _, err := r.Get(ctx, "a", id); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("id %q: %v", id, err)
+		}
+		if _, err := r.List(ctx, id, Filter{}); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("project %q: %v", id, err)
+		}
+	}
+	ds, err := r.List(ctx, "a", Filter{})
+	if err != nil || len(ds) != 1 || ds[0].ID != "da" {
+		t.Fatalf("list a: %v %+v", err, ds)
+	}
+}
+
+// A busy project rewriting its deliveries keeps one message per delivery (the rollup),
+// so it does not grow the stream and the quiet project's delivery stays. Many DISTINCT
+// ids from one project can still push the shared MaxBytes (see README, "Left").
+func TestRewritesKeepOneMessagePerDelivery(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	s, err := EnsureStream(ctx, js, StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWriter(js, WriterConfig{Buffer: 1 << 14})
+	w.Record("quiet", Delivery{ID: "q1", Kind: KindSink})
+	// Rewriting the same deliveries many times keeps one message per delivery.
+	for round := range 20 {
+		for i := range 200 {
+			w.Record("busy", Delivery{ID: fmt.Sprintf("b%d", i), Kind: KindSink, Records: round})
+		}
+	}
+	flush(t, w)
+	if w.Dropped() != 0 {
+		t.Logf("dropped %d", w.Dropped())
+	}
+	r := NewReader(s)
+	if _, err := r.Get(ctx, "quiet", "q1"); err != nil {
+		t.Fatalf("quiet project's delivery lost: %v", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs > 201 {
+		t.Fatalf("rollups not kept to one per delivery: %d messages", info.State.Msgs)
+	}
+}
+
+func TestWriterNeverBlocksWhenNATSIsDown(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	n.Stop()
+	w := NewWriter(js, WriterConfig{Buffer: 8})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 1000 {
+			w.Record("p", Delivery{ID: fmt.Sprintf("d%d", i), Kind: KindAgent})
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Record blocked while NATS was down")
+	}
+	if w.Dropped() == 0 {
+		t.Fatal("no drops counted with NATS down and a buffer of 8")
+	}
+}
+
+func TestLedgerTwoWritersAddUp(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	var ls []*Ledger
+	for range 2 {
+		_, js := testenv.Connect(t, n.URL())
+		l, err := OpenLedger(ctx, js, 10*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 500 {
+				l.Add("p", Counters{Received: 2, Delivered: 1})
+				l.Add("q", Counters{Dropped: 1})
+			}
+		}()
+	}
+	wg.Wait()
+	for _, l := range ls {
+		if err := l.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := ls[0].Counts(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Received != 2000 || c.Delivered != 1000 || c.Dropped != 0 {
+		t.Fatalf("p: %+v", c)
+	}
+	q, _ := ls[1].Counts(ctx, "q")
+	if q.Dropped != 1000 || q.Received != 0 {
+		t.Fatalf("q: %+v", q)
+	}
+}
+
+func TestParseFilter(t *testing.T) {
+	f, err := ParseFilter(url.Values{"state": {"dead_lettered"}, "kind": {"sink"}, "since": {"2026-01-02T03:04:05Z"}, "limit": {"10"}})
+	if err != nil || f.State != StateDeadLettered || f.Kind != KindSink || f.Limit != 10 || f.Since.Year() != 2026 {
+		t.Fatalf("%+v %v", f, err)
+	}
+	for _, bad := range []url.Values{{"state": {"x"}}, {"kind": {">"}}, {"since": {"yesterday"}}, {"limit": {"0"}}, {"limit": {"100000"}}} {
+		if _, err := ParseFilter(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+func FuzzParseFilter(f *testing.F) {
+	f.Add("state=pending&kind=agent&since=2026-01-02T03:04:05Z&limit=5")
+	f.Add("limit=-1&state=*")
+	f.Fuzz(func(t *testing.T, q string) {
+		v, err := url.ParseQuery(q)
+		if err != nil {
+			return
+		}
+		fl, err := ParseFilter(v)
+		if err != nil {
+			return
+		}
+		if fl.Limit < 1 || fl.Limit > MaxLimit {
+			t.Fatalf("limit %d out of bounds", fl.Limit)
+		}
+		if !validState(fl.State) || (fl.Kind != "" && fl.Kind != KindAgent && fl.Kind != KindSink) {
+			t.Fatalf("bad filter %+v", fl)
+		}
+	})
+}
+
+func validState(s string) bool {
+	switch s {
+	case "", StatePending, StateRetrying, StateDelivered, StateDeadLettered:
+		return true
+	}
+	return false
+}
