@@ -111,6 +111,20 @@ type key struct{ project, id string }
 func (w *Writer) run() {
 	defer close(w.done)
 	open := make(map[key]*Delivery)
+	var acks []jetstream.PubAckFuture
+	// Acks are collected in batches in this goroutine rather than one goroutine per
+	// publish: it keeps the writer's own cost low so fewer events are dropped.
+	settle := func() {
+		for _, f := range acks {
+			select {
+			case <-f.Ok():
+			case <-f.Err():
+				w.failed.Add(1)
+			}
+		}
+		acks = acks[:0]
+	}
+	defer settle()
 	for e := range w.ch {
 		k := key{e.project, e.d.ID}
 		now := time.Now().UTC()
@@ -172,12 +186,8 @@ func (w *Writer) run() {
 			w.failed.Add(1)
 			continue
 		}
-		go func() {
-			select {
-			case <-f.Ok():
-			case <-f.Err():
-				w.failed.Add(1)
-			}
-		}()
+		if acks = append(acks, f); len(acks) >= 512 {
+			settle()
+		}
 	}
 }
