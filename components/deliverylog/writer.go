@@ -108,18 +108,27 @@ func (w *Writer) Close(ctx context.Context) error {
 
 type key struct{ project, id string }
 
+const ackWait = 5 * time.Second
+
 func (w *Writer) run() {
 	defer close(w.done)
 	open := make(map[key]*Delivery)
 	var acks []jetstream.PubAckFuture
 	// Acks are collected in batches in this goroutine rather than one goroutine per
 	// publish: it keeps the writer's own cost low so fewer events are dropped.
+	// The caller's JetStream context may have no async publish timeout, so a future can
+	// stay open while NATS is away: a batch waits at most ackWait, the rest count failed.
 	settle := func() {
+		timeout := time.NewTimer(ackWait)
+		defer timeout.Stop()
 		for _, f := range acks {
 			select {
 			case <-f.Ok():
 			case <-f.Err():
 				w.failed.Add(1)
+			case <-timeout.C:
+				w.failed.Add(1)
+				timeout.Reset(0)
 			}
 		}
 		acks = acks[:0]
