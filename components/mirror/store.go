@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -106,15 +107,31 @@ func put(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
 		return err
 	}
 	if _, err := kv.Put(ctx, key, b); err != nil {
-		return fmt.Errorf("mirror put %s/%s: %w", kv.Bucket(), key, err)
+		return fmt.Errorf("mirror put %s/%s: %w", kv.Bucket(), key, unreachable(err))
 	}
 	return nil
+}
+
+// ErrUnavailable marks a write that failed because NATS could not be reached (a
+// disconnection, a reconnection whose buffer is full, a timeout): the change can succeed
+// later, so callers answer "retry later" rather than an internal error.
+var ErrUnavailable = errors.New("the configuration store (NATS) is unreachable")
+
+func unreachable(err error) error {
+	for _, e := range []error{nats.ErrReconnectBufExceeded, nats.ErrConnectionClosed, nats.ErrConnectionReconnecting,
+		nats.ErrDisconnected, nats.ErrConnectionDraining, nats.ErrTimeout, nats.ErrNoResponders,
+		jetstream.ErrNoStreamResponse, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+	}
+	return err
 }
 
 func del(ctx context.Context, kv jetstream.KeyValue, key string) error {
 	err := kv.Delete(ctx, key)
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("mirror delete %s/%s: %w", kv.Bucket(), key, err)
+		return fmt.Errorf("mirror delete %s/%s: %w", kv.Bucket(), key, unreachable(err))
 	}
 	return nil
 }

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
@@ -22,6 +24,10 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error, what 
 		fail(w, ae)
 	case errors.Is(err, store.ErrNotFound):
 		fail(w, notFound(what))
+	case errors.Is(err, mirror.ErrUnavailable):
+		e := apierror.New(http.StatusServiceUnavailable, apierror.Unavailable, "the configuration store (NATS) is unreachable; nothing was changed, retry shortly")
+		e.RetryAfter = 5 * time.Second
+		fail(w, e)
 	case errors.Is(err, store.ErrConflict):
 		fail(w, apierror.New(http.StatusConflict, apierror.Conflict, what+" already exists"))
 	default:
