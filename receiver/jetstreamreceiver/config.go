@@ -37,9 +37,10 @@ type Config struct {
 	// the prefix of each destination's consumer ("<durable>-<sink id>"). Processes with
 	// the same name share the work; a different name reads everything again.
 	Durable string `mapstructure:"durable"`
-	// BatchSize is the most records handed to the pipeline at once; two batches are
-	// fetched ahead. In output mode results are handed on one at a time (each acked when
-	// settled) and BatchSize only sets how many are fetched ahead.
+	// BatchSize is the most records handed to the pipeline at once; up to 4 × BatchSize
+	// (the consumer's MaxAckPending) are fetched ahead. In output mode results are handed
+	// on one at a time (each acked when settled) and BatchSize only sets how many are
+	// fetched ahead.
 	BatchSize int `mapstructure:"batch_size"`
 	// Linger is how long a legacy-mode batch may wait to fill before it is processed, so a
 	// lone event is not held back. Window-mode projects flush as soon as no more records
@@ -57,6 +58,10 @@ type Config struct {
 	// SweepInterval is how often consumers that are not pulled from are checked for
 	// records whose wake was lost (one consumer info each); 0 turns the sweep off.
 	SweepInterval time.Duration `mapstructure:"sweep_interval"`
+	// Ledger (raw mode) counts each handled batch in the project's ledger before acking
+	// it (components/deliverylog): what was dropped by the trigger, sent to the agent or
+	// dead-lettered, exactly once across crashes.
+	Ledger bool `mapstructure:"ledger"`
 }
 
 // Validate checks the configuration.

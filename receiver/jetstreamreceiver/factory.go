@@ -40,6 +40,7 @@ func createDefaultConfig() component.Config {
 		// Long enough that a project sending every few seconds keeps its consumer.
 		IdleTimeout:   30 * time.Second,
 		SweepInterval: 5 * time.Minute,
+		Ledger:        true,
 	}
 }
 

@@ -31,6 +31,42 @@ func (in *inbox) wake() {
 	}
 }
 
+// pullExpiry is how long each pull request waits on the server (nats.go's default). The
+// server sends a heartbeat every half of it while a request waits, and the client counts
+// a heartbeat as missed after a whole expiry without one; tests shorten it.
+var pullExpiry = 30 * time.Second
+
+// statusRoom is the room in the iterator's buffer for status messages (heartbeats, the
+// end of a pull request): a few per outstanding request, and fill empties it at once.
+const statusRoom = 64
+
+// pullOptions are the options of a consumer's message iterator.
+//
+// A missed heartbeat does not end the iterator: nats.go then just asks again on the same
+// subscription. Ending it (the default, WithMessagesErrOnMissingHeartbeat(true)) made the
+// receiver unsubscribe and start over, and whatever the server had sent to the old
+// subscription meanwhile (a stalled connection delivers it late) went nowhere: counted as
+// delivered, those records waited for AckWait (a minute) before anyone could have them.
+//
+// Asking again leaves the earlier request outstanding, and the server serves both, so at
+// times more arrives than one request's worth. nats.go drops what does not fit in the
+// iterator's buffer (a "slow consumer"), with the same minute's wait as the result. The
+// server never lets more than MaxAckPending of ours go unacknowledged, so a buffer of
+// that size (and room for status messages) never overflows. The pull size is the buffer
+// size, which changes nothing else: fill takes all the server gives, up to MaxAckPending
+// anyway.
+func pullOptions(cons jetstream.Consumer, batchSize int) []jetstream.PullMessagesOpt {
+	size := 2 * batchSize
+	if info := cons.CachedInfo(); info != nil && info.Config.MaxAckPending > 0 {
+		size = max(size, info.Config.MaxAckPending+statusRoom)
+	}
+	return []jetstream.PullMessagesOpt{
+		jetstream.PullMaxMessages(size),
+		jetstream.PullExpiry(pullExpiry),
+		jetstream.WithMessagesErrOnMissingHeartbeat(false),
+	}
+}
+
 // fill moves messages from the iterator into the inbox until the iterator stops. Its
 // prefetch and the consumer's MaxAckPending bound how many wait here.
 func (in *inbox) fill(it jetstream.MessagesContext) {

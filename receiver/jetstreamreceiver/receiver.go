@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
@@ -55,6 +56,10 @@ type jsReceiver struct {
 	paused  map[string]string // project -> reason, to log a pause once
 
 	tel *metadata.TelemetryBuilder
+
+	// ledger counts settled batches (ledger.go); opened on first use.
+	ledgerMu sync.Mutex
+	ledger   *deliverylog.Ledger
 }
 
 type worker struct {
@@ -161,6 +166,7 @@ func (r *jsReceiver) Shutdown(context.Context) error {
 		w.cancel()
 		<-w.done
 	}
+	r.closeLedger()
 	r.nc.Close()
 	return nil
 }
@@ -312,7 +318,9 @@ func (r *jsReceiver) consume(ctx context.Context, w *worker) {
 		MaxInterval:     5 * time.Second,
 	}
 	_, _ = backoff.Retry(ctx, func() (struct{}, error) {
-		err := r.consumeOnce(ctx, w)
+		// A run that consumed something reset the waits: a failure after it restarts
+		// after the shortest one, not one grown over failures long past.
+		err := r.consumeOnce(ctx, w, restarts.Reset)
 		if errors.Is(err, errIdle) {
 			return struct{}{}, backoff.Permanent(err)
 		}
@@ -330,14 +338,15 @@ func (r *jsReceiver) consume(ctx context.Context, w *worker) {
 	)
 }
 
-func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker) error {
+// consumeOnce pulls from a target's consumer until an error, or until the target is idle
+// (errIdle). It calls consumed once, after the first batch was handed on.
+func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()) error {
 	t := w.target
 	cons, err := r.consumer(ctx, t)
 	if err != nil {
 		return err
 	}
-	// Two batches in flight: the next one arrives while the pipeline works on this one.
-	it, err := cons.Messages(jetstream.PullMaxMessages(2 * r.cfg.BatchSize))
+	it, err := cons.Messages(pullOptions(cons, r.cfg.BatchSize)...)
 	if err != nil {
 		return err
 	}
@@ -385,6 +394,10 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker) error {
 		}
 		r.process(ctx, t, batch)
 		in.settled()
+		if consumed != nil {
+			consumed()
+			consumed = nil
+		}
 	}
 }
 
@@ -405,16 +418,19 @@ func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Ms
 	project := t.project
 	ld, lrs := pipelinedata.New()
 	lrs.EnsureCapacity(len(batch))
+	seqs := make([]uint64, 0, len(batch))
 	for _, m := range batch {
 		var seq uint64
 		if meta, err := m.Metadata(); err == nil {
 			seq = meta.Sequence.Stream
 		}
+		seqs = append(seqs, seq)
 		h := m.Headers()
 		it := pipelinedata.Item{Body: m.Data(), Signal: h.Get(streams.HeaderSignal), Seq: seq}
 		if t.sink != "" {
 			it.Kind, it.SinkID = pipelinedata.KindResult, t.sink
 			it.RequestID, it.MsgID = h.Get(streams.HeaderRequestID), h.Get(streams.HeaderMsgID)
+			it.Unmatched = h.Get(streams.HeaderUnmatched) != ""
 		}
 		pipelinedata.Append(lrs, it)
 	}
@@ -423,9 +439,19 @@ func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Ms
 		scope = "sink"
 	}
 	pctx := tenant.NewContext(ctx, tenant.Principal{ProjectID: project, Scope: scope})
+	// The exporter tells what it did with each record; the batch is counted in the
+	// ledger from it before it is acked (ledger.go).
+	var outcome *deliverylog.Outcome
+	if t.sink == "" && r.cfg.Ledger {
+		outcome = deliverylog.NewOutcome()
+		pctx = deliverylog.WithOutcome(pctx, outcome)
+	}
 	pctx = r.obs.StartLogsOp(pctx)
 	err := r.next.ConsumeLogs(pctx, ld)
 	r.obs.EndLogsOp(pctx, "flat_record", len(batch), err)
+	if err == nil && outcome != nil {
+		err = r.settle(ctx, project, seqs, outcome)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			r.settings.Logger.Warn("batch not handled; it will be delivered again",
