@@ -28,8 +28,8 @@ func BenchmarkWriterHotPath(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			w.Record("p", Delivery{ID: "d", Kind: KindSink, RequestBody: body})
-			w.Attempt("p", "d", Attempt{StatusCode: 200})
-			w.Finish("p", "d", StateDelivered, nil)
+			w.Attempt("p", "d", Attempt{StatusCode: 200}, nil)
+			w.Finish("p", "d", Final{State: StateDelivered})
 		}
 		b.ReportMetric(float64(w.Dropped()), "dropped")
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -41,9 +42,9 @@ func TestRoundTripWithAttemptLog(t *testing.T) {
 	w, r := setup(t)
 	body := []byte(strings.Repeat("x", MaxRequestBody+10))
 	w.Record("p1", Delivery{ID: "d1", Kind: KindSink, SinkID: "s1", RequestID: "r1", Records: 3, RequestBody: body})
-	w.Attempt("p1", "d1", Attempt{StatusCode: 503, Error: "unavailable", LatencyMS: 12})
-	w.Attempt("p1", "d1", Attempt{StatusCode: 200, LatencyMS: 8})
-	w.Finish("p1", "d1", StateDelivered, []byte(strings.Repeat("a", MaxAnswer+1)))
+	w.Attempt("p1", "d1", Attempt{StatusCode: 503, Error: "unavailable", LatencyMS: 12}, []byte("try later"))
+	w.Attempt("p1", "d1", Attempt{StatusCode: 200, LatencyMS: 8}, nil)
+	w.Finish("p1", "d1", Final{State: StateDelivered, Answer: []byte(strings.Repeat("a", MaxAnswer+1))})
 	flush(t, w)
 	d, err := r.Get(context.Background(), "p1", "d1")
 	if err != nil {
@@ -69,7 +70,7 @@ func TestListNewestFirstWithFilters(t *testing.T) {
 		id := fmt.Sprintf("d%d", i)
 		w.Record("p", Delivery{ID: id, Kind: kind, CreatedAt: base.Add(time.Duration(i) * time.Minute)})
 		if i >= 4 {
-			w.Finish("p", id, StateDeadLettered, nil)
+			w.Finish("p", id, Final{State: StateDeadLettered, DeadLetterSeq: uint64(i)})
 		}
 	}
 	flush(t, w)
@@ -186,6 +187,7 @@ func TestLedgerTwoWritersAddUp(t *testing.T) {
 	ctx := context.Background()
 	n := testenv.StartNATS(t)
 	var ls []*Ledger
+	_, js0 := testenv.Connect(t, n.URL())
 	for range 2 {
 		_, js := testenv.Connect(t, n.URL())
 		l, err := OpenLedger(ctx, js, 10*time.Millisecond)
@@ -200,8 +202,8 @@ func TestLedgerTwoWritersAddUp(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 500 {
-				l.Add("p", Counters{Received: 2, Delivered: 1})
-				l.Add("q", Counters{Dropped: 1})
+				l.Add("p", Counters{Results: 2, Delivered: 1})
+				l.AddDestination("q", "s1", Counters{Delivered: 1}, Destination{Delivered: 1})
 			}
 		}()
 	}
@@ -211,15 +213,15 @@ func TestLedgerTwoWritersAddUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := ls[0].Counts(ctx, "p")
+	c, err := View(ctx, js0, "p", ViewOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Received != 2000 || c.Delivered != 1000 || c.Dropped != 0 {
+	if c.Results != 2000 || c.Delivered != 1000 || c.Dropped != 0 {
 		t.Fatalf("p: %+v", c)
 	}
-	q, _ := ls[1].Counts(ctx, "q")
-	if q.Dropped != 1000 || q.Received != 0 {
+	q, _ := View(ctx, js0, "q", ViewOptions{})
+	if q.Delivered != 1000 || q.Destinations["s1"].Delivered != 1000 || q.Results != 0 {
 		t.Fatalf("q: %+v", q)
 	}
 }
@@ -263,4 +265,69 @@ func validState(s string) bool {
 		return true
 	}
 	return false
+}
+
+// A delivery that ended without an attempt says why, and an interrupted one is let go
+// with its reason (the writer stops holding it, the log keeps its last state).
+func TestFinishErrorAndAbandon(t *testing.T) {
+	w, r := setup(t)
+	w.Record("p1", Delivery{ID: "gone", Kind: KindAgent})
+	w.Finish("p1", "gone", Final{State: StateDeadLettered, Error: "the original body is no longer stored"})
+	w.Record("p1", Delivery{ID: "cut", Kind: KindAgent})
+	w.Attempt("p1", "cut", Attempt{StatusCode: 503, Error: "503"}, nil)
+	w.Abandon("p1", "cut", "interrupted by shutdown")
+	w.Attempt("p1", "cut", Attempt{StatusCode: 200}, nil) // no longer held: dropped
+	flush(t, w)
+	ctx := context.Background()
+	d, err := r.Get(ctx, "p1", "gone")
+	if err != nil || d.State != StateDeadLettered || d.Error != "the original body is no longer stored" {
+		t.Fatalf("got %+v, %v", d, err)
+	}
+	d, err = r.Get(ctx, "p1", "cut")
+	if err != nil || d.State != StateRetrying || d.Attempts != 1 || d.Error != "interrupted by shutdown" {
+		t.Fatalf("got %+v, %v", d, err)
+	}
+	if w.Dropped() != 1 {
+		t.Fatalf("dropped %d, want the one attempt after Abandon", w.Dropped())
+	}
+}
+
+// With a linger, a delivery recorded, tried and finished within it is published once.
+func TestLingerPublishesAQuickDeliveryOnce(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	s, err := EnsureStream(ctx, js, StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWriter(js, WriterConfig{Linger: time.Hour})
+	w.Record("p1", Delivery{ID: "d1", Kind: KindAgent})
+	w.Attempt("p1", "d1", Attempt{StatusCode: 200}, nil)
+	w.Finish("p1", "d1", Final{State: StateDelivered})
+	flush(t, w) // Close ends the linger
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.LastSeq != 1 {
+		t.Fatalf("%d messages, want 1", info.State.LastSeq)
+	}
+	d, err := NewReader(s).Get(ctx, "p1", "d1")
+	if err != nil || d.State != StateDelivered || d.Attempts != 1 {
+		t.Fatalf("got %+v, %v", d, err)
+	}
+}
+
+// validToken is the regexp it replaced, byte for byte.
+func FuzzValidToken(f *testing.F) {
+	re := regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+	for _, s := range []string{"", "a", "req_0f", "*", ">", "a.b", "../x", strings.Repeat("a", 128), strings.Repeat("a", 129), "é"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if validToken(s) != re.MatchString(s) {
+			t.Fatalf("%q: %v", s, validToken(s))
+		}
+	})
 }

@@ -10,16 +10,25 @@
 // stream creation quadratic. The stream-wide MaxBytes (discard old) bounds the whole
 // log, and each delivery's size is bounded (bodies capped, attempt log capped), so
 // rewriting a delivery never grows the stream. nats-server has no byte limit per subject
-// filter, so a per-project byte bound is NOT enforced yet: a project writing very many
-// distinct deliveries can push the shared MaxBytes and make old deliveries of others
-// expire early. The README's "Left" section says how to close that.
+// filter, so each project's share is bounded by count: the writer purges a project's
+// deliveries beyond WriterConfig.MaxPerProject (oldest first) once a minute.
 //
 // Hot path: Writer.Record/Attempt/Finish never wait on NATS. They put an event on a
 // bounded channel; when it is full the event is dropped and Dropped() counts it. The
 // delivery itself is never slowed or lost, only its log detail. Bodies are capped
 // (request MaxRequestBody, answer MaxAnswer) with a truncated flag.
 //
-// Ledger: counters per project in a KV bucket (svc-ledger), incremented in memory and
-// flushed once a second per process with compare-and-set, so two processes add up
-// exactly.
+// Ledger: counters per project in a KV bucket (svc-ledger), every write a compare-and-set
+// so processes add up exactly. The pipeline's counts (Settle) are written before a batch
+// is acknowledged, with the raw sequences they cover, so a crash neither loses them nor
+// counts a redelivered batch twice; received and pending are read from the raw stream and
+// the pipeline's consumer when the ledger is viewed, so the equation is checked against
+// the streams. Other counts (results, sink deliveries) are added in memory and flushed
+// once a second.
+//
+// Replay: a queue (svc-replays, work queue) of jobs the console enqueues and the agent
+// exporter runs (replay.go).
+//
+// Trace: from a raw record or an agent call to the results and sink deliveries that
+// followed, by bounded scans of the log after it (trace.go).
 package deliverylog

@@ -91,19 +91,74 @@ func (r *Reader) GetMany(ctx context.Context, project string, ids []string) ([]D
 	return out, nil
 }
 
-// List returns the deliveries of project matching f, newest first. It reads the
-// project's subjects with an ordered consumer (ephemeral, no durable per read) from
-// f.Since, so its cost is the project's deliveries in the window, bounded by retention.
+// List returns the deliveries of project matching f, newest first (by creation).
+//
+// A delivery's latest state is its only message, written when it last changed, so every
+// delivery created since a moment has its message after that moment. List reads the
+// project's messages of a recent window first (15 minutes) and widens it (to an hour, a
+// day, the whole retention) only while the window holds fewer matching deliveries
+// created inside it than asked for: a console read of a busy project costs its last
+// minutes, not its week. f.Since, when set, is the window.
 func (r *Reader) List(ctx context.Context, project string, f Filter) ([]Delivery, error) {
+	f = f.normalized()
+	return r.list(ctx, project, f, f.Limit)
+}
+
+// ListForReplay is List with up to MaxReplay answers.
+func (r *Reader) ListForReplay(ctx context.Context, project string, f Filter) ([]Delivery, error) {
+	return r.list(ctx, project, f, MaxReplay)
+}
+
+var listWindows = []time.Duration{15 * time.Minute, time.Hour, 24 * time.Hour, Retention + time.Hour}
+
+func (r *Reader) list(ctx context.Context, project string, f Filter, limit int) ([]Delivery, error) {
 	if !validToken(project) {
 		return nil, ErrInvalidID
 	}
-	f = f.normalized()
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{SubjectPrefix + "." + project + ".*"}}
+	now := time.Now()
+	windows := listWindows
 	if !f.Since.IsZero() {
-		// Updates after Since are enough: a delivery's latest state is its only message.
+		windows = []time.Duration{now.Sub(f.Since)}
+	}
+	var out []Delivery
+	for _, w := range windows {
+		from := now.Add(-w)
+		ds, err := r.scan(ctx, project, from, func(d Delivery) bool { return f.match(d) }, nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		out = ds
+		inside := 0
+		for _, d := range ds {
+			if !d.CreatedAt.Before(from) {
+				inside++
+			}
+		}
+		if inside >= limit {
+			break
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.After(out[j].CreatedAt)
+		}
+		return out[i].ID > out[j].ID
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// scan reads the project's deliveries written since from (all when zero) with an
+// ordered consumer (ephemeral, nothing durable per read), keeping those keep accepts,
+// without their bodies and attempt logs. It stops after a delivery stop accepts, or
+// after max messages when max > 0.
+func (r *Reader) scan(ctx context.Context, project string, from time.Time, keep, stop func(Delivery) bool, max uint64) ([]Delivery, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{SubjectPrefix + "." + project + ".*"}}
+	if !from.IsZero() {
 		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
-		t := f.Since
+		t := from
 		cfg.OptStartTime = &t
 	}
 	c, err := r.s.OrderedConsumer(ctx, cfg)
@@ -111,9 +166,15 @@ func (r *Reader) List(ctx context.Context, project string, f Filter) ([]Delivery
 		return nil, err
 	}
 	pending := c.CachedInfo().NumPending
+	if max > 0 {
+		pending = min(pending, max)
+	}
 	var out []Delivery
 	for got := uint64(0); got < pending; {
-		batch, err := c.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		batch, err := c.Fetch(int(min(256, pending-got)), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			return nil, err
 		}
@@ -124,9 +185,12 @@ func (r *Reader) List(ctx context.Context, project string, f Filter) ([]Delivery
 			if json.Unmarshal(m.Data(), &d) != nil {
 				continue
 			}
-			if f.match(d) {
+			if keep(d) {
 				d.RequestBody, d.Answer, d.AttemptLog = nil, nil, nil
 				out = append(out, d)
+				if stop != nil && stop(d) {
+					return out, nil
+				}
 			}
 		}
 		if batch.Error() != nil {
@@ -136,15 +200,6 @@ func (r *Reader) List(ctx context.Context, project string, f Filter) ([]Delivery
 			break
 		}
 		got += uint64(n)
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.After(out[j].CreatedAt)
-		}
-		return out[i].ID > out[j].ID
-	})
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package deliverylog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"sync"
@@ -10,33 +11,57 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// WriterConfig bounds the writer's memory.
+// WriterConfig bounds the writer's memory and each project's share of the log.
 type WriterConfig struct {
 	Buffer   int // events waiting to be published; 0 means 4096
 	InFlight int // deliveries not finished kept in memory; 0 means 10000
+	// MaxPerProject is how many deliveries a project keeps; older ones are purged (every
+	// TrimInterval), so one busy project cannot push the others' out of the shared
+	// stream. 0 means DefaultMaxPerProject.
+	MaxPerProject int
+	TrimInterval  time.Duration // 0 means a minute
+	// Linger is how long a round waits after its first event before it takes what
+	// queued meanwhile and publishes: a delivery recorded, tried and finished within it
+	// is one message, not two or three, and senders never wake the writer in between.
+	// Buffer must hold a linger's events. 0 publishes what is queued at once.
+	Linger time.Duration
 }
 
+// DefaultMaxPerProject bounds a project's log: with bodies capped it is at most about
+// 1.4 GB, in practice far less (most bodies are small).
+const DefaultMaxPerProject = 20000
+
 type event struct {
-	op      byte // 'r' record, 'a' attempt, 'f' finish
+	op      byte // 'r' record, 'a' attempt, 'f' finish, 'x' abandon, 's' superseded
 	project string
 	d       Delivery
 	attempt Attempt
+	answer  []byte
+	trunc   bool // answer was cut to MaxAnswer
+	final   Final
 }
 
 // Writer logs deliveries without waiting on NATS: every call is a non-blocking send on
 // a bounded channel; when it is full the event is dropped and counted, so the delivery
-// itself is never slowed by the log.
+// itself is never slowed by the log. Events that arrive together are applied together
+// and each delivery they touched is published once: a delivery that succeeds at once
+// (recorded, tried, finished) costs one message, not three.
 type Writer struct {
 	js       jetstream.JetStream
+	cfg      WriterConfig
 	ch       chan event
-	inflight int
 	dropped  atomic.Int64
 	failed   atomic.Int64
 	done     chan struct{}
 	once     sync.Once
+	stopTrim chan struct{}
+	trimDone chan struct{}
+
+	mu      sync.Mutex
+	written map[string]struct{} // projects written since the last trim
 }
 
-// NewWriter starts the goroutine that publishes the log.
+// NewWriter starts the goroutines that publish and trim the log.
 func NewWriter(js jetstream.JetStream, cfg WriterConfig) *Writer {
 	if cfg.Buffer <= 0 {
 		cfg.Buffer = 4096
@@ -44,8 +69,16 @@ func NewWriter(js jetstream.JetStream, cfg WriterConfig) *Writer {
 	if cfg.InFlight <= 0 {
 		cfg.InFlight = 10000
 	}
-	w := &Writer{js: js, ch: make(chan event, cfg.Buffer), inflight: cfg.InFlight, done: make(chan struct{})}
+	if cfg.MaxPerProject <= 0 {
+		cfg.MaxPerProject = DefaultMaxPerProject
+	}
+	if cfg.TrimInterval <= 0 {
+		cfg.TrimInterval = time.Minute
+	}
+	w := &Writer{js: js, cfg: cfg, ch: make(chan event, cfg.Buffer), done: make(chan struct{}),
+		stopTrim: make(chan struct{}), trimDone: make(chan struct{}), written: map[string]struct{}{}}
 	go w.run()
+	go w.trimLoop()
 	return w
 }
 
@@ -72,27 +105,56 @@ func (w *Writer) send(e event) {
 func (w *Writer) Record(project string, d Delivery) {
 	d.RequestBody, d.RequestTruncated = capBytes(d.RequestBody, MaxRequestBody)
 	d.Answer, d.AnswerTruncated = capBytes(d.Answer, MaxAnswer)
+	if len(d.Seqs) > MaxSeqs {
+		d.Seqs = d.Seqs[:MaxSeqs]
+	}
 	d.AttemptLog = nil
 	w.send(event{op: 'r', project: project, d: d})
 }
 
-// Attempt appends one try to delivery id; state is retrying unless the caller finishes.
-func (w *Writer) Attempt(project, id string, a Attempt) {
+// Attempt appends one try to delivery id, with the answer it got (its first MaxAnswer
+// bytes are kept; nil keeps the previous one). A failed attempt (Error set) or a second
+// one makes the state retrying.
+func (w *Writer) Attempt(project, id string, a Attempt, answer []byte) {
 	a.Error = capString(a.Error, MaxError)
-	w.send(event{op: 'a', project: project, d: Delivery{ID: id}, attempt: a})
+	e := event{op: 'a', project: project, d: Delivery{ID: id}, attempt: a}
+	if answer != nil {
+		e.answer, e.trunc = capBytes(answer, MaxAnswer)
+	}
+	w.send(e)
 }
 
-// Finish sets the final state (delivered or dead_lettered) and the first MaxAnswer bytes
-// of the answer.
-func (w *Writer) Finish(project, id, state string, answer []byte) {
-	d := Delivery{ID: id, State: state}
-	d.Answer, d.AnswerTruncated = capBytes(answer, MaxAnswer)
-	w.send(event{op: 'f', project: project, d: d})
+// Finish sets the final state (delivered or dead_lettered), the answer and where the
+// dead letter is.
+func (w *Writer) Finish(project, id string, f Final) {
+	e := event{op: 'f', project: project, d: Delivery{ID: id}}
+	if f.Answer != nil {
+		f.Answer, e.trunc = capBytes(f.Answer, MaxAnswer)
+	}
+	e.final = f
+	w.send(e)
+}
+
+// Abandon forgets delivery id without a final state: its work was interrupted (a
+// shutdown) and will be done again under a new delivery. The log keeps its last state
+// with reason as its error; the writer stops holding it in memory, so interrupted
+// deliveries cannot fill WriterConfig.InFlight.
+func (w *Writer) Abandon(project, id, reason string) {
+	w.send(event{op: 'x', project: project, d: Delivery{ID: id, Error: capString(reason, MaxError)}})
+}
+
+// Superseded marks a finished delivery d (as read back from the log) as replayed by the
+// delivery named by: the console then leaves it out of bulk replays (the replay, which
+// names it in replay_of, stands for it), so replaying "all dead letters" twice does not
+// send the same records twice.
+func (w *Writer) Superseded(project string, d Delivery, by string) {
+	d.ReplayedBy = by
+	w.send(event{op: 's', project: project, d: d})
 }
 
 // Close publishes what is buffered and waits for the acks, or until ctx ends.
 func (w *Writer) Close(ctx context.Context) error {
-	w.once.Do(func() { close(w.ch) })
+	w.once.Do(func() { close(w.ch); close(w.stopTrim) })
 	select {
 	case <-w.done:
 	case <-ctx.Done():
@@ -108,12 +170,26 @@ func (w *Writer) Close(ctx context.Context) error {
 
 type key struct{ project, id string }
 
-const ackWait = 5 * time.Second
+const (
+	ackWait = 5 * time.Second
+	// maxCoalesce bounds how many queued events one round applies before publishing.
+	maxCoalesce = 1024
+)
 
 func (w *Writer) run() {
 	defer close(w.done)
 	open := make(map[key]*Delivery)
-	var acks []jetstream.PubAckFuture
+	// touched keeps the order in which this round first touched each delivery, so the
+	// stream holds them in the order they happened (Trim drops the oldest).
+	touched := make(map[key]*Delivery)
+	var order []key
+	type roundAck struct {
+		f jetstream.PubAckFuture
+		n int // messages of the round it stands for
+	}
+	var acks []roundAck
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	// Acks are collected in batches in this goroutine rather than one goroutine per
 	// publish: it keeps the writer's own cost low so fewer events are dropped.
 	// The caller's JetStream context may have no async publish timeout, so a future can
@@ -121,82 +197,210 @@ func (w *Writer) run() {
 	settle := func() {
 		timeout := time.NewTimer(ackWait)
 		defer timeout.Stop()
-		for _, f := range acks {
+		for _, a := range acks {
 			select {
-			case <-f.Ok():
-			case <-f.Err():
-				w.failed.Add(1)
+			case <-a.f.Ok():
+			case <-a.f.Err():
+				w.failed.Add(int64(a.n))
 			case <-timeout.C:
-				w.failed.Add(1)
+				w.failed.Add(int64(a.n))
 				timeout.Reset(0)
 			}
 		}
 		acks = acks[:0]
 	}
 	defer settle()
+	var linger *time.Timer
+	if w.cfg.Linger > 0 {
+		linger = time.NewTimer(w.cfg.Linger)
+		defer linger.Stop()
+	}
+	rounds := maxCoalesce
 	for e := range w.ch {
-		k := key{e.project, e.d.ID}
-		now := time.Now().UTC()
-		var d *Delivery
-		switch e.op {
-		case 'r':
-			nd := e.d
-			if nd.State == "" {
-				nd.State = StatePending
+		order = w.apply(open, touched, order, e)
+		if linger != nil {
+			// Sleep through the linger instead of taking each event as it comes: a
+			// sender then only copies into the buffer, never wakes this goroutine, and
+			// the round takes what queued meanwhile (Close ends the wait).
+			linger.Reset(w.cfg.Linger)
+			select {
+			case <-linger.C:
+			case <-w.stopTrim:
 			}
-			if nd.CreatedAt.IsZero() {
-				nd.CreatedAt = now
-			}
-			nd.UpdatedAt = now
-			if _, ok := open[k]; !ok && len(open) >= w.inflight {
-				w.dropped.Add(1)
-				continue
-			}
-			d = &nd
-			open[k] = d
-		case 'a':
-			d = open[k]
-			if d == nil {
-				w.dropped.Add(1)
-				continue
-			}
-			if e.attempt.At.IsZero() {
-				e.attempt.At = now
-			}
-			d.Attempts++
-			d.StatusCode, d.Error, d.LatencyMS = e.attempt.StatusCode, e.attempt.Error, e.attempt.LatencyMS
-			d.AttemptLog = append(d.AttemptLog, e.attempt)
-			if len(d.AttemptLog) > MaxAttempts {
-				// The first and latest tries say most; the middle ones are dropped.
-				d.AttemptLog = append(d.AttemptLog[:1], d.AttemptLog[2:]...)
-			}
-			if d.Attempts > 1 {
-				d.State = StateRetrying
-			}
-			d.UpdatedAt = now
-		case 'f':
-			d = open[k]
-			if d == nil {
-				w.dropped.Add(1)
-				continue
-			}
-			delete(open, k)
-			d.State = e.d.State
-			d.Answer, d.AnswerTruncated = e.d.Answer, e.d.AnswerTruncated
-			d.UpdatedAt = now
+			rounds = max(maxCoalesce, cap(w.ch))
 		}
-		data, err := json.Marshal(d)
-		if err != nil {
+		// Whatever else is queued joins this round.
+	drain:
+		for range rounds {
+			select {
+			case e, ok := <-w.ch:
+				if !ok {
+					break drain
+				}
+				order = w.apply(open, touched, order, e)
+			default:
+				break drain
+			}
+		}
+		// One acknowledged publish per round, the last (a connection's messages keep
+		// their order, so its ack says the stream took the round); the others are
+		// plain publishes. An ack per delivery cost the sink role a tenth of its CPU
+		// (parsing acks, tracking futures) for a log that is best effort anyway: a
+		// round whose last message NATS refused counts every message of it failed.
+		nc := w.js.Conn()
+		for i, k := range order {
+			d := touched[k]
+			delete(touched, k)
+			buf.Reset()
+			if err := enc.Encode(d); err != nil {
+				w.failed.Add(1)
+				continue
+			}
+			data := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+			subj := subject(k.project, k.id)
+			if i < len(order)-1 {
+				if err := nc.Publish(subj, data); err != nil {
+					w.failed.Add(1)
+				}
+				continue
+			}
+			// PublishAsync keeps data until the ack: it needs its own copy.
+			f, err := w.js.PublishAsync(subj, append([]byte(nil), data...))
+			if err != nil {
+				w.failed.Add(int64(len(order)))
+				continue
+			}
+			acks = append(acks, roundAck{f, len(order)})
+			if len(acks) >= 64 {
+				settle()
+			}
+		}
+		order = order[:0]
+	}
+}
+
+func (w *Writer) apply(open, touched map[key]*Delivery, order []key, e event) []key {
+	k := key{e.project, e.d.ID}
+	now := time.Now().UTC()
+	var d *Delivery
+	switch e.op {
+	case 'r':
+		nd := e.d
+		if nd.State == "" {
+			nd.State = StatePending
+		}
+		if nd.CreatedAt.IsZero() {
+			nd.CreatedAt = now
+		}
+		nd.UpdatedAt = now
+		if _, ok := open[k]; !ok && len(open) >= w.cfg.InFlight {
+			w.dropped.Add(1)
+			return order
+		}
+		d = &nd
+		open[k] = d
+		w.mu.Lock()
+		w.written[e.project] = struct{}{}
+		w.mu.Unlock()
+	case 'a':
+		d = open[k]
+		if d == nil {
+			w.dropped.Add(1)
+			return order
+		}
+		if e.attempt.At.IsZero() {
+			e.attempt.At = now
+		}
+		d.Attempts++
+		d.StatusCode, d.Error, d.LatencyMS = e.attempt.StatusCode, e.attempt.Error, e.attempt.LatencyMS
+		if e.answer != nil {
+			d.Answer, d.AnswerTruncated = e.answer, e.trunc
+		}
+		d.AttemptLog = append(d.AttemptLog, e.attempt)
+		if len(d.AttemptLog) > MaxAttempts {
+			// The first and latest tries say most; the middle ones are dropped.
+			d.AttemptLog = append(d.AttemptLog[:1], d.AttemptLog[2:]...)
+		}
+		// A failed try is followed by another (or by Finish, in the same round as a rule):
+		// the console shows it retrying while the next one waits, not pending.
+		if d.Attempts > 1 || e.attempt.Error != "" {
+			d.State = StateRetrying
+		}
+		d.UpdatedAt = now
+	case 'f':
+		d = open[k]
+		if d == nil {
+			w.dropped.Add(1)
+			return order
+		}
+		delete(open, k)
+		d.State = e.final.State
+		if e.final.Answer != nil {
+			d.Answer, d.AnswerTruncated = e.final.Answer, e.trunc
+		}
+		d.DeadLetterSeq = e.final.DeadLetterSeq
+		if e.final.Error != "" {
+			d.Error = capString(e.final.Error, MaxError)
+		}
+		d.UpdatedAt = now
+	case 'x':
+		d = open[k]
+		if d == nil {
+			w.dropped.Add(1)
+			return order
+		}
+		delete(open, k)
+		d.Error = e.d.Error
+		d.UpdatedAt = now
+	case 's':
+		// A finished delivery is not open: it is written back whole, as read.
+		nd := e.d
+		nd.UpdatedAt = now
+		d = &nd
+	}
+	if _, ok := touched[k]; !ok {
+		order = append(order, k)
+	}
+	touched[k] = d
+	return order
+}
+
+// trimLoop purges, for each project written since the last round, its deliveries beyond
+// MaxPerProject (oldest first). nats-server has no per-subject-filter byte limit; a
+// purge with keep over the project's subjects is what bounds each project's share.
+func (w *Writer) trimLoop() {
+	defer close(w.trimDone)
+	t := time.NewTicker(w.cfg.TrimInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stopTrim:
+			return
+		case <-t.C:
+			w.Trim(context.Background())
+		}
+	}
+}
+
+// Trim purges what projects written since the last Trim hold beyond MaxPerProject.
+func (w *Writer) Trim(ctx context.Context) {
+	w.mu.Lock()
+	projects := w.written
+	w.written = map[string]struct{}{}
+	w.mu.Unlock()
+	if len(projects) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := w.js.Stream(ctx, StreamName)
+	if err != nil {
+		w.failed.Add(1)
+		return
+	}
+	for p := range projects {
+		if err := s.Purge(ctx, jetstream.WithPurgeSubject(SubjectPrefix+"."+p+".*"), jetstream.WithPurgeKeep(uint64(w.cfg.MaxPerProject))); err != nil {
 			w.failed.Add(1)
-			continue
-		}
-		f, err := w.js.PublishAsync(subject(e.project, d.ID), data)
-		if err != nil {
-			w.failed.Add(1)
-			continue
-		}
-		if acks = append(acks, f); len(acks) >= 512 {
-			settle()
 		}
 	}
 }

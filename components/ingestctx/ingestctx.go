@@ -34,6 +34,9 @@ type Info struct {
 	// its raw stream; each record is then one result, with RequestID in Svc-Request-Id.
 	Output    bool
 	RequestID string
+	// Unmatched marks a result whose RequestID the service never issued to the project
+	// (components/requestid); it is stored with Svc-Unmatched: 1 all the same.
+	Unmatched bool
 	// SourceID is the push source of the request's records (Prebuilt records.SignalSource);
 	// it becomes the Svc-Source-Id header of each record.
 	SourceID string

@@ -18,6 +18,9 @@ import (
 const (
 	HeaderSignal    = "Svc-Signal"
 	HeaderRequestID = "Svc-Request-Id"
+	// HeaderUnmatched ("1") marks an agent result whose request id the service never
+	// issued to the project (components/requestid): stored and delivered all the same.
+	HeaderUnmatched = "Svc-Unmatched"
 	HeaderMsgID     = "Nats-Msg-Id"
 )
 

@@ -1,0 +1,105 @@
+package deliverylog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
+)
+
+// LedgerView is what the console shows of a project's ledger.
+type LedgerView struct {
+	Counters
+	Destinations map[string]Destination `json:"destinations"`
+	// Balanced says whether received = dropped + agent_calls + dead_lettered + pending;
+	// Unaccounted is the difference (records in flight between a settle and its ack, or
+	// records the raw stream's limits removed before the pipeline read them).
+	Balanced    bool  `json:"balanced"`
+	Unaccounted int64 `json:"unaccounted"`
+}
+
+// ViewOptions name the consumers whose backlog is "pending".
+type ViewOptions struct {
+	// PipelineDurable is the pipeline's durable consumer on the raw stream.
+	PipelineDurable string
+	// SinkDurable is the sink role's durable prefix: each destination's consumer on the
+	// output stream is SinkDurable + "-" + sink id.
+	SinkDurable string
+	// Sinks are the project's enabled destinations.
+	Sinks []string
+}
+
+// View reads a project's ledger: the counters settled and added so far, received from
+// the raw stream's last sequence and pending from the pipeline's consumer, both read now,
+// so the equation is checked against the streams themselves rather than against counts
+// that could share a mistake.
+func View(ctx context.Context, js jetstream.JetStream, project string, o ViewOptions) (LedgerView, error) {
+	var v LedgerView
+	if !validToken(project) {
+		return v, ErrInvalidID
+	}
+	var d doc
+	kv, err := js.KeyValue(ctx, LedgerBucket)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+	case err != nil:
+		return v, err
+	default:
+		e, err := kv.Get(ctx, project)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return v, err
+		default:
+			if err := json.Unmarshal(e.Value(), &d); err != nil {
+				return v, err
+			}
+		}
+	}
+	v.Counters, v.Destinations = d.Counters, map[string]Destination{}
+	for k, dv := range d.Destinations {
+		v.Destinations[k] = dv
+	}
+	raw, err := js.Stream(ctx, streams.RawStream(project))
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+	case err != nil:
+		return v, err
+	default:
+		last := raw.CachedInfo().State.LastSeq
+		if last > d.Base {
+			v.Received = int64(last - d.Base)
+		}
+		if c, err := raw.Consumer(ctx, o.PipelineDurable); err == nil {
+			ci := c.CachedInfo()
+			v.Pending = int64(ci.NumPending) + int64(ci.NumAckPending)
+		} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return v, err
+		} else {
+			// No pipeline consumer (no agent endpoint yet): nothing was read, all waits.
+			v.Pending = v.Received - (v.Dropped + v.AgentCalls + v.DeadLettered)
+		}
+	}
+	if len(o.Sinks) > 0 {
+		out, err := js.Stream(ctx, streams.OutputStream(project))
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return v, err
+		}
+		for _, s := range o.Sinks {
+			dv := v.Destinations[s]
+			if out != nil {
+				if c, err := out.Consumer(ctx, o.SinkDurable+"-"+s); err == nil {
+					ci := c.CachedInfo()
+					dv.Pending = int64(ci.NumPending) + int64(ci.NumAckPending)
+				}
+			}
+			v.Destinations[s] = dv
+		}
+	}
+	v.Unaccounted = v.Received - (v.Dropped + v.AgentCalls + v.DeadLettered + v.Pending)
+	v.Balanced = v.Unaccounted == 0
+	return v, nil
+}
