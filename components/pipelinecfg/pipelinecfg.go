@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,11 +36,22 @@ type Compiled struct {
 	Window         bool
 	WindowDuration time.Duration
 	BatchSize      int
+
+	// Guardrails. Cooldown 0 is off. DedupKey is nil when not set: the group key in
+	// window mode, one key per project in legacy mode.
+	Cooldown time.Duration
+	DedupKey *ottlevent.ValueExpr
+	// WindowMaxBytes and WindowMaxEvents are the window budget, defaults applied.
+	WindowMaxBytes  int
+	WindowMaxEvents int
+	// MaxCallsPerMinute and MaxCallsPerDay (0 off) are enforced by the agent exporter.
+	MaxCallsPerMinute int
+	MaxCallsPerDay    int
 }
 
 // FieldError says which configuration field is wrong, for a 400 invalid_pipeline.
 type FieldError struct {
-	Field string // trigger, transforms, context_filter, group_key, batch_size, window_duration_seconds
+	Field string // the field's JSON name (contract section 6), e.g. trigger or cooldown_seconds
 	Err   error
 }
 
@@ -70,6 +82,9 @@ func Compile(p mirror.Pipeline) (*Compiled, error) {
 	if p.WindowDurationSeconds < 0 || p.WindowDurationSeconds > 7*24*3600 {
 		return nil, &FieldError{"window_duration_seconds", fmt.Errorf("must be between 1 and 604800, got %d", p.WindowDurationSeconds)}
 	}
+	if err := c.guardrails(p); err != nil {
+		return nil, err
+	}
 	var err error
 	if c.Trigger, err = ottlevent.CompileCondition(p.Trigger, settings); err != nil {
 		return nil, &FieldError{"trigger", err}
@@ -88,6 +103,11 @@ func Compile(p mirror.Pipeline) (*Compiled, error) {
 	if p.GroupKey != "" {
 		if c.GroupKey, err = ottlevent.CompileValue(p.GroupKey, settings); err != nil {
 			return nil, &FieldError{"group_key", err}
+		}
+	}
+	if strings.TrimSpace(p.DedupKey) != "" {
+		if c.DedupKey, err = ottlevent.CompileValue(p.DedupKey, settings); err != nil {
+			return nil, &FieldError{"dedup_key", err}
 		}
 	}
 	return c, nil

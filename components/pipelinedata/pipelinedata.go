@@ -19,11 +19,21 @@ const (
 	AttrSignal = "svc.signal" // records.Signal*: log, span, metric, event, source
 	AttrKind   = "svc.kind"   // KindRecord or KindWindowCall
 	AttrSeq    = "svc.seq"    // the stream sequence: stable across redeliveries
+	// AttrSuppressed is how many triggers of the record's dedup key a cooldown held back
+	// since the last call for it (issue 17), present only when some were: the agent
+	// exporter tells the agent in a header.
+	AttrSuppressed = "svc.suppressed"
+	// AttrGroup is a window call's group key, present only when not empty: the agent
+	// exporter delivers the calls of one group in order and different groups in parallel.
+	AttrGroup = "svc.group"
 
 	// The sink role's items: an agent result bound for one destination.
 	AttrSink      = "svc.sink"       // the destination (sink id) the result is for
 	AttrRequestID = "svc.request_id" // the agent call the result answers
 	AttrMsgID     = "svc.msg_id"     // the output message's id: stable across redeliveries
+	// AttrUnmatched is present (true) on a result whose request id was never issued to
+	// the project.
+	AttrUnmatched = "svc.unmatched"
 )
 
 // Kinds of item.
@@ -44,11 +54,16 @@ type Item struct {
 	Signal string
 	Kind   string
 	Seq    uint64
+	// Suppressed is what a cooldown held back before this record passed (0: none).
+	Suppressed int64
+	// Group is a window call's group key ("" for legacy records and the empty group).
+	Group string
 
 	// Set on KindResult items only.
 	SinkID    string
 	RequestID string
 	MsgID     string
+	Unmatched bool
 }
 
 // Append adds an item to a batch.
@@ -62,10 +77,19 @@ func Append(lrs plog.LogRecordSlice, it Item) {
 		attrs.PutStr(AttrKind, it.Kind)
 	}
 	attrs.PutInt(AttrSeq, int64(it.Seq))
+	if it.Suppressed > 0 {
+		attrs.PutInt(AttrSuppressed, it.Suppressed)
+	}
+	if it.Group != "" {
+		attrs.PutStr(AttrGroup, it.Group)
+	}
 	if it.Kind == KindResult {
 		attrs.PutStr(AttrSink, it.SinkID)
 		attrs.PutStr(AttrRequestID, it.RequestID)
 		attrs.PutStr(AttrMsgID, it.MsgID)
+		if it.Unmatched {
+			attrs.PutBool(AttrUnmatched, true)
+		}
 	}
 }
 
@@ -89,12 +113,21 @@ func Read(lr plog.LogRecord) Item {
 	if v, ok := attrs.Get(AttrSeq); ok {
 		it.Seq = uint64(v.Int())
 	}
+	if v, ok := attrs.Get(AttrSuppressed); ok {
+		it.Suppressed = v.Int()
+	}
+	if v, ok := attrs.Get(AttrGroup); ok {
+		it.Group = v.Str()
+	}
 	if it.Kind == KindResult {
 		str := func(name string) string {
 			v, _ := attrs.Get(name)
 			return v.Str()
 		}
 		it.SinkID, it.RequestID, it.MsgID = str(AttrSink), str(AttrRequestID), str(AttrMsgID)
+		if v, ok := attrs.Get(AttrUnmatched); ok {
+			it.Unmatched = v.Bool()
+		}
 	}
 	return it
 }
@@ -105,6 +138,14 @@ func KindOf(lr plog.LogRecord) string {
 		return v.Str()
 	}
 	return KindRecord
+}
+
+// SetSuppressed records on a record passed through a cooldown how many triggers of its
+// key were held back before it (n > 0).
+func SetSuppressed(lr plog.LogRecord, n int64) {
+	if n > 0 {
+		lr.Attributes().PutInt(AttrSuppressed, n)
+	}
 }
 
 // SetBody replaces a record's bytes, after a transform changed it.

@@ -35,3 +35,49 @@ func TestAllWalksEveryResourceAndScopeInOrder(t *testing.T) {
 	}
 	assert.Equal(t, []uint64{0, 1, 2}, first, "a break stops the walk")
 }
+
+func TestResultRoundTripKeepsItsCallAndUnmatchedMark(t *testing.T) {
+	ld, lrs := New()
+	Append(lrs, Item{Body: []byte(`{}`), Kind: KindResult, Seq: 7, SinkID: "s", RequestID: "req_1", MsgID: "m", Unmatched: true})
+	Append(lrs, Item{Body: []byte(`{}`), Kind: KindResult, Seq: 8, SinkID: "s", RequestID: "req_2", MsgID: "n"})
+	var got []Item
+	for lr := range All(ld) {
+		got = append(got, Read(lr))
+	}
+	assert.Equal(t, Item{Body: []byte(`{}`), Kind: KindResult, Seq: 7, SinkID: "s", RequestID: "req_1", MsgID: "m", Unmatched: true}, got[0])
+	assert.False(t, got[1].Unmatched)
+}
+
+func TestSuppressedCountTravelsOnlyWhenSome(t *testing.T) {
+	ld, lrs := New()
+	Append(lrs, Item{Body: []byte(`{"a":1}`), Signal: "log", Seq: 1, Suppressed: 999})
+	Append(lrs, Item{Body: []byte(`{"a":2}`), Signal: "log", Seq: 2})
+	var got []Item
+	for lr := range All(ld) {
+		got = append(got, Read(lr))
+	}
+	assert.Equal(t, int64(999), got[0].Suppressed)
+	assert.Zero(t, got[1].Suppressed)
+	_, has := lrs.At(1).Attributes().Get(AttrSuppressed)
+	assert.False(t, has, "records without a cooldown carry nothing new")
+
+	SetSuppressed(lrs.At(1), 0)
+	_, has = lrs.At(1).Attributes().Get(AttrSuppressed)
+	assert.False(t, has)
+	SetSuppressed(lrs.At(1), 3)
+	assert.Equal(t, int64(3), Read(lrs.At(1)).Suppressed)
+}
+
+func TestGroupTravelsOnlyWhenSet(t *testing.T) {
+	ld, lrs := New()
+	Append(lrs, Item{Body: []byte(`{}`), Kind: KindWindowCall, Seq: 1, Group: "pod-a"})
+	Append(lrs, Item{Body: []byte(`{}`), Kind: KindWindowCall, Seq: 2})
+	var got []Item
+	for lr := range All(ld) {
+		got = append(got, Read(lr))
+	}
+	assert.Equal(t, "pod-a", got[0].Group)
+	assert.Empty(t, got[1].Group)
+	_, has := lrs.At(1).Attributes().Get(AttrGroup)
+	assert.False(t, has, "the empty group adds nothing to the item")
+}

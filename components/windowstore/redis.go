@@ -49,21 +49,72 @@ func (r *Redis) Add(ctx context.Context, project, group string, seq uint64, rec 
 	return nil
 }
 
-// Window implements Store.
-func (r *Redis) Window(ctx context.Context, project, group string, since time.Time) ([][]byte, error) {
-	members, err := r.c.ZRangeByScore(ctx, groupKey(project, group), &redis.ZRangeBy{
-		Min: strconv.FormatInt(since.UnixMilli(), 10), Max: "+inf",
-	}).Result()
+// Window implements Store: the count and the newest max records in one transaction.
+func (r *Redis) Window(ctx context.Context, project, group string, since time.Time, max int) ([][]byte, int, error) {
+	k := groupKey(project, group)
+	min := strconv.FormatInt(since.UnixMilli(), 10)
+	var count *redis.IntCmd
+	var rng *redis.StringSliceCmd
+	_, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		count = p.ZCount(ctx, k, min, "+inf")
+		rng = p.ZRevRangeByScore(ctx, k, &redis.ZRangeBy{Min: min, Max: "+inf", Count: int64(max)})
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("window store: %w", err)
+		return nil, 0, fmt.Errorf("window store: %w", err)
 	}
+	members := rng.Val()
 	out := make([][]byte, 0, len(members))
-	for _, m := range members {
-		if len(m) >= 8 {
+	for i := len(members) - 1; i >= 0; i-- { // newest first from Redis; oldest first out
+		if m := members[i]; len(m) >= 8 {
 			out = append(out, []byte(m[8:]))
 		}
 	}
-	return out, nil
+	return out, int(count.Val()), nil
+}
+
+// passScript is Pass in one step, so two pipeline processes never both take a key's
+// cooldown, and a held-back count is taken by exactly one call. The slot's value is the
+// passing trigger's sequence and the count it took, so its redelivery passes again.
+// KEYS: slot, suppressed; ARGV: seq, cooldown ms, suppressed ttl ms.
+var passScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local sep = string.find(cur, ':', 1, true)
+  if sep and string.sub(cur, 1, sep - 1) == ARGV[1] then
+    return {1, tonumber(string.sub(cur, sep + 1))}
+  end
+  redis.call('INCR', KEYS[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  return {0, 0}
+end
+local n = tonumber(redis.call('GETDEL', KEYS[2]) or '0')
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. n, 'PX', ARGV[2])
+return {1, n}
+`)
+
+// Pass implements Cooldowns.
+func (r *Redis) Pass(ctx context.Context, project, key string, seq uint64, cooldown time.Duration) (bool, int64, error) {
+	slot, sup := cooldownKeys(project, key)
+	res, err := passScript.Run(ctx, r.c, []string{slot, sup},
+		strconv.FormatUint(seq, 10), cooldown.Milliseconds(), (cooldown + SuppressedTTL).Milliseconds()).Int64Slice()
+	if err != nil {
+		return false, 0, fmt.Errorf("cooldown store: %w", err)
+	}
+	if len(res) != 2 {
+		return false, 0, fmt.Errorf("cooldown store: unexpected answer %v", res)
+	}
+	return res[0] == 1, res[1], nil
+}
+
+// Cooling implements Cooldowns.
+func (r *Redis) Cooling(ctx context.Context, project, key string) (bool, error) {
+	slot, _ := cooldownKeys(project, key)
+	n, err := r.c.Exists(ctx, slot).Result()
+	if err != nil {
+		return false, fmt.Errorf("cooldown store: %w", err)
+	}
+	return n == 1, nil
 }
 
 // Close closes the connection pool.

@@ -11,18 +11,48 @@ import (
 	"time"
 )
 
-// MaxPerGroup bounds a group's window, so one noisy group cannot exhaust memory or send
-// an unbounded call body; the oldest entries go first.
-const MaxPerGroup = 1000
+// MaxPerGroup bounds a group's window, so one noisy group cannot exhaust memory; the
+// oldest entries go first. It is the largest window_max_events a pipeline may set: what
+// a call leaves out of a window up to this size is counted (window_truncated).
+const MaxPerGroup = 50_000
 
-// Store is a window store.
+// Store is a window store, and the cooldowns of the same deployment.
 type Store interface {
 	// Add stores rec in the group's window at time t, to be kept for ttl. seq identifies
 	// the record (its stream sequence), so a redelivered record is stored once.
 	Add(ctx context.Context, project, group string, seq uint64, rec []byte, t time.Time, ttl time.Duration) error
-	// Window returns the group's records stored at or after since, oldest first.
-	Window(ctx context.Context, project, group string, since time.Time) ([][]byte, error)
+	// Window returns the newest max records of the group stored at or after since,
+	// oldest first, and how many the group holds since then in all (total >= len(recs)),
+	// so a call can say how many it left out without reading them.
+	Window(ctx context.Context, project, group string, since time.Time, max int) (recs [][]byte, total int, err error)
+	Cooldowns
+}
+
+// Cooldowns decide triggers under a cooldown per dedup key (issue 17).
+type Cooldowns interface {
+	// Pass decides the trigger of stream sequence seq for key. When no call for key was
+	// made within cooldown it passes, becomes the key's call for the next cooldown, and
+	// takes suppressed: how many triggers of key were held back since the previous call
+	// (the count starts again from 0). Otherwise it is held back and counted. A trigger
+	// that passed and is delivered again (its batch retried) passes again with the same
+	// count, so a retry never turns the call into a suppression.
+	Pass(ctx context.Context, project, key string, seq uint64, cooldown time.Duration) (pass bool, suppressed int64, err error)
+	// Cooling reports whether key is within a cooldown, without counting anything.
+	Cooling(ctx context.Context, project, key string) (bool, error)
 	Close() error
+}
+
+// SuppressedTTL is how long held-back counts are kept past their cooldown for the next
+// call of the key to take: a key whose triggers stop for longer forgets them.
+const SuppressedTTL = 24 * time.Hour
+
+// cooldownKeys are the Redis keys (memory uses the first) of a dedup key: hashed, since
+// dedup keys come from user data, and tagged with the project, so one project's keys
+// live on one Redis Cluster shard and never meet another project's.
+func cooldownKeys(project, key string) (slot, suppressed string) {
+	sum := sha256.Sum256([]byte(key))
+	h := hex.EncodeToString(sum[:16])
+	return "svc:cd:{" + project + "}:" + h, "svc:cds:{" + project + "}:" + h
 }
 
 // groupKey bounds the size of a group's key: group values come from user data.

@@ -12,12 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// redisURL is the machine's Redis (started by .ci/run); each test uses a fresh project id.
+// redisURL is the machine's Redis (started by .ci/run), database 13 of these tests; each
+// test uses a fresh project id.
 func redisURL() string {
 	if u := os.Getenv("REDIS_URL"); u != "" {
 		return u
 	}
-	return "redis://127.0.0.1:6379/0"
+	return "redis://127.0.0.1:6379/13"
 }
 
 func stores(t *testing.T) map[string]Store {
@@ -50,18 +51,24 @@ func TestWindowKeepsOnlyItsGroupWithinTheDuration(t *testing.T) {
 			require.NoError(t, s.Add(ctx, p, "trace-a", 3, []byte(`{"n":3}`), t0.Add(2*time.Millisecond), ttl))
 			require.NoError(t, s.Add(ctx, p, "trace-a", 3, []byte(`{"n":3}`), t0.Add(3*time.Millisecond), ttl)) // redelivery
 
-			got, err := s.Window(ctx, p, "trace-a", t0.Add(-ttl))
+			got, total, err := s.Window(ctx, p, "trace-a", t0.Add(-ttl), 100)
 			require.NoError(t, err)
 			assert.Equal(t, []string{`{"n":1}`, `{"n":3}`}, strs(got), "oldest first, its group only, once")
+			assert.Equal(t, 2, total)
 
-			got, err = s.Window(ctx, p, "trace-a", t0.Add(time.Millisecond))
+			got, _, err = s.Window(ctx, p, "trace-a", t0.Add(time.Millisecond), 100)
 			require.NoError(t, err)
 			assert.Equal(t, []string{`{"n":3}`}, strs(got), "entries older than the window are not returned")
 
-			got, err = s.Window(ctx, p, "nobody", t0.Add(-ttl))
+			got, total, err = s.Window(ctx, p, "trace-a", t0.Add(-ttl), 1)
+			require.NoError(t, err)
+			assert.Equal(t, []string{`{"n":3}`}, strs(got), "a smaller max keeps the newest")
+			assert.Equal(t, 2, total, "and says how many there were")
+
+			got, _, err = s.Window(ctx, p, "nobody", t0.Add(-ttl), 100)
 			require.NoError(t, err)
 			assert.Empty(t, got)
-			got, err = s.Window(ctx, "other-"+p, "trace-a", t0.Add(-ttl))
+			got, _, err = s.Window(ctx, "other-"+p, "trace-a", t0.Add(-ttl), 100)
 			require.NoError(t, err)
 			assert.Empty(t, got, "projects never see each other's windows")
 		})
@@ -77,7 +84,7 @@ func TestWindowTrimsExpiredAndCaps(t *testing.T) {
 			ttl := time.Second
 			require.NoError(t, s.Add(ctx, p, "g", 1, []byte(`old`), t0, ttl))
 			require.NoError(t, s.Add(ctx, p, "g", 2, []byte(`new`), t0.Add(2*time.Second), ttl))
-			got, err := s.Window(ctx, p, "g", t0.Add(-time.Hour))
+			got, _, err := s.Window(ctx, p, "g", t0.Add(-time.Hour), 100)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"new"}, strs(got), "adding trims what expired")
 
@@ -85,9 +92,10 @@ func TestWindowTrimsExpiredAndCaps(t *testing.T) {
 			for i := 0; i < MaxPerGroup+5; i++ {
 				require.NoError(t, s.Add(ctx, p, long, uint64(10+i), []byte(fmt.Sprint(i)), t0.Add(time.Duration(i)*time.Microsecond), time.Hour))
 			}
-			got, err = s.Window(ctx, p, long, t0.Add(-time.Hour))
+			got, total, err := s.Window(ctx, p, long, t0.Add(-time.Hour), MaxPerGroup)
 			require.NoError(t, err)
 			require.Len(t, got, MaxPerGroup)
+			assert.Equal(t, MaxPerGroup, total)
 			assert.Equal(t, "5", string(got[0]), "the oldest go first")
 		})
 	}
