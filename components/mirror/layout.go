@@ -77,8 +77,12 @@ type Project struct {
 	// grant, and is honoured only while they match here, so removing a member (or
 	// deleting the project) ends their tokens as fast as a revoked key. An entry without
 	// members (written by an older control plane) honours no console token.
-	Members   map[string]int64 `json:"members,omitempty"`
-	UpdatedAt time.Time        `json:"updated_at"`
+	Members map[string]int64 `json:"members,omitempty"`
+	// Roles maps each member's user id to the role (owner, admin, member, viewer): what
+	// a console token may do beyond reading (a replay needs owner or admin). A user not in
+	// it has no role beyond reading.
+	Roles     map[string]string `json:"roles,omitempty"`
+	UpdatedAt time.Time         `json:"updated_at"`
 	// WrittenAt is when this version was stored, by the writer's clock (Store.PutProject
 	// sets it). Beside the time NATS stored the entry it tells how far the writer's clock
 	// is from the NATS server's, which Sink.Since needs (ServerTime).
@@ -112,6 +116,11 @@ func (p Project) ServerTime(t time.Time) (server time.Time, known bool) {
 const (
 	DefaultBatchSize             = 10
 	DefaultWindowDurationSeconds = 300
+	// The window budget of window_max_bytes and window_max_events 0: 400,000 bytes of
+	// JSON is about 100k tokens at ~4 bytes a token, which leaves a 128k-token model room
+	// for its prompt and answer; 5,000 events keeps a window of tiny records readable.
+	DefaultWindowMaxBytes  = 400_000
+	DefaultWindowMaxEvents = 5_000
 )
 
 // Pipeline is contract section 6.
@@ -124,6 +133,15 @@ type Pipeline struct {
 	WindowDurationSeconds int      `json:"window_duration_seconds"`
 	GroupKey              string   `json:"group_key"`
 	BatchSize             int      `json:"batch_size"`
+
+	// Guardrails (issue 17). Zero is "off" (or the default budget), and omitempty keeps
+	// the mirror entries of projects that set none byte for byte what they were.
+	CooldownSeconds   int    `json:"cooldown_seconds,omitempty"`
+	DedupKey          string `json:"dedup_key,omitempty"`
+	MaxCallsPerMinute int    `json:"max_calls_per_minute,omitempty"`
+	MaxCallsPerDay    int    `json:"max_calls_per_day,omitempty"`
+	WindowMaxBytes    int    `json:"window_max_bytes,omitempty"`
+	WindowMaxEvents   int    `json:"window_max_events,omitempty"`
 }
 
 // Sink is a destination of agent results (contract section 8).

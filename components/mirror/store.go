@@ -150,6 +150,52 @@ func (s *Store) PutProject(ctx context.Context, p Project) error {
 	return put(ctx, s.projects, p.ID, p)
 }
 
+// PutProjectIfNewer publishes p unless the mirror holds the same or a later version of
+// the project. A publish of the whole configuration (the control plane's resync) reads the
+// database before it writes: a change the API made in between is in the mirror at a
+// later version, and the older snapshot must not overwrite it (a project whose pipeline
+// was saved during the first publish lost its agent until the next change). Each write
+// is a compare-and-set on the entry's revision, so a concurrent write is seen, not lost.
+func (s *Store) PutProjectIfNewer(ctx context.Context, p Project) error {
+	p.WrittenAt = time.Now().UTC()
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	for range 16 {
+		e, err := s.projects.Get(ctx, p.ID)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			if _, err = s.projects.Create(ctx, p.ID, b); err == nil || !errors.Is(err, jetstream.ErrKeyExists) {
+				return wrapPut(s.projects, p.ID, err)
+			}
+			continue
+		}
+		if err != nil {
+			return wrapPut(s.projects, p.ID, err)
+		}
+		var cur Project
+		if json.Unmarshal(e.Value(), &cur) == nil && cur.Version >= p.Version {
+			return nil
+		}
+		if _, err = s.projects.Update(ctx, p.ID, b, e.Revision()); err == nil || !(isWrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyExists)) {
+			return wrapPut(s.projects, p.ID, err)
+		}
+	}
+	return fmt.Errorf("mirror put %s/%s: kept changing under the write", s.projects.Bucket(), p.ID)
+}
+
+func wrapPut(kv jetstream.KeyValue, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("mirror put %s/%s: %w", kv.Bucket(), key, unreachable(err))
+}
+
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
 // DeleteProject removes a project's configuration.
 func (s *Store) DeleteProject(ctx context.Context, id string) error { return del(ctx, s.projects, id) }
 
@@ -161,6 +207,59 @@ func (s *Store) PutSource(ctx context.Context, ingestKey string, src Source) err
 // DeleteSource removes a push source.
 func (s *Store) DeleteSource(ctx context.Context, ingestKey string) error {
 	return del(ctx, s.sources, ingestKey)
+}
+
+// Written returns when an entry's current value was stored (by the NATS server's clock),
+// and false when it is gone.
+func (s *Store) Written(ctx context.Context, bucket, key string) (time.Time, bool, error) {
+	kv, err := s.bucketKV(bucket)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return e.Created(), true, nil
+}
+
+// JustDeleted reports whether an entry is absent because it was deleted (or purged)
+// less than within ago: a publish of the whole configuration from an older database
+// snapshot must not bring back a key revoked, or a project or source deleted, while it
+// ran. An entry absent for another reason (a new or wiped NATS, never written) is not.
+func (s *Store) JustDeleted(ctx context.Context, bucket, key string, within time.Duration) (bool, error) {
+	kv, err := s.bucketKV(bucket)
+	if err != nil {
+		return false, err
+	}
+	if _, err := kv.Get(ctx, key); err == nil || !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, err
+	}
+	hist, err := kv.History(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrNoKeysFound) || len(hist) == 0 {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	last := hist[len(hist)-1]
+	op := last.Operation()
+	return (op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge) && time.Since(last.Created()) < within, nil
+}
+
+func (s *Store) bucketKV(bucket string) (jetstream.KeyValue, error) {
+	switch bucket {
+	case BucketKeys:
+		return s.keys, nil
+	case BucketProjects:
+		return s.projects, nil
+	case BucketSources:
+		return s.sources, nil
+	}
+	return nil, fmt.Errorf("unknown bucket %q", bucket)
 }
 
 // List returns the entry names of a bucket (BucketKeys, BucketProjects, BucketSources), so
