@@ -11,7 +11,8 @@
 // The stack already runs JetStream, replicated in the distributed shape, and every
 // receiver is connected to it; Redis is optional. A KV bucket gives durable state and
 // compare-and-set (kv.Update with the last revision), which is all an exact shared
-// counter needs; a create (kv.Create) is the exactly-once for notices; a watch carries
+// counter needs; a create (kv.Create) decides who sends a notice, and a state on the same
+// key lets another process send it when its sender died (noticedelivery.go); a watch carries
 // limit changes to every process in milliseconds. A JetStream counter stream (Nats-Incr)
 // adds without a condition, so a request could only be checked after it was counted,
 // and undoing an overshoot makes other processes refuse requests that fit.

@@ -42,9 +42,16 @@ type Config struct {
 	// Clock gives the calendar time (month, day, reset); tests inject one. Lease timing
 	// uses the real clock: it is about network round-trips, not the calendar.
 	Clock func() time.Time
-	// OnNotice is called (in its own goroutine) for each notice this meter is the one to
-	// create: across all meters, once per account, month and threshold.
-	OnNotice func(Notice)
+	// OnNotice sends a notice (in its own goroutine, within ctx): across all meters it is
+	// called once per account, month and threshold, and again (by any meter) when it
+	// returned an error or its caller died before it returned, NoticeTimeout after. It
+	// must be idempotent (the exporter publishes with a msg-id); see noticedelivery.go.
+	OnNotice func(ctx context.Context, n Notice) error
+	// NoticeTimeout is how long a claimed notice may stay unsent before another meter
+	// sends it (default 30 s; doubled after each failed try, up to an hour). It is kept
+	// well under the output streams' duplicate window (2 min), so that a notice sent just
+	// before its sender died is dropped as a duplicate when sent again.
+	NoticeTimeout time.Duration
 	// OnError receives background errors (flushes, settlements) for logging.
 	OnError func(error)
 }
@@ -67,6 +74,9 @@ func (c *Config) fill() {
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
+	}
+	if c.NoticeTimeout <= 0 {
+		c.NoticeTimeout = 30 * time.Second
 	}
 }
 
@@ -125,6 +135,7 @@ type Meter struct {
 	cancel  context.CancelFunc
 	bg      sync.WaitGroup
 	notices sync.WaitGroup // OnNotice calls and notice writes in flight
+	nw      *noticeWatch
 	closed  sync.Once
 }
 
@@ -199,6 +210,10 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Meter, erro
 		cancel()
 		return nil, ctx.Err()
 	}
+	if err := m.watchNotices(bctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("watch notices: %w", err)
+	}
 	m.bg.Add(1)
 	go m.background(bctx)
 	return m, nil
@@ -233,6 +248,19 @@ func (r Reservation) Commit() {
 	r.m.mu.Lock()
 	r.m.days[k] += r.n
 	r.m.mu.Unlock()
+}
+
+// CommitStored is Commit for a request of which only stored records were added: the
+// rest are refunded. JetStream drops a retried request's records as duplicates (same
+// Nats-Msg-Id within the stream's duplicate window), and those were counted by the
+// request that stored them. stored is clamped to the reservation's size.
+func (r Reservation) CommitStored(ctx context.Context, stored int64) error {
+	stored = min(max(stored, 0), r.n)
+	rest := r
+	rest.n -= stored
+	r.n = stored
+	r.Commit()
+	return rest.Refund(ctx)
 }
 
 // Refund un-counts the reserved records (their storage failed).
@@ -523,13 +551,15 @@ func (m *Meter) limitChanged(account string) {
 
 // background settles leases that ended (so their unused part is free for other
 // processes within a TTL even when this one gets no more traffic), flushes the per-day
-// counts, and forgets idle accounts.
+// counts, forgets idle accounts, and sends notices whose sender is overdue.
 func (m *Meter) background(ctx context.Context) {
 	defer m.bg.Done()
 	settle := time.NewTicker(max(m.cfg.LeaseTTL/4, 5*time.Millisecond))
 	flush := time.NewTicker(m.cfg.FlushInterval)
+	retry := time.NewTicker(min(m.cfg.NoticeTimeout/4, time.Second))
 	defer settle.Stop()
 	defer flush.Stop()
+	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -538,6 +568,8 @@ func (m *Meter) background(ctx context.Context) {
 			m.settleExpired(ctx, false)
 		case <-flush.C:
 			m.report(m.flushDays(ctx))
+		case <-retry.C:
+			m.retryNotices(ctx)
 		}
 	}
 }

@@ -174,10 +174,11 @@ func TestMonthRollover(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 30, 23, 59, 58, 0, time.UTC)}
 	var mu sync.Mutex
 	var notices []Notice
-	m := meterOn(t, n.URL(), Config{DefaultLimit: 100, Clock: clock.Now, OnNotice: func(no Notice) {
+	m := meterOn(t, n.URL(), Config{DefaultLimit: 100, Clock: clock.Now, OnNotice: func(_ context.Context, no Notice) error {
 		mu.Lock()
 		notices = append(notices, no)
 		mu.Unlock()
+		return nil
 	}})
 
 	r, err := m.Reserve(ctx, "acct-m", "p", 100)
@@ -268,10 +269,11 @@ func TestNoticesOnceUnderConcurrency(t *testing.T) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	got := map[int]int{}
-	on := func(no Notice) {
+	on := func(_ context.Context, no Notice) error {
 		mu.Lock()
 		got[no.Percent]++
 		mu.Unlock()
+		return nil
 	}
 	var meters []*Meter
 	for range 3 {
@@ -474,4 +476,44 @@ func TestRefundsUnderConcurrency(t *testing.T) {
 	require.Zero(t, u.Pending)
 	require.Len(t, u.Projects, 1)
 	require.Equal(t, committed.Load(), u.Projects[0].Events)
+}
+
+// A request partly dropped as duplicates keeps only its stored records counted, in the
+// month and in the project's days, whether it was counted directly or drawn on a lease.
+func TestCommitStored(t *testing.T) {
+	n := testenv.StartNATS(t)
+	ctx := context.Background()
+	m := meterOn(t, n.URL(), Config{DefaultLimit: 100})
+
+	r, err := m.Reserve(ctx, "acct-d", "p", 60)
+	require.NoError(t, err)
+	require.NoError(t, r.CommitStored(ctx, 0), "a retry JetStream stored nothing of")
+	r, err = m.Reserve(ctx, "acct-d", "p", 60)
+	require.NoError(t, err, "the duplicates' share is free again")
+	require.NoError(t, r.CommitStored(ctx, 45))
+	r, err = m.Reserve(ctx, "acct-d", "p", 55)
+	require.NoError(t, err, "45 of 100 are used")
+	require.NoError(t, r.CommitStored(ctx, 99), "clamped to the reservation")
+	_, err = m.Reserve(ctx, "acct-d", "p", 1)
+	var qe *QuotaError
+	require.ErrorAs(t, err, &qe)
+
+	u := meterOn(t, n.URL(), Config{DefaultLimit: 0})
+	for range 3 {
+		r, err := u.Reserve(ctx, "acct-du", "p", 10)
+		require.NoError(t, err)
+		require.NoError(t, r.CommitStored(ctx, 4))
+	}
+	require.NoError(t, m.Flush(ctx))
+	require.NoError(t, u.Flush(ctx))
+	rd := readerOn(t, n.URL(), 100)
+	for account, want := range map[string]int64{"acct-d": 100, "acct-du": 12} {
+		a, err := rd.Account(ctx, account, time.Now())
+		require.NoError(t, err)
+		require.Equal(t, want, a.Events, account)
+		require.Zero(t, a.Pending, account)
+		p, err := rd.Project(ctx, account, "p", time.Now())
+		require.NoError(t, err)
+		require.Equal(t, want, p.Events, "%s: the day counts hold the stored records only", account)
+	}
 }

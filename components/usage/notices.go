@@ -1,13 +1,8 @@
 package usage
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Thresholds are the shares of the limit at which an account is told, once a month each.
@@ -31,9 +26,9 @@ func (n Notice) Text(project string) string {
 		project, n.Percent, group(n.Limit), n.ResetAt.UTC().Format("2006-01-02"))
 }
 
-// checkNotices creates the notices the account's count has reached (refused: a request
-// was refused, which is 100% as far as the user is concerned). A KV create is the
-// cross-process "exactly once": only the meter whose create succeeds calls OnNotice.
+// checkNotices claims the notices the account's count has reached (refused: a request
+// was refused, which is 100% as far as the user is concerned). A KV create decides which
+// meter sends a notice; delivery then survives the sender's death (see claimNotice).
 // Called with am.mu held; the write happens in its own goroutine, off the request path.
 func (m *Meter) checkNotices(am *accountMonth, claimed, limit int64, refused bool) {
 	if limit <= 0 {
@@ -55,20 +50,7 @@ func (m *Meter) checkNotices(am *accountMonth, claimed, limit int64, refused boo
 		m.notices.Add(1)
 		go func() {
 			defer m.notices.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			b, _ := json.Marshal(n)
-			_, err := m.kv.Create(ctx, noticeKey(n.Account, n.Month, n.Limit, n.Percent), b)
-			switch {
-			case errors.Is(err, jetstream.ErrKeyExists):
-				// Another meter told them.
-			case err != nil:
-				m.report(fmt.Errorf("usage: notice %d%% for %s: %w", n.Percent, n.Account, err))
-			default:
-				if m.cfg.OnNotice != nil {
-					m.cfg.OnNotice(n)
-				}
-			}
+			m.claimNotice(n)
 		}()
 	}
 }

@@ -1,6 +1,7 @@
 package jetstreamexporter
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -180,8 +181,8 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 	}
 	// Raw records count against the account's month and the project's rate; agent
 	// results (and usage notices) never do. Counted before publishing, so that two
-	// receivers cannot both take the account's last records, and refunded if storing
-	// fails: only stored records stay counted.
+	// receivers cannot both take the account's last records; settle then gives back
+	// what was not stored (usage.go): only stored records stay counted, once.
 	var res usage.Reservation
 	if e.usage != nil && !info.Output {
 		if res, err = e.usage.reserve(ctx, p, n, info.Quota); err != nil {
@@ -195,17 +196,9 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 			return emit(signal, rec)
 		})
 	}
-	err = e.publishTo(ctx, p.ProjectID, cfg, fast, n, info, counted)
-	if err != nil {
-		// What failed may be partly stored (async publishing cannot take records back);
-		// the client is told to retry, and the retry is what gets counted.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.PublishTimeout)
-		if rerr := res.Refund(rctx); rerr != nil {
-			e.logger.Warn("could not refund the records of a failed request to the account's quota", zap.String("project_id", p.ProjectID), zap.Error(rerr))
-		}
-		cancel()
-	} else {
-		res.Commit()
+	added, err := e.publishTo(ctx, p.ProjectID, cfg, fast, n, info, counted)
+	e.settle(ctx, p.ProjectID, res, n, keptCount(info, added, err))
+	if err == nil {
 		e.storage.stored(cfg.Name, size)
 		kind := streams.WakeRaw
 		if info.Output {
@@ -275,15 +268,24 @@ func (e *jsExporter) recordLimit() int {
 
 // publishTo stores a request's records on cfg's stream: as one fast batch when the stream
 // takes them, else (or when the server refuses the batch before storing any of it)
-// asynchronously.
-func (e *jsExporter) publishTo(ctx context.Context, projectID string, cfg jetstream.StreamConfig, fast bool, n int, info ingestctx.Info, walk func(emitFunc) error) error {
+// asynchronously. It returns how many records JetStream added to the stream, which is
+// fewer than n when some were duplicates of messages already stored (see publishAsync).
+func (e *jsExporter) publishTo(ctx context.Context, projectID string, cfg jetstream.StreamConfig, fast bool, n int, info ingestctx.Info, walk func(emitFunc) error) (int, error) {
 	header := headers(info, n)
+	keyed := info.IdempotencyKey != "" && !info.Output
 	// One record is one message either way; a batch would add an end message and an ack.
-	if fast && n >= 2 {
+	// A request with an Idempotency-Key goes async too: a fast batch's ack counts a
+	// duplicate like a stored record (nats-server 2.15 skips it silently), so only
+	// per-message acks tell how many of a retried request's records were new, which
+	// is what the account is charged for.
+	if fast && n >= 2 && !keyed {
 		err := e.publishFastBatch(ctx, projectID, cfg.Subjects[0], header, walk)
 		var fe *fastbatch.Error
 		if !errors.As(err, &fe) || !fe.NotStarted {
-			return err
+			if err != nil {
+				return 0, err
+			}
+			return n, nil
 		}
 		// The server refused the batch before storing any of it: too many batches are in
 		// flight on the stream, or batch publishing was switched off on it (by an exporter
@@ -294,7 +296,7 @@ func (e *jsExporter) publishTo(ctx context.Context, projectID string, cfg jetstr
 			e.ensured.Delete(cfg.Name)
 		}
 	}
-	return e.publishAsync(ctx, projectID, cfg.Subjects[0], n, header, walk)
+	return e.publishAsync(ctx, projectID, cfg.Subjects[0], n, header, keyed, walk)
 }
 
 // headerFunc gives the headers of the i-th record of a request. The maps it returns for
@@ -310,7 +312,7 @@ func headers(info ingestctx.Info, n int) headerFunc {
 	return func(signal string, i int, rec []byte) nats.Header {
 		switch {
 		case info.Output:
-			return outputHeader(info.RequestID, rec)
+			return outputHeader(info.RequestID, info.Unmatched, rec)
 		case info.IdempotencyKey != "":
 			id := info.IdempotencyKey
 			if n > 1 {
@@ -329,12 +331,20 @@ func headers(info ingestctx.Info, n int) headerFunc {
 	}
 }
 
-// publishAsync sends every record asynchronously, then waits for all acks.
-func (e *jsExporter) publishAsync(ctx context.Context, projectID, subject string, n int, header headerFunc, walk func(emitFunc) error) error {
+// publishAsync sends every record asynchronously, then waits for all acks. It returns how
+// many records JetStream added: an ack flagged Duplicate (a message id already stored
+// within the stream's duplicate window) added nothing.
+//
+// With drain set (records with message ids), a failure still waits, within the same
+// publish timeout, for the acks of every record sent, so that the count includes each
+// record this attempt stored: its retry will find them duplicates and not count them.
+// Without message ids a retry stores everything again and the failed attempt counts
+// nothing, so the first failure ends the wait, as before.
+func (e *jsExporter) publishAsync(ctx context.Context, projectID, subject string, n int, header headerFunc, drain bool, walk func(emitFunc) error) (int, error) {
 	futures := make([]jetstream.PubAckFuture, 0, n)
 	stall := jetstream.WithStallWait(e.cfg.PublishTimeout)
 	i := 0
-	err := walk(func(signal string, rec []byte) error {
+	failed := walk(func(signal string, rec []byte) error {
 		msg := &nats.Msg{Subject: subject, Data: rec, Header: header(signal, i, rec)}
 		i++
 		f, err := e.js.PublishMsgAsync(msg, stall)
@@ -344,31 +354,43 @@ func (e *jsExporter) publishAsync(ctx context.Context, projectID, subject string
 		futures = append(futures, f)
 		return nil
 	})
-	if err != nil {
-		return err
+	if failed != nil && !drain {
+		return 0, failed
 	}
 	timer := time.NewTimer(e.cfg.PublishTimeout)
 	defer timer.Stop()
+	added := 0
 	for _, f := range futures {
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			if !ack.Duplicate {
+				added++
+			}
 		case err := <-f.Err():
-			return e.classify(projectID, err)
+			if failed == nil {
+				failed = e.classify(projectID, err)
+			}
+			if !drain {
+				return added, failed
+			}
 		case <-timer.C:
-			return errAckTimeout
+			// The records still unacknowledged may be stored yet: counted by nobody if
+			// they are (the retry finds them duplicates), never counted twice.
+			return added, cmp.Or(failed, errAckTimeout)
 		case <-ctx.Done():
-			return errAckTimeout
+			return added, cmp.Or(failed, errAckTimeout)
 		}
 	}
-	return nil
+	return added, failed
 }
 
 // publishFastBatch sends every record as one fast batch (internal/fastbatch) and waits for the
-// commit's PubAck, which counts every stored record. Message ids work as with async
-// publishing: the server deduplicates each message of a batch against the stream's
-// duplicate window, skips a duplicate and still counts it, so a retried request ends
-// with every record stored once. Errors are those of the async path; a *fastbatch.Error
-// with NotStarted set means nothing was stored and the caller may publish otherwise.
+// commit's PubAck, which counts every stored record. Message ids would work as with async
+// publishing (the server deduplicates each message of a batch against the stream's
+// duplicate window, skips a duplicate and still counts it), but the PubAck cannot tell
+// how many were duplicates, so publishTo sends requests with message ids async. Errors
+// are those of the async path; a *fastbatch.Error with NotStarted set means nothing was
+// stored and the caller may publish otherwise.
 func (e *jsExporter) publishFastBatch(ctx context.Context, projectID, subject string, header headerFunc, walk func(emitFunc) error) error {
 	if err := ctx.Err(); err != nil {
 		return errAckTimeout
@@ -420,16 +442,20 @@ func signalHeader(signal string) nats.Header {
 	return nats.Header{streams.HeaderSignal: []string{signal}}
 }
 
-// outputHeader carries an agent result's request id; its message id makes the same result
-// posted twice (an agent retrying) one message, while different results for one request
-// are all kept.
-func outputHeader(requestID string, payload []byte) nats.Header {
+// outputHeader carries an agent result's request id, and whether the service issued it
+// to the project; its message id makes the same result posted twice (an agent retrying)
+// one message, while different results for one request are all kept.
+func outputHeader(requestID string, unmatched bool, payload []byte) nats.Header {
 	sum := sha256.Sum256(payload)
-	return nats.Header{
+	h := nats.Header{
 		streams.HeaderSignal:    []string{"agent_output"},
 		streams.HeaderRequestID: []string{requestID},
 		streams.HeaderMsgID:     []string{"out:" + requestID + ":" + hex.EncodeToString(sum[:12])},
 	}
+	if unmatched {
+		h[streams.HeaderUnmatched] = []string{"1"}
+	}
+	return h
 }
 
 // ensureStream creates or updates the stream once per process and reports whether it

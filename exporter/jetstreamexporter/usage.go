@@ -215,6 +215,31 @@ func (m *metering) reserve(ctx context.Context, p tenant.Principal, n int, quota
 	return res, nil
 }
 
+// keptCount is how many of a request's records stay counted once publishing is over:
+// those JetStream added, so not a retried request's duplicates, which the attempt that
+// stored them counted. A failed request without an Idempotency-Key counts none: the
+// client retries it and the retry stores (and counts) every record again. With a key the
+// retry skips what this attempt stored, so that part stays counted here.
+func keptCount(info ingestctx.Info, added int, err error) int {
+	if err != nil && info.IdempotencyKey == "" {
+		return 0
+	}
+	return added
+}
+
+// settle commits a reservation's kept records and refunds the rest.
+func (e *jsExporter) settle(ctx context.Context, projectID string, res usage.Reservation, n, kept int) {
+	if kept >= n {
+		res.Commit()
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.PublishTimeout)
+	defer cancel()
+	if err := res.CommitStored(rctx, int64(kept)); err != nil {
+		e.logger.Warn("could not give back to the account's quota the records of a request that were not stored (failed, or duplicates of a retried request)", zap.String("project_id", projectID), zap.Error(err))
+	}
+}
+
 // noticeBody is what an account's sinks receive at 80% and 100% of its month: a result
 // like an agent's, whose "text" the chat sinks show and the webhook sinks get as JSON.
 type noticeBody struct {
@@ -230,14 +255,21 @@ type noticeBody struct {
 
 // notify tells each of the account's projects that has an enabled sink, by publishing the
 // notice on the project's output stream, where the sink role delivers it like an agent's
-// result. The meter calls it once per account, month and threshold across all receivers
-// (a KV create decides who); the message id keeps a retried publish from sending twice.
-// It bypasses metering: notices are not usage.
-func (m *metering) notify(n usage.Notice) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// result. It bypasses metering: notices are not usage. The meter calls it once per
+// account, month and threshold across all receivers, and again (from any receiver) when
+// it failed or its receiver died before it returned; the message id makes such a repeat
+// a no-op within the stream's duplicate window, so a project already told is not told
+// twice (usage/noticedelivery.go says what holds beyond the window). An error means some
+// project was not told: the meter tries again later.
+func (m *metering) notify(ctx context.Context, n usage.Notice) error {
+	var errs []error
 	for _, p := range m.cache.Projects() {
 		if p.AccountID != n.Account || !hasEnabledSink(p) {
+			continue
+		}
+		if !streams.ValidProjectID(p.ID) {
+			// No retry can fix it.
+			m.logger.Warn("a usage notice cannot be sent to a project whose id cannot name a stream", zap.String("project_id", p.ID))
 			continue
 		}
 		name := p.Name
@@ -248,11 +280,19 @@ func (m *metering) notify(n usage.Notice) {
 			Type: "usage_notice", Text: n.Text(name), Project: p.ID, Month: n.Month,
 			Percent: n.Percent, Limit: n.Limit, Used: n.Used, ResetAt: n.ResetAt,
 		})
-		id := "notice-" + n.Account + "-" + n.Month + "-" + strconv.Itoa(n.Percent) + "-" + p.ID
-		if err := m.e.publishNotice(ctx, p.ID, id, body); err != nil {
-			m.logger.Warn("could not send a usage notice to the project's sinks", zap.String("project_id", p.ID), zap.Int("percent", n.Percent), zap.Error(err))
+		if err := m.e.publishNotice(ctx, p.ID, noticeID(n, p.ID), body); err != nil {
+			m.logger.Warn("could not send a usage notice to the project's sinks; it is sent again later", zap.String("project_id", p.ID), zap.Int("percent", n.Percent), zap.Error(err))
+			errs = append(errs, fmt.Errorf("project %s: %w", p.ID, err))
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// noticeID is the notice's request and msg id on a project's output stream: the same for
+// every attempt, so that JetStream drops a repeat. The limit is part of it: a new limit
+// (accounts set-limit) earns its own notices, which must not be dropped as repeats.
+func noticeID(n usage.Notice, projectID string) string {
+	return "notice-" + n.Account + "-" + n.Month + "-" + strconv.FormatInt(n.Limit, 10) + "-" + strconv.Itoa(n.Percent) + "-" + projectID
 }
 
 func hasEnabledSink(p mirror.Project) bool {
