@@ -39,6 +39,16 @@ func TestCheckOverNATS(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, validation.Result{Field: "batch_size", Message: "must be between 1 and 1000, got 5000"}, res)
 
+	res, err = validation.Check(ctx, nc, mirror.Pipeline{CooldownSeconds: 60, DedupKey: `resource_attributes["k8s.pod.name"`})
+	require.NoError(t, err)
+	assert.False(t, res.OK, "the dedup key is compiled as the data plane will run it")
+	assert.Equal(t, "dedup_key", res.Field)
+	assert.Contains(t, res.Message, "resource_attributes")
+
+	res, err = validation.Check(ctx, nc, mirror.Pipeline{CooldownSeconds: 90000})
+	require.NoError(t, err)
+	assert.Equal(t, "cooldown_seconds", res.Field)
+
 	// A second collector joins the queue group; any one answers, exactly once.
 	nc2, _ := testenv.Connect(t, n.URL())
 	svc2, err := Start(nc2)
