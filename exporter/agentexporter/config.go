@@ -3,10 +3,12 @@ package agentexporter
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 
+	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/outbound"
@@ -31,6 +33,100 @@ type Config struct {
 	AllowCIDRs string `mapstructure:"allow_cidrs"`
 	// MaxResponseBytes is how much of an answer is read; the rest is discarded.
 	MaxResponseBytes int64 `mapstructure:"max_response_bytes"`
+	// DeliveryLog records every call and sink delivery for the console (contract
+	// section 11) and runs the replays it asks for.
+	DeliveryLog DeliveryLogConfig `mapstructure:"delivery_log"`
+	// Target paces the requests of each project to each origin it sends to (target.go).
+	Target TargetConfig `mapstructure:"target"`
+
+	// now is the clock of the call budget's windows; nil is time.Now (tests move it).
+	now func() time.Time
+}
+
+// TargetConfig is the pace of one project's requests to one target (scheme, host, port).
+type TargetConfig struct {
+	// MaxRate caps requests per second; 0 sets no cap (a target's 429 and Retry-After
+	// still slow it).
+	MaxRate float64 `mapstructure:"max_rate"`
+	// Circuit stops sending to a target that keeps failing.
+	Circuit CircuitConfig `mapstructure:"circuit"`
+}
+
+// CircuitConfig opens a target's circuit after Failures consecutive retryable failures
+// spanning at least MinDuration; while open, one probe is sent every ProbeInterval and
+// the first answer closes it.
+type CircuitConfig struct {
+	// Failures: 0 turns the circuit off.
+	Failures      int           `mapstructure:"failures"`
+	MinDuration   time.Duration `mapstructure:"min_duration"`
+	ProbeInterval time.Duration `mapstructure:"probe_interval"`
+}
+
+// Validate checks the pacing settings.
+func (t TargetConfig) Validate() error {
+	var errs []error
+	if math.IsNaN(t.MaxRate) || math.IsInf(t.MaxRate, 0) || t.MaxRate < 0 {
+		errs = append(errs, errors.New("max_rate must be 0 (no cap) or a positive number of requests per second"))
+	}
+	c := t.Circuit
+	if c.Failures < 0 {
+		errs = append(errs, errors.New("circuit: failures must be 0 (no circuit) or positive"))
+	}
+	if c.MinDuration < 0 {
+		errs = append(errs, errors.New("circuit: min_duration must not be negative"))
+	}
+	if c.Failures > 0 && c.ProbeInterval <= 0 {
+		errs = append(errs, errors.New("circuit: probe_interval must be positive (an open circuit lets one request through per interval)"))
+	}
+	return errors.Join(errs...)
+}
+
+// DeliveryLogConfig is the delivery log's part in the exporter (components/deliverylog).
+type DeliveryLogConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+	// MaxPerProject is how many deliveries a project keeps; older ones are purged.
+	MaxPerProject int `mapstructure:"max_per_project"`
+	// Stream bounds the log's one shared stream (svc-deliveries).
+	Stream DeliveryStreamConfig `mapstructure:"stream"`
+	// Replay runs the replays the console queues. It needs the log (it reads the
+	// delivery to send again from it).
+	Replay ReplayConfig `mapstructure:"replay"`
+}
+
+// DeliveryStreamConfig holds the shared stream's limits.
+type DeliveryStreamConfig struct {
+	MaxBytes int64 `mapstructure:"max_bytes"`
+	// Replicas: 0 follows dead_letter_stream.replicas, so one setting replicates every
+	// stream the exporter writes.
+	Replicas int `mapstructure:"replicas"`
+}
+
+// ReplayConfig switches the replay loop.
+type ReplayConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+}
+
+// logReplicas is the shared streams' replica count.
+func (c *Config) logReplicas() int {
+	if c.DeliveryLog.Stream.Replicas > 0 {
+		return c.DeliveryLog.Stream.Replicas
+	}
+	return max(c.DeadLetterStream.Replicas, 1)
+}
+
+// Validate checks the delivery log settings.
+func (d DeliveryLogConfig) Validate() error {
+	var errs []error
+	if d.MaxPerProject < 1 {
+		errs = append(errs, errors.New("max_per_project must be at least 1"))
+	}
+	if d.Stream.MaxBytes < 1<<20 {
+		errs = append(errs, errors.New("stream: max_bytes must be at least 1048576 (it bounds the whole log, every project's)"))
+	}
+	if d.Stream.Replicas < 0 || d.Stream.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("stream: replicas must be between 0 (as dead_letter_stream) and 5, got %d", d.Stream.Replicas))
+	}
+	return errors.Join(errs...)
 }
 
 // RetryConfig is exponential backoff with full jitter, within a budget per call.
@@ -57,6 +153,15 @@ func defaultConfig() *Config {
 			MaxElapsedTime:  2 * time.Minute,
 		},
 		MaxResponseBytes: 64 << 10,
+		DeliveryLog: DeliveryLogConfig{
+			Enabled:       true,
+			MaxPerProject: deliverylog.DefaultMaxPerProject,
+			Stream:        DeliveryStreamConfig{MaxBytes: 8 << 30},
+			Replay:        ReplayConfig{Enabled: true},
+		},
+		// No cap by default; the circuit needs a target failing for 30s, ten times in a
+		// row, which a brief outage or a slow deploy does not reach.
+		Target: TargetConfig{Circuit: CircuitConfig{Failures: 10, MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}},
 	}
 }
 
@@ -83,6 +188,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxResponseBytes < 1 {
 		errs = append(errs, errors.New("max_response_bytes must be at least 1"))
+	}
+	if err := c.DeliveryLog.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("delivery_log: %w", err))
+	}
+	if err := c.Target.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("target: %w", err))
 	}
 	return errors.Join(errs...)
 }

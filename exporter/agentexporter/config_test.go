@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
@@ -22,6 +23,13 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, 10*time.Second, def.Timeout)
 	assert.Equal(t, RetryConfig{InitialInterval: 500 * time.Millisecond, MaxInterval: 30 * time.Second, MaxElapsedTime: 2 * time.Minute}, def.Retry)
 	assert.Equal(t, int64(64<<10), def.MaxResponseBytes)
+	assert.Equal(t, DeliveryLogConfig{Enabled: true, MaxPerProject: deliverylog.DefaultMaxPerProject,
+		Stream: DeliveryStreamConfig{MaxBytes: 8 << 30}, Replay: ReplayConfig{Enabled: true}}, def.DeliveryLog)
+	assert.Equal(t, TargetConfig{Circuit: CircuitConfig{Failures: 10, MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}}, def.Target,
+		"no rate cap; a circuit only for a target failing ten times over 30s")
+	assert.Equal(t, 1, def.logReplicas())
+	def.DeadLetterStream.Replicas = 3
+	assert.Equal(t, 3, def.logReplicas(), "the log follows the dead-letter stream's replicas")
 }
 
 func TestLoadConfig(t *testing.T) {
@@ -41,6 +49,12 @@ func TestLoadConfig(t *testing.T) {
 			Retry:            RetryConfig{InitialInterval: time.Second, MaxInterval: time.Minute, MaxElapsedTime: 10 * time.Minute},
 			AllowCIDRs:       "127.0.0.0/8, 10.0.0.7",
 			MaxResponseBytes: 4096,
+			DeliveryLog: DeliveryLogConfig{
+				MaxPerProject: 500,
+				Stream:        DeliveryStreamConfig{MaxBytes: 1 << 30, Replicas: 3},
+			},
+			// failures: 0 turns the circuit off; the other circuit settings keep their defaults.
+			Target: TargetConfig{MaxRate: 2.5, Circuit: CircuitConfig{MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}},
 		}},
 		{id: component.NewIDWithName(metadata.Type, "bad"), errs: []string{
 			"nats: nats url",
@@ -50,6 +64,12 @@ func TestLoadConfig(t *testing.T) {
 			"max_elapsed_time must be positive",
 			`allow_cidrs: SVC_OUTBOUND_ALLOW entry "localhost"`,
 			"max_response_bytes must be at least 1",
+			"delivery_log: max_per_project must be at least 1",
+			"stream: max_bytes must be at least 1048576",
+			"stream: replicas must be between 0 (as dead_letter_stream) and 5, got 7",
+			"target: max_rate must be 0 (no cap) or a positive number",
+			"circuit: min_duration must not be negative",
+			"circuit: probe_interval must be positive",
 		}},
 	}
 	for _, tt := range tests {

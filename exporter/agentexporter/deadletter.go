@@ -22,8 +22,9 @@ const deadLetterKind = "agent"
 const deadLetterTimeout = 5 * time.Second
 
 // deadLetter stores a call that could not be delivered, with why, in the project's
-// dead-letter stream, and returns once JetStream has acknowledged it.
-func (e *agentExporter) deadLetter(ctx context.Context, proj mirror.Project, c call, id string, res result) error {
+// dead-letter stream, and returns once JetStream has acknowledged it, with the message's
+// stream sequence (the delivery log points there, for a replay).
+func (e *agentExporter) deadLetter(ctx context.Context, proj mirror.Project, c call, id string, res result) (uint64, error) {
 	h := deadLetterHeaders(id, res, proj.Pipeline.AgentEndpointURL)
 	return e.publishDeadLetter(ctx, proj.ID, deadLetterKind, c.body, h)
 }
@@ -38,19 +39,22 @@ func deadLetterHeaders(requestID string, res result, target string) nats.Header 
 	return h
 }
 
-func (e *agentExporter) publishDeadLetter(ctx context.Context, projectID, kind string, body []byte, h nats.Header) error {
+func (e *agentExporter) publishDeadLetter(ctx context.Context, projectID, kind string, body []byte, h nats.Header) (uint64, error) {
 	if e.nc == nil || !e.nc.IsConnected() {
 		// Fail at once rather than wait out the timeout: the messages are redelivered
 		// anyway, and the consumer is free again sooner.
-		return errors.New("NATS is unreachable")
+		return 0, errors.New("NATS is unreachable")
 	}
 	ctx, cancel := context.WithTimeout(ctx, deadLetterTimeout)
 	defer cancel()
 	if err := e.ensureDeadLetterStream(ctx, projectID); err != nil {
-		return err
+		return 0, err
 	}
-	_, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: streams.DeadLetterSubject(projectID, kind), Data: body, Header: h})
-	return err
+	ack, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: streams.DeadLetterSubject(projectID, kind), Data: body, Header: h})
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
 }
 
 func (e *agentExporter) ensureDeadLetterStream(ctx context.Context, projectID string) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/components/outbound"
 	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
 )
@@ -50,6 +51,9 @@ type attemptResult struct {
 	// reason: for a final attempt, the whole sentence; for a retryable one, what went
 	// wrong ("503", "timeout after 10s"), used in the budget-exhausted sentence.
 	reason string
+	// answer is what the other side answered (at most max_response_bytes), for the
+	// delivery log.
+	answer []byte
 }
 
 // outgoing is one HTTP request the exporter must deliver: a call to an agent, or a
@@ -71,6 +75,10 @@ type outgoing struct {
 	signID string
 	// secret signs the request; empty sends it unsigned.
 	secret string
+	// traceparent is the W3C header of an agent call; empty sends none.
+	traceparent string
+	// logID is the delivery id each attempt is logged under; empty logs nothing.
+	logID string
 }
 
 // deliver makes the request's attempts until one succeeds, one fails finally, the retry
@@ -87,13 +95,39 @@ func (e *agentExporter) deliver(ctx context.Context, o outgoing) result {
 		return result{reason: o.urlField + " is not valid: " + err.Error()}
 	}
 	var (
-		n    int
-		last attemptResult
+		n       int
+		last    attemptResult
+		waitErr *waitError
 	)
+	tg := e.targets.get(o.project, o.target)
+	defer e.targets.put(tg)
 	b := newCallBackOff(e.cfg.Retry, &last)
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		// The target's pace comes before the attempt; the wait is within the budget, and
+		// a delivery not let through is not an attempt.
+		probe, err := e.targets.admit(ctx, tg, b.deadline)
+		if err != nil {
+			if !errors.As(err, &waitErr) {
+				return struct{}{}, backoff.Permanent(errAborted)
+			}
+			return struct{}{}, backoff.Permanent(errWaited)
+		}
 		n++
+		began := time.Now()
 		last = e.attempt(ctx, o)
+		switch e.targets.report(ctx, tg, probe, last) {
+		case circuitOpen:
+			e.logger.Warn("circuit opened: deliveries to this target wait, one probe per interval",
+				zap.String("project", o.project), zap.String("target", tg.origin), zap.String("who", o.who),
+				zap.String("last", last.reason), zap.Duration("probe_interval", e.cfg.Target.Circuit.ProbeInterval))
+		case circuitClosed:
+			e.logger.Info("circuit closed: the target answered a probe",
+				zap.String("project", o.project), zap.String("target", tg.origin), zap.String("who", o.who))
+		}
+		if o.logID != "" && last.class != classAborted {
+			e.log.attempt(o.project, o.logID, deliverylog.Attempt{At: began, StatusCode: last.status, Error: last.reason,
+				LatencyMS: time.Since(began).Milliseconds()}, last.answer)
+		}
 		switch last.class {
 		case classOK:
 			e.tel.attempt(ctx, o.who, attemptOK)
@@ -122,8 +156,14 @@ func (e *agentExporter) deliver(ctx context.Context, o outgoing) result {
 		return result{delivered: true, status: last.status, attempts: n}
 	case errors.Is(err, errFinal):
 		return result{status: last.status, attempts: n, reason: last.reason}
+	case errors.Is(err, errWaited):
+		return result{status: last.status, attempts: n, reason: waitedOut(b.budget, n, last, waitErr)}
 	case errors.Is(err, errRetryable) && ctx.Err() == nil:
-		return result{status: last.status, attempts: n, reason: b.exhausted(n, last)}
+		reason := b.exhausted(n, last)
+		if tg.isOpen() {
+			reason += " (the circuit to " + tg.origin + " is open after sustained failure)"
+		}
+		return result{status: last.status, attempts: n, reason: reason}
 	}
 	return result{aborted: true, status: last.status, attempts: n}
 }
@@ -133,7 +173,19 @@ var (
 	errRetryable = errors.New("retryable")
 	errFinal     = errors.New("final")
 	errAborted   = errors.New("aborted")
+	// errWaited: the budget ended while the target held the delivery back.
+	errWaited = errors.New("waited")
 )
+
+// waitedOut is the dead letter's reason when the budget ended while the delivery waited
+// for its target.
+func waitedOut(budget time.Duration, n int, last attemptResult, w *waitError) string {
+	s := fmt.Sprintf("retry budget of %s exhausted after %d %s while %s", budget, n, plural(n, "attempt"), w.Error())
+	if n > 0 {
+		s += "; last: " + last.reason
+	}
+	return s
+}
 
 // callBackOff is the wait before each further attempt of one call: the agent's
 // Retry-After when it sent one, else exponential backoff with full jitter, never past the
@@ -230,7 +282,9 @@ func (e *agentExporter) attempt(ctx context.Context, o outgoing) attemptResult {
 	// An answer the other side started to send counts by its status, even if its body is
 	// cut short: a 2xx means it took the request.
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, e.cfg.MaxResponseBytes))
-	return classifyStatus(o.who, resp.StatusCode, resp.Header.Get("Retry-After"), answer, time.Now())
+	r := classifyStatus(o.who, resp.StatusCode, resp.Header.Get("Retry-After"), answer, time.Now())
+	r.answer = answer
+	return r
 }
 
 func (e *agentExporter) setHeaders(h http.Header, o outgoing) error {
@@ -242,6 +296,9 @@ func (e *agentExporter) setHeaders(h http.Header, o outgoing) error {
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", e.userAgent)
 	h.Set("X-Request-Id", o.requestID)
+	if o.traceparent != "" {
+		h.Set("traceparent", o.traceparent)
+	}
 	if o.secret == "" {
 		return nil
 	}

@@ -2,12 +2,11 @@ package agentexporter
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,9 +17,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/outbound"
+	"github.com/otelcol-svc/otelcol-svc/components/requestid"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
@@ -37,8 +38,23 @@ type agentExporter struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 
+	// ids issues the request ids of calls, which the ingest receiver recognises when the
+	// agent posts its result; nil until loaded from NATS (see issuer).
+	ids    atomic.Pointer[requestid.Issuer]
+	idsMux sync.Mutex
+
 	// ensured holds the projects whose dead-letter stream this process created or checked.
 	ensured sync.Map
+	// log is the delivery log; nil when delivery_log.enabled is false.
+	log *dlog
+	// targets paces each project's requests to each origin (target.go).
+	targets *targets
+
+	// budget counts calls against max_calls_per_minute and max_calls_per_day (budget.go).
+	budget *callBudget
+	// warnedBudget holds, per project, the limit and window last logged as spent.
+	warnedBudget sync.Map
+
 	// warnedUnsigned holds the projects already logged as having no signing secret, so a
 	// busy project does not flood the log.
 	warnedUnsigned sync.Map
@@ -54,10 +70,11 @@ func newExporter(cfg *Config, set exporter.Settings) (*agentExporter, error) {
 		logger:    set.Logger,
 		tel:       tel,
 		userAgent: "otelcol-svc/" + set.BuildInfo.Version,
+		targets:   newTargets(cfg.Target, tel),
 	}, nil
 }
 
-func (e *agentExporter) Start(_ context.Context, host component.Host) error {
+func (e *agentExporter) Start(ctx context.Context, host component.Host) error {
 	cache, err := mirrorcache.FromHost(host, e.cfg.Mirror)
 	if err != nil {
 		return fmt.Errorf("agent exporter: %w", err)
@@ -73,10 +90,51 @@ func (e *agentExporter) Start(_ context.Context, host component.Host) error {
 	// Each attempt is bounded by its own context (cfg.Timeout), so the client needs none.
 	e.client = outbound.NewClient(outbound.Options{AllowCIDRs: allow})
 	e.cache, e.nc, e.js = cache, nc, js
+	e.budget = newCallBudget(js, e.cfg.DeadLetterStream.Replicas, e.cfg.now)
+	e.log = startLog(e.cfg, js, e.logger, e.replayLoop)
+	if err := e.tel.observeLog(e.log); err != nil {
+		return fmt.Errorf("agent exporter: %w", err)
+	}
+	// NATS away at start must not stop the collector: the first call loads the key then.
+	if nc.IsConnected() {
+		lctx, cancel := context.WithTimeout(ctx, issuerLoadTimeout)
+		defer cancel()
+		if _, err := e.issuer(lctx); err != nil {
+			e.logger.Warn("request-id key not loaded yet; agent calls wait for it (their records are redelivered)", zap.Error(err))
+		}
+	}
 	return nil
 }
 
-func (e *agentExporter) Shutdown(context.Context) error {
+const issuerLoadTimeout = 5 * time.Second
+
+// issuer returns the request-id issuer, loading the deployment's key on first need when
+// Start could not; until it loads, calls fail retryably and their records wait on the
+// stream (an id the receiver cannot recognise would mark the agent's result unmatched).
+func (e *agentExporter) issuer(ctx context.Context) (*requestid.Issuer, error) {
+	if iss := e.ids.Load(); iss != nil {
+		return iss, nil
+	}
+	e.idsMux.Lock()
+	defer e.idsMux.Unlock()
+	if iss := e.ids.Load(); iss != nil {
+		return iss, nil
+	}
+	iss, err := requestid.Load(ctx, e.js)
+	if err != nil {
+		return nil, err
+	}
+	e.ids.Store(iss)
+	return iss, nil
+}
+
+func (e *agentExporter) Shutdown(ctx context.Context) error {
+	// The replay loop stops first (it uses the connection), then the log is flushed
+	// while NATS is still there.
+	if err := e.log.close(ctx); err != nil {
+		e.logger.Warn("delivery log not flushed at shutdown; the last entries may be missing", zap.Error(err))
+	}
+	e.tel.Shutdown()
 	if e.client != nil {
 		e.client.CloseIdleConnections()
 	}
@@ -87,10 +145,10 @@ func (e *agentExporter) Shutdown(context.Context) error {
 	return nil
 }
 
-// pushLogs sends the batch's calls one after the other, in order. On the first call that
-// can be neither delivered nor dead-lettered it stops with a retryable error: the
-// JetStream receiver then redelivers the batch (calls already delivered are sent again;
-// delivery is at least once).
+// pushLogs sends the batch's calls, each group's in order (sendCalls). When a call can be
+// neither delivered nor dead-lettered it returns a retryable error: the JetStream
+// receiver then redelivers the batch (calls already delivered are sent again; delivery is
+// at least once).
 func (e *agentExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
 	proj, err := e.project(ctx)
 	if err != nil {
@@ -102,12 +160,7 @@ func (e *agentExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
 	if proj.Pipeline.AgentEndpointURL == "" {
 		return fmt.Errorf("project %s has no agent_endpoint_url; the records will be redelivered once it has one", proj.ID)
 	}
-	for _, c := range buildCalls(ld, batchSize(proj)) {
-		if err := e.handle(ctx, proj, c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return e.sendCalls(ctx, proj, buildCalls(ld, batchSize(proj)))
 }
 
 var errNoProject = errors.New("agent exporter: the request carries no project; put it in a pipeline fed by the jetstream receiver")
@@ -151,26 +204,61 @@ func batchSize(p mirror.Project) int {
 	return mirror.DefaultBatchSize
 }
 
-// handle makes one call and settles it: delivered, or dead-lettered. It returns an error
-// only when the call must be made again later (shutdown, dead-letter stream unavailable).
+// handle makes one call and settles it: delivered, dead-lettered, or not made because the
+// project's call budget is spent. It returns an error only when the call must be made
+// again later (shutdown, dead-letter stream or call budget unavailable).
 func (e *agentExporter) handle(ctx context.Context, proj mirror.Project, c call) error {
-	id := newRequestID()
+	ids, err := e.issuer(ctx)
+	if err != nil {
+		return fmt.Errorf("call to the agent of project %s: no request id can be issued yet: %w; the records will be redelivered", proj.ID, err)
+	}
+	if ok, err := e.budgetAllows(ctx, proj, c); !ok {
+		return err
+	}
+	// The id names the call, not an attempt: every retry carries it, so the agent can
+	// deduplicate.
+	deadLettered, err := e.makeCall(ctx, proj, c, ids.New(proj.ID), "")
+	if err != nil {
+		return err
+	}
+	// The receiver counts the batch's records in the ledger from this before acking.
+	deliverylog.OutcomeFrom(ctx).Call(c.seqs, deadLettered)
+	return nil
+}
+
+// makeCall sends c under request id id (a replay names the call it replays in
+// replayOf), logging it in the delivery log, and settles it. It reports whether the call
+// was dead-lettered; an error means it was neither delivered nor dead-lettered and must
+// be made again.
+func (e *agentExporter) makeCall(ctx context.Context, proj mirror.Project, c call, id, replayOf string) (bool, error) {
+	traceID := c.traceID
+	if traceID == "" {
+		traceID = newTraceID()
+	}
+	e.log.record(proj.ID, deliverylog.Delivery{ID: id, Kind: deliverylog.KindAgent, RequestID: id, Records: c.records,
+		RequestBody: c.body, Seqs: c.seqs, TraceID: traceID, ReplayOf: replayOf})
 	start := time.Now()
 	res := e.deliver(ctx, outgoing{
 		who: "agent", urlField: "agent_endpoint_url", project: proj.ID,
 		target: proj.Pipeline.AgentEndpointURL, body: c.body, requestID: id, secret: proj.SigningSecret,
+		traceparent: traceparent(traceID), logID: id, headers: suppressedHeader(c),
 	})
 	switch {
 	case res.delivered:
+		e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDelivered})
 		e.tel.callEnded(ctx, outcomeDelivered, c.records, time.Since(start))
-		return nil
+		return false, nil
 	case res.aborted:
-		return fmt.Errorf("call %s to the agent of project %s interrupted: %w; the records will be redelivered", id, proj.ID, context.Cause(ctx))
+		e.log.abandon(proj.ID, id, "interrupted by shutdown; the records are sent again in a new call")
+		return false, fmt.Errorf("call %s to the agent of project %s interrupted: %w; the records will be redelivered", id, proj.ID, context.Cause(ctx))
 	}
-	if err := e.deadLetter(ctx, proj, c, id, res); err != nil {
-		return fmt.Errorf("call %s to the agent of project %s failed (%s) and could not be dead-lettered: %w; the records will be redelivered",
+	seq, err := e.deadLetter(ctx, proj, c, id, res)
+	if err != nil {
+		e.log.abandon(proj.ID, id, res.reason+"; not dead-lettered (the dead-letter stream was unavailable): the records are sent again in a new call")
+		return false, fmt.Errorf("call %s to the agent of project %s failed (%s) and could not be dead-lettered: %w; the records will be redelivered",
 			id, proj.ID, res.reason, err)
 	}
+	e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDeadLettered, DeadLetterSeq: seq, Error: res.reason})
 	e.tel.callEnded(ctx, outcomeDeadLettered, c.records, time.Since(start))
 	e.logger.Warn("agent call dead-lettered",
 		zap.String("project", proj.ID),
@@ -179,13 +267,5 @@ func (e *agentExporter) handle(ctx context.Context, proj mirror.Project, c call)
 		zap.Int("status", res.status),
 		zap.Int("attempts", res.attempts),
 		zap.String("agent", origin(proj.Pipeline.AgentEndpointURL)))
-	return nil
-}
-
-// newRequestID returns "req_" and 128 random bits in hex. It names the call, not an
-// attempt: every retry carries it, so the agent can deduplicate.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
+	return true, nil
 }

@@ -87,8 +87,3 @@ func TestHeaderValueIsOneBoundedLine(t *testing.T) {
 	cut := answered("agent", 400, []byte(strings.Repeat("a", 199)+"é"))
 	assert.Equal(t, "agent answered 400: "+strings.Repeat("a", 199), cut)
 }
-
-func TestJoinArray(t *testing.T) {
-	assert.Equal(t, `[{"a":1}]`, string(joinArray([][]byte{[]byte(`{"a":1}`)})))
-	assert.Equal(t, `[{"a":1},{ "b" : 2 }]`, string(joinArray([][]byte{[]byte(`{"a":1}`), []byte(`{ "b" : 2 }`)})))
-}

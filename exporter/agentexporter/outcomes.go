@@ -66,3 +66,20 @@ func (t *telemetry) callEnded(ctx context.Context, outcome string, records int, 
 		t.AgentRecords.Add(ctx, int64(records))
 	}
 }
+
+// observeLog reports the delivery log writer's losses (none when the log is off).
+func (t *telemetry) observeLog(l *dlog) error {
+	if l == nil {
+		return nil
+	}
+	if err := t.RegisterDeliveryLogDroppedCallback(func(_ context.Context, o metric.Int64Observer) error {
+		o.Observe(l.w.Dropped())
+		return nil
+	}); err != nil {
+		return err
+	}
+	return t.RegisterDeliveryLogFailedCallback(func(_ context.Context, o metric.Int64Observer) error {
+		o.Observe(l.w.Failed())
+		return nil
+	})
+}

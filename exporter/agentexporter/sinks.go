@@ -2,6 +2,8 @@ package agentexporter
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
@@ -50,20 +53,50 @@ func (e *agentExporter) settleResult(ctx context.Context, proj mirror.Project, i
 		e.tel.deliveryEnded(ctx, sinkKind(sink), outcomeSkipped, 0)
 		return nil
 	}
+	_, err := e.deliverResult(ctx, proj, sink, it, sinkDeliveryID(it, sink.ID), "")
+	return err
+}
+
+// sinkDeliveryID names the delivery of one result to one destination: the same on every
+// redelivery of that result to that destination (the log keeps its latest try), another
+// for each destination.
+func sinkDeliveryID(it pipelinedata.Item, sinkID string) string {
+	key := it.MsgID
+	if key == "" {
+		key = "seq:" + strconv.FormatUint(it.Seq, 10)
+	}
+	sum := sha256.Sum256([]byte(key + "|" + sinkID))
+	return "snk_" + hex.EncodeToString(sum[:16])
+}
+
+// deliverResult delivers one result to sink under delivery id id (a replay names the
+// delivery it replays in replayOf), logging it, and settles it: delivered, or
+// dead-lettered. An error means neither: it must be delivered again.
+func (e *agentExporter) deliverResult(ctx context.Context, proj mirror.Project, sink mirror.Sink, it pipelinedata.Item, id, replayOf string) (bool, error) {
 	o, err := e.sinkRequest(proj, sink, it)
+	sent := o.body
+	if err != nil {
+		sent = it.Body
+	}
+	e.log.record(proj.ID, deliverylog.Delivery{ID: id, Kind: deliverylog.KindSink, SinkID: sink.ID, SinkKind: sink.Kind,
+		RequestID: it.RequestID, SourceSeq: it.Seq, Records: 1, RequestBody: sent, Unmatched: it.Unmatched, ReplayOf: replayOf})
 	start := time.Now()
 	var res result
 	if err != nil {
 		res = result{reason: err.Error()}
 	} else {
+		o.logID = id
 		res = e.deliver(ctx, o)
 	}
 	switch {
 	case res.delivered:
+		e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDelivered})
+		e.log.addDestination(ctx, proj.ID, sink.ID, true)
 		e.tel.deliveryEnded(ctx, sink.Kind, outcomeDelivered, time.Since(start))
-		return nil
+		return true, nil
 	case res.aborted:
-		return fmt.Errorf("result %s for sink %s of project %s interrupted: %w; it will be delivered again",
+		e.log.abandon(proj.ID, id, "interrupted by shutdown; the result is delivered again")
+		return false, fmt.Errorf("result %s for sink %s of project %s interrupted: %w; it will be delivered again",
 			it.RequestID, sink.ID, proj.ID, context.Cause(ctx))
 	}
 	h := deadLetterHeaders(it.RequestID, res, sink.URL)
@@ -71,10 +104,14 @@ func (e *agentExporter) settleResult(ctx context.Context, proj mirror.Project, i
 	h.Set(streams.HeaderDLQKind, sink.Kind)
 	// The payload as the agent sent it, whatever the destination was sent: replaying it
 	// goes through the same rendering.
-	if err := e.publishDeadLetter(ctx, proj.ID, deadLetterKindSink, it.Body, h); err != nil {
-		return fmt.Errorf("result %s for sink %s of project %s failed (%s) and could not be dead-lettered: %w; it will be delivered again",
+	seq, err := e.publishDeadLetter(ctx, proj.ID, deadLetterKindSink, it.Body, h)
+	if err != nil {
+		e.log.abandon(proj.ID, id, res.reason+"; not dead-lettered (the dead-letter stream was unavailable): the result is delivered again")
+		return false, fmt.Errorf("result %s for sink %s of project %s failed (%s) and could not be dead-lettered: %w; it will be delivered again",
 			it.RequestID, sink.ID, proj.ID, res.reason, err)
 	}
+	e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDeadLettered, DeadLetterSeq: seq, Error: res.reason})
+	e.log.addDestination(ctx, proj.ID, sink.ID, false)
 	e.tel.deliveryEnded(ctx, sink.Kind, outcomeDeadLettered, time.Since(start))
 	e.logger.Warn("sink delivery dead-lettered",
 		zap.String("project", proj.ID),
@@ -84,7 +121,7 @@ func (e *agentExporter) settleResult(ctx context.Context, proj mirror.Project, i
 		zap.Int("status", res.status),
 		zap.Int("attempts", res.attempts),
 		zap.String("destination", origin(sink.URL)))
-	return nil
+	return false, nil
 }
 
 // sinkRequest is what a destination is sent for one result (contract section 8).

@@ -3,10 +3,12 @@
 package metadata
 
 import (
+	"context"
 	"errors"
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/embedded"
 	"go.opentelemetry.io/otel/trace"
 
 	"go.opentelemetry.io/collector/component"
@@ -29,10 +31,15 @@ type TelemetryBuilder struct {
 	AgentCallAttempts    metric.Int64Counter
 	AgentCallDuration    metric.Float64Histogram
 	AgentCalls           metric.Int64Counter
+	AgentCallsSuppressed metric.Int64Counter
 	AgentRecords         metric.Int64Counter
+	DeliveryLogDropped   metric.Int64ObservableCounter
+	DeliveryLogFailed    metric.Int64ObservableCounter
 	SinkDeliveries       metric.Int64Counter
 	SinkDeliveryAttempts metric.Int64Counter
 	SinkDeliveryDuration metric.Float64Histogram
+	TargetCircuitChanges metric.Int64Counter
+	TargetThrottledWaits metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -44,6 +51,46 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterDeliveryLogDroppedCallback sets callback for observable DeliveryLogDropped metric.
+func (builder *TelemetryBuilder) RegisterDeliveryLogDroppedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.DeliveryLogDropped, obs: o})
+		return nil
+	}, builder.DeliveryLogDropped)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterDeliveryLogFailedCallback sets callback for observable DeliveryLogFailed metric.
+func (builder *TelemetryBuilder) RegisterDeliveryLogFailedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.DeliveryLogFailed, obs: o})
+		return nil
+	}, builder.DeliveryLogFailed)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+type observerInt64 struct {
+	embedded.Int64Observer
+	inst metric.Int64Observable
+	obs  metric.Observer
+}
+
+func (oi *observerInt64) Observe(value int64, opts ...metric.ObserveOption) {
+	oi.obs.ObserveInt64(oi.inst, value, opts...)
 }
 
 // Shutdown unregister all registered callbacks for async instruments.
@@ -83,10 +130,28 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{call}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.AgentCallsSuppressed, err = builder.meter.Int64Counter(
+		"otelcol_agent_calls_suppressed",
+		metric.WithDescription("Agent calls not made because the project's call budget (max_calls_per_minute, max_calls_per_day) was spent; their records count as suppressed in the ledger. [Beta]"),
+		metric.WithUnit("{call}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.AgentRecords, err = builder.meter.Int64Counter(
 		"otelcol_agent_records",
 		metric.WithDescription("Records delivered to agents (a window call counts one). [Beta]"),
 		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.DeliveryLogDropped, err = builder.meter.Int64ObservableCounter(
+		"otelcol_delivery_log_dropped",
+		metric.WithDescription("Delivery log events lost because the log writer's buffer was full or the delivery was no longer held; the calls and deliveries themselves are unaffected. [Beta]"),
+		metric.WithUnit("{event}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.DeliveryLogFailed, err = builder.meter.Int64ObservableCounter(
+		"otelcol_delivery_log_failed",
+		metric.WithDescription("Delivery log messages NATS refused or did not acknowledge (NATS away, the log's stream not set up yet). [Beta]"),
+		metric.WithUnit("{message}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.SinkDeliveries, err = builder.meter.Int64Counter(
@@ -106,6 +171,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithDescription("Duration of sink deliveries from the first attempt to delivery or dead letter, retries included. [Beta]"),
 		metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries([]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}...),
+	)
+	errs = errors.Join(errs, err)
+	builder.TargetCircuitChanges, err = builder.meter.Int64Counter(
+		"otelcol_target_circuit_changes",
+		metric.WithDescription("State changes of the circuits of outbound targets (a project's agent endpoint or destination origin), by the state entered. [Beta]"),
+		metric.WithUnit("{change}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.TargetThrottledWaits, err = builder.meter.Int64Counter(
+		"otelcol_target_throttled_waits",
+		metric.WithDescription("Deliveries that waited for their target before an attempt instead of sending at once, by reason (retry_after, circuit_open, max_rate). [Beta]"),
+		metric.WithUnit("{wait}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

@@ -68,6 +68,22 @@ func AssertEqualAgentCalls(t *testing.T, tt *componenttest.Telemetry, dps []metr
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualAgentCallsSuppressed(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_agent_calls_suppressed",
+		Description: "Agent calls not made because the project's call budget (max_calls_per_minute, max_calls_per_day) was spent; their records count as suppressed in the ledger. [Beta]",
+		Unit:        "{call}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_agent_calls_suppressed")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualAgentRecords(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_agent_records",
@@ -80,6 +96,38 @@ func AssertEqualAgentRecords(t *testing.T, tt *componenttest.Telemetry, dps []me
 		},
 	}
 	got, err := tt.GetMetric("otelcol_agent_records")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualDeliveryLogDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_delivery_log_dropped",
+		Description: "Delivery log events lost because the log writer's buffer was full or the delivery was no longer held; the calls and deliveries themselves are unaffected. [Beta]",
+		Unit:        "{event}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_delivery_log_dropped")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualDeliveryLogFailed(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_delivery_log_failed",
+		Description: "Delivery log messages NATS refused or did not acknowledge (NATS away, the log's stream not set up yet). [Beta]",
+		Unit:        "{message}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_delivery_log_failed")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
@@ -127,6 +175,38 @@ func AssertEqualSinkDeliveryDuration(t *testing.T, tt *componenttest.Telemetry, 
 		},
 	}
 	got, err := tt.GetMetric("otelcol_sink_delivery_duration")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualTargetCircuitChanges(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_target_circuit_changes",
+		Description: "State changes of the circuits of outbound targets (a project's agent endpoint or destination origin), by the state entered. [Beta]",
+		Unit:        "{change}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_target_circuit_changes")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualTargetThrottledWaits(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_target_throttled_waits",
+		Description: "Deliveries that waited for their target before an attempt instead of sending at once, by reason (retry_after, circuit_open, max_rate). [Beta]",
+		Unit:        "{wait}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_target_throttled_waits")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -1,0 +1,56 @@
+package agentexporter
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+)
+
+// BenchmarkHotPath is what the delivery log costs a batch of agent calls and a sink
+// delivery (a local agent and webhook answering at once, the worst case for the log's
+// share), with the log off and on in the same run. Compare the pairs' ns/op.
+func BenchmarkHotPath(b *testing.B) {
+	e := newEnv(b)
+	a := newAgent(b, nil)
+	p := project("bp", a.srv.URL)
+	p.Pipeline.BatchSize = 10
+	e.putProject(b, p)
+	e.putProject(b, sinkProject("bs", mirror.Sink{ID: "s_hook", Kind: "webhook", URL: a.srv.URL}))
+	in := records(10)
+	for _, on := range []bool{false, true} {
+		name := "log-off"
+		if on {
+			name = "log-on"
+		}
+		r := e.start(b, func(c *Config) { c.DeliveryLog.Enabled = on })
+		b.Run("pipeline/"+name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx := deliverylog.WithOutcome(context.Background(), deliverylog.NewOutcome())
+				if err := consumeCtx(ctx, r, "bp", in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("sink/"+name, func(b *testing.B) {
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				n++
+				// Each result its own output message, so each is its own delivery.
+				ld, lrs := pipelinedata.New()
+				pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(`{"text":"checkout is failing","severity":"high"}`),
+					Kind: pipelinedata.KindResult, Seq: uint64(n), SinkID: "s_hook", RequestID: "req_1", MsgID: "out:req_1:" + strconv.Itoa(n)})
+				if err := r.exp.ConsumeLogs(tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "bs"}), ld); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		_ = r.exp.Shutdown(context.Background())
+	}
+}

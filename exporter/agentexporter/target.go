@@ -1,0 +1,374 @@
+package agentexporter
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"golang.org/x/time/rate"
+)
+
+// A target is one project's view of one origin (scheme, host, port) it sends to: its agent
+// endpoint or a destination. Deliveries to a target share its pace, so a target that asks
+// to slow down (429 or 503 with Retry-After) or keeps failing is slowed once for all of
+// them rather than by each message on its own schedule. The key includes the project: one
+// project's slow or failing target never holds up another project's deliveries, even to
+// the same origin, and one project cannot make another's requests wait.
+//
+// State is in this process's memory: N exporter processes each keep their own, so a
+// failing target sees up to N probes per interval and N times max_rate.
+
+// Throttle reasons and circuit states, the metrics' attribute values.
+const (
+	throttleRetryAfter  = "retry_after"
+	throttleCircuitOpen = "circuit_open"
+	throttleMaxRate     = "max_rate"
+	circuitOpen         = "open"
+	circuitHalfOpen     = "half_open"
+	circuitClosed       = "closed"
+)
+
+type targetState int
+
+const (
+	// stateClosed: every delivery may send.
+	stateClosed targetState = iota
+	// stateThrottled: the target asked to wait until `until` (Retry-After); then one
+	// request goes first, and the rest follow its answer.
+	stateThrottled
+	// stateOpen: the circuit is open after sustained failure; at `until` one probe goes.
+	stateOpen
+)
+
+// targets holds the state of every target in use.
+type targets struct {
+	cfg TargetConfig
+	tel *telemetry
+
+	mu sync.Mutex
+	m  map[string]*target
+	// sweepAt is the size at which idle healthy targets are dropped, so the map is bounded
+	// by what is in use or unhealthy, not by every URL ever configured.
+	sweepAt int
+}
+
+// minSweep is the number of targets kept before any is dropped.
+const minSweep = 1024
+
+func newTargets(cfg TargetConfig, tel *telemetry) *targets {
+	return &targets{cfg: cfg, tel: tel, m: map[string]*target{}, sweepAt: minSweep}
+}
+
+type target struct {
+	origin string
+	cfg    TargetConfig
+	// limiter is nil without max_rate.
+	limiter *rate.Limiter
+
+	// Guarded by targets.mu.
+	users int
+
+	mu           sync.Mutex
+	state        targetState
+	until        time.Time
+	probing      bool
+	failures     int
+	failingSince time.Time
+	// changed is closed (and replaced) when a probe ends, waking the deliveries waiting
+	// for its answer.
+	changed chan struct{}
+}
+
+// get returns the target of project's raw URL, held until put.
+func (ts *targets) get(project, raw string) *target {
+	o := targetOrigin(raw)
+	key := project + "\x00" + o
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t, ok := ts.m[key]
+	if !ok {
+		if len(ts.m) >= ts.sweepAt {
+			ts.sweep()
+		}
+		t = &target{origin: o, cfg: ts.cfg, changed: make(chan struct{})}
+		if r := ts.cfg.MaxRate; r > 0 {
+			t.limiter = rate.NewLimiter(rate.Limit(r), burst(r))
+		}
+		ts.m[key] = t
+	}
+	t.users++
+	return t
+}
+
+func (ts *targets) put(t *target) {
+	ts.mu.Lock()
+	t.users--
+	ts.mu.Unlock()
+}
+
+// sweep drops the targets nobody uses that have nothing to remember. Called with ts.mu.
+func (ts *targets) sweep() {
+	for k, t := range ts.m {
+		if t.users == 0 && t.idle() {
+			delete(ts.m, k)
+		}
+	}
+	ts.sweepAt = max(minSweep, 2*len(ts.m))
+}
+
+func (t *target) idle() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.state != stateClosed || t.failures > 0 {
+		return false
+	}
+	// A limiter with spent tokens still paces; dropping it would grant a fresh burst.
+	return t.limiter == nil || t.limiter.Tokens() >= float64(t.limiter.Burst())
+}
+
+// burst lets a fraction of a request per second still send one request.
+func burst(r float64) int {
+	return int(max(1, math.Ceil(r)))
+}
+
+// waitError says why a delivery stopped waiting for its target: its budget would end
+// before the target lets it through.
+type waitError struct {
+	reason string
+	origin string
+	until  time.Time
+	rate   float64
+	probe  time.Duration
+}
+
+func (w *waitError) Error() string {
+	switch w.reason {
+	case throttleRetryAfter:
+		return fmt.Sprintf("%s asked to wait until %s (Retry-After)", w.origin, w.until.UTC().Format(time.RFC3339))
+	case throttleMaxRate:
+		return fmt.Sprintf("waiting for the max rate of %g requests/s to %s", w.rate, w.origin)
+	}
+	return fmt.Sprintf("the circuit to %s was open after sustained failure (one probe every %s)", w.origin, w.probe)
+}
+
+// admit waits until the target lets one request through, or returns a *waitError when
+// deadline (the delivery's retry budget) comes first, or ctx's error. probe reports that
+// this request is the one that decides the target's state: report must be called with its
+// outcome.
+func (ts *targets) admit(ctx context.Context, t *target, deadline time.Time) (probe bool, err error) {
+	counted := false
+	count := func(reason string) {
+		if !counted {
+			counted = true
+			ts.tel.TargetThrottledWaits.Add(ctx, 1, attr("reason", reason))
+		}
+	}
+	for {
+		t.mu.Lock()
+		now := time.Now()
+		state, until, probing, ch := t.state, t.until, t.probing, t.changed
+		admitted := state == stateClosed
+		if !admitted && !probing && !now.Before(until) {
+			t.probing, probe, admitted = true, true, true
+		}
+		t.mu.Unlock()
+		if admitted {
+			if probe && state == stateOpen {
+				ts.tel.TargetCircuitChanges.Add(ctx, 1, attr("state", circuitHalfOpen))
+			}
+			break
+		}
+		reason := throttleRetryAfter
+		if state == stateOpen {
+			reason = throttleCircuitOpen
+		}
+		count(reason)
+		werr := &waitError{reason: reason, origin: t.origin, until: until, probe: t.cfg.Circuit.ProbeInterval}
+		// Nothing can let this delivery through before until except a probe's answer.
+		if !probing && until.After(deadline) || !now.Before(deadline) {
+			return false, werr
+		}
+		// While a probe is out its answer decides; otherwise the wait ends at until.
+		wait := deadline.Sub(now)
+		if !probing {
+			wait = min(wait, until.Sub(now))
+		}
+		tm := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			return false, ctx.Err()
+		case <-tm.C:
+		case <-ch:
+			tm.Stop()
+		}
+		if !time.Now().Before(deadline) {
+			return false, werr
+		}
+	}
+	if t.limiter == nil {
+		return probe, nil
+	}
+	r := t.limiter.Reserve()
+	d := r.Delay()
+	if d == 0 {
+		return probe, nil
+	}
+	count(throttleMaxRate)
+	if d > time.Until(deadline) {
+		r.Cancel()
+		ts.release(t, probe)
+		return false, &waitError{reason: throttleMaxRate, origin: t.origin, rate: t.cfg.MaxRate}
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		r.Cancel()
+		ts.release(t, probe)
+		return false, ctx.Err()
+	case <-tm.C:
+	}
+	return probe, nil
+}
+
+// release gives up a probe that was not sent: the next waiting delivery takes it.
+func (ts *targets) release(t *target, probe bool) {
+	if !probe {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.probing = false
+	t.wake()
+}
+
+// wake tells the waiting deliveries to look again. Called with t.mu.
+func (t *target) wake() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// report updates the target with how an attempt ended, and says whether its circuit
+// opened or closed (circuitOpen, circuitClosed, or ""). Only a probe's answer lifts a
+// throttle or closes a circuit: a request sent before the target slowed down says
+// nothing about whether it recovered.
+func (ts *targets) report(ctx context.Context, t *target, probe bool, a attemptResult) string {
+	t.mu.Lock()
+	now := time.Now()
+	before := t.state
+	answered := a.status != 0
+	switch {
+	case a.class == classAborted || a.class == classFinal && !answered:
+		// Never reached the target (shutdown, refused address): nothing learnt.
+		if probe {
+			t.probing = false
+		}
+	case a.class == classOK || a.class == classFinal:
+		// The target answered: it is up, whatever it thought of the request.
+		t.failures = 0
+		if probe {
+			t.state, t.probing = stateClosed, false
+		}
+	default:
+		t.failed(now, probe, a)
+	}
+	if probe {
+		t.wake()
+	}
+	after := t.state
+	t.mu.Unlock()
+	switch {
+	case after == stateOpen && (before != stateOpen || probe):
+		ts.tel.TargetCircuitChanges.Add(ctx, 1, attr("state", circuitOpen))
+		if before != stateOpen {
+			return circuitOpen
+		}
+	case after == stateClosed && before == stateOpen:
+		ts.tel.TargetCircuitChanges.Add(ctx, 1, attr("state", circuitClosed))
+		return circuitClosed
+	}
+	return ""
+}
+
+// failed records a retryable failure. Called with t.mu.
+func (t *target) failed(now time.Time, probe bool, a attemptResult) {
+	// A 429 is the target pacing us, not failing.
+	if a.status != 429 {
+		if t.failures == 0 {
+			t.failingSince = now
+		}
+		t.failures++
+	}
+	c := t.cfg.Circuit
+	if c.Failures > 0 && t.failures >= c.Failures && now.Sub(t.failingSince) >= c.MinDuration {
+		// Stragglers sent before the circuit opened do not push the next probe back.
+		if t.state != stateOpen || probe {
+			next := c.ProbeInterval
+			if a.hasRetryAfter {
+				// A probe sooner than the target asked would only be refused again.
+				next = max(next, a.retryAfter)
+			}
+			t.state, t.until = stateOpen, now.Add(next)
+		}
+		if probe {
+			t.probing = false
+		}
+		return
+	}
+	if a.hasRetryAfter && (a.status == 429 || a.status == 503) {
+		if t.state != stateOpen {
+			t.state = stateThrottled
+		}
+		if until := now.Add(a.retryAfter); until.After(t.until) {
+			t.until = until
+		}
+	} else if probe {
+		// Failing without asking to wait: each delivery's own backoff paces it again.
+		t.state = stateClosed
+	}
+	if probe {
+		t.probing = false
+	}
+}
+
+// isOpen reports whether the circuit is open, for the reason of a delivery whose budget
+// ended meanwhile.
+func (t *target) isOpen() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.state == stateOpen
+}
+
+func attr(k, v string) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String(k, v)))
+}
+
+// targetOrigin is the part of a URL that names the target: scheme, host and port, with
+// the scheme's default port made explicit and case folded, so spellings of one origin
+// share their state. A URL that does not parse is its own target (its delivery fails
+// before any attempt).
+func targetOrigin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "invalid:" + raw
+	}
+	scheme := strings.ToLower(u.Scheme)
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "" {
+		switch scheme {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
