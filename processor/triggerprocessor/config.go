@@ -1,17 +1,35 @@
 package triggerprocessor
 
 import (
+	"errors"
+	"net/url"
+
 	"go.opentelemetry.io/collector/component"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 )
 
 // Config of the trigger processor. Everything it does is per project, from the
-// configuration mirror (trigger and transforms, contract section 6).
+// configuration mirror (trigger, transforms and guardrails, contract section 6).
 type Config struct {
+	// RedisURL selects Redis for the cooldowns of cooldown_seconds, shared by every
+	// pipeline process (configs pass ${env:REDIS_URL:-}, as to the window processor).
+	// Empty: cooldowns are kept in this process's memory.
+	RedisURL string `mapstructure:"redis_url"`
 	// Mirror names the projectauth extension whose configuration mirror it reads.
 	Mirror component.ID `mapstructure:"mirror"`
 }
 
 // Validate implements component.ConfigValidator.
-func (c *Config) Validate() error { return mirrorcache.CheckExtension(c.Mirror) }
+func (c *Config) Validate() error {
+	var errs []error
+	if c.RedisURL != "" {
+		if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+			errs = append(errs, errors.New("redis_url must look like redis://host:6379/0 (or rediss://, unix://)"))
+		}
+	}
+	if err := mirrorcache.CheckExtension(c.Mirror); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

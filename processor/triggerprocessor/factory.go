@@ -28,7 +28,7 @@ func createLogs(ctx context.Context, set processor.Settings, cfg component.Confi
 	if err != nil {
 		return nil, err
 	}
-	p.mirror = cfg.(*Config).Mirror
+	p.mirror, p.redisURL = cfg.(*Config).Mirror, cfg.(*Config).RedisURL
 	return processorhelper.NewLogs(ctx, set, cfg, next, p.processLogs,
 		processorhelper.WithStart(p.start),
 		processorhelper.WithShutdown(p.shutdown),

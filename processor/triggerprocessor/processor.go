@@ -2,6 +2,8 @@ package triggerprocessor
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -11,10 +13,12 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/components/windowstore"
 	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor/internal/metadata"
 )
 
@@ -22,10 +26,16 @@ type triggerProcessor struct {
 	logger *zap.Logger
 	// mirror is the projectauth extension whose configuration mirror it reads.
 	mirror component.ID
+	// redisURL selects the shared cooldown store; empty: memory.
+	redisURL string
 	// pipelines is this instance's compiled-pipeline cache, following the mirror.
 	pipelines *pipelinecfg.Cache
+	cooldowns windowstore.Cooldowns
 	tel       *metadata.TelemetryBuilder
 }
+
+// sweepInterval is how often the in-memory cooldowns drop the keys they no longer need.
+const sweepInterval = 30 * time.Second
 
 func newProcessor(set processor.Settings) (*triggerProcessor, error) {
 	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
@@ -35,10 +45,24 @@ func newProcessor(set processor.Settings) (*triggerProcessor, error) {
 	return &triggerProcessor{logger: set.Logger, tel: tel}, nil
 }
 
-func (p *triggerProcessor) start(_ context.Context, host component.Host) error {
+func (p *triggerProcessor) start(ctx context.Context, host component.Host) error {
 	cache, err := mirrorcache.FromHost(host, p.mirror)
 	if err != nil {
 		return err
+	}
+	if p.redisURL == "" {
+		p.cooldowns = windowstore.NewMemory(sweepInterval)
+	} else {
+		r, err := windowstore.NewRedis(p.redisURL)
+		if err != nil {
+			return err
+		}
+		// Redis being down at start is not fatal: batches under a cooldown are retried
+		// until it is back, and projects without one never ask it.
+		if err := r.Ping(ctx); err != nil {
+			p.logger.Warn("Redis cooldown store not reachable yet", zap.Error(err))
+		}
+		p.cooldowns = r
 	}
 	p.pipelines = pipelinecfg.NewCache(cache)
 	return nil
@@ -46,6 +70,9 @@ func (p *triggerProcessor) start(_ context.Context, host component.Host) error {
 
 func (p *triggerProcessor) shutdown(context.Context) error {
 	p.pipelines.Close()
+	if p.cooldowns != nil {
+		return p.cooldowns.Close()
+	}
 	return nil
 }
 
@@ -63,13 +90,29 @@ func (p *triggerProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.
 	if err != nil {
 		return ld, err // the batch is delivered again; an invalid config pauses the project
 	}
-	var matched, dropped, failed int64
+	var matched, dropped, failed, suppressed int64
+	var storeErr error
+	outcome := deliverylog.OutcomeFrom(ctx)
 	pipelinedata.RemoveIf(ld, func(lr plog.LogRecord) bool {
-		keep, err := p.record(ctx, c, lr)
+		if storeErr != nil {
+			return false // the batch is retried whole
+		}
+		keep, rec, err := p.record(ctx, c, lr)
 		switch {
 		case err != nil:
 			failed++
 			p.logger.Debug("record skipped", zap.String("project_id", project.ID), zap.Error(err))
+		case keep && c.Cooldown > 0:
+			var pass bool
+			if pass, storeErr = p.cooldown(ctx, project.ID, c, lr, rec); storeErr != nil {
+				return false
+			}
+			if !pass {
+				suppressed++
+				outcome.Suppressed([]uint64{pipelinedata.Read(lr).Seq})
+				return true
+			}
+			matched++
 		case keep:
 			matched++
 		default:
@@ -77,8 +120,14 @@ func (p *triggerProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.
 		}
 		return !keep
 	})
+	if storeErr != nil {
+		return ld, fmt.Errorf("cooldown store: %w", storeErr)
+	}
 	p.tel.TriggerRecords.Add(ctx, matched, outcomeMatched)
 	p.tel.TriggerRecords.Add(ctx, dropped, outcomeDropped)
+	if suppressed > 0 {
+		p.tel.TriggerSuppressed.Add(ctx, suppressed)
+	}
 	if failed > 0 {
 		p.tel.TriggerRecords.Add(ctx, failed, outcomeError)
 		p.logger.Warn("records dropped: the trigger or a transform failed on them",
@@ -90,12 +139,38 @@ func (p *triggerProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.
 	return ld, nil
 }
 
+// cooldown decides a matched record under the project's cooldown: it passes when its
+// dedup key (one key per project by default) had no call within the cooldown, and then
+// carries how many records of the key were held back before it (svc.suppressed).
+func (p *triggerProcessor) cooldown(ctx context.Context, project string, c *pipelinecfg.Compiled, lr plog.LogRecord, rec *ottlevent.Record) (bool, error) {
+	it := pipelinedata.Read(lr)
+	key := ""
+	if c.DedupKey != nil {
+		if rec == nil {
+			// Decoded in part, or not at all: the key may read any field.
+			rec, _ = ottlevent.DecodeRecord(it.Body, it.Signal)
+		}
+		if rec != nil {
+			if k, err := c.DedupKey.String(ctx, rec); err == nil {
+				key = k // a record without the key's field shares the empty key
+			}
+		}
+	}
+	pass, n, err := p.cooldowns.Pass(ctx, project, key, it.Seq, c.Cooldown)
+	if err != nil || !pass {
+		return false, err
+	}
+	pipelinedata.SetSuppressed(lr, n)
+	return true, nil
+}
+
 // record runs the trigger, then the transforms, on one record. A record the trigger or a
 // transform cannot evaluate is dropped (counted and logged), never retried: retrying
-// cannot change the outcome and would stall the project.
-func (p *triggerProcessor) record(ctx context.Context, c *pipelinecfg.Compiled, lr plog.LogRecord) (bool, error) {
+// cannot change the outcome and would stall the project. rec is the whole record as the
+// agent gets it, or nil when it was not (wholly) decoded.
+func (p *triggerProcessor) record(ctx context.Context, c *pipelinecfg.Compiled, lr plog.LogRecord) (bool, *ottlevent.Record, error) {
 	if c.Trigger.String() == "" && c.Transforms == nil {
-		return true, nil // every record goes as it is: no need to decode it
+		return true, nil, nil // every record goes as it is: no need to decode it
 	}
 	it := pipelinedata.Read(lr)
 	// Most records do not match: decode only what the trigger reads, and the whole
@@ -108,25 +183,28 @@ func (p *triggerProcessor) record(ctx context.Context, c *pipelinecfg.Compiled, 
 		rec, err = ottlevent.DecodeRecord(it.Body, it.Signal)
 	}
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	match, err := c.Trigger.Match(ctx, rec)
 	if err != nil || !match {
-		return false, err
+		return false, nil, err
 	}
 	if c.Transforms == nil {
-		return true, nil
+		if c.TriggerFields != nil {
+			return true, nil, nil
+		}
+		return true, rec, nil
 	}
 	if c.TriggerFields != nil {
 		if rec, err = ottlevent.DecodeRecord(it.Body, it.Signal); err != nil {
-			return false, err
+			return false, nil, err
 		}
 	}
 	if err := c.Transforms.Apply(ctx, rec); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if rec.Changed() {
 		pipelinedata.SetBody(lr, rec.AppendJSON(nil))
 	}
-	return true, nil
+	return true, rec, nil
 }

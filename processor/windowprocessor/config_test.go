@@ -56,9 +56,3 @@ func TestLoadConfig(t *testing.T) {
 		})
 	}
 }
-
-func TestCallBodyKeepsRecordBytes(t *testing.T) {
-	got := callBody([]byte(`{"n": 1.50}`), [][]byte{[]byte(`{"a":1}`), []byte(`{"b": 12345678901234567890}`)})
-	assert.Equal(t, `{"trigger":{"n": 1.50},"window":[{"a":1},{"b": 12345678901234567890}]}`, string(got))
-	assert.Equal(t, `{"trigger":{},"window":[]}`, string(callBody([]byte(`{}`), nil)))
-}

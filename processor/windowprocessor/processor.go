@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/agentbody"
+	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
@@ -74,6 +76,10 @@ func outcome(o string) metric.MeasurementOption {
 	return metric.WithAttributes(attribute.String("outcome", o))
 }
 
+func truncation(t string) metric.MeasurementOption {
+	return metric.WithAttributes(attribute.String("truncation", t))
+}
+
 func (p *windowProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
 	project, c, ok, err := p.pipelines.ForRequest(ctx)
 	if !ok || (err == nil && !c.Window) {
@@ -127,13 +133,9 @@ func (p *windowProcessor) record(ctx context.Context, project string, c *pipelin
 	}
 	now := time.Now()
 	if match, err := c.Trigger.Match(ctx, rec); err == nil && match {
-		window, err := p.store.Window(ctx, project, group, now.Add(-c.WindowDuration))
-		if err != nil {
+		if err := p.trigger(ctx, project, c, it, rec, body, group, now, calls); err != nil {
 			return err
 		}
-		pipelinedata.Append(calls, pipelinedata.Item{Body: callBody(body, window), Signal: it.Signal, Kind: pipelinedata.KindWindowCall, Seq: it.Seq})
-		p.tel.WindowRecords.Add(ctx, 1, outcome("triggered"))
-		p.tel.WindowSize.Record(ctx, int64(len(window)))
 	}
 	if pass, err := c.ContextFilter.Match(ctx, rec); err == nil && pass {
 		if err := p.store.Add(ctx, project, group, it.Seq, body, now, c.WindowDuration); err != nil {
@@ -144,27 +146,51 @@ func (p *windowProcessor) record(ctx context.Context, project string, c *pipelin
 	return nil
 }
 
+// trigger emits the call of a trigger, unless its dedup key is cooling down: then the
+// trigger is held back, counted for the key's next call, and marked suppressed in the
+// ledger. The window is cut to the project's budget.
+func (p *windowProcessor) trigger(ctx context.Context, project string, c *pipelinecfg.Compiled, it pipelinedata.Item,
+	rec *ottlevent.Record, body []byte, group string, now time.Time, calls plog.LogRecordSlice) error {
+	var suppressed int64
+	if c.Cooldown > 0 {
+		key := group
+		if c.DedupKey != nil {
+			var err error
+			if key, err = c.DedupKey.String(ctx, rec); err != nil {
+				key = "" // as the group key: a record without the field shares the empty key
+			}
+		}
+		pass, n, err := p.store.Pass(ctx, project, key, it.Seq, c.Cooldown)
+		if err != nil {
+			return err
+		}
+		if !pass {
+			deliverylog.OutcomeFrom(ctx).Suppressed([]uint64{it.Seq})
+			p.tel.WindowSuppressed.Add(ctx, 1)
+			return nil
+		}
+		suppressed = n
+	}
+	window, total, err := p.store.Window(ctx, project, group, now.Add(-c.WindowDuration), c.WindowMaxEvents)
+	if err != nil {
+		return err
+	}
+	kept, markers := agentbody.FitWindow(window, c.WindowMaxBytes)
+	leftOut := total - len(kept)
+	if leftOut > 0 {
+		p.tel.WindowTruncated.Add(ctx, int64(leftOut), truncation("left_out"))
+	}
+	if markers > 0 {
+		p.tel.WindowTruncated.Add(ctx, int64(markers), truncation("cut"))
+	}
+	pipelinedata.Append(calls, pipelinedata.Item{Body: agentbody.WindowCall(body, kept, leftOut, suppressed), Signal: it.Signal,
+		Kind: pipelinedata.KindWindowCall, Seq: it.Seq, Suppressed: suppressed, Group: group})
+	p.tel.WindowRecords.Add(ctx, 1, outcome("triggered"))
+	p.tel.WindowSize.Record(ctx, int64(len(kept)))
+	return nil
+}
+
 func (p *windowProcessor) skip(ctx context.Context, project string, err error) {
 	p.tel.WindowRecords.Add(ctx, 1, outcome("error"))
 	p.logger.Warn("record skipped: a transform or expression failed on it", zap.String("project_id", project), zap.Error(err))
-}
-
-// callBody is {"trigger": <record>, "window": [<records>]}, with every record's bytes
-// inserted as they are.
-func callBody(trigger []byte, window [][]byte) []byte {
-	n := len(trigger) + 24
-	for _, w := range window {
-		n += len(w) + 1
-	}
-	b := make([]byte, 0, n)
-	b = append(b, `{"trigger":`...)
-	b = append(b, trigger...)
-	b = append(b, `,"window":[`...)
-	for i, w := range window {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, w...)
-	}
-	return append(b, "]}"...)
 }

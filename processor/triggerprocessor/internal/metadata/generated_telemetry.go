@@ -23,10 +23,11 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter          metric.Meter
-	mu             sync.Mutex
-	registrations  []metric.Registration
-	TriggerRecords metric.Int64Counter
+	meter             metric.Meter
+	mu                sync.Mutex
+	registrations     []metric.Registration
+	TriggerRecords    metric.Int64Counter
+	TriggerSuppressed metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -61,6 +62,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.TriggerRecords, err = builder.meter.Int64Counter(
 		"otelcol_trigger_records",
 		metric.WithDescription("Records by trigger outcome: matched, dropped, or error (the trigger or a transform failed on the record). [Beta]"),
+		metric.WithUnit(""),
+	)
+	errs = errors.Join(errs, err)
+	builder.TriggerSuppressed, err = builder.meter.Int64Counter(
+		"otelcol_trigger_suppressed",
+		metric.WithDescription("Matched records held back because their dedup key was cooling down (cooldown_seconds); the key's next record carries their count. [Beta]"),
 		metric.WithUnit(""),
 	)
 	errs = errors.Join(errs, err)

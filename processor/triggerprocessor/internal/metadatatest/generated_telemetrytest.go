@@ -36,3 +36,19 @@ func AssertEqualTriggerRecords(t *testing.T, tt *componenttest.Telemetry, dps []
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
+
+func AssertEqualTriggerSuppressed(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_trigger_suppressed",
+		Description: "Matched records held back because their dedup key was cooling down (cooldown_seconds); the key's next record carries their count. [Beta]",
+		Unit:        "",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_trigger_suppressed")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}

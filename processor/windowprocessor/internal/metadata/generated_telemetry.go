@@ -23,11 +23,13 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter         metric.Meter
-	mu            sync.Mutex
-	registrations []metric.Registration
-	WindowRecords metric.Int64Counter
-	WindowSize    metric.Int64Histogram
+	meter            metric.Meter
+	mu               sync.Mutex
+	registrations    []metric.Registration
+	WindowRecords    metric.Int64Counter
+	WindowSize       metric.Int64Histogram
+	WindowSuppressed metric.Int64Counter
+	WindowTruncated  metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -68,6 +70,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.WindowSize, err = builder.meter.Int64Histogram(
 		"otelcol_window_size",
 		metric.WithDescription("Records in the window sent with each trigger. [Beta]"),
+		metric.WithUnit(""),
+	)
+	errs = errors.Join(errs, err)
+	builder.WindowSuppressed, err = builder.meter.Int64Counter(
+		"otelcol_window_suppressed",
+		metric.WithDescription("Triggers held back because their dedup key was cooling down (cooldown_seconds); the key's next call carries their count. [Beta]"),
+		metric.WithUnit(""),
+	)
+	errs = errors.Join(errs, err)
+	builder.WindowTruncated, err = builder.meter.Int64Counter(
+		"otelcol_window_truncated",
+		metric.WithDescription("Window records cut to the window budget: left_out (older records not sent, counted in window_truncated) or cut (one record larger than window_max_bytes, sent as a marker). [Beta]"),
 		metric.WithUnit(""),
 	)
 	errs = errors.Join(errs, err)

@@ -21,11 +21,19 @@ func TestSetupTelemetry(t *testing.T) {
 	defer tb.Shutdown()
 	tb.WindowRecords.Add(context.Background(), 1)
 	tb.WindowSize.Record(context.Background(), 1)
+	tb.WindowSuppressed.Add(context.Background(), 1)
+	tb.WindowTruncated.Add(context.Background(), 1)
 	AssertEqualWindowRecords(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualWindowSize(t, testTel,
 		[]metricdata.HistogramDataPoint[int64]{{}}, metricdatatest.IgnoreValue(),
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualWindowSuppressed(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualWindowTruncated(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 
 	require.NoError(t, testTel.Shutdown(context.Background()))
