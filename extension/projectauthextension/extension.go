@@ -213,6 +213,8 @@ func outcome(err error) string {
 		return "not_found"
 	case errors.Is(err, tenant.ErrInvalidToken):
 		return "invalid_token"
+	case errors.Is(err, ErrForbidden):
+		return "forbidden"
 	default:
 		return "invalid_key"
 	}

@@ -171,7 +171,7 @@ func (a *authenticator) console(headers map[string][]string, projectID string) (
 		if grant != c.Grant {
 			return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidToken, msgConsoleOldGrant)
 		}
-		return tenant.Principal{ProjectID: c.ProjectID, Scope: tenant.ScopeConsole, KeyID: "user:" + c.UserID}, nil
+		return tenant.Principal{ProjectID: c.ProjectID, Scope: tenant.ScopeConsole, KeyID: consoleUserPrefix + c.UserID}, nil
 	}
 	if key == "" {
 		key = tok
@@ -189,6 +189,9 @@ func (a *authenticator) console(headers map[string][]string, projectID string) (
 	return tenant.Principal{ProjectID: e.ProjectID, KeyID: e.KeyID, AccountID: e.AccountID, Scope: e.Scope}, nil
 }
 
+// consoleUserPrefix starts the KeyID of a console token's principal; the user id follows.
+const consoleUserPrefix = "user:"
+
 // looksLikeJWT tells a compact JWT (three base64url parts, a JSON header) from an API key.
 func looksLikeJWT(s string) bool {
 	return strings.HasPrefix(s, "eyJ") && strings.Count(s, ".") == 2
@@ -198,3 +201,58 @@ func looksLikeJWT(s string) bool {
 // streams; the ingest receiver reads recent records through it for the console. Nil
 // before Start.
 func (a *authenticator) JetStream() jetstream.JetStream { return a.js }
+
+// Roles that may change a project's data-plane state through the console (replay).
+const (
+	roleOwner = "owner"
+	roleAdmin = "admin"
+)
+
+const (
+	msgWriteNeedsToken = "replaying deliveries needs a console token of the project's owner or an admin (`Authorization: Bearer <token>` from the control plane, as the dashboard sends it); an API key only reads"
+	msgWriteNeedsRole  = "only the project's owner and admins may replay deliveries; ask one of them, or to be made an admin"
+)
+
+// forbiddenError is the outcome of a credential that opens the project but may not do
+// what was asked. Callers recognise it by its Forbidden method (so they need not import
+// this package) and answer 403 with tenant.Message.
+type forbiddenError struct{}
+
+func (forbiddenError) Error() string   { return "forbidden" }
+func (forbiddenError) Forbidden() bool { return true }
+
+// ErrForbidden is wrapped by AuthorizeConsoleWrite's refusals of a credential that opens
+// the project but may not change it.
+var ErrForbidden error = forbiddenError{}
+
+// AuthorizeConsoleWrite authorizes a console request that changes projectID's data
+// (a replay of deliveries): only a console token whose user is, per the mirror now, the
+// project's owner or an admin. Everything AuthenticateConsole refuses is refused the same
+// way (another project's credential is tenant.ErrNotFound); a credential that would
+// read but may not write (an API key, a member's or viewer's token) wraps ErrForbidden.
+// The role is read from the mirror, not the token, so a demotion takes effect at once.
+func (a *authenticator) AuthorizeConsoleWrite(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error) {
+	p, err := a.consoleWrite(headers, projectID)
+	a.tel.ProjectauthRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err)), attribute.String("surface", "console_write")))
+	if err != nil {
+		return ctx, err
+	}
+	return tenant.NewContext(ctx, p), nil
+}
+
+func (a *authenticator) consoleWrite(headers map[string][]string, projectID string) (tenant.Principal, error) {
+	p, err := a.console(headers, projectID)
+	if err != nil {
+		return p, err
+	}
+	user, ok := strings.CutPrefix(p.KeyID, consoleUserPrefix)
+	if p.Scope != tenant.ScopeConsole || !ok {
+		return tenant.Principal{}, tenant.Refuse(ErrForbidden, msgWriteNeedsToken)
+	}
+	proj, _ := a.cache.Project(projectID)
+	switch proj.Roles[user] {
+	case roleOwner, roleAdmin:
+		return p, nil
+	}
+	return tenant.Principal{}, tenant.Refuse(ErrForbidden, msgWriteNeedsRole)
+}

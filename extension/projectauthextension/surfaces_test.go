@@ -252,3 +252,59 @@ func TestConsoleAuth(t *testing.T) {
 	assert.ErrorIs(t, err, tenant.ErrNotFound, "a token of a project the mirror never had")
 	assert.Equal(t, msgConsoleNoProject, tenant.Message(err, ""))
 }
+
+// Replay changes a project's data: only a console token of its owner or an admin, by the
+// role the mirror holds now. Whatever would not even read is refused as a read is.
+func TestConsoleWriteNeedsOwnerOrAdminToken(t *testing.T) {
+	a, f := startWith(t, nil)
+	ctx := context.Background()
+	require.NoError(t, f.m.PutProject(ctx, mirror.Project{ID: "p1", AccountID: "a1", Version: 2,
+		Members: map[string]int64{"u1": 1000, "u2": 2000, "u3": 3000, "u4": 4000},
+		Roles:   map[string]string{"u1": "owner", "u2": "admin", "u3": "member", "u4": "viewer"}}))
+	require.Eventually(t, func() bool { p, _ := a.cache.Project("p1"); return p.Version == 2 }, 5*time.Second, 10*time.Millisecond)
+	bearerOf := func(user string, grant int64, project string) map[string][]string {
+		tok, err := consoletoken.Issue(f.consolePriv, consoletoken.Claims{UserID: user, ProjectID: project, Grant: grant}, time.Minute, time.Now())
+		require.NoError(t, err)
+		return map[string][]string{"Authorization": {"Bearer " + tok}}
+	}
+	write := func(project string, h map[string][]string) (tenant.Principal, error) {
+		ctx, err := a.AuthorizeConsoleWrite(context.Background(), h, project)
+		p, _ := tenant.FromContext(ctx)
+		return p, err
+	}
+	p, err := write("p1", bearerOf("u1", 1000, "p1"))
+	require.NoError(t, err, "owner")
+	assert.Equal(t, tenant.Principal{ProjectID: "p1", Scope: tenant.ScopeConsole, KeyID: "user:u1"}, p)
+	_, err = write("p1", bearerOf("u2", 2000, "p1"))
+	require.NoError(t, err, "admin")
+
+	for name, c := range map[string]struct {
+		project string
+		headers map[string][]string
+		want    error
+		msg     string
+	}{
+		"member":             {"p1", bearerOf("u3", 3000, "p1"), ErrForbidden, msgWriteNeedsRole},
+		"viewer":             {"p1", bearerOf("u4", 4000, "p1"), ErrForbidden, msgWriteNeedsRole},
+		"API key":            {"p1", map[string][]string{"X-Api-Key": {f.project}}, ErrForbidden, msgWriteNeedsToken},
+		"API key as Bearer":  {"p1", map[string][]string{"Authorization": {"Bearer " + f.project}}, ErrForbidden, msgWriteNeedsToken},
+		"owner's token, B":   {"p2", bearerOf("u1", 1000, "p1"), tenant.ErrNotFound, msgConsoleNoProject},
+		"A's key for B":      {"p2", map[string][]string{"X-Api-Key": {f.project}}, tenant.ErrNotFound, msgConsoleNoProject},
+		"nothing":            {"p1", map[string][]string{}, tenant.ErrMissingKey, msgConsoleMissing},
+		"B's owner token, A": {"p1", bearerOf("u1", 1000, "p2"), tenant.ErrNotFound, msgConsoleNoProject},
+	} {
+		_, err := write(c.project, c.headers)
+		require.ErrorIs(t, err, c.want, name)
+		assert.Equal(t, c.msg, tenant.Message(err, ""), name)
+		var f interface{ Forbidden() bool }
+		assert.Equal(t, c.want == ErrForbidden, errors.As(err, &f), "%s: recognised by its Forbidden method", name)
+	}
+
+	// An admin demoted to member loses replay at once, with the token they hold.
+	require.NoError(t, f.m.PutProject(ctx, mirror.Project{ID: "p1", AccountID: "a1", Version: 3,
+		Members: map[string]int64{"u1": 1000, "u2": 2000}, Roles: map[string]string{"u1": "owner", "u2": "member"}}))
+	require.Eventually(t, func() bool {
+		_, err := write("p1", bearerOf("u2", 2000, "p1"))
+		return errors.Is(err, ErrForbidden)
+	}, 5*time.Second, 10*time.Millisecond, "a demoted admin still replays")
+}

@@ -2,10 +2,13 @@ package ingestreceiver
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/confmap"
+
+	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
 )
 
 // Config of the ingest receiver.
@@ -26,14 +29,41 @@ type Config struct {
 	// that requests being read and decoded may hold at once; past it requests get 503 with
 	// Retry-After.
 	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes"`
+	// DeliveryLog names what the console's delivery-log endpoints read beside the log.
+	DeliveryLog DeliveryLogConfig `mapstructure:"delivery_log"`
+	// Console configures the console API the dashboard calls from the browser.
+	Console ConsoleConfig `mapstructure:"console"`
+}
+
+// ConsoleConfig configures the console API (/console/v1/...).
+type ConsoleConfig struct {
+	// AllowedOrigins are the origins whose pages may call the console API from a browser
+	// (CORS): the dashboard's, e.g. http://localhost:8080. A page of any other origin gets
+	// no Access-Control-Allow-Origin. An entry may list several, separated by commas.
+	AllowedOrigins []string `mapstructure:"allowed_origins"`
+}
+
+// DeliveryLogConfig names the consumers whose backlog the console's ledger shows as
+// pending; they must match the jetstream receivers' durable settings of the pipeline and
+// sink roles.
+type DeliveryLogConfig struct {
+	// PipelineDurable is the pipeline's durable consumer on each raw stream.
+	PipelineDurable string `mapstructure:"pipeline_durable"`
+	// SinkDurable is the sink role's durable prefix ("<prefix>-<sink id>").
+	SinkDurable string `mapstructure:"sink_durable"`
+	// ReplayReplicas are the replicas of the replay queue when a replay is first to need
+	// it (an existing queue is left as it is).
+	ReplayReplicas int `mapstructure:"replay_replicas"`
 }
 
 // ownSettings are the keys of Config beside the HTTP server's.
 type ownSettings struct {
-	RetryAfter           time.Duration `mapstructure:"retry_after"`
-	MaxObjectsPerRequest int           `mapstructure:"max_objects_per_request"`
-	MaxRecordsPerRequest int           `mapstructure:"max_records_per_request"`
-	MaxInflightBytes     int64         `mapstructure:"max_inflight_bytes"`
+	RetryAfter           time.Duration     `mapstructure:"retry_after"`
+	MaxObjectsPerRequest int               `mapstructure:"max_objects_per_request"`
+	MaxRecordsPerRequest int               `mapstructure:"max_records_per_request"`
+	MaxInflightBytes     int64             `mapstructure:"max_inflight_bytes"`
+	DeliveryLog          DeliveryLogConfig `mapstructure:"delivery_log"`
+	Console              ConsoleConfig     `mapstructure:"console"`
 }
 
 // Unmarshal is needed because confighttp.ServerConfig has an Unmarshal of its own that,
@@ -44,12 +74,13 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 		return err
 	}
 	own := ownSettings{RetryAfter: c.RetryAfter, MaxObjectsPerRequest: c.MaxObjectsPerRequest,
-		MaxRecordsPerRequest: c.MaxRecordsPerRequest, MaxInflightBytes: c.MaxInflightBytes}
+		MaxRecordsPerRequest: c.MaxRecordsPerRequest, MaxInflightBytes: c.MaxInflightBytes, DeliveryLog: c.DeliveryLog, Console: c.Console}
 	if err := conf.Unmarshal(&own, confmap.WithIgnoreUnused()); err != nil {
 		return err
 	}
 	c.RetryAfter, c.MaxObjectsPerRequest = own.RetryAfter, own.MaxObjectsPerRequest
 	c.MaxRecordsPerRequest, c.MaxInflightBytes = own.MaxRecordsPerRequest, own.MaxInflightBytes
+	c.DeliveryLog, c.Console = own.DeliveryLog, own.Console
 	return nil
 }
 
@@ -76,6 +107,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInflightBytes < 1<<20 {
 		errs = append(errs, errors.New("max_inflight_bytes must be at least 1 MiB, e.g. 134217728"))
+	}
+	if c.DeliveryLog.PipelineDurable == "" || c.DeliveryLog.SinkDurable == "" {
+		errs = append(errs, errors.New("delivery_log.pipeline_durable and delivery_log.sink_durable must name the pipeline's and the sinks' durable consumers, e.g. svc-pipeline and svc-sink"))
+	}
+	if _, err := console.ParseOrigins(c.Console.AllowedOrigins); err != nil {
+		errs = append(errs, fmt.Errorf("console.allowed_origins: %w", err))
+	}
+	if c.DeliveryLog.ReplayReplicas < 0 {
+		errs = append(errs, errors.New("delivery_log.replay_replicas must not be negative"))
 	}
 	return errors.Join(errs...)
 }

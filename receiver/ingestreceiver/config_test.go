@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/metadata"
 )
 
@@ -24,6 +25,9 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, 10*time.Second, def.ReadHeaderTimeout, "a client trickling headers is cut off")
 	require.True(t, def.Keepalive.HasValue())
 	assert.Equal(t, time.Minute, def.Keepalive.Get().IdleTimeout)
+	assert.Equal(t, DeliveryLogConfig{PipelineDurable: "svc-pipeline", SinkDurable: "svc-sink", ReplayReplicas: 1}, def.DeliveryLog,
+		"the durable names the shipped configs give the pipeline and sink roles")
+	assert.Equal(t, []string{"http://localhost:8080"}, def.Console.AllowedOrigins, "the dashboard of `make run`")
 }
 
 func TestLoadConfig(t *testing.T) {
@@ -44,12 +48,19 @@ func TestLoadConfig(t *testing.T) {
 			assert.Equal(t, 2000, cfg.MaxRecordsPerRequest)
 			assert.Equal(t, int64(64<<20), cfg.MaxInflightBytes)
 			assert.True(t, cfg.TLS.HasValue())
+			assert.Equal(t, DeliveryLogConfig{PipelineDurable: "pipe", SinkDurable: "out", ReplayReplicas: 3}, cfg.DeliveryLog)
+			// One environment variable may name several origins.
+			origins, err := console.ParseOrigins(cfg.Console.AllowedOrigins)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"https://dash.example.com", "http://localhost:8080"}, origins)
 		}},
 		{id: component.NewIDWithName(metadata.Type, "noauth"), errs: []string{"auth.authenticator is required"}},
 		{id: component.NewIDWithName(metadata.Type, "noobjects"), errs: []string{
 			"max_objects_per_request must be positive",
 			"max_records_per_request must be positive",
 			"max_inflight_bytes must be at least 1 MiB",
+			"delivery_log.pipeline_durable and delivery_log.sink_durable must name",
+			`console.allowed_origins: "https://dash.example.com/app" is not an origin`,
 		}},
 	}
 	for _, tt := range tests {

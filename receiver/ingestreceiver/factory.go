@@ -2,7 +2,8 @@
 // metrics, JSON events and push sources' payloads, each authenticated to a project by the
 // projectauth extension. It hands records to the pipeline synchronously, so its answer
 // reflects whether they were stored. It also serves the console's read API (a project's
-// recent records and their field paths), read straight from the project's stream.
+// recent records and their field paths, its delivery log, ledger and traces, and replays of
+// its deliveries), read straight from NATS.
 package ingestreceiver
 
 //go:generate ../../bin/mdatagen metadata.yaml
@@ -19,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 
 	"github.com/otelcol-svc/otelcol-svc/components/shared"
+	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/metadata"
 )
 
@@ -62,8 +64,13 @@ func createDefaultConfig() component.Config {
 	// usual load balancer idle timeouts (60 s), which must be the shorter side.
 	server.Keepalive = configoptional.Some(confighttp.KeepaliveServerConfig{IdleTimeout: defaultIdleTimeout})
 	return &Config{ServerConfig: server, RetryAfter: 5 * time.Second, MaxObjectsPerRequest: defaultMaxObjects,
-		MaxRecordsPerRequest: defaultMaxRecords, MaxInflightBytes: defaultMaxInflightBytes}
+		MaxRecordsPerRequest: defaultMaxRecords, MaxInflightBytes: defaultMaxInflightBytes,
+		DeliveryLog: DeliveryLogConfig{PipelineDurable: console.DefaultPipelineDurable, SinkDurable: console.DefaultSinkDurable, ReplayReplicas: 1},
+		Console:     ConsoleConfig{AllowedOrigins: []string{defaultDashboardOrigin}}}
 }
+
+// defaultDashboardOrigin is where `make run` serves the dashboard (contract section 13).
+const defaultDashboardOrigin = "http://localhost:8080"
 
 var instances shared.Map[*Config, *ingestReceiver]
 

@@ -2,16 +2,23 @@ package ingestreceiver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/eventjson"
 	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/components/requestid"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 )
 
 // agentOutput is the body of POST /internal/agent-output (contract section 3).
@@ -59,10 +66,12 @@ func (r *ingestReceiver) agentOutput(w http.ResponseWriter, req *http.Request) (
 	if aerr != nil {
 		return "", aerr
 	}
-	err := r.consumePrebuilt(ctx, ingestctx.Info{Prebuilt: "agent_output", Output: true, RequestID: out.RequestID}, [][]byte{out.Payload})
-	if err != nil {
+	p, _ := tenant.FromContext(ctx)
+	info := ingestctx.Info{Prebuilt: "agent_output", Output: true, RequestID: out.RequestID, Unmatched: r.unmatched(p.ProjectID, out.RequestID)}
+	if err := r.consumePrebuilt(ctx, info, [][]byte{out.Payload}); err != nil {
 		return "", r.consumeError(err)
 	}
+	r.results.count(p.ProjectID, info.Unmatched)
 	return out.RequestID, nil
 }
 
@@ -129,4 +138,56 @@ func jsonKind(v string) string {
 		return "true or false"
 	}
 	return "a " + v
+}
+
+// unmatched reports whether a result for project names a call the service never issued
+// to it (made up, or another project's): it is stored all the same, marked, so the owner
+// notices. Before the key is loaded nothing is marked: a false alarm on every result
+// would teach owners to ignore the mark.
+func (r *ingestReceiver) unmatched(project, requestID string) bool {
+	ids := r.ids.Load()
+	return ids != nil && !ids.Issued(project, requestID)
+}
+
+const (
+	issuerLoadTimeout  = 5 * time.Second
+	issuerRetryInitial = 250 * time.Millisecond
+	issuerRetryMax     = 30 * time.Second
+)
+
+// startIssuer loads the deployment's request-id key in the background, retrying while
+// NATS is away: the receiver must start, and take results, without it.
+func (r *ingestReceiver) startIssuer(js jetstream.JetStream) {
+	if js == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stopIDs = cancel
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.loadIssuer(ctx, js)
+	}()
+}
+
+func (r *ingestReceiver) loadIssuer(ctx context.Context, js jetstream.JetStream) {
+	wait := issuerRetryInitial
+	for logged := false; ; logged = true {
+		lctx, cancel := context.WithTimeout(ctx, issuerLoadTimeout)
+		ids, err := requestid.Load(lctx, js)
+		cancel()
+		if err == nil {
+			r.ids.Store(ids)
+			return
+		}
+		if !logged {
+			r.settings.Logger.Debug("request-id key not loaded yet: agent results are not marked unmatched until it is; retrying", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, issuerRetryMax)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -26,6 +27,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
 	"github.com/otelcol-svc/otelcol-svc/components/records"
+	"github.com/otelcol-svc/otelcol-svc/components/requestid"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/otlphttp"
@@ -47,6 +49,15 @@ type ingestReceiver struct {
 	console *console.API
 	server  *http.Server
 	wg      sync.WaitGroup
+
+	// ids recognises the request ids of agent calls; nil until the deployment's key is
+	// loaded (see loadIssuer), and results are not marked unmatched meanwhile.
+	ids     atomic.Pointer[requestid.Issuer]
+	stopIDs context.CancelFunc
+
+	// results counts agent results in the projects' ledgers (results.go).
+	results    resultCounts
+	stopLedger context.CancelFunc
 }
 
 func newReceiver(cfg *Config, set receiver.Settings) (*ingestReceiver, error) {
@@ -88,6 +99,10 @@ func (r *ingestReceiver) Start(ctx context.Context, host component.Host) error {
 		return err
 	}
 	r.settings.Logger.Info("ingest receiver listening", zap.String("endpoint", ln.Addr().String()))
+	if r.dp != nil {
+		r.startIssuer(r.dp.JetStream())
+		r.startLedger(r.dp.JetStream())
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -103,7 +118,18 @@ func (r *ingestReceiver) Shutdown(ctx context.Context) error {
 	if r.server != nil {
 		err = r.server.Shutdown(ctx)
 	}
+	if r.stopIDs != nil {
+		r.stopIDs()
+	}
+	if r.stopLedger != nil {
+		r.stopLedger()
+	}
 	r.wg.Wait()
+	// The server is closed: no result is counted after this flush. Counts NATS cannot
+	// take now are lost, which must not fail the collector's shutdown.
+	if cerr := r.results.close(ctx); cerr != nil {
+		r.settings.Logger.Warn("the ledger could not store the last agent results' counts", zap.Error(cerr))
+	}
 	return err
 }
 
@@ -125,7 +151,11 @@ func (r *ingestReceiver) routes() http.Handler {
 }
 
 func (r *ingestReceiver) newConsole() *console.API {
-	set := console.Settings{Refuse: r.authRefusal, RetryAfter: r.cfg.RetryAfter, Logger: r.settings.Logger}
+	set := console.Settings{Refuse: r.authRefusal, RetryAfter: r.cfg.RetryAfter, Logger: r.settings.Logger,
+		PipelineDurable: r.cfg.DeliveryLog.PipelineDurable, SinkDurable: r.cfg.DeliveryLog.SinkDurable,
+		ReplayReplicas: r.cfg.DeliveryLog.ReplayReplicas}
+	// Validate checked them.
+	set.AllowedOrigins, _ = console.ParseOrigins(r.cfg.Console.AllowedOrigins)
 	if r.dp != nil {
 		set.Auth = r.dp
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/metadata"
 )
@@ -54,7 +55,15 @@ func (f *fakeAuth) AuthenticateConsole(ctx context.Context, headers map[string][
 	return tenant.NewContext(ctx, tenant.Principal{ProjectID: projectID}), nil
 }
 
+// AuthorizeConsoleWrite lets the key write too: the real role check is the projectauth
+// extension's.
+func (f *fakeAuth) AuthorizeConsoleWrite(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error) {
+	return f.AuthenticateConsole(ctx, headers, projectID)
+}
+
 func (f *fakeAuth) JetStream() jetstream.JetStream { return f.js }
+
+func (f *fakeAuth) MirrorCache() *mirrorcache.Cache { return nil }
 
 // consumed is one request's records as the pipeline got them.
 type consumed struct {

@@ -2,18 +2,25 @@
 // dashboard's views read a project's records here, from the browser, so payloads never
 // pass through the control plane.
 //
-//	GET /console/v1/projects/{project_id}/events?limit=50&source_id=<id>
-//	GET /console/v1/projects/{project_id}/fields?limit=100&source_id=<id>
+//	GET  /console/v1/projects/{project_id}/events?limit=50&source_id=<id>
+//	GET  /console/v1/projects/{project_id}/fields?limit=100&source_id=<id>
+//	GET  /console/v1/projects/{project_id}/deliveries?state=&kind=&since=&limit=
+//	GET  /console/v1/projects/{project_id}/deliveries/{delivery_id}
+//	POST /console/v1/projects/{project_id}/deliveries/replay
+//	GET  /console/v1/projects/{project_id}/ledger
+//	GET  /console/v1/projects/{project_id}/trace?seq=N | ?request_id=req_...
+//	POST /console/v1/projects/{project_id}/pipeline/dry-run
 //
-// Every endpoint shares what api.go does (CORS, GET only, the console credential checked
+// Every endpoint shares what api.go does (CORS, one method, the console credential checked
 // against the project, a bounded number of reads at once, a time limit, the JSON answer);
-// an endpoint is one file that parses its query and reads (events.go, fields.go). Add it
-// to endpoints() below.
+// an endpoint is one file that parses its request and reads (events.go, fields.go,
+// deliveries.go, replay.go, ledger.go, trace.go, dryrun.go). Add it to endpoints() below.
 package console
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -24,7 +31,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 )
 
 const (
@@ -39,11 +48,16 @@ const (
 )
 
 // Authenticator is what the projectauth extension offers the console: whether a request's
-// credential (API key or console token) opens the project, and the NATS connection reads
-// go through.
+// credential (API key or console token) opens the project, whether it may also change it
+// (replay), the NATS connection reads go through, and the mirror (a project's sinks).
 type Authenticator interface {
 	AuthenticateConsole(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error)
+	// AuthorizeConsoleWrite refuses what AuthenticateConsole refuses, and a credential
+	// that may read but not write with an error that has a Forbidden() bool method.
+	AuthorizeConsoleWrite(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error)
 	JetStream() jetstream.JetStream
+	// MirrorCache may return nil (no mirror): the ledger then lists no destinations.
+	MirrorCache() *mirrorcache.Cache
 }
 
 // Settings are the API's dependencies, given by the receiver.
@@ -57,6 +71,15 @@ type Settings struct {
 	// RetryAfter is advertised by 503 answers.
 	RetryAfter time.Duration
 	Logger     *zap.Logger
+	// PipelineDurable and SinkDurable name the consumers whose backlog the ledger shows
+	// as pending (deliverylog.ViewOptions); ReplayReplicas is the replay queue's
+	// replicas when the console is first to create it.
+	PipelineDurable string
+	SinkDurable     string
+	ReplayReplicas  int
+	// AllowedOrigins are the origins (scheme://host[:port], as ParseOrigins gives them)
+	// whose pages may call the API from a browser: the dashboard's. None: no CORS.
+	AllowedOrigins []string
 }
 
 // API serves the console read endpoints.
@@ -65,26 +88,59 @@ type API struct {
 	// reads holds a token per running read: memory is per process, so the bound is per
 	// receiver instance rather than per project.
 	reads chan struct{}
+	// replays makes sure the replay queue exists, once per API.
+	replays replayQueue
+	// origins is Settings.AllowedOrigins as a set.
+	origins map[string]bool
 }
 
 // New returns the API.
 func New(set Settings) *API {
-	return &API{set: set, reads: make(chan struct{}, maxReads)}
+	a := &API{set: set, reads: make(chan struct{}, maxReads), origins: map[string]bool{}}
+	for _, o := range set.AllowedOrigins {
+		a.origins[o] = true
+	}
+	return a
 }
 
-// endpoint is one read, GET /console/v1/projects/{project_id}/<name>.
+// endpoint is one request, GET (or POST) /console/v1/projects/{project_id}/<name>.
 type endpoint struct {
+	// name is the path after the project; it may hold wildcards ({delivery_id}).
 	name string
-	// parse checks the query before a read slot is taken, and returns the read.
-	parse func(q url.Values) (readFunc, *apierror.Error)
+	// post marks an endpoint that takes POST (with a JSON body) rather than GET and HEAD.
+	post bool
+	// write marks an endpoint that changes the project (AuthorizeConsoleWrite) rather
+	// than only reads it (AuthenticateConsole).
+	write bool
+	// status answers success; 0 means 200.
+	status int
+	// parse checks the request (query, path, body) before a read slot is taken, and
+	// returns the read.
+	parse func(req *http.Request) (readFunc, *apierror.Error)
+	// parseDetailed replaces parse for an endpoint whose refusals say more than a code
+	// and a message (the dry run's invalid_pipeline names the field and the position).
+	parseDetailed func(req *http.Request) (readFunc, *refusal)
 }
 
-// readFunc reads an authenticated project's data and returns the JSON answer. An error is
-// answered 503: storage could not be read.
+// refusal is an error answer with details added to its error object beside the code
+// and message.
+type refusal struct {
+	*apierror.Error
+	details map[string]any
+}
+
+// query adapts a parse step that needs only the query.
+func query(parse func(q url.Values) (readFunc, *apierror.Error)) func(*http.Request) (readFunc, *apierror.Error) {
+	return func(req *http.Request) (readFunc, *apierror.Error) { return parse(req.URL.Query()) }
+}
+
+// readFunc reads an authenticated project's data and returns the JSON answer. An
+// *apierror.Error is answered as it is; any other error 503: storage could not be read.
 type readFunc func(ctx context.Context, js jetstream.JetStream, projectID string) (any, error)
 
 func (a *API) endpoints() []endpoint {
-	return []endpoint{eventsEndpoint(), fieldsEndpoint()}
+	return []endpoint{eventsEndpoint(), fieldsEndpoint(), deliveriesEndpoint(), deliveryEndpoint(),
+		a.replayEndpoint(), a.ledgerEndpoint(), traceEndpoint(), dryRunEndpoint()}
 }
 
 // Register adds the console's paths to mux.
@@ -96,9 +152,9 @@ func (a *API) Register(mux *http.ServeMux) {
 		})
 		names = append(names, "/"+ep.name)
 	}
-	known := "/console/v1/projects/{project_id}" + strings.Join(names, " and ")
+	known := "/console/v1/projects/{project_id} followed by " + strings.Join(names, ", ")
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, req *http.Request) {
-		setCORS(w)
+		a.setCORS(w, req, "GET, OPTIONS")
 		if req.Method == http.MethodOptions {
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -108,19 +164,15 @@ func (a *API) Register(mux *http.ServeMux) {
 	})
 }
 
-// setCORS lets the dashboard, served from another origin, call the read API from the
-// browser. Any origin may: requests carry a bearer credential (API key or console token)
-// in a header, never a cookie, so a foreign page gains nothing it does not already hold.
-func setCORS(w http.ResponseWriter) {
-	h := w.Header()
-	h.Set("Access-Control-Allow-Origin", "*")
-	h.Set("Access-Control-Allow-Methods", "GET, OPTIONS")
-	h.Set("Access-Control-Allow-Headers", "Authorization, X-API-Key")
-	h.Set("Access-Control-Max-Age", "600")
+func (ep endpoint) allow() string {
+	if ep.post {
+		return "POST, OPTIONS"
+	}
+	return "GET, OPTIONS"
 }
 
 func (a *API) serve(w http.ResponseWriter, req *http.Request, ep endpoint) {
-	setCORS(w)
+	a.setCORS(w, req, ep.allow())
 	w.Header().Set("Cache-Control", "no-store")
 	if req.Method == http.MethodOptions {
 		w.WriteHeader(http.StatusNoContent)
@@ -129,9 +181,9 @@ func (a *API) serve(w http.ResponseWriter, req *http.Request, ep endpoint) {
 	answer, release, e := a.read(req, ep)
 	if e != nil {
 		if e.Status == http.StatusMethodNotAllowed {
-			w.Header().Set("Allow", "GET, OPTIONS")
+			w.Header().Set("Allow", ep.allow())
 		}
-		apierror.Write(w, e)
+		writeRefusal(w, e)
 		return
 	}
 	// The records stay in memory until the answer is written, so the read keeps its slot
@@ -139,7 +191,11 @@ func (a *API) serve(w http.ResponseWriter, req *http.Request, ep endpoint) {
 	defer release()
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(readTimeout))
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
+	status := ep.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
 	if req.Method == http.MethodHead {
 		return
 	}
@@ -150,28 +206,51 @@ func (a *API) serve(w http.ResponseWriter, req *http.Request, ep endpoint) {
 
 // read authenticates and reads; on success the caller calls release once the answer is
 // written.
-func (a *API) read(req *http.Request, ep endpoint) (answer any, release func(), e *apierror.Error) {
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		return nil, nil, apierror.New(http.StatusMethodNotAllowed, apierror.MethodNotAllowed, "only GET is allowed here")
+func (a *API) read(req *http.Request, ep endpoint) (answer any, release func(), r *refusal) {
+	answer, release, e, r := a.readDetailed(req, ep)
+	if e != nil {
+		return nil, nil, &refusal{Error: e}
+	}
+	return answer, release, r
+}
+
+func (a *API) readDetailed(req *http.Request, ep endpoint) (answer any, release func(), e *apierror.Error, r *refusal) {
+	switch {
+	case ep.post && req.Method != http.MethodPost:
+		return nil, nil, apierror.New(http.StatusMethodNotAllowed, apierror.MethodNotAllowed, "only POST is allowed here"), nil
+	case !ep.post && req.Method != http.MethodGet && req.Method != http.MethodHead:
+		return nil, nil, apierror.New(http.StatusMethodNotAllowed, apierror.MethodNotAllowed, "only GET is allowed here"), nil
 	}
 	projectID := req.PathValue("project_id")
 	if a.set.Auth == nil {
-		return nil, nil, apierror.New(http.StatusInternalServerError, apierror.Internal, "the console read API is not available because of a server configuration problem")
+		return nil, nil, apierror.New(http.StatusInternalServerError, apierror.Internal, "the console read API is not available because of a server configuration problem"), nil
 	}
-	ctx, err := a.set.Auth.AuthenticateConsole(req.Context(), req.Header, projectID)
+	authorize := a.set.Auth.AuthenticateConsole
+	if ep.write {
+		authorize = a.set.Auth.AuthorizeConsoleWrite
+	}
+	ctx, err := authorize(req.Context(), req.Header, projectID)
 	if err != nil {
-		return nil, nil, a.set.Refuse(err)
+		var f interface{ Forbidden() bool }
+		if errors.As(err, &f) && f.Forbidden() {
+			return nil, nil, apierror.New(http.StatusForbidden, apierror.Forbidden, tenant.Message(err, "your credentials may read this project but not change it")), nil
+		}
+		return nil, nil, a.set.Refuse(err), nil
 	}
 	if !streams.ValidProjectID(projectID) { // unreachable for an authenticated project
-		return nil, nil, apierror.New(http.StatusNotFound, apierror.NotFound, "no such project, or your credentials do not open it")
+		return nil, nil, apierror.New(http.StatusNotFound, apierror.NotFound, "no such project, or your credentials do not open it"), nil
 	}
-	run, e := ep.parse(req.URL.Query())
-	if e != nil {
-		return nil, nil, e
+	var run readFunc
+	if ep.parseDetailed != nil {
+		if run, r = ep.parseDetailed(req); r != nil {
+			return nil, nil, nil, r
+		}
+	} else if run, e = ep.parse(req); e != nil {
+		return nil, nil, e, nil
 	}
 	js := a.set.Auth.JetStream()
 	if js == nil {
-		return nil, nil, a.unavailable()
+		return nil, nil, a.unavailable(), nil
 	}
 	select {
 	case a.reads <- struct{}{}:
@@ -179,18 +258,23 @@ func (a *API) read(req *http.Request, ep endpoint) (answer any, release func(), 
 		busy := apierror.New(http.StatusServiceUnavailable, apierror.Unavailable,
 			"the receiver is serving as many console reads as it allows at once; retry in a moment")
 		busy.RetryAfter = a.set.RetryAfter
-		return nil, nil, busy
+		return nil, nil, busy, nil
 	}
 	release = func() { <-a.reads }
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	answer, err = run(ctx, js, projectID)
+	var ae *apierror.Error
+	if errors.As(err, &ae) {
+		release()
+		return nil, nil, ae, nil
+	}
 	if err != nil {
 		release()
 		a.set.Logger.Debug("console read failed", zap.String("project_id", projectID), zap.String("endpoint", ep.name), zap.Error(err))
-		return nil, nil, a.unavailable()
+		return nil, nil, a.unavailable(), nil
 	}
-	return answer, release, nil
+	return answer, release, nil, nil
 }
 
 func (a *API) unavailable() *apierror.Error {

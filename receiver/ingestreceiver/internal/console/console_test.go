@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
@@ -35,7 +36,15 @@ func (f consoleAuth) AuthenticateConsole(ctx context.Context, headers map[string
 	return tenant.NewContext(ctx, tenant.Principal{ProjectID: projectID}), nil
 }
 
+// AuthorizeConsoleWrite lets the key write too: the real role check is tested against the
+// projectauth extension (deliveries_test.go).
+func (f consoleAuth) AuthorizeConsoleWrite(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error) {
+	return f.AuthenticateConsole(ctx, headers, projectID)
+}
+
 func (f consoleAuth) JetStream() jetstream.JetStream { return f.js }
+
+func (f consoleAuth) MirrorCache() *mirrorcache.Cache { return nil }
 
 // consoleStack is the API served over HTTP, reading a real JetStream.
 type consoleStack struct {
@@ -61,7 +70,7 @@ func startConsoleOn(t *testing.T, js jetstream.JetStream) string {
 
 func serveConsole(t *testing.T, js jetstream.JetStream) (*API, string) {
 	t.Helper()
-	api := New(Settings{Auth: consoleAuth{js: js}, RetryAfter: 5 * time.Second, Logger: zap.NewNop(),
+	api := New(Settings{Auth: consoleAuth{js: js}, RetryAfter: 5 * time.Second, Logger: zap.NewNop(), AllowedOrigins: []string{dashboardOrigin},
 		Refuse: func(err error) *apierror.Error {
 			return apierror.New(http.StatusNotFound, apierror.NotFound, err.Error())
 		}})

@@ -16,11 +16,11 @@ const (
 )
 
 func eventsEndpoint() endpoint {
-	return endpoint{name: "events", parse: func(q url.Values) (readFunc, *apierror.Error) {
+	return endpoint{name: "events", parse: query(func(q url.Values) (readFunc, *apierror.Error) {
 		return recentRecords(q, defaultEventsLimit, maxEventsLimit, func(limit int) view {
 			return &eventsView{limit: limit, maxBytes: maxReadBytes}
 		})
-	}}
+	})}
 }
 
 type consoleEvent struct {

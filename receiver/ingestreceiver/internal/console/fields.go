@@ -19,11 +19,11 @@ const (
 )
 
 func fieldsEndpoint() endpoint {
-	return endpoint{name: "fields", parse: func(q url.Values) (readFunc, *apierror.Error) {
+	return endpoint{name: "fields", parse: query(func(q url.Values) (readFunc, *apierror.Error) {
 		return recentRecords(q, defaultFieldsLimit, maxFieldsLimit, func(limit int) view {
 			return &fieldsView{stats: newFieldStats(), limit: limit, maxBytes: maxReadBytes}
 		})
-	}}
+	})}
 }
 
 // Field paths of the Fields view.

@@ -1,0 +1,60 @@
+package console
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
+)
+
+// GET /console/v1/projects/{project_id}/ledger: the project's counts (contract section
+// 11: received, dropped, agent_calls, results, delivered, dead_lettered, pending) and
+// the rest of deliverylog.LedgerView (calls, unmatched, destinations, balanced,
+// unaccounted...), received and pending read from the streams now.
+
+// Defaults of the durable names, as the collector's configs name them.
+const (
+	DefaultPipelineDurable = "svc-pipeline"
+	DefaultSinkDurable     = "svc-sink"
+)
+
+func (a *API) ledgerEndpoint() endpoint {
+	return endpoint{name: "ledger", parse: query(func(url.Values) (readFunc, *apierror.Error) {
+		return func(ctx context.Context, js jetstream.JetStream, projectID string) (any, error) {
+			return deliverylog.View(ctx, js, projectID, deliverylog.ViewOptions{
+				PipelineDurable: orDefault(a.set.PipelineDurable, DefaultPipelineDurable),
+				SinkDurable:     orDefault(a.set.SinkDurable, DefaultSinkDurable),
+				Sinks:           a.enabledSinks(projectID),
+			})
+		}, nil
+	})}
+}
+
+// enabledSinks are the project's destinations that receive results now, per the mirror.
+func (a *API) enabledSinks(projectID string) []string {
+	cache := a.set.Auth.MirrorCache()
+	if cache == nil {
+		return nil
+	}
+	p, ok := cache.Project(projectID)
+	if !ok {
+		return nil
+	}
+	var ids []string
+	for _, s := range p.Sinks {
+		if s.Enabled {
+			ids = append(ids, s.ID)
+		}
+	}
+	return ids
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
