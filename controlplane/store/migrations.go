@@ -82,4 +82,18 @@ var migrations = []string{
 		last_used_at BIGINT NOT NULL DEFAULT 0
 	);
 	CREATE INDEX access_tokens_user ON access_tokens(user_id)`,
+	// 5: dashboard sessions get a table of their own: kept among the access tokens (ses_
+	// ids) they had to be filtered out of every token listing and revocation, and a slip
+	// there would show or revoke a session as a token. Those rows go; their users log in
+	// again. substr, not LIKE, because _ is a LIKE wildcard.
+	`CREATE TABLE sessions (
+		id           TEXT PRIMARY KEY,
+		user_id      TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+		hash         TEXT NOT NULL UNIQUE,
+		created_at   BIGINT NOT NULL,
+		expires_at   BIGINT NOT NULL,
+		last_seen_at BIGINT NOT NULL DEFAULT 0
+	);
+	CREATE INDEX sessions_user ON sessions(user_id, created_at);
+	DELETE FROM access_tokens WHERE substr(id, 1, 4) = 'ses_'`,
 }

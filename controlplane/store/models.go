@@ -255,33 +255,40 @@ func (t *Tx) Members(ctx context.Context, projectID string) ([]Member, error) {
 // milliseconds). The mirror carries it so receivers honour a console token only while
 // the membership it was issued under lasts: removed (or removed and added again), the
 // user is absent (or has another value). A role change keeps the value.
-func (t *Tx) MemberGrants(ctx context.Context, projectID string) (map[string]int64, error) {
+func (t *Tx) MemberGrants(ctx context.Context, projectID string) (map[string]Grant, error) {
 	all, err := t.memberGrants(ctx, `WHERE project_id = ?`, projectID)
 	return all[projectID], err
 }
 
 // AllMemberGrants is MemberGrants of every project, in one query.
-func (t *Tx) AllMemberGrants(ctx context.Context) (map[string]map[string]int64, error) {
+func (t *Tx) AllMemberGrants(ctx context.Context) (map[string]map[string]Grant, error) {
 	return t.memberGrants(ctx, ``)
 }
 
-func (t *Tx) memberGrants(ctx context.Context, where string, args ...any) (map[string]map[string]int64, error) {
-	rows, err := t.query(ctx, `SELECT project_id, user_id, created_at FROM members `+where, args...)
+// Grant is a membership as the data plane needs it: when it began (a console token names
+// it) and its role (what the token may do beyond reading).
+type Grant struct {
+	Since int64
+	Role  string
+}
+
+func (t *Tx) memberGrants(ctx context.Context, where string, args ...any) (map[string]map[string]Grant, error) {
+	rows, err := t.query(ctx, `SELECT project_id, user_id, created_at, role FROM members `+where, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]map[string]int64{}
+	out := map[string]map[string]Grant{}
 	for rows.Next() {
-		var project, user string
+		var project, user, role string
 		var since int64
-		if err := rows.Scan(&project, &user, &since); err != nil {
+		if err := rows.Scan(&project, &user, &since, &role); err != nil {
 			return nil, err
 		}
 		if out[project] == nil {
-			out[project] = map[string]int64{}
+			out[project] = map[string]Grant{}
 		}
-		out[project][user] = since
+		out[project][user] = Grant{Since: since, Role: role}
 	}
 	return out, rows.Err()
 }

@@ -31,6 +31,12 @@ type Store struct {
 
 // Open connects (SQLite file under dataDir when databaseURL is empty) and migrates.
 func Open(ctx context.Context, dataDir, databaseURL string) (*Store, error) {
+	return open(ctx, dataDir, databaseURL, migrations)
+}
+
+// open applies the migrations in upTo (a prefix of migrations: tests start from an older
+// schema to check what a later migration does to its rows).
+func open(ctx context.Context, dataDir, databaseURL string, upTo []string) (*Store, error) {
 	var s Store
 	var err error
 	if databaseURL != "" {
@@ -55,7 +61,7 @@ func Open(ctx context.Context, dataDir, databaseURL string) (*Store, error) {
 		s.db.Close()
 		return nil, fmt.Errorf("database: %w", err)
 	}
-	if err := s.migrate(ctx); err != nil {
+	if err := s.migrate(ctx, upTo); err != nil {
 		s.db.Close()
 		return nil, err
 	}
@@ -76,7 +82,7 @@ func (s *Store) Kind() string {
 	return "sqlite"
 }
 
-func (s *Store) migrate(ctx context.Context) error {
+func (s *Store) migrate(ctx context.Context, upTo []string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -95,8 +101,8 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 		return err
 	}
-	for i := current; i < len(migrations); i++ {
-		for _, stmt := range strings.Split(migrations[i], ";") {
+	for i := current; i < len(upTo); i++ {
+		for _, stmt := range strings.Split(upTo[i], ";") {
 			if strings.TrimSpace(stmt) == "" {
 				continue
 			}

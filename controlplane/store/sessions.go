@@ -1,0 +1,62 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+)
+
+// Session is a dashboard login. The browser holds its secret in a cookie; only the
+// secret's hash is stored, and every request looks it up, so deleting the row ends the
+// session at once.
+type Session struct {
+	ID, UserID, Hash                 string
+	CreatedAt, ExpiresAt, LastSeenAt time.Time
+}
+
+// CreateSession stores a session.
+func (t *Tx) CreateSession(ctx context.Context, s Session) error {
+	_, err := t.exec(ctx, `INSERT INTO sessions (id, user_id, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
+		s.ID, s.UserID, s.Hash, s.CreatedAt.UnixMilli(), s.ExpiresAt.UnixMilli())
+	return err
+}
+
+// SessionByHash finds a session by its secret's hash, expired or not (ErrNotFound when
+// there is none): the cookie carries the secret, never the id.
+func (t *Tx) SessionByHash(ctx context.Context, hash string) (Session, error) {
+	var s Session
+	var created, expires, seen int64
+	err := t.queryRow(ctx, `SELECT id, user_id, hash, created_at, expires_at, last_seen_at FROM sessions WHERE hash = ?`, hash).
+		Scan(&s.ID, &s.UserID, &s.Hash, &created, &expires, &seen)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, ErrNotFound
+	}
+	if err != nil {
+		return s, err
+	}
+	s.CreatedAt, s.ExpiresAt, s.LastSeenAt = ms(created), ms(expires), ms(seen)
+	return s, nil
+}
+
+// DeleteSession ends a session (ErrNotFound when it had already ended).
+func (t *Tx) DeleteSession(ctx context.Context, id string) error {
+	return affected(t.exec(ctx, `DELETE FROM sessions WHERE id = ?`, id))
+}
+
+// TouchSession records that a session was used.
+func (t *Tx) TouchSession(ctx context.Context, id string, at time.Time) error {
+	_, err := t.exec(ctx, `UPDATE sessions SET last_seen_at = ? WHERE id = ?`, at.UnixMilli(), id)
+	return err
+}
+
+// PruneSessions deletes the user's sessions that expired by now and, of the rest, all but
+// the newest keep: called before a login adds one, with keep one less than the bound.
+func (t *Tx) PruneSessions(ctx context.Context, userID string, now time.Time, keep int) error {
+	if _, err := t.exec(ctx, `DELETE FROM sessions WHERE user_id = ? AND expires_at <= ?`, userID, now.UnixMilli()); err != nil {
+		return err
+	}
+	_, err := t.exec(ctx, `DELETE FROM sessions WHERE user_id = ? AND id NOT IN (
+		SELECT id FROM sessions WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?)`, userID, userID, keep)
+	return err
+}

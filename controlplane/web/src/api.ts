@@ -1,0 +1,201 @@
+// The control plane's JSON API as the page uses it: same origin, the session cookie sent
+// by the browser (the page never holds a login token), the CSRF token on every write.
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly retryAfter: number,
+  ) {
+    super(message);
+  }
+}
+
+let csrfToken = '';
+let onSessionEnded: () => void = () => {};
+
+export function setCsrfToken(t: string) {
+  csrfToken = t;
+}
+
+/** Called when a request finds the session gone (logged out elsewhere, expired). */
+export function onUnauthorized(fn: () => void) {
+  onSessionEnded = fn;
+}
+
+export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { Accept: 'application/json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (method !== 'GET' && csrfToken) headers['X-CSRF-Token'] = csrfToken;
+  let res: Response;
+  try {
+    res = await fetch('/api/v1' + path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: 'same-origin',
+    });
+  } catch {
+    throw new ApiError(0, 'network', 'The control plane could not be reached. Check your connection and try again.', 0);
+  }
+  if (res.status === 204) return undefined as T;
+  const data = await res.json().catch(() => null);
+  if (!res.ok) {
+    const e = data?.error ?? {};
+    const err = new ApiError(
+      res.status,
+      e.code ?? 'error',
+      sentence(e.message ?? `The control plane answered ${res.status}.`),
+      Number(res.headers.get('Retry-After')) || 0,
+    );
+    if (res.status === 401 && !path.startsWith('/auth/')) onSessionEnded();
+    throw err;
+  }
+  return data as T;
+}
+
+/** The API's messages are lower-case clauses; the page shows them as sentences. */
+export function sentence(s: string): string {
+  const t = s.trim();
+  if (!t) return t;
+  const first = t[0].toUpperCase() + t.slice(1);
+  return /[.!?]$/.test(first) ? first : first + '.';
+}
+
+export interface User {
+  id: string;
+  email: string;
+}
+
+export interface Session {
+  user: User;
+  csrf_token: string;
+  receiver_url: string;
+}
+
+export type Role = 'owner' | 'admin' | 'member';
+
+export interface Project {
+  id: string;
+  name: string;
+  role: Role;
+  created_at: string | null;
+  updated_at: string | null;
+}
+
+export interface Key {
+  id: string;
+  name: string;
+  prefix: string;
+  scope: string;
+  created_at: string | null;
+  last_used_at: string | null;
+  source_id?: string;
+  key?: string;
+}
+
+export const canWrite = (r: Role) => r === 'owner' || r === 'admin';
+
+export interface Member {
+  user_id: string;
+  email: string;
+  role: Role;
+  created_at: string | null;
+}
+
+export interface Day {
+  date: string;
+  events: number;
+}
+
+export interface ProjectUsage {
+  month: string;
+  events: number;
+  limit: number | null;
+  unlimited: boolean;
+  days: Day[];
+}
+
+export interface AccountUsage extends ProjectUsage {
+  pending: number;
+  remaining: number | null;
+  reset_at: string | null;
+  projects: { id: string; name: string | null; events: number; deleted?: boolean }[];
+}
+
+/** Contract section 6 and the guardrails (issue 17); signing_secret for owners and admins. */
+export interface Pipeline {
+  trigger: string;
+  transforms: string[];
+  agent_endpoint_url: string;
+  window_enabled: boolean;
+  context_filter: string;
+  window_duration_seconds: number;
+  group_key: string;
+  batch_size: number;
+  cooldown_seconds: number;
+  dedup_key: string;
+  max_calls_per_minute: number;
+  max_calls_per_day: number;
+  window_max_bytes: number;
+  window_max_events: number;
+  version?: number;
+  updated_at?: string | null;
+  signing_secret?: string;
+}
+
+export interface PipelineProblem {
+  field: string;
+  message: string;
+  index?: number;
+  position?: { line: number; column: number };
+}
+
+export interface PipelineCheck {
+  valid: boolean;
+  errors: PipelineProblem[];
+}
+
+export interface Sink {
+  id: string;
+  kind: 'webhook' | 'chat';
+  enabled: boolean;
+  url: string;
+  method?: string;
+  headers?: Record<string, string>;
+  format?: 'slack' | 'discord' | 'teams' | 'auto';
+  text_template?: string;
+  created_at: string | null;
+  updated_at: string | null;
+}
+
+export interface SinkTestResult {
+  delivered: boolean;
+  status_code: number;
+  error: string;
+  latency_ms: number;
+  response_excerpt: string;
+}
+
+export interface Source {
+  id: string;
+  name: string;
+  connector: string;
+  event_type: string;
+  event_type_field: string;
+  text_template: string;
+  event_time_field: string;
+  labels: Record<string, string> | null;
+  ingest_key: string;
+  ingest_url: string;
+  api_key_prefix: string;
+  created_at: string;
+  api_key?: string;
+}
+
+export interface SourceTest {
+  envelope: unknown;
+  event_type: string;
+  warnings: string[];
+}

@@ -1,0 +1,65 @@
+import { useState } from 'preact/hooks';
+import { api, ApiError, type Session } from '../api';
+import { Link } from '../router';
+import { ErrorMessage, Field, PageHeader } from '../ui';
+
+/** Log in or sign up; either sets the session cookie and answers the session. */
+export function AuthPage({ mode, onSession }: { mode: 'login' | 'signup'; onSession: (s: Session) => void }) {
+  const [email, setEmail] = useState('');
+  const [password, setPassword] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const signup = mode === 'signup';
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const s = await api<Session>('POST', signup ? '/auth/session/signup' : '/auth/session', { email, password });
+      onSession(s);
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const taken = error instanceof ApiError && error.code === 'conflict';
+  return (
+    <main class="auth">
+      <div class="auth-card">
+        <p class="brand">otelcol-svc</p>
+        <PageHeader title={signup ? 'Create your account' : 'Log in'} />
+        <form onSubmit={submit} noValidate>
+          <Field label="Email" type="email" name="email" autoComplete="email" required value={email}
+            onInput={(e) => setEmail(e.currentTarget.value)} />
+          <Field label="Password" type="password" name="password" required minLength={signup ? 8 : undefined}
+            autoComplete={signup ? 'new-password' : 'current-password'} value={password}
+            onInput={(e) => setPassword(e.currentTarget.value)}
+            hint={signup ? 'At least 8 characters.' : undefined} />
+          <ErrorMessage error={error} />
+          {taken && (
+            <p>
+              <Link href="/login">Log in with this email instead</Link>
+            </p>
+          )}
+          <button type="submit" class="btn btn-primary btn-block" disabled={busy}>
+            {busy ? (signup ? 'Creating account…' : 'Logging in…') : signup ? 'Sign up' : 'Log in'}
+          </button>
+        </form>
+        <p class="auth-switch">
+          {signup ? (
+            <>
+              Have an account? <Link href="/login">Log in</Link>
+            </>
+          ) : (
+            <>
+              New here? <Link href="/signup">Create an account</Link>
+            </>
+          )}
+        </p>
+      </div>
+    </main>
+  );
+}

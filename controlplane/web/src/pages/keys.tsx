@@ -1,0 +1,165 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, canWrite, type Key, type Project } from '../api';
+import { ConfirmDialog, CopyButton, ErrorMessage, Field, Loading, PageHeader, When } from '../ui';
+
+/** The curl line that sends a first event with the key. */
+export function firstEventCurl(receiverURL: string, key: string): string {
+  return (
+    `curl -X POST '${receiverURL}/v1/events' \\\n` +
+    `  -H 'X-API-Key: ${key}' \\\n` +
+    `  -H 'Content-Type: application/json' \\\n` +
+    `  -d '{"message": "hello from curl", "level": "info"}'`
+  );
+}
+
+export function KeysPage({ project, receiverURL }: { project: Project; receiverURL: string }) {
+  const base = `/projects/${encodeURIComponent(project.id)}/keys`;
+  const [keys, setKeys] = useState<Key[] | null>(null);
+  const [loadError, setLoadError] = useState<unknown>(null);
+  const [name, setName] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const [created, setCreated] = useState<Key | null>(null);
+  const [revoking, setRevoking] = useState<Key | null>(null);
+  const [revokeError, setRevokeError] = useState<unknown>(null);
+  const writable = canWrite(project.role);
+
+  const load = () => api<{ keys: Key[] }>('GET', base).then((r) => setKeys(r.keys), setLoadError);
+  useEffect(() => {
+    load();
+  }, [project.id]);
+
+  const create = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const k = await api<Key>('POST', base, { name });
+      setCreated(k);
+      setName('');
+      await load();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const revoke = async () => {
+    if (!revoking) return;
+    setBusy(true);
+    setRevokeError(null);
+    try {
+      await api('DELETE', `${base}/${encodeURIComponent(revoking.id)}`);
+      setRevoking(null);
+      if (created?.id === revoking.id) setCreated(null);
+      await load();
+    } catch (err) {
+      setRevokeError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <>
+      <PageHeader title="API keys" project={project.name} />
+      <p class="lede">
+        A key sends events, OTLP logs, traces and metrics, and agent results to this project. Send it as the{' '}
+        <code>X-API-Key</code> header.
+      </p>
+      {created?.key && (
+        <section class="panel panel-once" aria-labelledby="key-once">
+          <h2 id="key-once">Your new key “{created.name}”</h2>
+          <p>
+            <strong>Copy it now: it is shown only once.</strong> The list below keeps only its prefix.
+          </p>
+          <div class="copy-row">
+            <label class="sr-only" for="new-key">
+              New API key
+            </label>
+            <input id="new-key" class="mono" readOnly value={created.key} onFocus={(e) => e.currentTarget.select()} />
+            <CopyButton text={created.key} label="Copy the API key" />
+          </div>
+          <p>Send a first event:</p>
+          <div class="copy-row copy-row-top">
+            <pre class="code" aria-label="curl command to send a first event">
+              {firstEventCurl(receiverURL, created.key)}
+            </pre>
+            <CopyButton text={firstEventCurl(receiverURL, created.key)} label="Copy the curl command" />
+          </div>
+          <button type="button" class="btn" onClick={() => setCreated(null)}>
+            I have saved the key
+          </button>
+        </section>
+      )}
+      {!writable && <p class="muted">Only the project's owner and admins create and revoke keys.</p>}
+      {writable && (
+        <section aria-labelledby="new-key-h" class="panel">
+          <h2 id="new-key-h">New key</h2>
+          <form class="inline-form" onSubmit={create}>
+            <Field label="Key name" name="name" required maxLength={100} value={name} placeholder="e.g. production"
+              onInput={(e) => setName(e.currentTarget.value)} />
+            <button type="submit" class="btn btn-primary" disabled={busy || !name.trim()}>
+              Create key
+            </button>
+          </form>
+          <ErrorMessage error={error} />
+        </section>
+      )}
+      <ErrorMessage error={loadError} />
+      {!keys && !loadError && <Loading what="keys" />}
+      {keys && keys.length === 0 && <p class="empty">No keys yet.{writable && ' Create one above.'}</p>}
+      {keys && keys.length > 0 && (
+        <table>
+          <caption class="sr-only">API keys of {project.name}</caption>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Prefix</th>
+              <th scope="col">Created</th>
+              <th scope="col">Last used</th>
+              {writable && (
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
+              )}
+            </tr>
+          </thead>
+          <tbody>
+            {keys.map((k) => (
+              <tr key={k.id}>
+                <td>
+                  {k.name}
+                  {k.source_id && <span class="badge badge-quiet">push source</span>}
+                </td>
+                <td class="mono">{k.prefix}…</td>
+                <td>
+                  <When at={k.created_at} />
+                </td>
+                <td>
+                  <When at={k.last_used_at} />
+                </td>
+                {writable && (
+                  <td class="row-actions">
+                    <button type="button" class="btn btn-small btn-danger-quiet" aria-label={`Revoke key ${k.name}`}
+                      onClick={() => (setRevokeError(null), setRevoking(k))}>
+                      Revoke
+                    </button>
+                  </td>
+                )}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <ConfirmDialog open={!!revoking} title={`Revoke key “${revoking?.name ?? ''}”?`} confirmLabel="Revoke key"
+        busy={busy} error={revokeError} onConfirm={revoke} onCancel={() => setRevoking(null)}>
+        <p>
+          Anything sending with <span class="mono">{revoking?.prefix}…</span> is refused within a second. This cannot be
+          undone.
+        </p>
+      </ConfirmDialog>
+    </>
+  );
+}

@@ -1,0 +1,187 @@
+import { useEffect, useId, useState } from 'preact/hooks';
+import { api, canWrite, type Member, type Project, type Session } from '../api';
+import { navigate } from '../router';
+import { ConfirmDialog, ErrorMessage, Field, Loading, Notice, PageHeader, When } from '../ui';
+
+/**
+ * Members: owners and admins invite by email with a role, change roles and remove; a
+ * member sees the list and may leave. Controls a person may not use are not shown (the
+ * API refuses them anyway).
+ */
+export function MembersPage({ project, session }: { project: Project; session: Session }) {
+  const base = `/projects/${encodeURIComponent(project.id)}/members`;
+  const [members, setMembers] = useState<Member[] | null>(null);
+  const [loadError, setLoadError] = useState<unknown>(null);
+  const [email, setEmail] = useState('');
+  const [role, setRole] = useState<'member' | 'admin'>('member');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const [done, setDone] = useState('');
+  const [removing, setRemoving] = useState<Member | null>(null);
+  const [removeError, setRemoveError] = useState<unknown>(null);
+  const manage = canWrite(project.role);
+  const me = session.user.id;
+
+  const load = () => api<{ members: Member[] }>('GET', base).then((r) => setMembers(r.members), setLoadError);
+  useEffect(() => {
+    load();
+  }, [project.id]);
+
+  const invite = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    setDone('');
+    try {
+      const m = await api<Member>('POST', base, { email, role });
+      setDone(`${m.email} is now ${article(m.role)} ${m.role} of ${project.name}.`);
+      setEmail('');
+      await load();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  // The API's POST sets the role of an existing member, too.
+  const changeRole = async (m: Member, to: string) => {
+    setBusy(true);
+    setError(null);
+    setDone('');
+    try {
+      await api('POST', base, { email: m.email, role: to });
+      setDone(`${m.email} is now ${article(to)} ${to}.`);
+      await load();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const remove = async () => {
+    if (!removing) return;
+    setBusy(true);
+    setRemoveError(null);
+    try {
+      await api('DELETE', `${base}/${encodeURIComponent(removing.user_id)}`);
+      const left = removing.user_id === me;
+      setRemoving(null);
+      if (left) {
+        navigate('/projects');
+        return;
+      }
+      setDone(`${removing.email} was removed.`);
+      await load();
+    } catch (err) {
+      setRemoveError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <>
+      <PageHeader title="Members" project={project.name} />
+      <p class="lede">
+        Owners and admins change the project; members see it. Your role: <span class="badge">{project.role}</span>
+      </p>
+      {manage && (
+        <section class="panel" aria-labelledby="invite-h">
+          <h2 id="invite-h">Invite someone</h2>
+          <form class="inline-form" onSubmit={invite}>
+            <Field label="Email" type="email" name="email" required value={email} placeholder="teammate@example.com"
+              aria-describedby="invite-hint" onInput={(e) => setEmail(e.currentTarget.value)} />
+            <RoleSelect label="Role" value={role} onChange={(v) => setRole(v as 'member' | 'admin')} />
+            <button type="submit" class="btn btn-primary" disabled={busy || !email.trim()}>
+              Invite
+            </button>
+          </form>
+          <p id="invite-hint" class="hint">
+            They need an account: ask them to sign up first. Admins change the project like the owner; members see it.
+          </p>
+        </section>
+      )}
+      <ErrorMessage error={error} />
+      {done && <Notice>{done}</Notice>}
+      <ErrorMessage error={loadError} />
+      {!members && !loadError && <Loading what="members" />}
+      {members && (
+        <table>
+          <caption class="sr-only">Members of {project.name}</caption>
+          <thead>
+            <tr>
+              <th scope="col">Email</th>
+              <th scope="col">Role</th>
+              <th scope="col">Since</th>
+              <th scope="col">
+                <span class="sr-only">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {members.map((m) => (
+              <tr key={m.user_id}>
+                <td>
+                  {m.email}
+                  {m.user_id === me && <span class="badge badge-quiet">you</span>}
+                </td>
+                <td>
+                  {manage && m.role !== 'owner' ? (
+                    <RoleSelect label={`Role of ${m.email}`} hideLabel value={m.role} disabled={busy}
+                      onChange={(v) => changeRole(m, v)} />
+                  ) : (
+                    <span class="badge">{m.role}</span>
+                  )}
+                </td>
+                <td>
+                  <When at={m.created_at} never="" />
+                </td>
+                <td class="row-actions">
+                  {m.role !== 'owner' && (manage || m.user_id === me) && (
+                    <button type="button" class="btn btn-small btn-danger-quiet"
+                      aria-label={m.user_id === me ? 'Leave this project' : `Remove ${m.email}`}
+                      onClick={() => (setRemoveError(null), setRemoving(m))}>
+                      {m.user_id === me ? 'Leave' : 'Remove'}
+                    </button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <ConfirmDialog open={!!removing}
+        title={removing?.user_id === me ? `Leave “${project.name}”?` : `Remove ${removing?.email ?? ''}?`}
+        confirmLabel={removing?.user_id === me ? 'Leave project' : 'Remove member'} busy={busy} error={removeError}
+        onConfirm={remove} onCancel={() => setRemoving(null)}>
+        <p>
+          {removing?.user_id === me
+            ? 'You lose access to this project at once; an owner or admin can invite you again.'
+            : 'They lose access to this project at once, including its console reads.'}
+        </p>
+      </ConfirmDialog>
+    </>
+  );
+}
+
+function article(role: string) {
+  return role === 'admin' || role === 'owner' ? 'an' : 'a';
+}
+
+function RoleSelect(props: { label: string; hideLabel?: boolean; value: string; disabled?: boolean; onChange: (v: string) => void }) {
+  const id = useId();
+  return (
+    <div class={props.hideLabel ? undefined : 'field field-narrow'}>
+      <label for={id} class={props.hideLabel ? 'sr-only' : undefined}>
+        {props.label}
+      </label>
+      <select id={id} value={props.value} disabled={props.disabled}
+        onChange={(e) => props.onChange((e.currentTarget as HTMLSelectElement).value)}>
+        <option value="member">member</option>
+        <option value="admin">admin</option>
+      </select>
+    </div>
+  );
+}

@@ -1,0 +1,410 @@
+import { useEffect, useId, useRef, useState } from 'preact/hooks';
+import { api, ApiError, canWrite, type Pipeline, type PipelineCheck, type PipelineProblem, type Project } from '../api';
+import { CodeField, Problem } from '../code';
+import { takeOffered, withCondition } from '../ottlpath';
+import { ConfirmDialog, CopyButton, ErrorMessage, Loading, Notice, PageHeader, When } from '../ui';
+import { TryIt } from './tryit';
+
+// The form keeps numbers as typed (an empty box is "the default"), and sends numbers.
+type NumberKey =
+  | 'window_duration_seconds'
+  | 'batch_size'
+  | 'cooldown_seconds'
+  | 'max_calls_per_minute'
+  | 'max_calls_per_day'
+  | 'window_max_bytes'
+  | 'window_max_events';
+const numberKeys: NumberKey[] = ['window_duration_seconds', 'batch_size', 'cooldown_seconds', 'max_calls_per_minute',
+  'max_calls_per_day', 'window_max_bytes', 'window_max_events'];
+
+interface Draft {
+  trigger: string;
+  transforms: string[];
+  context_filter: string;
+  group_key: string;
+  dedup_key: string;
+  agent_endpoint_url: string;
+  window_enabled: boolean;
+  numbers: Record<NumberKey, string>;
+}
+
+function toDraft(p: Pipeline): Draft {
+  const numbers = {} as Record<NumberKey, string>;
+  for (const k of numberKeys) numbers[k] = p[k] ? String(p[k]) : '';
+  return {
+    trigger: p.trigger, transforms: [...p.transforms], context_filter: p.context_filter, group_key: p.group_key,
+    dedup_key: p.dedup_key ?? '', agent_endpoint_url: p.agent_endpoint_url, window_enabled: p.window_enabled, numbers,
+  };
+}
+
+function toBody(d: Draft) {
+  const body: Record<string, unknown> = {
+    trigger: d.trigger, transforms: d.transforms.filter((t) => t.trim() !== ''), context_filter: d.context_filter,
+    group_key: d.group_key, dedup_key: d.dedup_key, agent_endpoint_url: d.agent_endpoint_url.trim(),
+    window_enabled: d.window_enabled,
+  };
+  for (const k of numberKeys) body[k] = d.numbers[k].trim() === '' ? 0 : Number(d.numbers[k]);
+  return body;
+}
+
+/** How long typing pauses before the draft is checked. */
+const CHECK_DELAY_MS = 350;
+
+export function PipelinePage({ project }: { project: Project }) {
+  const base = `/projects/${encodeURIComponent(project.id)}/pipeline`;
+  const writable = canWrite(project.role);
+  const [saved, setSaved] = useState<Pipeline | null>(null);
+  const [draft, setDraft] = useState<Draft | null>(null);
+  const [loadError, setLoadError] = useState<unknown>(null);
+  const [problems, setProblems] = useState<PipelineProblem[]>([]);
+  const [checking, setChecking] = useState(false);
+  const [checkError, setCheckError] = useState<unknown>(null);
+  const [saving, setSaving] = useState(false);
+  const [saveError, setSaveError] = useState<unknown>(null);
+  const [savedNote, setSavedNote] = useState(false);
+  const [dirty, setDirty] = useState(false);
+  const [offered, setOffered] = useState('');
+  const seq = useRef(0);
+
+  useEffect(() => {
+    api<Pipeline>('GET', base).then((p) => {
+      setSaved(p);
+      const d = toDraft(p);
+      // A field chosen on the Fields page joins the trigger, for the user to review and save.
+      const field = takeOffered(project.id);
+      if (field && writable) {
+        d.trigger = withCondition(d.trigger, field);
+        setOffered(field);
+        setDirty(true);
+      }
+      setDraft(d);
+    }, setLoadError);
+  }, [project.id]);
+
+  // Check the draft a moment after typing stops; an answer to an older draft is dropped.
+  useEffect(() => {
+    if (!draft || !dirty || !writable) return;
+    const n = ++seq.current;
+    setChecking(true);
+    const t = setTimeout(async () => {
+      try {
+        const res = await api<PipelineCheck>('POST', base + '/validate', toBody(draft));
+        if (n !== seq.current) return;
+        setProblems(res.errors);
+        setCheckError(null);
+      } catch (err) {
+        if (n !== seq.current) return;
+        setCheckError(err);
+      } finally {
+        if (n === seq.current) setChecking(false);
+      }
+    }, CHECK_DELAY_MS);
+    return () => clearTimeout(t);
+  }, [draft, dirty]);
+
+  if (loadError) return <><PageHeader title="Pipeline" project={project.name} /><ErrorMessage error={loadError} /></>;
+  if (!draft || !saved) return <><PageHeader title="Pipeline" project={project.name} /><Loading what="the pipeline" /></>;
+
+  const change = (f: (d: Draft) => Draft) => {
+    setDraft(f(draft));
+    setDirty(true);
+    setSavedNote(false);
+  };
+  const set = <K extends keyof Draft>(k: K) => (v: Draft[K]) => change((d) => ({ ...d, [k]: v }));
+  const setNum = (k: NumberKey) => (v: string) => change((d) => ({ ...d, numbers: { ...d.numbers, [k]: v } }));
+  // A transforms problem names its statement; one that names none belongs to the list.
+  const problem = (field: string, index?: number) => problems.find((p) => p.field === field && p.index === index);
+  const placed = new Set(['trigger', 'transforms', 'context_filter', 'group_key', 'dedup_key', 'agent_endpoint_url', ...numberKeys]);
+  const unplaced = problems.filter((p) => !placed.has(p.field));
+
+  const save = async (e: Event) => {
+    e.preventDefault();
+    setSaving(true);
+    setSaveError(null);
+    try {
+      const p = await api<Pipeline>('PUT', base, toBody(draft));
+      setSaved(p);
+      setDraft(toDraft(p));
+      setDirty(false);
+      setProblems([]);
+      setSavedNote(true);
+    } catch (err) {
+      setSaveError(err);
+      if (err instanceof ApiError && err.code === 'invalid_pipeline') setDirty(true); // re-check to place it
+    } finally {
+      setSaving(false);
+    }
+  };
+
+  const ro = !writable;
+  const status = !writable ? null : checking ? (
+    <span class="check-status" role="status">Checking…</span>
+  ) : checkError ? null : problems.length > 0 ? (
+    <span class="check-status check-bad" role="status">
+      ✗ {problems.length === 1 ? '1 problem' : `${problems.length} problems`} to fix before saving
+    </span>
+  ) : dirty ? (
+    <span class="check-status check-ok" role="status">✓ Valid, not saved yet</span>
+  ) : null;
+
+  return (
+    <>
+      <PageHeader title="Pipeline" project={project.name}>
+        <p class="muted small">
+          Version {saved.version ?? 0}, saved <When at={saved.updated_at ?? null} />
+        </p>
+      </PageHeader>
+      <p class="lede">
+        Which events call your agent, how they are grouped, and where the call goes. Expressions are OTTL over each
+        event: <code>body</code>, <code>attributes["http.method"]</code>, <code>severity_number</code>,{' '}
+        <code>event["field"]</code>.
+      </p>
+      {ro && (
+        <Notice>
+          You can see this pipeline; only the project's owner and admins change it.
+        </Notice>
+      )}
+      {offered && dirty && (
+        <Notice>
+          Added <code>{offered} != nil</code> to the trigger from Fields. Adjust the condition, try it below, then save.
+        </Notice>
+      )}
+      <form onSubmit={save} aria-label="Pipeline settings">
+        <section class="panel" aria-labelledby="pl-when">
+          <h2 id="pl-when">Which events</h2>
+          <CodeField label="Trigger" value={draft.trigger} onInput={set('trigger')} problem={problem('trigger')} readOnly={ro}
+            placeholder={'severity_number >= 17 and resource_attributes["service.name"] == "checkout"'}
+            hint="An OTTL condition. Events that match call the agent; empty matches every event." />
+          <CodeField label="Context filter" value={draft.context_filter} onInput={set('context_filter')} readOnly={ro}
+            problem={problem('context_filter')} placeholder={'resource_attributes["service.name"] == "checkout"'}
+            hint="In window mode, which earlier events of the group go into the window (OTTL condition; empty: all)." />
+          <fieldset class="transforms">
+            <legend>Transforms</legend>
+            <p class="hint">OTTL statements run in order on each matching event before it is sent, e.g.{' '}
+              <code>delete_key(event, "traceId")</code>.</p>
+            {draft.transforms.length === 0 && <p class="muted">No transforms: events reach the agent as stored.</p>}
+            {draft.transforms.map((t, i) => (
+              <CodeField key={i} label={`Statement ${i + 1}`} value={t} readOnly={ro} rows={1}
+                onInput={(v) => set('transforms')(draft.transforms.map((x, j) => (j === i ? v : x)))}
+                problem={problem('transforms', i)}
+                actions={!ro && (
+                  <button type="button" class="btn btn-small btn-danger-quiet" aria-label={`Remove statement ${i + 1}`}
+                    onClick={() => set('transforms')(draft.transforms.filter((_, j) => j !== i))}>
+                    Remove
+                  </button>
+                )} />
+            ))}
+            {problem('transforms') && <Problem id="problem-transforms" problem={problem('transforms')!} />}
+            {!ro && (
+              <button type="button" class="btn btn-small" onClick={() => set('transforms')([...draft.transforms, ''])}>
+                Add statement
+              </button>
+            )}
+          </fieldset>
+        </section>
+
+        <section class="panel" aria-labelledby="pl-how">
+          <h2 id="pl-how">How they are grouped</h2>
+          <fieldset class="radio-row">
+            <legend>Mode</legend>
+            <label class="radio">
+              <input type="radio" name="mode" checked={!draft.window_enabled} disabled={ro}
+                onChange={() => set('window_enabled')(false)} />
+              <span><strong>Batches</strong> <span class="muted">matching events are sent as they arrive, several per call</span></span>
+            </label>
+            <label class="radio">
+              <input type="radio" name="mode" checked={draft.window_enabled} disabled={ro}
+                onChange={() => set('window_enabled')(true)} />
+              <span><strong>Window</strong> <span class="muted">each matching event is sent with the earlier events of its group</span></span>
+            </label>
+          </fieldset>
+          <div class="grid-fields">
+            {!draft.window_enabled && (
+              <NumberField label="Batch size" unit="events" hint="The most events in one call (1 to 1000)." value={draft.numbers.batch_size} onInput={setNum('batch_size')}
+                placeholder="10" min={1} max={1000} readOnly={ro} problem={problem('batch_size')} />
+            )}
+            {draft.window_enabled && (
+              <>
+                <NumberField label="Window duration" unit="seconds" hint="How far back the window reaches." value={draft.numbers.window_duration_seconds}
+                  onInput={setNum('window_duration_seconds')} placeholder="300" min={1} max={604800} readOnly={ro}
+                  problem={problem('window_duration_seconds')} />
+                <NumberField label="Window max events" unit="events" hint="The newest are kept. Empty: 5,000." value={draft.numbers.window_max_events}
+                  onInput={setNum('window_max_events')} placeholder="default" min={0} max={50000} readOnly={ro}
+                  problem={problem('window_max_events')} />
+                <NumberField label="Window max bytes" unit="bytes" hint="Of the window as JSON, at least 8,192. Empty: 400,000." value={draft.numbers.window_max_bytes}
+                  onInput={setNum('window_max_bytes')} placeholder="default" min={0} max={10000000} readOnly={ro}
+                  problem={problem('window_max_bytes')} />
+              </>
+            )}
+          </div>
+          <CodeField label="Group key" value={draft.group_key} onInput={set('group_key')} rows={1} readOnly={ro}
+            problem={problem('group_key')} placeholder={'traceId or resource_attributes["k8s.pod.name"]'}
+            hint="An OTTL value: events with the same value are sent together. Empty: one group." />
+        </section>
+
+        <section class="panel" aria-labelledby="pl-guard">
+          <h2 id="pl-guard">Guardrails</h2>
+          <p class="hint">Keep a noisy incident from calling the agent hundreds of times. 0 or empty turns each off.</p>
+          <div class="grid-fields">
+            <NumberField label="Cooldown" unit="seconds" hint="After a call, the same key is not called again for this long." value={draft.numbers.cooldown_seconds}
+              onInput={setNum('cooldown_seconds')} placeholder="off" min={0} max={86400} readOnly={ro}
+              problem={problem('cooldown_seconds')} />
+            <NumberField label="Max calls per minute" unit="calls" hint="For the whole project." value={draft.numbers.max_calls_per_minute}
+              onInput={setNum('max_calls_per_minute')} placeholder="no limit" min={0} max={10000} readOnly={ro}
+              problem={problem('max_calls_per_minute')} />
+            <NumberField label="Max calls per day" unit="calls" hint="For the whole project." value={draft.numbers.max_calls_per_day}
+              onInput={setNum('max_calls_per_day')} placeholder="no limit" min={0} max={1000000} readOnly={ro}
+              problem={problem('max_calls_per_day')} />
+          </div>
+          <CodeField label="Dedup key" value={draft.dedup_key} onInput={set('dedup_key')} rows={1} readOnly={ro}
+            problem={problem('dedup_key')} placeholder={'resource_attributes["k8s.pod.name"]'}
+            hint="An OTTL value: the cooldown applies per value. Empty: the group key in window mode, the project in batches." />
+        </section>
+
+        <section class="panel" aria-labelledby="pl-agent">
+          <h2 id="pl-agent">Agent</h2>
+          <TextField label="Agent endpoint URL" value={draft.agent_endpoint_url} onInput={set('agent_endpoint_url')}
+            readOnly={ro} placeholder="https://agent.example.com/hooks/otel"
+            problem={problem('agent_endpoint_url')}
+            hint="Where matching events are POSTed, signed with the signing secret below. Empty: the project is not consumed from." />
+        </section>
+
+        {unplaced.map((p) => <Problem key={p.field} id={`problem-${p.field}`} problem={p} />)}
+        <ErrorMessage error={checkError} />
+        <ErrorMessage error={saveError} />
+        {writable && (
+          <div class="save-bar">
+            <button type="submit" class="btn btn-primary" disabled={saving || !dirty || problems.length > 0}>
+              {saving ? 'Saving…' : 'Save pipeline'}
+            </button>
+            {dirty && (
+              <button type="button" class="btn" onClick={() => (setDraft(toDraft(saved)), setDirty(false), setProblems([]))}>
+                Discard changes
+              </button>
+            )}
+            {status}
+            <a class="small" href="#try-it">Try it on recent events ↓</a>
+            {savedNote && !dirty && <span class="check-status check-ok" role="status">✓ Saved: collectors use it now</span>}
+          </div>
+        )}
+      </form>
+      <TryIt project={project} pipeline={toBody(draft)} blocked={writable && problems.length > 0} />
+      <SigningSecret project={project} secret={saved.signing_secret} onRotated={(p) => setSaved({ ...saved, ...p })} />
+    </>
+  );
+}
+
+function NumberField(props: {
+  label: string;
+  unit: string;
+  hint: string;
+  value: string;
+  onInput: (v: string) => void;
+  placeholder: string;
+  min: number;
+  max: number;
+  readOnly: boolean;
+  problem?: PipelineProblem;
+}) {
+  const id = useId();
+  return (
+    <div class="field field-number">
+      <label for={id}>{props.label}</label>
+      <div class="with-unit">
+        <input id={id} type="number" inputMode="numeric" min={props.min} max={props.max} value={props.value}
+          placeholder={props.placeholder} readOnly={props.readOnly} aria-invalid={props.problem ? 'true' : undefined}
+          aria-describedby={`${id}-unit ${id}-hint${props.problem ? ` ${id}-problem` : ''}`}
+          onInput={(e) => props.onInput(e.currentTarget.value)} />
+        <span id={`${id}-unit`} class="muted small">{props.unit}</span>
+      </div>
+      <p id={`${id}-hint`} class="hint">{props.hint}</p>
+      {props.problem && <Problem id={`${id}-problem`} problem={props.problem} />}
+    </div>
+  );
+}
+
+function TextField(props: {
+  label: string;
+  value: string;
+  onInput: (v: string) => void;
+  readOnly: boolean;
+  placeholder?: string;
+  hint?: string;
+  problem?: PipelineProblem;
+}) {
+  const id = useId();
+  return (
+    <div class={'field' + (props.problem ? ' has-problem' : '')}>
+      <label for={id}>{props.label}</label>
+      <input id={id} type="url" value={props.value} placeholder={props.placeholder}
+        readOnly={props.readOnly} aria-invalid={props.problem ? 'true' : undefined}
+        aria-describedby={`${id}-hint${props.problem ? ` ${id}-problem` : ''}`}
+        onInput={(e) => props.onInput(e.currentTarget.value)} />
+      {props.hint && <p id={`${id}-hint`} class="hint">{props.hint}</p>}
+      {props.problem && <Problem id={`${id}-problem`} problem={props.problem} />}
+    </div>
+  );
+}
+
+/** Reveal (owners and admins: the API sends it only to them), copy, rotate. */
+function SigningSecret({ project, secret, onRotated }: {
+  project: Project;
+  secret?: string;
+  onRotated: (p: Pipeline) => void;
+}) {
+  const base = `/projects/${encodeURIComponent(project.id)}/pipeline`;
+  const [shown, setShown] = useState(false);
+  const [confirming, setConfirming] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const [rotated, setRotated] = useState(false);
+  const rotate = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      onRotated(await api<Pipeline>('POST', base + '/rotate-secret'));
+      setConfirming(false);
+      setRotated(true);
+      setShown(true);
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <section class="panel" aria-labelledby="pl-secret">
+      <h2 id="pl-secret">Signing secret</h2>
+      <p class="hint">
+        Calls to the agent and webhook destinations carry Standard Webhooks signatures (<code>webhook-signature</code>)
+        made with this secret; verify them on your side.
+      </p>
+      {!canWrite(project.role) || !secret ? (
+        <p class="muted">Only the project's owner and admins see the signing secret.</p>
+      ) : (
+        <>
+          <div class="copy-row">
+            <label class="sr-only" for="signing-secret">
+              Signing secret
+            </label>
+            <input id="signing-secret" class="mono" readOnly value={shown ? secret : 'whsec_' + '•'.repeat(32)}
+              aria-describedby="secret-state" />
+            <span id="secret-state" class="sr-only">{shown ? 'shown' : 'hidden'}</span>
+            <button type="button" class="btn btn-small" aria-pressed={shown} onClick={() => setShown(!shown)}>
+              {shown ? 'Hide' : 'Reveal'}
+            </button>
+            <CopyButton text={secret} label="Copy the signing secret" />
+            <button type="button" class="btn btn-small btn-danger-quiet" onClick={() => (setError(null), setConfirming(true))}>
+              Rotate
+            </button>
+          </div>
+          {rotated && <Notice>The secret was rotated. Calls are signed with the new one from now on.</Notice>}
+        </>
+      )}
+      <ConfirmDialog open={confirming} title="Rotate the signing secret?" confirmLabel="Rotate secret" busy={busy}
+        error={error} onConfirm={rotate} onCancel={() => setConfirming(false)}>
+        <p>Calls are signed with a new secret at once; receivers that verify with the old one refuse them until updated.</p>
+      </ConfirmDialog>
+    </section>
+  );
+}

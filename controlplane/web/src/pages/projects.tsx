@@ -1,0 +1,78 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, type Project } from '../api';
+import { Link, navigate } from '../router';
+import { ErrorMessage, Field, Loading, PageHeader, When } from '../ui';
+
+export function ProjectsPage() {
+  const [projects, setProjects] = useState<Project[] | null>(null);
+  const [loadError, setLoadError] = useState<unknown>(null);
+  const [name, setName] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+
+  useEffect(() => {
+    api<{ projects: Project[] }>('GET', '/projects').then((r) => setProjects(r.projects), setLoadError);
+  }, []);
+
+  const create = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const p = await api<Project>('POST', '/projects', { name });
+      navigate(`/projects/${encodeURIComponent(p.id)}/keys`);
+    } catch (err) {
+      setError(err);
+      setBusy(false);
+    }
+  };
+
+  return (
+    <>
+      <PageHeader title="Projects" />
+      <section aria-labelledby="new-project" class="panel">
+        <h2 id="new-project">New project</h2>
+        <form class="inline-form" onSubmit={create}>
+          <Field label="Project name" name="name" required maxLength={100} value={name}
+            onInput={(e) => setName(e.currentTarget.value)} placeholder="e.g. checkout-prod" />
+          <button type="submit" class="btn btn-primary" disabled={busy || !name.trim()}>
+            {busy ? 'Creating…' : 'Create project'}
+          </button>
+        </form>
+        <ErrorMessage error={error} />
+      </section>
+      <ErrorMessage error={loadError} />
+      {!projects && !loadError && <Loading what="projects" />}
+      {projects && projects.length === 0 && <p class="empty">No projects yet. Create one above to get an API key.</p>}
+      {projects && projects.length > 0 && (
+        <table>
+          <caption class="sr-only">Your projects</caption>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">ID</th>
+              <th scope="col">Your role</th>
+              <th scope="col">Created</th>
+            </tr>
+          </thead>
+          <tbody>
+            {projects.map((p) => (
+              <tr key={p.id}>
+                <td>
+                  <Link href={`/projects/${encodeURIComponent(p.id)}/keys`}>{p.name}</Link>
+                </td>
+                <td class="mono">{p.id}</td>
+                <td>
+                  <span class="badge">{p.role}</span>
+                </td>
+                <td>
+                  <When at={p.created_at} never="" />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </>
+  );
+}
