@@ -32,10 +32,17 @@ const mcpInstructions = `otelcol-svc turns events into calls to your AI agent. T
 2. test_source with the source settings you plan and a sample payload, until warnings is empty.
 3. create_source: it returns the ingest_url and an api_key (shown once; keep it). Post JSON to the
    ingest_url with Authorization: Bearer <api_key>.
-4. get_console_token, then GET {receiver_url}/console/v1/projects/{project_id}/events with
-   Authorization: Bearer <token> to see that the events arrived.
-5. set_pipeline to choose which events reach the agent (trigger, an OTTL condition over the
-   record, e.g. event["_event_type"] == "opened") and where (agent_endpoint_url).`
+4. console_recent_events and console_fields to see what arrived and which fields to rely on.
+5. console_dry_run with the pipeline you plan, until it matches what it should; then set_pipeline
+   to choose which events reach the agent (trigger, an OTTL condition over the record, e.g.
+   event["_event_type"] == "opened") and where (agent_endpoint_url).
+6. console_deliveries (state dead_lettered for the dead letters), console_delivery, console_trace
+   and console_ledger to follow what was sent; console_replay (owner or admin) to send again.
+The console_* tools do not fetch anything: each answers the request to make at the receiver
+({method, url, headers, body for POST, expires_at, how}). Send it exactly as given, headers
+included; the console token in it opens only that project, with your rights, for 10 minutes (call
+the tool again for a fresh one). Records and bodies come from the receiver and never pass through
+these tools. get_usage shows this month's accepted records.`
 
 // mcpHandler serves MCP. It runs behind authed (a contract-shaped 401 without a valid
 // token); RequireBearerToken then hands the user to the SDK, which passes it to every
@@ -75,6 +82,7 @@ func (s *Server) mcpHandler() http.Handler {
 	addTool(srv, &mcp.Tool{Name: "get_usage",
 		Description: "Show this month's accepted records (the free tier's count): without project_id, your account's (the projects you own): events, limit, remaining, per project, per day, and the 80%/100% notices; with project_id, that project's events and days with its owner's limit (any member may ask). An unlimited account shows unlimited: true with limit and remaining null."},
 		s.toolGetUsage)
+	s.addConsoleTools(srv)
 
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
@@ -103,15 +111,19 @@ func (s *Server) mcpHandler() http.Handler {
 	return mcpauth.RequireBearerToken(verify, nil)(h)
 }
 
-// addTool registers a tool with a portable input schema: the SDK would infer it with nullable
-// unions (`"type": ["null", "string"]` for a pointer field), which several MCP clients
-// and model APIs refuse or warn about (the Inspector's strict mode among them). The
-// pointers stay in the Go types, where they tell "left out" from "cleared"; the schema
-// says only what a client should send. (Output schemas keep the SDK's inference: the SDK
-// validates each answer against it, and a Go nil slice is answered as null.)
+// addTool registers a tool with portable schemas: the SDK would infer them with nullable
+// unions (`"type": ["null", "string"]` for a pointer field, ["null", "array"] for a
+// slice, ["null", "object"] for a map), which several MCP clients and model APIs refuse
+// or warn about (the Inspector's --strict among them). The pointers stay in the Go types,
+// where they tell "left out" from "cleared"; the schema says only what a client should
+// send. The SDK validates each answer against the output schema, so a handler answers an
+// empty list or object, never a nil one (which would be encoded as null).
 func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
 	if t.InputSchema == nil {
 		t.InputSchema = mustSchema[In]()
+	}
+	if t.OutputSchema == nil {
+		t.OutputSchema = mustSchema[Out]()
 	}
 	mcp.AddTool(srv, t, h)
 }
@@ -135,8 +147,13 @@ func portable(sc *jsonschema.Schema) *jsonschema.Schema {
 	for _, sub := range sc.Defs {
 		portable(sub)
 	}
-	for _, sub := range append(append(append([]*jsonschema.Schema{}, sc.AnyOf...), sc.OneOf...), sc.PrefixItems...) {
+	for _, sub := range sc.PatternProperties {
 		portable(sub)
+	}
+	for _, list := range [][]*jsonschema.Schema{sc.AllOf, sc.AnyOf, sc.OneOf, sc.PrefixItems} {
+		for _, sub := range list {
+			portable(sub)
+		}
 	}
 	portable(sc.Items)
 	portable(sc.AdditionalProperties)
@@ -177,7 +194,7 @@ func toolUser(req *mcp.CallToolRequest, projectID string) (string, error) {
 		userID = req.Extra.TokenInfo.UserID
 	}
 	if userID == "" {
-		return "", errors.New("invalid_token: sign in: send Authorization: Bearer <token from /api/v1/auth/login>")
+		return "", errors.New("invalid_token: sign in: send Authorization: Bearer <a personal access token from /api/v1/tokens, or a login token>")
 	}
 	if strings.TrimSpace(projectID) == "" {
 		return "", errors.New("invalid_body: project_id is required; list_projects shows yours")
@@ -300,6 +317,9 @@ func (s *Server) toolTestSource(ctx context.Context, req *mcp.CallToolRequest, i
 	}
 	delete(out.Envelope, "payload")
 	out.EventType, out.Warnings = res.EventType, res.Warnings
+	if out.Warnings == nil {
+		out.Warnings = []string{}
+	}
 	return nil, out, nil
 }
 
@@ -313,8 +333,13 @@ func (s *Server) toolListSources(ctx context.Context, req *mcp.CallToolRequest, 
 	if err != nil {
 		return nil, out, err
 	}
-	out.Sources, err = s.Svc.Sources(ctx, userID, in.ProjectID)
-	return nil, out, s.toolError(err, "project")
+	if out.Sources, err = s.Svc.Sources(ctx, userID, in.ProjectID); err != nil {
+		return nil, sourcesOut{}, s.toolError(err, "project")
+	}
+	if out.Sources == nil {
+		out.Sources = []service.SourceView{}
+	}
+	return nil, out, nil
 }
 
 type deleteSourceArgs struct {
@@ -367,12 +392,20 @@ type setPipelineIn struct {
 	WindowDurationSeconds *int      `json:"window_duration_seconds,omitempty" jsonschema:"window mode: how long context is kept (default 300)"`
 	GroupKey              *string   `json:"group_key,omitempty" jsonschema:"window mode: OTTL path grouping records, e.g. traceId or event[\"labels\"][\"repo\"]"`
 	BatchSize             *int      `json:"batch_size,omitempty" jsonschema:"legacy mode: records per agent call (default 10)"`
+	CooldownSeconds       *int      `json:"cooldown_seconds,omitempty" jsonschema:"after a call for a dedup key, triggers with the same key are not sent for this many seconds (0 off, at most 86400); the next call says how many were suppressed"`
+	DedupKey              *string   `json:"dedup_key,omitempty" jsonschema:"OTTL value expression naming what the cooldown is per, e.g. resource_attributes[\"k8s.pod.name\"]; empty: the group key in window mode, the whole project in legacy mode"`
+	MaxCallsPerMinute     *int      `json:"max_calls_per_minute,omitempty" jsonschema:"at most this many agent calls a minute for the project (0 no limit); the rest are counted as suppressed"`
+	MaxCallsPerDay        *int      `json:"max_calls_per_day,omitempty" jsonschema:"at most this many agent calls a day for the project (0 no limit)"`
+	WindowMaxBytes        *int      `json:"window_max_bytes,omitempty" jsonschema:"window mode: the window sent with a trigger is cut to this many bytes of JSON, newest events kept (0 is the default 400000, else 8192 to 10000000)"`
+	WindowMaxEvents       *int      `json:"window_max_events,omitempty" jsonschema:"window mode: the window sent with a trigger holds at most this many events, newest kept (0 is the default 5000, at most 50000)"`
 }
 
 func (s *Server) toolSetPipeline(ctx context.Context, req *mcp.CallToolRequest, in setPipelineIn) (*mcp.CallToolResult, map[string]any, error) {
 	u := service.PipelineUpdate{Trigger: in.Trigger, Transforms: in.Transforms, AgentEndpointURL: in.AgentEndpointURL,
 		WindowEnabled: in.WindowEnabled, ContextFilter: in.ContextFilter, WindowDurationSeconds: in.WindowDurationSeconds,
-		GroupKey: in.GroupKey, BatchSize: in.BatchSize}
+		GroupKey: in.GroupKey, BatchSize: in.BatchSize, CooldownSeconds: in.CooldownSeconds, DedupKey: in.DedupKey,
+		MaxCallsPerMinute: in.MaxCallsPerMinute, MaxCallsPerDay: in.MaxCallsPerDay,
+		WindowMaxBytes: in.WindowMaxBytes, WindowMaxEvents: in.WindowMaxEvents}
 	userID, err := toolUser(req, in.ProjectID)
 	if err != nil {
 		return nil, nil, err

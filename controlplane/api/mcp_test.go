@@ -2,8 +2,10 @@ package api
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -30,9 +32,12 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// mcpClient serves the API over SQLite (no NATS: the tools used here only read) and
-// connects an MCP client as the owner of project p_1.
-func mcpClient(t *testing.T) *mcp.ClientSession {
+const testReceiverURL = "https://ingest.example.com"
+
+// mcpServer serves the API over SQLite (no NATS: the tools used here only read, or
+// only issue console tokens) with project p_1 of owner u_1, admin u_2 and member u_3,
+// and u_4 in no project. It returns a connector of MCP clients as those users.
+func mcpServer(t *testing.T) (connect func(userID string) *mcp.ClientSession, consoleKey ed25519.PublicKey) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, t.TempDir(), "")
@@ -40,28 +45,47 @@ func mcpClient(t *testing.T) *mcp.ClientSession {
 	t.Cleanup(func() { _ = st.Close() })
 	now := time.Now()
 	require.NoError(t, st.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateUser(ctx, store.User{ID: "u_1", Email: "owner@example.com", PasswordHash: "x", CreatedAt: now}); err != nil {
+		for _, id := range []string{"u_1", "u_2", "u_3", "u_4"} {
+			if err := tx.CreateUser(ctx, store.User{ID: id, Email: id + "@example.com", PasswordHash: "x", CreatedAt: now}); err != nil {
+				return err
+			}
+		}
+		if err := tx.CreateProject(ctx, store.Project{ID: "p_1", Name: "one", OwnerID: "u_1", Version: 1, CreatedAt: now, UpdatedAt: now}); err != nil {
 			return err
 		}
-		return tx.CreateProject(ctx, store.Project{ID: "p_1", Name: "one", OwnerID: "u_1", Version: 1, CreatedAt: now, UpdatedAt: now})
+		if err := tx.PutMember(ctx, "p_1", "u_2", store.RoleAdmin); err != nil {
+			return err
+		}
+		return tx.PutMember(ctx, "p_1", "u_3", store.RoleMember)
 	}))
 	tokens, err := auth.NewTokens([]byte("test-secret-test-secret-test-secret-0123"), time.Hour)
 	require.NoError(t, err)
+	pub, priv, err := ed25519.GenerateKey(nil)
+	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s := &Server{Tokens: tokens, Logger: logger, Svc: &service.Service{Store: st, Logger: logger,
+		ConsoleKey: priv, ReceiverURL: testReceiverURL,
 		Mirror: func(context.Context) (*mirror.Store, jetstream.JetStream, error) {
 			return nil, nil, errors.New("no NATS in this test")
 		}}}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	tok, err := tokens.Issue("u_1", "owner@example.com", now)
-	require.NoError(t, err)
-	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerTransport{tok}, Timeout: 10 * time.Second}, MaxRetries: -1}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return func(userID string) *mcp.ClientSession {
+		tok, err := tokens.Issue(userID, userID+"@example.com", now)
+		require.NoError(t, err)
+		client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp",
+			HTTPClient: &http.Client{Transport: bearerTransport{tok}, Timeout: 10 * time.Second}, MaxRetries: -1}, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}, pub
+}
+
+// mcpClient is an MCP client as the owner of project p_1.
+func mcpClient(t *testing.T) *mcp.ClientSession {
+	connect, _ := mcpServer(t)
+	return connect("u_1")
 }
 
 // An agent's sample payload holds ids as big as a snowflake id: the preview must show
@@ -112,4 +136,57 @@ func TestMCPTestSourceKeepsBigNumbers(t *testing.T) {
 		Arguments: json.RawMessage(`{"project_id": "p_1", "source": {"name": "x"}, "payload": [1]}`)})
 	require.NoError(t, err)
 	assert.True(t, res.IsError)
+}
+
+// Every tool's schemas, input and output, are portable: no "type" array anywhere (a
+// nullable union such as ["null", "string"]), which function-calling dialects that take
+// one type refuse. Walked as JSON, so nested properties, items and $defs count too.
+func TestMCPSchemasHaveNoTypeUnions(t *testing.T) {
+	cs := mcpClient(t)
+	tools, err := cs.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, tools.Tools)
+	for _, tl := range tools.Tools {
+		for what, sc := range map[string]any{"input": tl.InputSchema, "output": tl.OutputSchema} {
+			raw, err := json.Marshal(sc)
+			require.NoError(t, err)
+			var doc any
+			require.NoError(t, json.Unmarshal(raw, &doc))
+			for _, path := range typeArrays(doc, "") {
+				t.Errorf("%s's %s schema has a type union at %s: %s", tl.Name, what, path, raw)
+			}
+		}
+		assert.NotNil(t, tl.OutputSchema, "%s answers structured content with a schema", tl.Name)
+	}
+}
+
+// typeArrays lists the JSON paths under doc where "type" is an array.
+func typeArrays(doc any, path string) []string {
+	var out []string
+	switch v := doc.(type) {
+	case map[string]any:
+		for k, sub := range v {
+			if _, isArray := sub.([]any); k == "type" && isArray {
+				out = append(out, path+"/type")
+			}
+			out = append(out, typeArrays(sub, path+"/"+k)...)
+		}
+	case []any:
+		for i, sub := range v {
+			out = append(out, typeArrays(sub, fmt.Sprintf("%s/%d", path, i))...)
+		}
+	}
+	return out
+}
+
+// An empty list is answered as [] (what the output schema says), not null: the SDK
+// checks every answer against the schema, so a null would fail the call itself.
+func TestMCPEmptyListsAreEmptyArrays(t *testing.T) {
+	cs := mcpClient(t)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_sources", Arguments: map[string]any{"project_id": "p_1"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%+v", res.Content)
+	b, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"sources": []}`, string(b))
 }

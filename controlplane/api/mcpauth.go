@@ -57,6 +57,6 @@ func (s *Server) protectedResource(w http.ResponseWriter, r *http.Request) {
 		"resource":                 base + "/mcp",
 		"resource_name":            "otelcol-svc control plane (MCP)",
 		"bearer_methods_supported": []string{"header"},
-		"resource_documentation":   "send Authorization: Bearer <token from POST " + base + "/api/v1/auth/login>",
+		"resource_documentation":   "send Authorization: Bearer <a personal access token (osp_..., POST " + base + "/api/v1/tokens) or a login token (POST " + base + "/api/v1/auth/login)>",
 	})
 }
