@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -78,5 +79,31 @@ func TestConsoleToken(t *testing.T) {
 		_, err = consoletoken.Verify(keys, tok, time.Now())
 		assert.NoError(t, err, "a token issued after a restart verifies with the key published before it")
 		assert.Equal(t, keys, publishedConsoleKeys(t, s.nats.URL()))
+	})
+}
+
+// The mirror carries each member's role, so a receiver can let owners and admins (and
+// only them) replay deliveries with a console token; a role change reaches it.
+func TestMirrorCarriesMemberRoles(t *testing.T) {
+	databases(t, func(t *testing.T, db map[string]string) {
+		s := startSourceStack(t, db)
+		cp := s.cp.URL
+		owner, ownerID := s.signup(t, "roles-owner@example.com")
+		_, adminID := s.signup(t, "roles-admin@example.com")
+		pid := call(t, cp, "POST", "/api/v1/projects", owner, map[string]string{"name": "r"}).str("id")
+		require.Equal(t, http.StatusCreated, call(t, cp, "POST", "/api/v1/projects/"+pid+"/members", owner, map[string]string{"email": "roles-admin@example.com", "role": "member"}).Status)
+		_, js := testenv.Connect(t, s.nats.URL())
+		kv, err := js.KeyValue(context.Background(), mirror.BucketProjects)
+		require.NoError(t, err)
+		roles := func() map[string]string {
+			e, err := kv.Get(context.Background(), pid)
+			require.NoError(t, err)
+			var p mirror.Project
+			require.NoError(t, json.Unmarshal(e.Value(), &p))
+			return p.Roles
+		}
+		assert.Equal(t, map[string]string{ownerID: "owner", adminID: "member"}, roles())
+		require.Equal(t, http.StatusCreated, call(t, cp, "POST", "/api/v1/projects/"+pid+"/members", owner, map[string]string{"email": "roles-admin@example.com", "role": "admin"}).Status)
+		assert.Equal(t, "admin", roles()[adminID], "a role change is published")
 	})
 }

@@ -148,6 +148,10 @@ func run(logger *slog.Logger) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
+	svc.PruneGrace, err = time.ParseDuration(env("SVC_MIRROR_PRUNE_GRACE", "1m"))
+	if err != nil || svc.PruneGrace < 0 {
+		return fmt.Errorf("SVC_MIRROR_PRUNE_GRACE: want a duration such as 1m (0s prunes at once), got %q", os.Getenv("SVC_MIRROR_PRUNE_GRACE"))
+	}
 	checkEvery, err := time.ParseDuration(env("SVC_MIRROR_CHECK_INTERVAL", "1m"))
 	if err != nil || checkEvery <= 0 {
 		return fmt.Errorf("SVC_MIRROR_CHECK_INTERVAL: want a positive duration such as 1m, got %q", os.Getenv("SVC_MIRROR_CHECK_INTERVAL"))

@@ -25,7 +25,8 @@ const testReceiverURL = "https://ingest.example.com"
 // startSourceStack is a stack whose control plane tells users testReceiverURL.
 func startSourceStack(t *testing.T, db map[string]string) *stack {
 	t.Helper()
-	env := map[string]string{"SVC_PUBLIC_RECEIVER_URL": testReceiverURL + "/"}
+	// Stale entries the tests plant are pruned at the next publish, however recent.
+	env := map[string]string{"SVC_PUBLIC_RECEIVER_URL": testReceiverURL + "/", "SVC_MIRROR_PRUNE_GRACE": "0s"}
 	for k, v := range db {
 		env[k] = v
 	}

@@ -24,7 +24,9 @@ func FuzzPipelineBody(f *testing.F) {
 	for _, s := range []string{
 		`{"trigger":"severity_number >= 17","transforms":["set(event[\"a\"], 1)"],"batch_size":5}`,
 		`{"window_enabled":true,"group_key":"traceId","context_filter":"severity_number >= 9","window_duration_seconds":60}`,
-		`{"agent_endpoint_url":"https://agent.example.com/x"}`, `{"trigger":1}`, `{"nope":true}`, `[]`, `{`,
+		`{"agent_endpoint_url":"https://agent.example.com/x"}`, `{"trigger":1}`,
+		`{"cooldown_seconds":60,"dedup_key":"resource_attributes[\"k8s.pod.name\"]","max_calls_per_minute":5,"max_calls_per_day":100}`,
+		`{"window_enabled":true,"window_max_bytes":8192,"window_max_events":50000,"cooldown_seconds":86401}`, `{"nope":true}`, `[]`, `{`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -15,6 +15,9 @@ func pipelineJSON(p store.Project, role string) map[string]any {
 		"window_enabled": pl.WindowEnabled, "context_filter": pl.ContextFilter,
 		"window_duration_seconds": pl.WindowDurationSeconds, "group_key": pl.GroupKey,
 		"batch_size": pl.BatchSize, "version": p.Version, "updated_at": ts(p.UpdatedAt),
+		"cooldown_seconds": pl.CooldownSeconds, "dedup_key": pl.DedupKey,
+		"max_calls_per_minute": pl.MaxCallsPerMinute, "max_calls_per_day": pl.MaxCallsPerDay,
+		"window_max_bytes": pl.WindowMaxBytes, "window_max_events": pl.WindowMaxEvents,
 	}
 	if role != store.RoleMember {
 		out["signing_secret"] = p.SigningSecret

@@ -49,6 +49,8 @@ func (s *Server) Handler() http.Handler {
 	route(mux, "/readyz", methods{"GET": s.readyz})
 	route(mux, "/api/v1/auth/signup", methods{"POST": s.signup})
 	route(mux, "/api/v1/auth/login", methods{"POST": s.login})
+	route(mux, "/api/v1/auth/session", methods{"GET": s.sessionInfo, "POST": s.sessionLogin, "DELETE": s.sessionLogout})
+	route(mux, "/api/v1/auth/session/signup", methods{"POST": s.sessionSignup})
 	route(mux, "/api/v1/me", methods{"GET": s.authed(s.me)})
 	route(mux, "/api/v1/tokens", methods{"GET": s.authed(s.listAccessTokens), "POST": s.authed(s.createAccessToken)})
 	route(mux, "/api/v1/tokens/{token_id}", methods{"DELETE": s.authed(s.revokeAccessToken)})
@@ -59,9 +61,11 @@ func (s *Server) Handler() http.Handler {
 	route(mux, "/api/v1/projects/{id}/members", methods{"GET": s.authed(s.listMembers), "POST": s.authed(s.addMember)})
 	route(mux, "/api/v1/projects/{id}/members/{user_id}", methods{"DELETE": s.authed(s.deleteMember)})
 	route(mux, "/api/v1/projects/{id}/pipeline", methods{"GET": s.authed(s.getPipeline), "PUT": s.authed(s.putPipeline)})
+	route(mux, "/api/v1/projects/{id}/pipeline/validate", methods{"POST": s.authed(s.checkPipeline)})
 	route(mux, "/api/v1/projects/{id}/pipeline/rotate-secret", methods{"POST": s.authed(s.rotateSecret)})
 	route(mux, "/api/v1/projects/{id}/sinks", methods{"GET": s.authed(s.listSinks), "POST": s.authed(s.createSink)})
 	route(mux, "/api/v1/projects/{id}/sinks/{sink_id}", methods{"GET": s.authed(s.getSink), "PATCH": s.authed(s.patchSink), "DELETE": s.authed(s.deleteSink)})
+	route(mux, "/api/v1/projects/{id}/sinks/{sink_id}/test", methods{"POST": s.authed(s.testSink)})
 	route(mux, "/api/v1/projects/{id}/sources", methods{"GET": s.authed(s.listSources), "POST": s.authed(s.createSource)})
 	route(mux, "/api/v1/projects/{id}/sources/test", methods{"POST": s.authed(s.testSource)})
 	route(mux, "/api/v1/projects/{id}/sources/{source_id}", methods{"GET": s.authed(s.getSource), "DELETE": s.authed(s.deleteSource)})
@@ -71,9 +75,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/mcp", s.mcpChallenge(s.authed(s.mcpHandler().ServeHTTP)))
 	route(mux, mcpMetadataPath, methods{"GET": s.protectedResource})
 	route(mux, mcpMetadataPath+"/mcp", methods{"GET": s.protectedResource})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.NotFound, "no endpoint "+r.URL.Path))
-	})
+	mux.HandleFunc("/", s.dashboard())
 	return securityHeaders(mux)
 }
 

@@ -48,48 +48,62 @@ func limitAddr(r *http.Request) string {
 }
 
 func (s *Server) signup(w http.ResponseWriter, r *http.Request) {
+	if u, ok := s.createAccount(w, r); ok {
+		s.respondToken(w, r, http.StatusCreated, u)
+	}
+}
+
+// createAccount creates the account the request asks for, or answers why not.
+func (s *Server) createAccount(w http.ResponseWriter, r *http.Request) (store.User, bool) {
 	// Every attempt counts, refused ones too: a 409 tells whether an email has an account.
 	if ok, wait := s.signupByAddr.Take(limitAddr(r), time.Now()); !ok {
 		fail(w, rateLimited("too many signups from your address", wait))
-		return
+		return store.User{}, false
 	}
 	var c credentials
 	if e := decode(r, &c); e != nil {
 		fail(w, e)
-		return
+		return store.User{}, false
 	}
 	email, ok := service.NormalizeEmail(c.Email)
 	if !ok {
 		fail(w, badBody("email must be an address like ops@example.com"))
-		return
+		return store.User{}, false
 	}
 	if n := len(c.Password); n < auth.MinPasswordLen || n > auth.MaxPasswordLen {
 		fail(w, badBody(fmt.Sprintf("password must be %d to %d characters", auth.MinPasswordLen, auth.MaxPasswordLen)))
-		return
+		return store.User{}, false
 	}
 	hash, err := auth.HashPassword(c.Password)
 	if err != nil {
 		s.internal(w, r, err)
-		return
+		return store.User{}, false
 	}
 	u := store.User{ID: service.NewID("u_"), Email: email, PasswordHash: hash, CreatedAt: time.Now().UTC()}
 	err = s.Svc.Store.InTx(r.Context(), func(tx *store.Tx) error { return tx.CreateUser(r.Context(), u) })
 	if errors.Is(err, store.ErrConflict) {
 		fail(w, apierror.New(http.StatusConflict, apierror.Conflict, "an account with this email exists; log in instead"))
-		return
+		return store.User{}, false
 	}
 	if err != nil {
 		s.internal(w, r, err)
-		return
+		return store.User{}, false
 	}
-	s.respondToken(w, r, http.StatusCreated, u)
+	return u, true
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if u, ok := s.verifyLogin(w, r); ok {
+		s.respondToken(w, r, http.StatusOK, u)
+	}
+}
+
+// verifyLogin checks the request's email and password, rate limited, or answers why not.
+func (s *Server) verifyLogin(w http.ResponseWriter, r *http.Request) (store.User, bool) {
 	var c credentials
 	if e := decode(r, &c); e != nil {
 		fail(w, e)
-		return
+		return store.User{}, false
 	}
 	email, _ := service.NormalizeEmail(c.Email)
 	now := time.Now()
@@ -100,11 +114,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	pair := addr + " " + email
 	if ok, wait := s.loginByAddrAccount.Allow(pair, now); !ok {
 		fail(w, rateLimited("too many failed logins for this account from your address", wait))
-		return
+		return store.User{}, false
 	}
 	if ok, wait := s.loginByAddr.Allow(addr, now); !ok {
 		fail(w, rateLimited("too many failed logins from your address", wait))
-		return
+		return store.User{}, false
 	}
 	var u store.User
 	err := s.Svc.Store.InTx(r.Context(), func(tx *store.Tx) error {
@@ -114,7 +128,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.internal(w, r, err)
-		return
+		return store.User{}, false
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		auth.BurnTime(c.Password)
@@ -125,10 +139,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.loginByAddrAccount.Fail(pair, now)
 		s.loginByAddr.Fail(addr, now)
 		fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "wrong email or password"))
-		return
+		return store.User{}, false
 	}
 	s.loginByAddrAccount.Reset(pair)
-	s.respondToken(w, r, http.StatusOK, u)
+	return u, true
 }
 
 func (s *Server) respondToken(w http.ResponseWriter, r *http.Request, status int, u store.User) {
@@ -147,6 +161,14 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		const p = "bearer "
 		hdr := r.Header.Get("Authorization")
+		// The dashboard's session cookie counts for the JSON API only (not /mcp); a
+		// Bearer token, when sent, is what counts.
+		if hdr == "" && strings.HasPrefix(r.URL.Path, "/api/v1/") {
+			if secret := auth.SessionFromCookie(r); secret != "" {
+				s.sessionAuthed(w, r, secret, h)
+				return
+			}
+		}
 		if len(hdr) <= len(p) || !strings.EqualFold(hdr[:len(p)], p) {
 			fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "sign in: send Authorization: Bearer <token from /api/v1/auth/login>"))
 			return

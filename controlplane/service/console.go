@@ -37,11 +37,11 @@ func (s *Service) IssueConsoleToken(ctx context.Context, userID, id string) (ct 
 		if err != nil {
 			return err
 		}
-		if members[userID] == 0 {
+		if members[userID].Since == 0 {
 			return store.ErrNotFound // not a member (any more)
 		}
 		now := time.Now().UTC()
-		tok, err := consoletoken.Issue(s.ConsoleKey, consoletoken.Claims{UserID: userID, ProjectID: p.ID, Grant: members[userID]}, consoleTokenTTL, now)
+		tok, err := consoletoken.Issue(s.ConsoleKey, consoletoken.Claims{UserID: userID, ProjectID: p.ID, Grant: members[userID].Since}, consoleTokenTTL, now)
 		if err != nil {
 			return err
 		}

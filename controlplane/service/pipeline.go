@@ -104,6 +104,12 @@ type PipelineUpdate struct {
 	WindowDurationSeconds *int
 	GroupKey              *string
 	BatchSize             *int
+	CooldownSeconds       *int
+	DedupKey              *string
+	MaxCallsPerMinute     *int
+	MaxCallsPerDay        *int
+	WindowMaxBytes        *int
+	WindowMaxEvents       *int
 }
 
 func (u PipelineUpdate) apply(pl *mirror.Pipeline) {
@@ -115,6 +121,12 @@ func (u PipelineUpdate) apply(pl *mirror.Pipeline) {
 	assign(&pl.WindowEnabled, u.WindowEnabled)
 	assign(&pl.WindowDurationSeconds, u.WindowDurationSeconds)
 	assign(&pl.BatchSize, u.BatchSize)
+	assign(&pl.CooldownSeconds, u.CooldownSeconds)
+	assign(&pl.DedupKey, u.DedupKey)
+	assign(&pl.MaxCallsPerMinute, u.MaxCallsPerMinute)
+	assign(&pl.MaxCallsPerDay, u.MaxCallsPerDay)
+	assign(&pl.WindowMaxBytes, u.WindowMaxBytes)
+	assign(&pl.WindowMaxEvents, u.WindowMaxEvents)
 }
 
 // UpdatePipeline changes some of a project's pipeline fields, with the checks of

@@ -73,7 +73,7 @@ func (s *Service) CreateProject(ctx context.Context, userID string, name *string
 			return e
 		}
 		// The owner's membership row is written with the project's creation time.
-		return ms.PutProject(ctx, mirrorProject(p, nil, map[string]int64{p.OwnerID: p.CreatedAt.UnixMilli()}))
+		return ms.PutProject(ctx, mirrorProject(p, nil, map[string]store.Grant{p.OwnerID: {Since: p.CreatedAt.UnixMilli(), Role: store.RoleOwner}}))
 	})
 	if err != nil {
 		s.deleteStreams(ctx, p.ID)
@@ -257,7 +257,9 @@ func (s *Service) AddMember(ctx context.Context, userID, id, email, role string)
 		if err := tx.PutMember(ctx, p.ID, u.ID, role); err != nil {
 			return err
 		}
-		return publish(ctx, tx, ms, p) // their console tokens work from now
+		// A new version, like every change: a publish of the whole configuration skips
+		// entries the mirror holds at the same or a later version (resync.go).
+		return saveProject(ctx, tx, ms, &p) // their console tokens work from now
 	})
 	return u, role, err
 }
@@ -286,7 +288,7 @@ func (s *Service) RemoveMember(ctx context.Context, userID, id, target string) e
 				return err
 			}
 		}
-		return publish(ctx, tx, ms, p)
+		return saveProject(ctx, tx, ms, &p)
 	})
 }
 

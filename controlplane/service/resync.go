@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
@@ -42,7 +43,7 @@ func (s *Service) Resync(ctx context.Context) error {
 	}
 	var projects []store.Project
 	var sinks [][]store.Sink
-	var members map[string]map[string]int64
+	var members map[string]map[string]store.Grant
 	var keys []store.Key
 	var sources []store.Source
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
@@ -69,18 +70,35 @@ func (s *Service) Resync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// An entry the snapshot has but the API deleted while this ran (the mirror first, then
+	// the commit) is not brought back: a revoked key must stay revoked.
+	deletedMeanwhile := func(bucket, key string) (bool, error) {
+		return ms.JustDeleted(ctx, bucket, key, s.PruneGrace)
+	}
 	owner := map[string]string{}
 	wantProjects := map[string]bool{}
 	for i, p := range projects {
 		owner[p.ID] = p.OwnerID
 		wantProjects[p.ID] = true
-		if err := ms.PutProject(ctx, mirrorProject(p, sinks[i], members[p.ID])); err != nil {
+		if gone, err := deletedMeanwhile(mirror.BucketProjects, p.ID); err != nil || gone {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := ms.PutProjectIfNewer(ctx, mirrorProject(p, sinks[i], members[p.ID])); err != nil {
 			return err
 		}
 	}
 	wantKeys := map[string]bool{}
 	for _, k := range keys {
 		wantKeys[k.Hash] = true
+		if gone, err := deletedMeanwhile(mirror.BucketKeys, k.Hash); err != nil || gone {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if err := ms.PutKey(ctx, k.Hash, mirrorKey(k, owner[k.ProjectID])); err != nil {
 			return err
 		}
@@ -88,17 +106,29 @@ func (s *Service) Resync(ctx context.Context) error {
 	wantSources := map[string]bool{}
 	for _, src := range sources {
 		wantSources[src.IngestKey] = true
+		if gone, err := deletedMeanwhile(mirror.BucketSources, src.IngestKey); err != nil || gone {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if err := ms.PutSource(ctx, src.IngestKey, src.Config); err != nil {
 			return err
 		}
 	}
-	if err := prune(ctx, had[mirror.BucketKeys], wantKeys, ms.DeleteKey); err != nil {
+	young := func(bucket string) func(context.Context, string) (bool, error) {
+		return func(ctx context.Context, key string) (bool, error) {
+			at, ok, err := ms.Written(ctx, bucket, key)
+			return ok && time.Since(at) < s.PruneGrace, err
+		}
+	}
+	if err := prune(ctx, had[mirror.BucketKeys], wantKeys, young(mirror.BucketKeys), ms.DeleteKey); err != nil {
 		return err
 	}
-	if err := prune(ctx, had[mirror.BucketSources], wantSources, ms.DeleteSource); err != nil {
+	if err := prune(ctx, had[mirror.BucketSources], wantSources, young(mirror.BucketSources), ms.DeleteSource); err != nil {
 		return err
 	}
-	if err := prune(ctx, had[mirror.BucketProjects], wantProjects, ms.DeleteProject); err != nil {
+	if err := prune(ctx, had[mirror.BucketProjects], wantProjects, young(mirror.BucketProjects), ms.DeleteProject); err != nil {
 		return err
 	}
 	s.Logger.Debug("configuration mirror re-published", "projects", len(projects), "keys", len(keys), "sources", len(sources))
@@ -106,13 +136,27 @@ func (s *Service) Resync(ctx context.Context) error {
 }
 
 // prune deletes the entries the mirror had before the database was read that the
-// database does not know.
-func prune(ctx context.Context, had []string, want map[string]bool, del func(context.Context, string) error) error {
+// database does not know, unless young says they were written within Service.PruneGrace.
+// The API writes the mirror and then commits: an entry of a change in flight is in the
+// mirror's listing but not yet in the database snapshot, and pruning it lost the change
+// from the data plane until the next full publish (hours). Past the grace such a
+// transaction has committed or failed; a minute also absorbs a clock difference between
+// the control plane and NATS. (Found by TestHundredProjectsOnTheEmbeddedDefault, which
+// creates projects during the first publish.)
+func prune(ctx context.Context, had []string, want map[string]bool, young func(context.Context, string) (bool, error), del func(context.Context, string) error) error {
 	for _, k := range had {
-		if !want[k] {
-			if err := del(ctx, k); err != nil {
-				return err
-			}
+		if want[k] {
+			continue
+		}
+		recent, err := young(ctx, k)
+		if err != nil {
+			return err
+		}
+		if recent {
+			continue
+		}
+		if err := del(ctx, k); err != nil {
+			return err
 		}
 	}
 	return nil

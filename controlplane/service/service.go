@@ -53,6 +53,9 @@ type Service struct {
 	Usage func(ctx context.Context) (*usage.Reader, error)
 	// Now is the calendar clock of usage answers (time.Now when nil).
 	Now func() time.Time
+	// PruneGrace spares mirror entries written this recently when a publish prunes what
+	// the database does not know (resync.go); SVC_MIRROR_PRUNE_GRACE, 1m.
+	PruneGrace time.Duration
 }
 
 // Access is the level an operation needs on a project.
@@ -126,9 +129,13 @@ func publish(ctx context.Context, tx *store.Tx, ms *mirror.Store, p store.Projec
 }
 
 // mirrorProject is a project's mirror entry; members are its MemberGrants.
-func mirrorProject(p store.Project, sinks []store.Sink, members map[string]int64) mirror.Project {
+func mirrorProject(p store.Project, sinks []store.Sink, members map[string]store.Grant) mirror.Project {
 	mp := mirror.Project{ID: p.ID, AccountID: p.OwnerID, Name: p.Name, Version: p.Version,
-		Pipeline: p.Pipeline, SigningSecret: p.SigningSecret, UpdatedAt: p.UpdatedAt, Members: members}
+		Pipeline: p.Pipeline, SigningSecret: p.SigningSecret, UpdatedAt: p.UpdatedAt,
+		Members: make(map[string]int64, len(members)), Roles: make(map[string]string, len(members))}
+	for user, g := range members {
+		mp.Members[user], mp.Roles[user] = g.Since, g.Role
+	}
 	for _, s := range sinks {
 		mp.Sinks = append(mp.Sinks, s.Config)
 	}
