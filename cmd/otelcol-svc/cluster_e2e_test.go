@@ -195,6 +195,35 @@ func TestClusterScaleOutSurvivesKill9(t *testing.T) {
 	require.Positive(t, len(results))
 	t.Logf("cluster scale-out: %d events acked, lost 0; duplicates: agent %d events, webhook %d events (%d results)",
 		len(acked), dupAgent, dupHook, dupResults)
+
+	// The ledger adds up after the kills, each record counted once although the killed
+	// pipeline's batches were delivered again: received = dropped + sent + dead-lettered +
+	// pending, with pending 0 once drained.
+	var ledger struct {
+		Received, Dropped, AgentCalls, DeadLettered, Pending int64
+		Balanced                                             bool
+	}
+	require.Eventually(t, func() bool {
+		r := get(t, receivers[1].HTTP+"/console/v1/projects/"+projectID+"/ledger", map[string]string{"X-API-Key": key})
+		require.Equal(t, http.StatusOK, r.StatusCode, "%s", r.Body)
+		var raw struct {
+			Received     int64 `json:"received"`
+			Dropped      int64 `json:"dropped"`
+			AgentCalls   int64 `json:"agent_calls"`
+			DeadLettered int64 `json:"dead_lettered"`
+			Pending      int64 `json:"pending"`
+			Balanced     bool  `json:"balanced"`
+		}
+		require.NoError(t, json.Unmarshal(r.Body, &raw))
+		ledger.Received, ledger.Dropped, ledger.AgentCalls, ledger.DeadLettered, ledger.Pending, ledger.Balanced =
+			raw.Received, raw.Dropped, raw.AgentCalls, raw.DeadLettered, raw.Pending, raw.Balanced
+		return raw.Balanced && raw.Pending == 0
+	}, 60*time.Second, 200*time.Millisecond, "the ledger never balanced after the load: %+v", &ledger)
+	t.Logf("ledger after the kills: %+v", ledger)
+	require.GreaterOrEqual(t, ledger.Received, int64(len(acked)+1), "every acked event and the poison one received")
+	require.Equal(t, int64(1), ledger.DeadLettered, "the poison event, once")
+	require.Equal(t, ledger.Received-1, ledger.AgentCalls+ledger.Dropped, "every other record sent (no trigger drops none)")
+	require.Zero(t, ledger.Dropped)
 }
 
 // numberAgent is the customer's agent in legacy batch mode: it notes the number of each

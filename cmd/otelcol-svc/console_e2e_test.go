@@ -141,11 +141,15 @@ func TestConsoleRecentEvents(t *testing.T) {
 		"other console path":   {e.col.HTTP + "/console/v1/projects/cona/other", map[string]string{"X-API-Key": keyA}, 404, "not_found"},
 		"forged console token": {base, bearer("eyJhbGciOiJFZERTQSJ9.eyJwcm9qZWN0X2lkIjoiY29uYSJ9.AAAA"), 503, "unavailable"}, // no keys published yet
 	} {
-		r := get(t, c.url, c.headers)
+		h := map[string]string{"Origin": "http://localhost:8080"} // the dashboard's, by default
+		for k, v := range c.headers {
+			h[k] = v
+		}
+		r := get(t, c.url, h)
 		assert.Equal(t, c.status, r.StatusCode, "%s: %s", name, r.Body)
 		assert.Equal(t, c.code, errorCode(t, r), name)
 		assert.NotContains(t, string(r.Body), "of B", name)
-		assert.Equal(t, "*", r.Header.Get("Access-Control-Allow-Origin"), "%s: errors are readable by the dashboard too", name)
+		assert.Equal(t, "http://localhost:8080", r.Header.Get("Access-Control-Allow-Origin"), "%s: errors are readable by the dashboard too", name)
 	}
 
 	// Reads leave no consumer behind on the stream.
@@ -189,17 +193,22 @@ func TestConsoleTokensAndCORS(t *testing.T) {
 		assert.Equal(t, c.code, errorCode(t, r), name)
 	}
 
-	// The dashboard on another origin: preflight, then the GET, both allowed for any origin.
+	// The dashboard on another origin (SVC_DASHBOARD_ORIGIN, by default
+	// http://localhost:8080): preflight, then the GET, allowed for its origin only.
 	r := request(t, http.MethodOptions, base, map[string]string{
 		"Origin": "http://localhost:8080", "Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "authorization",
 	})
 	assert.Equal(t, http.StatusNoContent, r.StatusCode)
-	assert.Equal(t, "*", r.Header.Get("Access-Control-Allow-Origin"))
+	assert.Equal(t, "http://localhost:8080", r.Header.Get("Access-Control-Allow-Origin"))
 	assert.Contains(t, r.Header.Get("Access-Control-Allow-Headers"), "Authorization")
 	assert.Contains(t, r.Header.Get("Access-Control-Allow-Methods"), "GET")
 	r = get(t, base, map[string]string{"Origin": "http://localhost:8080", "Authorization": "Bearer " + tokA})
 	assert.Equal(t, http.StatusOK, r.StatusCode)
-	assert.Equal(t, "*", r.Header.Get("Access-Control-Allow-Origin"))
+	assert.Equal(t, "http://localhost:8080", r.Header.Get("Access-Control-Allow-Origin"))
+	// A page of another site holding the token still cannot read the answer.
+	r = get(t, base, map[string]string{"Origin": "http://evil.example", "Authorization": "Bearer " + tokA})
+	assert.Equal(t, http.StatusOK, r.StatusCode)
+	assert.Empty(t, r.Header.Get("Access-Control-Allow-Origin"))
 	// Only the read API is open to other origins.
 	r = post(t, e.col.HTTP+"/v1/events", keyA, "application/json", []byte(`{"n":2}`), map[string]string{"Origin": "http://localhost:8080"})
 	assert.Equal(t, http.StatusAccepted, r.StatusCode)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
@@ -97,8 +98,10 @@ func TestHundredProjectsOnTheEmbeddedDefault(t *testing.T) {
 		}
 		return out
 	}
-	require.Eventually(t, func() bool { return len(missing(calls)) == 0 }, 60*time.Second, 50*time.Millisecond,
-		"projects whose agent was never called: %v", func() []string { return missing(calls) })
+	ok := assert.Eventually(t, func() bool { return len(missing(calls)) == 0 }, 60*time.Second, 50*time.Millisecond)
+	if !ok {
+		t.Fatalf("projects whose agent was never called: %v", missing(calls))
+	}
 	require.Eventually(t, func() bool { return len(missing(results)) == 0 }, 60*time.Second, 50*time.Millisecond,
 		"projects whose webhook never got the result: %v", func() []string { return missing(results) })
 }

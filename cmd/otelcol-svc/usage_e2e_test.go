@@ -494,3 +494,35 @@ func TestUsageNoticesReachTheSinks(t *testing.T) {
 	assert.Equal(t, texts, chats, "the chat shows the notice's text")
 	assert.Equal(t, 100, rawCount(t, e.js, "noticed"), "notices are not usage, and go to the output stream")
 }
+
+// A client retrying a request with the same Idempotency-Key (its answer was lost, say)
+// has it stored once and counted once against the free tier, in both publish modes; the
+// same request without a key is stored twice and counted twice.
+func TestRetryWithIdempotencyKeyIsMeteredOnce(t *testing.T) {
+	for _, mode := range []string{"async", "fast_batch"} {
+		t.Run(mode, func(t *testing.T) {
+			e := startReceiver(t, map[string]string{"SVC_PUBLISH_MODE": mode})
+			account, project := "acct_retry_"+mode, "retry-"+strings.ReplaceAll(mode, "_", "-")
+			key := meteredProject(t, e.m, e.col.HTTP, account, project, nil)
+			batch, single := e.col.HTTP+"/v1/events/batch", e.col.HTTP+"/v1/events"
+			idem := func(k string) map[string]string { return map[string]string{"Idempotency-Key": k} }
+
+			for range 2 {
+				r := post(t, batch, key, "application/json", jsonObjects(50), idem("retry-batch-1"))
+				require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
+				r = post(t, single, key, "application/json", []byte(`{"n":1}`), idem("retry-one-1"))
+				require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
+			}
+			assert.Equal(t, 51, rawCount(t, e.js, project), "each keyed request stored once")
+			usageEvents(t, e.js, account, 51)
+
+			for range 2 {
+				r := post(t, batch, key, "application/json", jsonObjects(20), nil)
+				require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
+			}
+			assert.Equal(t, 91, rawCount(t, e.js, project), "without a key both copies are stored")
+			u := usageEvents(t, e.js, account, 91)
+			assert.Equal(t, int64(freeTier-91), u.Remaining)
+		})
+	}
+}
