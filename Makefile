@@ -7,6 +7,10 @@ OCB_VER   := v0.162.0
 # dependencies stay out of ours, as in collector-contrib): v0.162.0 is not on the module
 # proxy, and v0.161.0 needs a module version that is not either, so it is v0.159.0.
 MDATAGEN  := $(BIN)/mdatagen
+# telemetrygen (the contrib load generator, a real OTLP client no one here wrote) is pinned in
+# internal/tools/telemetrygen/go.mod, a module apart from mdatagen's: v0.161.0, the newest on
+# the module proxy, needs pdata v1.67.0 where mdatagen v0.159.0 has v1.65.0.
+TELEMETRYGEN := $(BIN)/telemetrygen
 # The components mdatagen generates for: each directory with a metadata.yaml.
 COMPONENTS := $(patsubst %/metadata.yaml,%,$(wildcard extension/*/metadata.yaml receiver/*/metadata.yaml processor/*/metadata.yaml exporter/*/metadata.yaml))
 # What ocb and mdatagen write, as pathspecs for git.
@@ -15,9 +19,13 @@ GENERATED := cmd/otelcol-svc/main.go cmd/otelcol-svc/components.go cmd/otelcol-s
 DATA_DIR  ?= ./data
 FUZZTIME  ?= 10s
 
-.PHONY: build run test test-cluster test-sdk generate check-generate bench fuzz clean
+.PHONY: build run test test-cluster test-sdk web inspector generate check-generate bench fuzz clean
 
+# The dashboard's assets are built first when npm is there; without it the control plane
+# embeds a page that says how to build them (go build works on a fresh clone either way).
 build:
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory web; \
+	else echo "npm not found: building the control plane without the dashboard (its / says how to build it)"; fi
 	$(GO) build -o $(BIN)/otelcol-svc ./cmd/otelcol-svc
 	$(GO) build -o $(BIN)/controlplane ./controlplane
 
@@ -41,7 +49,12 @@ run: build
 	done; \
 	wait $$col $$cp
 
+# The dashboard's browser tests (controlplane/dashboard_e2e_test.go) need the built
+# assets and the npm packages, hence web first; they skip without Node or Chromium,
+# except under CI=true. The MCP Inspector check (controlplane/mcp_inspector_test.go)
+# needs the pinned Inspector CLI, hence inspector.
 test:
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory web inspector; fi
 	$(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory test-sdk
 
@@ -56,6 +69,22 @@ test-cluster:
 test-sdk:
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s sdk/python/tests -t sdk/python
 	node --test sdk/typescript/test/*.test.js
+
+# The dashboard (controlplane/web): builds dist/, which the control plane embeds, after
+# installing the locked npm packages when the lockfile changed since the last install.
+web: controlplane/web/node_modules/.package-lock.json
+	cd controlplane/web && npm run build
+
+controlplane/web/node_modules/.package-lock.json: controlplane/web/package-lock.json controlplane/web/package.json
+	cd controlplane/web && npm ci --no-audit --no-fund
+
+# The MCP Inspector CLI, pinned in controlplane/testdata/inspector, which
+# controlplane/mcp_inspector_test.go runs against a real control plane (a client no one
+# here wrote). Installed again only when the lockfile changed since the last install.
+inspector: controlplane/testdata/inspector/node_modules/.package-lock.json
+
+controlplane/testdata/inspector/node_modules/.package-lock.json: controlplane/testdata/inspector/package-lock.json controlplane/testdata/inspector/package.json
+	cd controlplane/testdata/inspector && npm ci --no-audit --no-fund --ignore-scripts
 
 # Regenerates cmd/otelcol-svc from builder-config.yaml with the pinned ocb, and each
 # component's internal/metadata, generated tests and documentation.md from its
@@ -75,6 +104,10 @@ $(OCB):
 
 $(MDATAGEN): internal/tools/go.mod internal/tools/go.sum
 	cd internal/tools && GOBIN=$(abspath $(BIN)) $(GO) install go.opentelemetry.io/collector/cmd/mdatagen
+
+# cmd/otelcol-svc/telemetrygen_e2e_test.go builds the same binary itself, so it does not need make.
+$(TELEMETRYGEN): internal/tools/telemetrygen/go.mod internal/tools/telemetrygen/go.sum
+	cd internal/tools/telemetrygen && GOBIN=$(abspath $(BIN)) $(GO) install github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen
 
 # Fails when a generated file (ocb's distribution, mdatagen's files) does not match what
 # builder-config.yaml and the metadata.yaml files produce: changed, deleted or new.
