@@ -73,9 +73,15 @@ func (in *inbox) fill(it jetstream.MessagesContext) {
 	for {
 		m, err := it.Next()
 		in.mu.Lock()
-		if err != nil {
+		switch {
+		case err != nil:
 			in.err = err
-		} else {
+		case in.holdsLocked(m):
+			// A keep-alive came too late (a starved process) and the server sent a message
+			// again that this inbox still holds: the copy held settles it (the server takes
+			// an ack of any delivery of a sequence), so the second copy is dropped rather
+			// than delivered twice.
+		default:
 			in.queued = append(in.queued, m)
 		}
 		in.mu.Unlock()
@@ -84,6 +90,24 @@ func (in *inbox) fill(it jetstream.MessagesContext) {
 			return
 		}
 	}
+}
+
+// holdsLocked reports whether m is a redelivery of a message still queued or being worked
+// on. Only redeliveries are looked up, so the common path parses no metadata. Called
+// with mu held.
+func (in *inbox) holdsLocked(m jetstream.Msg) bool {
+	md, err := m.Metadata()
+	if err != nil || md.NumDelivered < 2 {
+		return false
+	}
+	for _, held := range [][]jetstream.Msg{in.working, in.queued} {
+		for _, h := range held {
+			if hm, err := h.Metadata(); err == nil && hm.Sequence.Stream == md.Sequence.Stream {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // take waits for at least one message and returns up to size, waiting up to linger for

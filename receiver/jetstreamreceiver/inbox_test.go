@@ -93,3 +93,65 @@ func TestTakeWaitsForTheLingerToFillABatch(t *testing.T) {
 	_, err = in.take(cctx, 5, 0)
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "nothing there: wait until the context ends")
 }
+
+// When a keep-alive comes too late (a process starved of CPU for longer than AckWait) the
+// server sends again what the inbox still holds. The copy must not be handed out a second
+// time, and acking the copy held must settle the message.
+func TestARedeliveryOfAHeldMessageIsNotHandedOutTwice(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	ctx := context.Background()
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "late", Subjects: []string{"late.in"}})
+	require.NoError(t, err)
+	for _, b := range []string{"first", "second"} {
+		_, err := js.Publish(ctx, "late.in", []byte(b))
+		require.NoError(t, err)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, "late", jetstream.ConsumerConfig{
+		Durable: "d", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxDeliver: -1,
+	})
+	require.NoError(t, err)
+	it, err := cons.Messages(jetstream.PullMaxMessages(10))
+	require.NoError(t, err)
+	defer it.Stop()
+
+	// No keep-alive: the starved process.
+	in := newInbox()
+	go in.fill(it)
+	first, err := in.take(ctx, 1, 0)
+	require.NoError(t, err)
+	require.Equal(t, "first", string(first[0].Data()))
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumRedelivered >= 2
+	}, 10*time.Second, 20*time.Millisecond, "the server sends both again after AckWait")
+	// Published after the redeliveries were sent, so it arrives after them.
+	_, err = js.Publish(ctx, "late.in", []byte("marker"))
+	require.NoError(t, err)
+
+	// The first is still being worked on while the copies and the marker arrive.
+	queued := func() []string {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		var q []string
+		for _, m := range in.queued {
+			q = append(q, string(m.Data()))
+		}
+		return q
+	}
+	require.Eventually(t, func() bool { q := queued(); return len(q) > 0 && q[len(q)-1] == "marker" },
+		10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, []string{"second", "marker"}, queued(), "neither held message is queued again")
+	require.NoError(t, first[0].Ack())
+	in.settled()
+	rest, err := in.take(ctx, 10, 0)
+	require.NoError(t, err)
+	for _, m := range rest {
+		require.NoError(t, m.Ack())
+	}
+	in.settled()
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	}, 10*time.Second, 20*time.Millisecond, "acking the copies held settles every message")
+}
