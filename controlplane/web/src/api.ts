@@ -199,3 +199,34 @@ export interface SourceTest {
   event_type: string;
   warnings: string[];
 }
+
+/** A personal access token (contract section 9); token only in the answer that creates it. */
+export interface AccessToken {
+  id: string;
+  name: string;
+  prefix: string;
+  created_at: string | null;
+  expires_at: string | null;
+  last_used_at: string | null;
+  token?: string;
+}
+
+/** An MCP client's pending sign-in, waiting for the user's Allow or Deny. */
+export interface OAuthRequest {
+  id: string;
+  client_id: string;
+  client_name: string;
+  redirect_uri: string;
+  redirect_host: string;
+  scope: string;
+  expires_at: string | null;
+}
+
+/** An MCP client the user allowed (a connected app). */
+export interface OAuthGrant {
+  id: string;
+  client_id: string;
+  client_name: string;
+  created_at: string | null;
+  last_used_at: string | null;
+}

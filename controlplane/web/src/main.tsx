@@ -3,7 +3,9 @@ import type { ComponentChildren } from 'preact';
 import { render } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, onUnauthorized, setCsrfToken, type Project, type Session } from './api';
+import { AccessPage } from './pages/access';
 import { AuthPage } from './pages/auth';
+import { AuthorizePage } from './pages/authorize';
 import { KeysPage } from './pages/keys';
 import { forgetConsoleTokens } from './console';
 import { DeliveriesPage } from './pages/deliveries';
@@ -16,6 +18,7 @@ import { ProjectsPage } from './pages/projects';
 import { SettingsPage } from './pages/settings';
 import { SourcesPage } from './pages/sources';
 import { AccountUsagePage, ProjectUsagePage } from './pages/usage';
+import { currentNext, withNext } from './returnto';
 import { Link, match, navigate, usePath } from './router';
 import { ErrorMessage, Loading, PageHeader } from './ui';
 
@@ -35,9 +38,12 @@ function App() {
   }, []);
 
   const publicPage = path === '/login' || path === '/signup';
+  // An MCP client's sign-in request survives logging in: the consent page is where the
+  // user comes back to (and only a path on this origin is ever returned to).
+  const consent = path === '/authorize';
   useEffect(() => {
-    if (session === null && !publicPage) navigate('/login', true);
-    if (session && (publicPage || path === '/')) navigate('/projects', true);
+    if (session === null && !publicPage) navigate(withNext('/login', consent ? location.pathname + location.search : null), true);
+    if (session && (publicPage || path === '/')) navigate((publicPage && currentNext()) || '/projects', true);
   }, [session, path]);
 
   if (session === undefined) return <Loading what="your session" />;
@@ -55,12 +61,15 @@ function App() {
     }
   };
 
+  if (consent) return <AuthorizePage session={session} onLogout={logout} />;
+
   const pm = match('/projects/:id/:section', path);
   return (
     <Shell session={session} onLogout={logout} projectId={pm?.id}>
       {(project, setProject) => {
         if (path === '/projects') return <ProjectsPage />;
         if (path === '/usage') return <AccountUsagePage />;
+        if (path === '/account/access') return <AccessPage />;
         if (pm && project) {
           if (pm.section === 'events') return <EventsPage key={project.id} project={project} />;
           if (pm.section === 'fields') return <FieldsPage key={project.id} project={project} />;
@@ -160,6 +169,11 @@ function Shell(props: {
           <li>
             <Link href="/usage" aria-current={current('/usage')}>
               Account usage
+            </Link>
+          </li>
+          <li>
+            <Link href="/account/access" aria-current={current('/account/access')}>
+              Access
             </Link>
           </li>
         </ul>

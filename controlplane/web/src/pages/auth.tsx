@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, ApiError, type Session } from '../api';
+import { currentNext, withNext } from '../returnto';
 import { Link } from '../router';
 import { ErrorMessage, Field, PageHeader } from '../ui';
 
@@ -10,6 +11,9 @@ export function AuthPage({ mode, onSession }: { mode: 'login' | 'signup'; onSess
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const signup = mode === 'signup';
+  // Kept across the switch between log in and sign up, so that a newcomer arriving from an
+  // MCP client's sign-in still comes back to it.
+  const next = currentNext();
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -31,6 +35,11 @@ export function AuthPage({ mode, onSession }: { mode: 'login' | 'signup'; onSess
       <div class="auth-card">
         <p class="brand">otelcol-svc</p>
         <PageHeader title={signup ? 'Create your account' : 'Log in'} />
+        {next?.startsWith('/authorize') && (
+          <p class="auth-context">
+            {signup ? 'Create an account' : 'Log in'} to review an MCP client's request to use otelcol-svc as you.
+          </p>
+        )}
         <form onSubmit={submit} noValidate>
           <Field label="Email" type="email" name="email" autoComplete="email" required value={email}
             onInput={(e) => setEmail(e.currentTarget.value)} />
@@ -41,7 +50,7 @@ export function AuthPage({ mode, onSession }: { mode: 'login' | 'signup'; onSess
           <ErrorMessage error={error} />
           {taken && (
             <p>
-              <Link href="/login">Log in with this email instead</Link>
+              <Link href={withNext('/login', next)}>Log in with this email instead</Link>
             </p>
           )}
           <button type="submit" class="btn btn-primary btn-block" disabled={busy}>
@@ -51,11 +60,11 @@ export function AuthPage({ mode, onSession }: { mode: 'login' | 'signup'; onSess
         <p class="auth-switch">
           {signup ? (
             <>
-              Have an account? <Link href="/login">Log in</Link>
+              Have an account? <Link href={withNext('/login', next)}>Log in</Link>
             </>
           ) : (
             <>
-              New here? <Link href="/signup">Create an account</Link>
+              New here? <Link href={withNext('/signup', next)}>Create an account</Link>
             </>
           )}
         </p>

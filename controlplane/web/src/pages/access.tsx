@@ -1,0 +1,288 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, type AccessToken, type OAuthGrant } from '../api';
+import { ConfirmDialog, CopyButton, ErrorMessage, Field, Loading, PageHeader, When } from '../ui';
+
+/** The MCP client configuration that sends the token as a header (Claude, VS Code, Cursor). */
+export function mcpClientConfig(origin: string, token: string): string {
+  return JSON.stringify(
+    { mcpServers: { 'otelcol-svc': { url: `${origin}/mcp`, headers: { Authorization: `Bearer ${token}` } } } },
+    null,
+    2,
+  );
+}
+
+/** The account's ways in besides the password: personal access tokens and connected apps. */
+export function AccessPage() {
+  return (
+    <>
+      <PageHeader title="Access" />
+      <p class="lede">
+        What may act as you besides your password. Each one has your role in every project you can use, and stops working
+        within a second of being revoked.
+      </p>
+      <TokensSection />
+      <AppsSection />
+    </>
+  );
+}
+
+const maxDays = 365;
+
+function TokensSection() {
+  const [tokens, setTokens] = useState<AccessToken[] | null>(null);
+  const [loadError, setLoadError] = useState<unknown>(null);
+  const [name, setName] = useState('');
+  const [days, setDays] = useState('30');
+  const [daysError, setDaysError] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const [created, setCreated] = useState<AccessToken | null>(null);
+  const [revoking, setRevoking] = useState<AccessToken | null>(null);
+  const [revokeError, setRevokeError] = useState<unknown>(null);
+
+  const load = () => api<{ tokens: AccessToken[] }>('GET', '/tokens').then((r) => setTokens(r.tokens), setLoadError);
+  useEffect(() => {
+    load();
+  }, []);
+
+  const create = async (e: Event) => {
+    e.preventDefault();
+    setError(null);
+    const n = Number(days);
+    if (!/^\d+$/.test(days.trim()) || n < 1 || n > maxDays) {
+      setDaysError(`Enter a whole number of days from 1 to ${maxDays}.`);
+      return;
+    }
+    setDaysError('');
+    setBusy(true);
+    try {
+      const t = await api<AccessToken>('POST', '/tokens', { name: name.trim(), expires_in_days: n });
+      setCreated(t);
+      setName('');
+      await load();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const revoke = async () => {
+    if (!revoking) return;
+    setBusy(true);
+    setRevokeError(null);
+    try {
+      await api('DELETE', `/tokens/${encodeURIComponent(revoking.id)}`);
+      if (created?.id === revoking.id) setCreated(null);
+      setRevoking(null);
+      await load();
+    } catch (err) {
+      setRevokeError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const expired = (t: AccessToken) => !!t.expires_at && new Date(t.expires_at).getTime() <= Date.now();
+  const config = created?.token ? mcpClientConfig(location.origin, created.token) : '';
+
+  return (
+    <section class="panel" aria-labelledby="pat-h">
+      <h2 id="pat-h">Personal access tokens</h2>
+      <p class="hint">
+        For scripts and for MCP clients configured with a header: send it as <code>Authorization: Bearer</code> to the API
+        or to <code>{location.origin}/mcp</code>.
+      </p>
+      {created?.token && (
+        <div class="panel panel-once" role="region" aria-labelledby="pat-once">
+          <h3 id="pat-once">Your new token “{created.name}”</h3>
+          <p>
+            <strong>Copy it now: it is shown only once.</strong> The list below keeps only its prefix.
+          </p>
+          <div class="copy-row">
+            <label class="sr-only" for="new-token">
+              New personal access token
+            </label>
+            <input id="new-token" class="mono" readOnly value={created.token} onFocus={(e) => e.currentTarget.select()} />
+            <CopyButton text={created.token} label="Copy the token" />
+          </div>
+          <p>For an MCP client that takes a JSON configuration:</p>
+          <div class="copy-row copy-row-top">
+            <pre class="code" aria-label="MCP client configuration">
+              {config}
+            </pre>
+            <CopyButton text={config} label="Copy the MCP client configuration" />
+          </div>
+          <button type="button" class="btn" onClick={() => setCreated(null)}>
+            I have saved the token
+          </button>
+        </div>
+      )}
+      <form class="inline-form" onSubmit={create} noValidate>
+        <Field label="Token name" name="name" required maxLength={100} value={name} placeholder="e.g. laptop MCP client"
+          onInput={(e) => setName(e.currentTarget.value)} />
+        <div class="field field-narrow field-number">
+          <label for="pat-days">Expires in (days)</label>
+          <input id="pat-days" name="expires_in_days" type="number" inputMode="numeric" min={1} max={maxDays} step={1}
+            required value={days} aria-invalid={daysError ? 'true' : undefined}
+            aria-describedby={daysError ? 'pat-days-error' : 'pat-days-hint'} onInput={(e) => setDays(e.currentTarget.value)} />
+        </div>
+        <button type="submit" class="btn btn-primary" disabled={busy || !name.trim()}>
+          Create token
+        </button>
+      </form>
+      {daysError ? (
+        <p id="pat-days-error" class="problem" role="alert">
+          <strong>Error:</strong> {daysError}
+        </p>
+      ) : (
+        <p id="pat-days-hint" class="hint">
+          1 to {maxDays} days. A token cannot create other tokens.
+        </p>
+      )}
+      <ErrorMessage error={error} />
+      <ErrorMessage error={loadError} />
+      {!tokens && !loadError && <Loading what="tokens" />}
+      {tokens && tokens.length === 0 && (
+        <p class="empty">
+          No personal access tokens. Create one for a script, or for an MCP client that is configured with a header instead
+          of signing in.
+        </p>
+      )}
+      {tokens && tokens.length > 0 && (
+        <table>
+          <caption class="sr-only">Personal access tokens</caption>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Prefix</th>
+              <th scope="col">Created</th>
+              <th scope="col">Expires</th>
+              <th scope="col">Last used</th>
+              <th scope="col">
+                <span class="sr-only">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {tokens.map((t) => (
+              <tr key={t.id}>
+                <td>{t.name}</td>
+                <td class="mono">{t.prefix}…</td>
+                <td>
+                  <When at={t.created_at} />
+                </td>
+                <td>
+                  <When at={t.expires_at} />
+                  {expired(t) && <span class="badge badge-quiet">expired</span>}
+                </td>
+                <td>
+                  <When at={t.last_used_at} />
+                </td>
+                <td class="row-actions">
+                  <button type="button" class="btn btn-small btn-danger-quiet" aria-label={`Revoke token ${t.name}`}
+                    onClick={() => (setRevokeError(null), setRevoking(t))}>
+                    Revoke
+                  </button>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <ConfirmDialog open={!!revoking} title={`Revoke token “${revoking?.name ?? ''}”?`} confirmLabel="Revoke token"
+        busy={busy} error={revokeError} onConfirm={revoke} onCancel={() => setRevoking(null)}>
+        <p>
+          Scripts and MCP clients using <span class="mono">{revoking?.prefix}…</span> are refused within a second. This
+          cannot be undone.
+        </p>
+      </ConfirmDialog>
+    </section>
+  );
+}
+
+function AppsSection() {
+  const [grants, setGrants] = useState<OAuthGrant[] | null>(null);
+  const [loadError, setLoadError] = useState<unknown>(null);
+  const [revoking, setRevoking] = useState<OAuthGrant | null>(null);
+  const [revokeError, setRevokeError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+
+  const load = () => api<{ grants: OAuthGrant[] }>('GET', '/oauth/grants').then((r) => setGrants(r.grants), setLoadError);
+  useEffect(() => {
+    load();
+  }, []);
+
+  const revoke = async () => {
+    if (!revoking) return;
+    setBusy(true);
+    setRevokeError(null);
+    try {
+      await api('DELETE', `/oauth/grants/${encodeURIComponent(revoking.id)}`);
+      setRevoking(null);
+      await load();
+    } catch (err) {
+      setRevokeError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <section class="panel" aria-labelledby="apps-h">
+      <h2 id="apps-h">Connected apps</h2>
+      <p class="hint">MCP clients you allowed by signing in from them. Each acts as you through MCP until you revoke it.</p>
+      <ErrorMessage error={loadError} />
+      {!grants && !loadError && <Loading what="connected apps" />}
+      {grants && grants.length === 0 && (
+        <p class="empty">
+          No connected apps. Add <code>{location.origin}/mcp</code> to an MCP client (Claude, VS Code, MCP Inspector) and
+          allow it when it asks: it shows here, where you can revoke it.
+        </p>
+      )}
+      {grants && grants.length > 0 && (
+        <table>
+          <caption class="sr-only">Connected apps</caption>
+          <thead>
+            <tr>
+              <th scope="col">App</th>
+              <th scope="col">Client ID</th>
+              <th scope="col">Connected</th>
+              <th scope="col">Last used</th>
+              <th scope="col">
+                <span class="sr-only">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {grants.map((g) => (
+              <tr key={g.id}>
+                <td>{g.client_name}</td>
+                <td class="mono">{g.client_id}</td>
+                <td>
+                  <When at={g.created_at} />
+                </td>
+                <td>
+                  <When at={g.last_used_at} />
+                </td>
+                <td class="row-actions">
+                  <button type="button" class="btn btn-small btn-danger-quiet" aria-label={`Revoke ${g.client_name}`}
+                    onClick={() => (setRevokeError(null), setRevoking(g))}>
+                    Revoke
+                  </button>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <ConfirmDialog open={!!revoking} title={`Disconnect “${revoking?.client_name ?? ''}”?`} confirmLabel="Revoke access"
+        busy={busy} error={revokeError} onConfirm={revoke} onCancel={() => setRevoking(null)}>
+        <p>
+          Its MCP calls are refused within a second, and it must ask you again to reconnect. The app itself is not
+          uninstalled.
+        </p>
+      </ConfirmDialog>
+    </section>
+  );
+}
