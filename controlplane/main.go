@@ -140,6 +140,11 @@ func run(logger *slog.Logger) error {
 			return validation.Check(ctx, nc, p)
 		}}
 	srv := &api.Server{Svc: svc, Tokens: tokens, Logger: logger, MirrorSynced: synced.Load}
+	if v := os.Getenv("SVC_PUBLIC_URL"); v != "" {
+		if srv.PublicURL, err = publicURL(v); err != nil {
+			return fmt.Errorf("SVC_PUBLIC_URL: %w", err)
+		}
+	}
 	httpSrv := &http.Server{
 		Addr:              env("SVC_CONTROLPLANE_LISTEN", "0.0.0.0:8080"),
 		Handler:           srv.Handler(),
@@ -157,6 +162,7 @@ func run(logger *slog.Logger) error {
 		return fmt.Errorf("SVC_MIRROR_CHECK_INTERVAL: want a positive duration such as 1m, got %q", os.Getenv("SVC_MIRROR_CHECK_INTERVAL"))
 	}
 	go resyncLoop(ctx, svc, m, logger, &synced, checkEvery)
+	go oauthSweepLoop(ctx, svc, logger)
 
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.ListenAndServe() }()
@@ -370,6 +376,25 @@ func resyncLoop(ctx context.Context, svc *service.Service, m *mirrorConn, logger
 			logger.Warn("configuration mirror not published; retrying", "error", err)
 			m.reset()
 			wait = retry.NextBackOff()
+		}
+	}
+}
+
+// oauthSweepLoop deletes expired OAuth requests, codes and tokens every hour. Each is
+// refused once expired anyway (and deleted when read); this bounds the rows nobody reads.
+func oauthSweepLoop(ctx context.Context, svc *service.Service, logger *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := svc.SweepOAuth(ctx); err != nil {
+			logger.Warn("OAuth sweep failed; next in an hour", "error", err)
+		} else if n > 0 {
+			logger.Info("OAuth sweep", "deleted", n)
 		}
 	}
 }

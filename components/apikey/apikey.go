@@ -17,6 +17,11 @@ const (
 	KindProject = "osk_" // project key: OTLP, events, agent output
 	KindIngest  = "osi_" // ingest-scoped key of one push source
 	KindAccess  = "osp_" // a user's personal access token, for the control plane's API and MCP
+	// OAuth (the control plane's authorization server for MCP clients): an authorization
+	// code, an access token good only at /mcp, and its refresh token.
+	KindOAuthCode    = "oac_"
+	KindOAuthAccess  = "oat_"
+	KindOAuthRefresh = "ort_"
 )
 
 // PrefixLen is how much of a key is kept in clear to tell keys apart in listings.

@@ -3,14 +3,15 @@ package api
 import (
 	"net/http"
 	"strings"
+
+	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 )
 
 // MCP clients find out how to authenticate from a 401 (the MCP authorization
-// specification's resource-server part, RFC 9728): WWW-Authenticate names the protected-
-// resource metadata document, which says what the resource is and that a Bearer token in
-// the Authorization header is what it takes. There is no OAuth authorization server
-// (yet), so the document lists none and clients are configured with a token header; a
-// client that followed the 401 into a guessed OAuth flow could never finish it.
+// specification, RFC 9728): WWW-Authenticate names the protected-resource metadata
+// document, which names this control plane as the resource's authorization server
+// (oauth.go), so a client given only the URL of /mcp signs its user in through the
+// browser. Clients configured with a header send a personal access token instead.
 
 const mcpMetadataPath = "/.well-known/oauth-protected-resource"
 
@@ -27,7 +28,12 @@ func baseURL(r *http.Request) string {
 // mcpChallenge adds the WWW-Authenticate challenge to every 401 of the MCP endpoint.
 func (s *Server) mcpChallenge(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		h(&challengeWriter{ResponseWriter: w, challenge: `Bearer resource_metadata="` + baseURL(r) + mcpMetadataPath + `/mcp"`}, r)
+		challenge := `Bearer resource_metadata="` + s.issuer(r) + mcpMetadataPath + `/mcp"`
+		if r.Header.Get("Authorization") != "" {
+			// RFC 6750 §3.1: a token was sent and refused.
+			challenge += `, error="invalid_token"`
+		}
+		h(&challengeWriter{ResponseWriter: w, challenge: challenge}, r)
 	}
 }
 
@@ -52,11 +58,14 @@ func (c *challengeWriter) Flush() {
 
 // protectedResource is the RFC 9728 metadata of the MCP endpoint.
 func (s *Server) protectedResource(w http.ResponseWriter, r *http.Request) {
-	base := baseURL(r)
+	iss := s.issuer(r)
 	writeJSON(w, http.StatusOK, map[string]any{
-		"resource":                 base + "/mcp",
+		"resource":                 service.MCPResource(iss),
 		"resource_name":            "otelcol-svc control plane (MCP)",
+		"authorization_servers":    []string{iss},
+		"scopes_supported":         []string{service.OAuthScope},
 		"bearer_methods_supported": []string{"header"},
-		"resource_documentation":   "send Authorization: Bearer <a personal access token (osp_..., POST " + base + "/api/v1/tokens) or a login token (POST " + base + "/api/v1/auth/login)>",
+		"resource_documentation": "sign in through the authorization server above (OAuth, from the MCP client), or send Authorization: Bearer <a personal access token (osp_..., POST " +
+			iss + "/api/v1/tokens) or a login token (POST " + iss + "/api/v1/auth/login)>",
 	})
 }

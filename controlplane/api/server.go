@@ -33,10 +33,14 @@ type Server struct {
 	// MirrorSynced reports whether the configuration mirror has been published since
 	// start; /readyz is 503 until it has.
 	MirrorSynced func() bool
+	// PublicURL is SVC_PUBLIC_URL: the address clients reach the control plane at
+	// (no trailing slash), the OAuth issuer; empty means the request's own address.
+	PublicURL string
 
 	loginByAddrAccount *auth.Limiter
 	loginByAddr        *auth.Limiter
 	signupByAddr       *auth.Limiter
+	registerByAddr     *auth.Limiter
 }
 
 // Handler returns the HTTP handler of the API.
@@ -44,6 +48,7 @@ func (s *Server) Handler() http.Handler {
 	s.loginByAddrAccount = auth.NewLimiter(10, 15*time.Minute)
 	s.loginByAddr = auth.NewLimiter(50, 15*time.Minute)
 	s.signupByAddr = auth.NewLimiter(10, time.Hour)
+	s.registerByAddr = auth.NewLimiter(registerPerHour, time.Hour)
 	mux := http.NewServeMux()
 	route(mux, "/healthz", methods{"GET": s.healthz})
 	route(mux, "/readyz", methods{"GET": s.readyz})
@@ -73,8 +78,19 @@ func (s *Server) Handler() http.Handler {
 	route(mux, "/api/v1/usage", methods{"GET": s.authed(s.accountUsage)})
 	route(mux, "/api/v1/projects/{id}/console-token", methods{"POST": s.authed(s.consoleToken)})
 	mux.Handle("/mcp", s.mcpChallenge(s.authed(s.mcpHandler().ServeHTTP)))
-	route(mux, mcpMetadataPath, methods{"GET": s.protectedResource})
-	route(mux, mcpMetadataPath+"/mcp", methods{"GET": s.protectedResource})
+	route(mux, mcpMetadataPath, corsMethods(methods{"GET": s.protectedResource}))
+	route(mux, mcpMetadataPath+"/mcp", corsMethods(methods{"GET": s.protectedResource}))
+	route(mux, "/.well-known/oauth-authorization-server", corsMethods(methods{"GET": s.authServerMetadata}))
+	route(mux, "/oauth/register", corsMethods(methods{"POST": s.registerClient}))
+	route(mux, "/oauth/authorize", methods{"GET": s.authorize})
+	route(mux, "/oauth/token", corsMethods(methods{"POST": s.token}))
+	route(mux, "/oauth/revoke", corsMethods(methods{"POST": s.revoke}))
+	mux.HandleFunc("/oauth/", oauthNotFound)
+	route(mux, "/api/v1/oauth/requests/{id}", methods{"GET": s.authed(s.oauthRequest)})
+	route(mux, "/api/v1/oauth/requests/{id}/approve", methods{"POST": s.authed(s.approveOAuthRequest)})
+	route(mux, "/api/v1/oauth/requests/{id}/deny", methods{"POST": s.authed(s.denyOAuthRequest)})
+	route(mux, "/api/v1/oauth/grants", methods{"GET": s.authed(s.listOAuthGrants)})
+	route(mux, "/api/v1/oauth/grants/{id}", methods{"DELETE": s.authed(s.revokeOAuthGrant)})
 	mux.HandleFunc("/", s.dashboard())
 	return securityHeaders(mux)
 }

@@ -174,6 +174,10 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		tok := strings.TrimSpace(hdr[len(p):])
+		if service.IsOAuthAccessToken(tok) {
+			s.oauthAuthed(w, r, tok, h)
+			return
+		}
 		if service.IsAccessToken(tok) {
 			u, err := s.Svc.UserByAccessToken(r.Context(), tok)
 			if errors.Is(err, service.ErrTokenInvalid) {
@@ -213,7 +217,29 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 
 func currentUser(r *http.Request) store.User { return r.Context().Value(userKey{}).(store.User) }
 
-// accessTokenKey marks a request authenticated by a personal access token.
+// oauthAuthed serves h at /mcp for the user of an OAuth access token, which acts as
+// their personal access token would. The token was issued for the MCP resource (RFC
+// 8707), so the JSON API refuses it.
+func (s *Server) oauthAuthed(w http.ResponseWriter, r *http.Request, tok string, h http.HandlerFunc) {
+	if r.URL.Path != "/mcp" {
+		fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "OAuth access tokens are for /mcp; use a personal access token for the API"))
+		return
+	}
+	u, err := s.Svc.UserByOAuthToken(r.Context(), tok)
+	if errors.Is(err, service.ErrTokenInvalid) {
+		fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "the OAuth access token is unknown, revoked or expired; sign in again from the MCP client"))
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	ctx := context.WithValue(r.Context(), userKey{}, u)
+	h(w, r.WithContext(context.WithValue(ctx, accessTokenKey{}, true)))
+}
+
+// accessTokenKey marks a request authenticated by a personal access token or an OAuth
+// access token.
 type accessTokenKey struct{}
 
 func viaAccessToken(r *http.Request) bool {

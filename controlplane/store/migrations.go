@@ -96,4 +96,60 @@ var migrations = []string{
 	);
 	CREATE INDEX sessions_user ON sessions(user_id, created_at);
 	DELETE FROM access_tokens WHERE substr(id, 1, 4) = 'ses_'`,
+	// 6: the OAuth authorization server for MCP clients (store/oauth.go): registered
+	// clients, pending authorization requests, codes, grants and their tokens (codes and
+	// tokens stored hashed). Deleting a grant deletes its tokens.
+	`CREATE TABLE oauth_clients (
+		id            TEXT PRIMARY KEY,
+		name          TEXT NOT NULL,
+		redirect_uris TEXT NOT NULL,
+		created_at    BIGINT NOT NULL,
+		last_used_at  BIGINT NOT NULL DEFAULT 0
+	);
+	CREATE TABLE oauth_requests (
+		id             TEXT PRIMARY KEY,
+		client_id      TEXT NOT NULL REFERENCES oauth_clients(id) ON DELETE CASCADE,
+		redirect_uri   TEXT NOT NULL,
+		code_challenge TEXT NOT NULL,
+		state          TEXT NOT NULL,
+		scope          TEXT NOT NULL,
+		resource       TEXT NOT NULL,
+		created_at     BIGINT NOT NULL,
+		expires_at     BIGINT NOT NULL
+	);
+	CREATE INDEX oauth_requests_expires ON oauth_requests(expires_at);
+	CREATE TABLE oauth_grants (
+		id           TEXT PRIMARY KEY,
+		user_id      TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+		client_id    TEXT NOT NULL REFERENCES oauth_clients(id) ON DELETE CASCADE,
+		scope        TEXT NOT NULL,
+		resource     TEXT NOT NULL,
+		created_at   BIGINT NOT NULL,
+		last_used_at BIGINT NOT NULL DEFAULT 0
+	);
+	CREATE INDEX oauth_grants_user ON oauth_grants(user_id, created_at);
+	CREATE INDEX oauth_grants_client ON oauth_grants(client_id);
+	CREATE TABLE oauth_codes (
+		hash           TEXT PRIMARY KEY,
+		user_id        TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+		client_id      TEXT NOT NULL REFERENCES oauth_clients(id) ON DELETE CASCADE,
+		redirect_uri   TEXT NOT NULL,
+		code_challenge TEXT NOT NULL,
+		scope          TEXT NOT NULL,
+		resource       TEXT NOT NULL,
+		grant_id       TEXT NOT NULL DEFAULT '',
+		created_at     BIGINT NOT NULL,
+		expires_at     BIGINT NOT NULL
+	);
+	CREATE INDEX oauth_codes_expires ON oauth_codes(expires_at);
+	CREATE TABLE oauth_tokens (
+		hash       TEXT PRIMARY KEY,
+		kind       TEXT NOT NULL,
+		grant_id   TEXT NOT NULL REFERENCES oauth_grants(id) ON DELETE CASCADE,
+		created_at BIGINT NOT NULL,
+		expires_at BIGINT NOT NULL,
+		rotated_at BIGINT NOT NULL DEFAULT 0
+	);
+	CREATE INDEX oauth_tokens_grant ON oauth_tokens(grant_id);
+	CREATE INDEX oauth_tokens_expires ON oauth_tokens(expires_at)`,
 }
