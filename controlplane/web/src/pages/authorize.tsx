@@ -40,9 +40,15 @@ export function AuthorizePage({ session, onLogout }: { session: Session; onLogou
     setError(null);
     try {
       const r = await api<{ redirect_to: string }>('POST', `/oauth/requests/${encodeURIComponent(id)}/${what}`);
+      // The control plane only registers http(s) addresses; a javascript: or data: address
+      // here would run in this origin, so it is refused whatever the answer says.
+      const to = new URL(r.redirect_to, location.href);
+      if (to.protocol !== 'https:' && to.protocol !== 'http:') {
+        throw new Error('The control plane answered an address that is not a web address; nothing was sent to the app.');
+      }
       setDecision(what);
       setPhase('leaving');
-      location.assign(r.redirect_to);
+      location.assign(to.href);
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) setPhase('gone');
       else setError(err);
@@ -97,7 +103,7 @@ export function AuthorizePage({ session, onLogout }: { session: Session; onLogou
           <p>
             Its access is renewed for up to 30 days at a time, until you revoke it on the{' '}
             <a href="/account/access" target="_blank" rel="noopener">
-              Access page
+              Access page<span class="sr-only"> (opens in a new tab)</span>
             </a>
             .
           </p>
