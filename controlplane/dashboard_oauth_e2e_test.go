@@ -1,11 +1,8 @@
 package main
 
 import (
-	"net/http"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
@@ -25,14 +22,6 @@ func TestDashboardOAuthInTheBrowser(t *testing.T) {
 	n := testenv.StartNATS(t)
 	cp := testenv.StartControlPlane(t, map[string]string{"NATS_URL": n.URL(), "SVC_JWT_SECRET": testJWTSecret,
 		"SVC_DATA_DIR": t.TempDir(), "SVC_PUBLIC_RECEIVER_URL": "http://127.0.0.1:4318"})
-
-	// TODO(lead): remove this skip once the OAuth authorization server is in.
-	resp, err := http.Get(cp.URL + "/.well-known/oauth-authorization-server")
-	require.NoError(t, err)
-	resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		t.Skip("the OAuth authorization server is not built yet: /.well-known/oauth-authorization-server answers 404")
-	}
 
 	runBrowserScript(t, node, chromium, webDir, "oauth", 3*time.Minute, "DASHBOARD_URL="+cp.URL)
 }

@@ -22,7 +22,9 @@ const { browser, shot, newPage, signUp } = e2e;
 // The client's redirect target: it keeps every query it was called with.
 const callbacks = [];
 const cbServer = createServer((req, res) => {
-  callbacks.push(new URL(req.url, 'http://127.0.0.1').searchParams);
+  const u = new URL(req.url, 'http://127.0.0.1');
+  // The browser also asks for /favicon.ico; only the callback counts.
+  if (u.pathname === '/callback') callbacks.push(u.searchParams);
   res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
   res.end('<!doctype html><title>MCP client</title><h1>Back in the MCP client</h1>');
 });
@@ -210,6 +212,7 @@ try {
   await shot(b, 'access-connected-app');
   await row.getByRole('button', { name: `Revoke ${clientName}` }).click();
   const dlg = b.getByRole('dialog', { name: `Disconnect “${clientName}”?` });
+  await dlg.getByText('Its MCP calls are refused within a second').waitFor();
   await shot(b, 'access-revoke-confirm', false);
   await dlg.getByRole('button', { name: 'Revoke access' }).click();
   await apps.getByText('No connected apps.').waitFor();
@@ -229,7 +232,7 @@ try {
   await b.getByRole('heading', { name: 'Your new token “laptop”' }).waitFor();
   const pat = await b.getByLabel('New personal access token').inputValue();
   assert.match(pat, /^osp_/);
-  const config = JSON.parse(await b.getByLabel('MCP client configuration').textContent());
+  const config = JSON.parse(await b.getByLabel('MCP client configuration', { exact: true }).textContent());
   assert.deepEqual(config, { mcpServers: { 'otelcol-svc': { url: `${base}/mcp`, headers: { Authorization: `Bearer ${pat}` } } } });
   await b.getByRole('button', { name: 'Copy the MCP client configuration' }).click();
   assert.deepEqual(JSON.parse(await b.evaluate(() => navigator.clipboard.readText())), config, 'the copy button copies the snippet');
