@@ -3,8 +3,8 @@
 // the person logs in and sees the consent page, allows, and the client's callback gets a
 // code that it exchanges for a token that works at /mcp; the Access page lists the app
 // and revokes it (the token then gets 401 within a second); a personal access token is
-// created there, shown once, works at /mcp and is revoked; a Deny sends access_denied
-// back. This script plays the MCP client too: its callback is a server on 127.0.0.1 that
+// created there, shown once, works at /mcp and is revoked; "Not you? Log out" comes back
+// to the same request after logging in; a Deny sends access_denied back. This script plays the MCP client too: its callback is a server on 127.0.0.1 that
 // records what the browser brought. Run by controlplane/dashboard_oauth_e2e_test.go:
 //   DASHBOARD_URL   the control plane (the page, the API, /oauth and /mcp)
 //   SCREENSHOT_DIR  where each visited page is saved
@@ -254,9 +254,20 @@ try {
   await refusedWithinASecond(pat, 'the revoked personal access token');
 
   // --- 7. Deny sends access_denied back to the client ---------------------------------
+  // On the way, "Not you? Log out" leads to the log-in page and back to the same request.
   const deny = authorizeURL(client.client_id);
   await b.goto(deny.url);
-  await b.getByRole('heading', { level: 1, name: `${clientName} wants to use otelcol-svc as you` }).waitFor();
+  const consentTitle = b.getByRole('heading', { level: 1, name: `${clientName} wants to use otelcol-svc as you` });
+  await consentTitle.waitFor();
+  const denyRequest = new URL(b.url()).searchParams.get('request');
+  await b.getByRole('button', { name: 'Not you? Log out' }).click();
+  await b.getByRole('heading', { name: 'Log in' }).waitFor();
+  assert.equal(new URL(b.url()).searchParams.get('next'), `/authorize?request=${denyRequest}`);
+  await b.getByLabel('Email').fill(email);
+  await b.getByLabel('Password').fill(password);
+  await b.getByRole('button', { name: 'Log in' }).click();
+  await consentTitle.waitFor();
+  assert.equal(new URL(b.url()).searchParams.get('request'), denyRequest);
   await b.getByRole('button', { name: 'Deny', exact: true }).click();
   await b.waitForURL((u) => u.href.startsWith(`${cb}?`));
   const denied = await lastCallback(2);

@@ -257,7 +257,9 @@ function AppsSection() {
           <tbody>
             {grants.map((g) => (
               <tr key={g.id}>
-                <td>{g.client_name}</td>
+                <td>
+                  <bdi>{g.client_name}</bdi>
+                </td>
                 <td class="mono">{g.client_id}</td>
                 <td>
                   <When at={g.created_at} />

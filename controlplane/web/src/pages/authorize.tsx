@@ -5,7 +5,9 @@ import { ErrorMessage, Loading, When } from '../ui';
 // The consent screen of the OAuth sign-in that MCP clients start at /oauth/authorize: the
 // control plane checked the client and its redirect address, and the person decides here.
 // Everything the client chose (its name, its address) is shown as the client's claim, in
-// plain text, and nothing is pre-focused, so that a stray Enter never allows an app.
+// plain text isolated from the sentence around it (<bdi>: a name with right-to-left
+// override characters cannot reorder our words), and nothing is pre-focused, so that a
+// stray Enter never allows an app.
 
 const loopback = /^(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d+)?$/i;
 
@@ -84,7 +86,7 @@ export function AuthorizePage({ session, onLogout }: { session: Session; onLogou
     body = (
       <>
         <h1 class="consent-title">
-          <span class="consent-client">{req.client_name}</span> wants to use otelcol-svc as you
+          <bdi class="consent-client">{req.client_name}</bdi> wants to use otelcol-svc as you
         </h1>
         <p class="consent-who">
           Signed in as <strong>{session.user.email}</strong>.{' '}
@@ -120,7 +122,7 @@ export function AuthorizePage({ session, onLogout }: { session: Session; onLogou
           </p>
         </section>
         <p class="consent-note small">
-          <strong>Check it is yours:</strong> the name “{req.client_name}” is the app's own; otelcol-svc has not verified
+          <strong>Check it is yours:</strong> the name “<bdi>{req.client_name}</bdi>” is the app's own; otelcol-svc has not verified
           it. Allow only if you just started signing in from an MCP client you trust.
         </p>
         <ErrorMessage error={error} />
