@@ -15,9 +15,9 @@ import (
 // revokes it, after which the token gets 401 within a second; a personal access token
 // created there is shown once with its MCP client configuration, listed by prefix, works
 // and is revoked; "Not you? Log out" returns to the same request after logging in; Deny
-// sends error=access_denied back; a used or unknown request says so
-// with nothing to click; the log-in page never returns to another origin. Screenshots go
-// to controlplane/web/test-output/oauth.
+// sends error=access_denied back; a used or unknown request says so with nothing to
+// click; the log-in page never returns to another origin. Screenshots go to
+// controlplane/web/test-output/oauth.
 func TestDashboardOAuthInTheBrowser(t *testing.T) {
 	node, chromium, webDir := browserTestNeeds(t)
 	n := testenv.StartNATS(t)
