@@ -1,5 +1,6 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { api, canWrite, type Key, type Project } from '../api';
+import { useAction, useConfirmRemoval, useLoad } from '../hooks';
 import { ConfirmDialog, CopyButton, ErrorMessage, Field, Loading, PageHeader, When } from '../ui';
 
 /** The curl line that sends a first event with the key. */
@@ -14,51 +15,30 @@ export function firstEventCurl(receiverURL: string, key: string): string {
 
 export function KeysPage({ project, receiverURL }: { project: Project; receiverURL: string }) {
   const base = `/projects/${encodeURIComponent(project.id)}/keys`;
-  const [keys, setKeys] = useState<Key[] | null>(null);
-  const [loadError, setLoadError] = useState<unknown>(null);
+  const list = useLoad(() => api<{ keys: Key[] }>('GET', base).then((r) => r.keys), [project.id]);
+  const keys = list.data;
   const [name, setName] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const creating = useAction();
   const [created, setCreated] = useState<Key | null>(null);
-  const [revoking, setRevoking] = useState<Key | null>(null);
-  const [revokeError, setRevokeError] = useState<unknown>(null);
+  const revoking = useConfirmRemoval(
+    (k: Key) => api('DELETE', `${base}/${encodeURIComponent(k.id)}`),
+    (k) => {
+      if (created?.id === k.id) setCreated(null);
+      return list.reload();
+    },
+  );
+  // One busy for the page, as before the hooks: no create while a revoke runs and back.
+  const busy = creating.busy || revoking.busy;
   const writable = canWrite(project.role);
 
-  const load = () => api<{ keys: Key[] }>('GET', base).then((r) => setKeys(r.keys), setLoadError);
-  useEffect(() => {
-    load();
-  }, [project.id]);
-
-  const create = async (e: Event) => {
+  const create = (e: Event) => {
     e.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
+    creating.run(async () => {
       const k = await api<Key>('POST', base, { name });
       setCreated(k);
       setName('');
-      await load();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
-
-  const revoke = async () => {
-    if (!revoking) return;
-    setBusy(true);
-    setRevokeError(null);
-    try {
-      await api('DELETE', `${base}/${encodeURIComponent(revoking.id)}`);
-      setRevoking(null);
-      if (created?.id === revoking.id) setCreated(null);
-      await load();
-    } catch (err) {
-      setRevokeError(err);
-    } finally {
-      setBusy(false);
-    }
+      await list.reload();
+    });
   };
 
   return (
@@ -104,11 +84,11 @@ export function KeysPage({ project, receiverURL }: { project: Project; receiverU
               Create key
             </button>
           </form>
-          <ErrorMessage error={error} />
+          <ErrorMessage error={creating.error} />
         </section>
       )}
-      <ErrorMessage error={loadError} />
-      {!keys && !loadError && <Loading what="keys" />}
+      <ErrorMessage error={list.error} />
+      {!keys && !list.error && <Loading what="keys" />}
       {keys && keys.length === 0 && <p class="empty">No keys yet.{writable && ' Create one above.'}</p>}
       {keys && keys.length > 0 && (
         <table>
@@ -143,7 +123,7 @@ export function KeysPage({ project, receiverURL }: { project: Project; receiverU
                 {writable && (
                   <td class="row-actions">
                     <button type="button" class="btn btn-small btn-danger-quiet" aria-label={`Revoke key ${k.name}`}
-                      onClick={() => (setRevokeError(null), setRevoking(k))}>
+                      onClick={() => revoking.ask(k)}>
                       Revoke
                     </button>
                   </td>
@@ -153,10 +133,10 @@ export function KeysPage({ project, receiverURL }: { project: Project; receiverU
           </tbody>
         </table>
       )}
-      <ConfirmDialog open={!!revoking} title={`Revoke key “${revoking?.name ?? ''}”?`} confirmLabel="Revoke key"
-        busy={busy} error={revokeError} onConfirm={revoke} onCancel={() => setRevoking(null)}>
+      <ConfirmDialog {...revoking.dialog} busy={busy} title={`Revoke key “${revoking.item?.name ?? ''}”?`}
+        confirmLabel="Revoke key">
         <p>
-          Anything sending with <span class="mono">{revoking?.prefix}…</span> is refused within a second. This cannot be
+          Anything sending with <span class="mono">{revoking.item?.prefix}…</span> is refused within a second. This cannot be
           undone.
         </p>
       </ConfirmDialog>

@@ -1,5 +1,6 @@
-import { useEffect, useId, useState } from 'preact/hooks';
+import { useId, useState } from 'preact/hooks';
 import { api, canWrite, type Member, type Project, type Session } from '../api';
+import { useAction, useConfirmRemoval, useLoad } from '../hooks';
 import { navigate } from '../router';
 import { ConfirmDialog, ErrorMessage, Field, Loading, Notice, PageHeader, When } from '../ui';
 
@@ -10,75 +11,44 @@ import { ConfirmDialog, ErrorMessage, Field, Loading, Notice, PageHeader, When }
  */
 export function MembersPage({ project, session }: { project: Project; session: Session }) {
   const base = `/projects/${encodeURIComponent(project.id)}/members`;
-  const [members, setMembers] = useState<Member[] | null>(null);
-  const [loadError, setLoadError] = useState<unknown>(null);
+  const list = useLoad(() => api<{ members: Member[] }>('GET', base).then((r) => r.members), [project.id]);
+  const members = list.data;
   const [email, setEmail] = useState('');
   const [role, setRole] = useState<'member' | 'admin'>('member');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  // Inviting and changing a role are one POST, so they share a busy and an error.
+  const posting = useAction();
   const [done, setDone] = useState('');
-  const [removing, setRemoving] = useState<Member | null>(null);
-  const [removeError, setRemoveError] = useState<unknown>(null);
   const manage = canWrite(project.role);
   const me = session.user.id;
+  const removing = useConfirmRemoval(
+    (m: Member) => api('DELETE', `${base}/${encodeURIComponent(m.user_id)}`),
+    (m) => {
+      if (m.user_id === me) return navigate('/projects');
+      setDone(`${m.email} was removed.`);
+      return list.reload();
+    },
+  );
+  const busy = posting.busy || removing.busy;
 
-  const load = () => api<{ members: Member[] }>('GET', base).then((r) => setMembers(r.members), setLoadError);
-  useEffect(() => {
-    load();
-  }, [project.id]);
-
-  const invite = async (e: Event) => {
+  const invite = (e: Event) => {
     e.preventDefault();
-    setBusy(true);
-    setError(null);
     setDone('');
-    try {
+    posting.run(async () => {
       const m = await api<Member>('POST', base, { email, role });
       setDone(`${m.email} is now ${article(m.role)} ${m.role} of ${project.name}.`);
       setEmail('');
-      await load();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+      await list.reload();
+    });
   };
 
   // The API's POST sets the role of an existing member, too.
-  const changeRole = async (m: Member, to: string) => {
-    setBusy(true);
-    setError(null);
+  const changeRole = (m: Member, to: string) => {
     setDone('');
-    try {
+    posting.run(async () => {
       await api('POST', base, { email: m.email, role: to });
       setDone(`${m.email} is now ${article(to)} ${to}.`);
-      await load();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
-
-  const remove = async () => {
-    if (!removing) return;
-    setBusy(true);
-    setRemoveError(null);
-    try {
-      await api('DELETE', `${base}/${encodeURIComponent(removing.user_id)}`);
-      const left = removing.user_id === me;
-      setRemoving(null);
-      if (left) {
-        navigate('/projects');
-        return;
-      }
-      setDone(`${removing.email} was removed.`);
-      await load();
-    } catch (err) {
-      setRemoveError(err);
-    } finally {
-      setBusy(false);
-    }
+      await list.reload();
+    });
   };
 
   return (
@@ -103,10 +73,10 @@ export function MembersPage({ project, session }: { project: Project; session: S
           </p>
         </section>
       )}
-      <ErrorMessage error={error} />
+      <ErrorMessage error={posting.error} />
       {done && <Notice>{done}</Notice>}
-      <ErrorMessage error={loadError} />
-      {!members && !loadError && <Loading what="members" />}
+      <ErrorMessage error={list.error} />
+      {!members && !list.error && <Loading what="members" />}
       {members && (
         <table>
           <caption class="sr-only">Members of {project.name}</caption>
@@ -142,7 +112,7 @@ export function MembersPage({ project, session }: { project: Project; session: S
                   {m.role !== 'owner' && (manage || m.user_id === me) && (
                     <button type="button" class="btn btn-small btn-danger-quiet"
                       aria-label={m.user_id === me ? 'Leave this project' : `Remove ${m.email}`}
-                      onClick={() => (setRemoveError(null), setRemoving(m))}>
+                      onClick={() => removing.ask(m)}>
                       {m.user_id === me ? 'Leave' : 'Remove'}
                     </button>
                   )}
@@ -152,12 +122,11 @@ export function MembersPage({ project, session }: { project: Project; session: S
           </tbody>
         </table>
       )}
-      <ConfirmDialog open={!!removing}
-        title={removing?.user_id === me ? `Leave “${project.name}”?` : `Remove ${removing?.email ?? ''}?`}
-        confirmLabel={removing?.user_id === me ? 'Leave project' : 'Remove member'} busy={busy} error={removeError}
-        onConfirm={remove} onCancel={() => setRemoving(null)}>
+      <ConfirmDialog {...removing.dialog} busy={busy}
+        title={removing.item?.user_id === me ? `Leave “${project.name}”?` : `Remove ${removing.item?.email ?? ''}?`}
+        confirmLabel={removing.item?.user_id === me ? 'Leave project' : 'Remove member'}>
         <p>
-          {removing?.user_id === me
+          {removing.item?.user_id === me
             ? 'You lose access to this project at once; an owner or admin can invite you again.'
             : 'They lose access to this project at once, including its console reads.'}
         </p>
