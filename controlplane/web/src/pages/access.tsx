@@ -1,5 +1,6 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { api, type AccessToken, type OAuthGrant } from '../api';
+import { useAction, useConfirmRemoval, useLoad } from '../hooks';
 import { ConfirmDialog, CopyButton, ErrorMessage, Field, Loading, PageHeader, When } from '../ui';
 
 /** The MCP client configuration that sends the token as a header (Claude, VS Code, Cursor). */
@@ -29,58 +30,37 @@ export function AccessPage() {
 const maxDays = 365;
 
 function TokensSection() {
-  const [tokens, setTokens] = useState<AccessToken[] | null>(null);
-  const [loadError, setLoadError] = useState<unknown>(null);
+  const list = useLoad(() => api<{ tokens: AccessToken[] }>('GET', '/tokens').then((r) => r.tokens), []);
+  const tokens = list.data;
   const [name, setName] = useState('');
   const [days, setDays] = useState('30');
   const [daysError, setDaysError] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const creating = useAction();
   const [created, setCreated] = useState<AccessToken | null>(null);
-  const [revoking, setRevoking] = useState<AccessToken | null>(null);
-  const [revokeError, setRevokeError] = useState<unknown>(null);
+  const revoking = useConfirmRemoval(
+    (t: AccessToken) => api('DELETE', `/tokens/${encodeURIComponent(t.id)}`),
+    (t) => {
+      if (created?.id === t.id) setCreated(null);
+      return list.reload();
+    },
+  );
+  const busy = creating.busy || revoking.busy;
 
-  const load = () => api<{ tokens: AccessToken[] }>('GET', '/tokens').then((r) => setTokens(r.tokens), setLoadError);
-  useEffect(() => {
-    load();
-  }, []);
-
-  const create = async (e: Event) => {
+  const create = (e: Event) => {
     e.preventDefault();
-    setError(null);
+    creating.setError(null);
     const n = Number(days);
     if (!/^\d+$/.test(days.trim()) || n < 1 || n > maxDays) {
       setDaysError(`Enter a whole number of days from 1 to ${maxDays}.`);
       return;
     }
     setDaysError('');
-    setBusy(true);
-    try {
+    creating.run(async () => {
       const t = await api<AccessToken>('POST', '/tokens', { name: name.trim(), expires_in_days: n });
       setCreated(t);
       setName('');
-      await load();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
-
-  const revoke = async () => {
-    if (!revoking) return;
-    setBusy(true);
-    setRevokeError(null);
-    try {
-      await api('DELETE', `/tokens/${encodeURIComponent(revoking.id)}`);
-      if (created?.id === revoking.id) setCreated(null);
-      setRevoking(null);
-      await load();
-    } catch (err) {
-      setRevokeError(err);
-    } finally {
-      setBusy(false);
-    }
+      await list.reload();
+    });
   };
 
   const expired = (t: AccessToken) => !!t.expires_at && new Date(t.expires_at).getTime() <= Date.now();
@@ -140,9 +120,9 @@ function TokensSection() {
           1 to {maxDays} days. A token cannot create other tokens.
         </p>
       )}
-      <ErrorMessage error={error} />
-      <ErrorMessage error={loadError} />
-      {!tokens && !loadError && <Loading what="tokens" />}
+      <ErrorMessage error={creating.error} />
+      <ErrorMessage error={list.error} />
+      {!tokens && !list.error && <Loading what="tokens" />}
       {tokens && tokens.length === 0 && (
         <p class="empty">
           No personal access tokens. Create one for a script, or for an MCP client that is configured with a header instead
@@ -181,7 +161,7 @@ function TokensSection() {
                 </td>
                 <td class="row-actions">
                   <button type="button" class="btn btn-small btn-danger-quiet" aria-label={`Revoke token ${t.name}`}
-                    onClick={() => (setRevokeError(null), setRevoking(t))}>
+                    onClick={() => revoking.ask(t)}>
                     Revoke
                   </button>
                 </td>
@@ -190,10 +170,10 @@ function TokensSection() {
           </tbody>
         </table>
       )}
-      <ConfirmDialog open={!!revoking} title={`Revoke token “${revoking?.name ?? ''}”?`} confirmLabel="Revoke token"
-        busy={busy} error={revokeError} onConfirm={revoke} onCancel={() => setRevoking(null)}>
+      <ConfirmDialog {...revoking.dialog} busy={busy} title={`Revoke token “${revoking.item?.name ?? ''}”?`}
+        confirmLabel="Revoke token">
         <p>
-          Scripts and MCP clients using <span class="mono">{revoking?.prefix}…</span> are refused within a second. This
+          Scripts and MCP clients using <span class="mono">{revoking.item?.prefix}…</span> are refused within a second. This
           cannot be undone.
         </p>
       </ConfirmDialog>
@@ -202,38 +182,19 @@ function TokensSection() {
 }
 
 function AppsSection() {
-  const [grants, setGrants] = useState<OAuthGrant[] | null>(null);
-  const [loadError, setLoadError] = useState<unknown>(null);
-  const [revoking, setRevoking] = useState<OAuthGrant | null>(null);
-  const [revokeError, setRevokeError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
-
-  const load = () => api<{ grants: OAuthGrant[] }>('GET', '/oauth/grants').then((r) => setGrants(r.grants), setLoadError);
-  useEffect(() => {
-    load();
-  }, []);
-
-  const revoke = async () => {
-    if (!revoking) return;
-    setBusy(true);
-    setRevokeError(null);
-    try {
-      await api('DELETE', `/oauth/grants/${encodeURIComponent(revoking.id)}`);
-      setRevoking(null);
-      await load();
-    } catch (err) {
-      setRevokeError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const list = useLoad(() => api<{ grants: OAuthGrant[] }>('GET', '/oauth/grants').then((r) => r.grants), []);
+  const grants = list.data;
+  const revoking = useConfirmRemoval(
+    (g: OAuthGrant) => api('DELETE', `/oauth/grants/${encodeURIComponent(g.id)}`),
+    () => list.reload(),
+  );
 
   return (
     <section class="panel" aria-labelledby="apps-h">
       <h2 id="apps-h">Connected apps</h2>
       <p class="hint">MCP clients you allowed by signing in from them. Each acts as you through MCP until you revoke it.</p>
-      <ErrorMessage error={loadError} />
-      {!grants && !loadError && <Loading what="connected apps" />}
+      <ErrorMessage error={list.error} />
+      {!grants && !list.error && <Loading what="connected apps" />}
       {grants && grants.length === 0 && (
         <p class="empty">
           No connected apps. Add <code>{location.origin}/mcp</code> to an MCP client (Claude, VS Code, MCP Inspector) and
@@ -269,7 +230,7 @@ function AppsSection() {
                 </td>
                 <td class="row-actions">
                   <button type="button" class="btn btn-small btn-danger-quiet" aria-label={`Revoke ${g.client_name}`}
-                    onClick={() => (setRevokeError(null), setRevoking(g))}>
+                    onClick={() => revoking.ask(g)}>
                     Revoke
                   </button>
                 </td>
@@ -278,8 +239,8 @@ function AppsSection() {
           </tbody>
         </table>
       )}
-      <ConfirmDialog open={!!revoking} title={`Disconnect “${revoking?.client_name ?? ''}”?`} confirmLabel="Revoke access"
-        busy={busy} error={revokeError} onConfirm={revoke} onCancel={() => setRevoking(null)}>
+      <ConfirmDialog {...revoking.dialog} title={`Disconnect “${revoking.item?.client_name ?? ''}”?`}
+        confirmLabel="Revoke access">
         <p>
           Its MCP calls are refused within a second, and it must ask you again to reconnect. The app itself is not
           uninstalled.
