@@ -1,5 +1,6 @@
-import { useEffect, useId, useState } from 'preact/hooks';
+import { useId, useState } from 'preact/hooks';
 import { api, canWrite, sentence, type Project, type Sink, type SinkTestResult } from '../api';
+import { useAction, useConfirmRemoval, useLoad } from '../hooks';
 import { ConfirmDialog, ErrorMessage, Field, Loading, PageHeader } from '../ui';
 
 type Kind = 'webhook' | 'chat';
@@ -42,20 +43,14 @@ const formatNames: Record<Format, string> = { auto: 'Auto (by the URL)', slack: 
 export function DestinationsPage({ project }: { project: Project }) {
   const base = `/projects/${encodeURIComponent(project.id)}/sinks`;
   const writable = canWrite(project.role);
-  const [sinks, setSinks] = useState<Sink[] | null>(null);
-  const [loadError, setLoadError] = useState<unknown>(null);
+  const list = useLoad(() => api<{ sinks: Sink[] }>('GET', base).then((r) => r.sinks), [project.id]);
+  const sinks = list.data;
+  const load = list.reload;
   // null: no form open; '' : adding; an id: editing that one.
   const [editing, setEditing] = useState<string | null>(null);
-  const [deleting, setDeleting] = useState<Sink | null>(null);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const deleting = useConfirmRemoval((s: Sink) => api('DELETE', `${base}/${encodeURIComponent(s.id)}`), load);
   const [rowError, setRowError] = useState<{ id: string; error: unknown } | null>(null);
   const [tests, setTests] = useState<Record<string, SinkTestResult | 'sending'>>({});
-
-  const load = () => api<{ sinks: Sink[] }>('GET', base).then((r) => setSinks(r.sinks), setLoadError);
-  useEffect(() => {
-    load();
-  }, [project.id]);
 
   const toggle = async (s: Sink) => {
     setRowError(null);
@@ -76,21 +71,6 @@ export function DestinationsPage({ project }: { project: Project }) {
     } catch (err) {
       setTests(({ [s.id]: _, ...t }) => t);
       setRowError({ id: s.id, error: err });
-    }
-  };
-
-  const remove = async () => {
-    if (!deleting) return;
-    setBusy(true);
-    setError(null);
-    try {
-      await api('DELETE', `${base}/${encodeURIComponent(deleting.id)}`);
-      setDeleting(null);
-      await load();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
     }
   };
 
@@ -115,8 +95,8 @@ export function DestinationsPage({ project }: { project: Project }) {
           if (saved) await load();
         }} />
       )}
-      <ErrorMessage error={loadError} />
-      {!sinks && !loadError && <Loading what="destinations" />}
+      <ErrorMessage error={list.error} />
+      {!sinks && !list.error && <Loading what="destinations" />}
       {sinks && sinks.length === 0 && <p class="empty">No destinations yet.{writable && ' Add one to receive results.'}</p>}
       {sinks && sinks.length > 0 && (
         <ul class="cards" aria-label="Destinations">
@@ -150,7 +130,7 @@ export function DestinationsPage({ project }: { project: Project }) {
                       Edit
                     </button>
                     <button type="button" class="btn btn-small btn-danger-quiet" aria-label={`Delete ${name}`}
-                      onClick={() => (setError(null), setDeleting(s))}>
+                      onClick={() => deleting.ask(s)}>
                       Delete
                     </button>
                   </div>
@@ -162,10 +142,9 @@ export function DestinationsPage({ project }: { project: Project }) {
           })}
         </ul>
       )}
-      <ConfirmDialog open={!!deleting} title="Delete this destination?" confirmLabel="Delete destination" busy={busy}
-        error={error} onConfirm={remove} onCancel={() => setDeleting(null)}>
+      <ConfirmDialog {...deleting.dialog} title="Delete this destination?" confirmLabel="Delete destination">
         <p>
-          <span class="mono">{deleting?.url}</span> stops receiving results at once. This cannot be undone.
+          <span class="mono">{deleting.item?.url}</span> stops receiving results at once. This cannot be undone.
         </p>
       </ConfirmDialog>
     </>
@@ -195,24 +174,17 @@ function TestOutcome({ r }: { r: SinkTestResult }) {
 function SinkForm({ base, sink, onDone }: { base: string; sink?: Sink; onDone: (saved: boolean) => void }) {
   const creating = !sink;
   const [f, setF] = useState<Form>(sink ? formOf(sink) : emptyForm);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const saving = useAction();
   const id = useId();
   const set = <K extends keyof Form>(k: K, v: Form[K]) => setF({ ...f, [k]: v });
 
-  const submit = async (e: Event) => {
+  const submit = (e: Event) => {
     e.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
+    saving.run(async () => {
       if (creating) await api('POST', base, bodyOf(f, true));
       else await api('PATCH', `${base}/${encodeURIComponent(sink.id)}`, bodyOf(f, false));
       onDone(true);
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return (
@@ -286,9 +258,9 @@ function SinkForm({ base, sink, onDone }: { base: string; sink?: Sink; onDone: (
             </div>
           </>
         )}
-        <ErrorMessage error={error} />
+        <ErrorMessage error={saving.error} />
         <div class="save-bar">
-          <button type="submit" class="btn btn-primary" disabled={busy || !f.url.trim()}>
+          <button type="submit" class="btn btn-primary" disabled={saving.busy || !f.url.trim()}>
             {creating ? 'Add destination' : 'Save destination'}
           </button>
           <button type="button" class="btn" onClick={() => onDone(false)}>

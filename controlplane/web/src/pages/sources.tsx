@@ -1,5 +1,6 @@
 import { useEffect, useId, useState } from 'preact/hooks';
 import { api, canWrite, type Project, type Source, type SourceTest } from '../api';
+import { useAction, useConfirmRemoval, useLoad } from '../hooks';
 import { ConfirmDialog, CopyButton, ErrorMessage, Field, Loading, PageHeader, When } from '../ui';
 
 /** The curl line that pushes a first payload to a source. */
@@ -36,25 +37,27 @@ const samplePayload = '{\n  "action": "opened",\n  "repo": {"name": "web"},\n  "
 export function SourcesPage({ project }: { project: Project }) {
   const base = `/projects/${encodeURIComponent(project.id)}/sources`;
   const writable = canWrite(project.role);
-  const [sources, setSources] = useState<Source[] | null>(null);
-  const [loadError, setLoadError] = useState<unknown>(null);
+  const list = useLoad(() => api<{ sources: Source[] }>('GET', base).then((r) => r.sources), [project.id]);
+  const sources = list.data;
   const [f, setF] = useState<Form>(emptyForm);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
+  const creating = useAction();
   const [created, setCreated] = useState<Source | null>(null);
-  const [deleting, setDeleting] = useState<Source | null>(null);
-  const [deleteError, setDeleteError] = useState<unknown>(null);
   // What the sample is tested against: the form's unsaved settings, or a saved source.
   const [against, setAgainst] = useState('form');
   const [payload, setPayload] = useState(samplePayload);
   const [testResult, setTestResult] = useState<SourceTest | null>(null);
   const [testError, setTestError] = useState<unknown>(null);
   const id = useId();
+  const deleting = useConfirmRemoval(
+    (s: Source) => api('DELETE', `${base}/${encodeURIComponent(s.id)}`),
+    (s) => {
+      if (created?.id === s.id) setCreated(null);
+      if (against === s.id) setAgainst('form');
+      return list.reload();
+    },
+  );
+  const busy = creating.busy || deleting.busy;
 
-  const load = () => api<{ sources: Source[] }>('GET', base).then((r) => setSources(r.sources), setLoadError);
-  useEffect(() => {
-    load();
-  }, [project.id]);
   // Members have no form to test against: they test a saved source.
   useEffect(() => {
     if (!writable && against === 'form' && sources?.length) setAgainst(sources[0].id);
@@ -62,22 +65,16 @@ export function SourcesPage({ project }: { project: Project }) {
 
   const set = <K extends keyof Form>(k: K, v: Form[K]) => setF({ ...f, [k]: v });
 
-  const create = async (e: Event) => {
+  const create = (e: Event) => {
     e.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
+    creating.run(async () => {
       const s = await api<Source>('POST', base, spec(f));
       setCreated(s);
       setF(emptyForm);
       setTestResult(null);
-      await load();
+      await list.reload();
       setAgainst(s.id); // the next sample is most likely for the source just made
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   const test = async (e: Event) => {
@@ -97,23 +94,6 @@ export function SourcesPage({ project }: { project: Project }) {
       setTestResult(await api<SourceTest>('POST', base + '/test', body));
     } catch (err) {
       setTestError(err);
-    }
-  };
-
-  const remove = async () => {
-    if (!deleting) return;
-    setBusy(true);
-    setDeleteError(null);
-    try {
-      await api('DELETE', `${base}/${encodeURIComponent(deleting.id)}`);
-      if (created?.id === deleting.id) setCreated(null);
-      if (against === deleting.id) setAgainst('form');
-      setDeleting(null);
-      await load();
-    } catch (err) {
-      setDeleteError(err);
-    } finally {
-      setBusy(false);
     }
   };
 
@@ -186,7 +166,7 @@ export function SourcesPage({ project }: { project: Project }) {
                   Add label
                 </button>
               </fieldset>
-              <ErrorMessage error={error} />
+              <ErrorMessage error={creating.error} />
               <button type="submit" class="btn btn-primary" disabled={busy || !f.name.trim()}>
                 Create source
               </button>
@@ -236,8 +216,8 @@ export function SourcesPage({ project }: { project: Project }) {
         </section>
       </div>
       <h2 class="section-title">Sources</h2>
-      <ErrorMessage error={loadError} />
-      {!sources && !loadError && <Loading what="push sources" />}
+      <ErrorMessage error={list.error} />
+      {!sources && !list.error && <Loading what="push sources" />}
       {sources && sources.length === 0 && <p class="empty">No push sources yet.</p>}
       {sources && sources.length > 0 && (
         <table>
@@ -270,7 +250,7 @@ export function SourcesPage({ project }: { project: Project }) {
                 {writable && (
                   <td class="row-actions">
                     <button type="button" class="btn btn-small btn-danger-quiet" aria-label={`Delete source ${s.name}`}
-                      onClick={() => (setDeleteError(null), setDeleting(s))}>
+                      onClick={() => deleting.ask(s)}>
                       Delete
                     </button>
                   </td>
@@ -280,8 +260,8 @@ export function SourcesPage({ project }: { project: Project }) {
           </tbody>
         </table>
       )}
-      <ConfirmDialog open={!!deleting} title={`Delete source “${deleting?.name ?? ''}”?`} confirmLabel="Delete source"
-        busy={busy} error={deleteError} onConfirm={remove} onCancel={() => setDeleting(null)}>
+      <ConfirmDialog {...deleting.dialog} busy={busy} title={`Delete source “${deleting.item?.name ?? ''}”?`}
+        confirmLabel="Delete source">
         <p>Its ingest URL and key stop working within a second. Events already stored stay.</p>
       </ConfirmDialog>
     </>
