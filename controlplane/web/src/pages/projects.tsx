@@ -1,30 +1,22 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { api, type Project } from '../api';
+import { useAction, useLoad } from '../hooks';
 import { Link, navigate } from '../router';
 import { ErrorMessage, Field, Loading, PageHeader, When } from '../ui';
 
 export function ProjectsPage() {
-  const [projects, setProjects] = useState<Project[] | null>(null);
-  const [loadError, setLoadError] = useState<unknown>(null);
+  const list = useLoad(() => api<{ projects: Project[] }>('GET', '/projects').then((r) => r.projects), []);
+  const projects = list.data;
   const [name, setName] = useState('');
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
+  // On success the page is left at once, so busy going back to false is never seen.
+  const creating = useAction();
 
-  useEffect(() => {
-    api<{ projects: Project[] }>('GET', '/projects').then((r) => setProjects(r.projects), setLoadError);
-  }, []);
-
-  const create = async (e: Event) => {
+  const create = (e: Event) => {
     e.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
+    creating.run(async () => {
       const p = await api<Project>('POST', '/projects', { name });
       navigate(`/projects/${encodeURIComponent(p.id)}/keys`);
-    } catch (err) {
-      setError(err);
-      setBusy(false);
-    }
+    });
   };
 
   return (
@@ -35,14 +27,14 @@ export function ProjectsPage() {
         <form class="inline-form" onSubmit={create}>
           <Field label="Project name" name="name" required maxLength={100} value={name}
             onInput={(e) => setName(e.currentTarget.value)} placeholder="e.g. checkout-prod" />
-          <button type="submit" class="btn btn-primary" disabled={busy || !name.trim()}>
-            {busy ? 'Creating…' : 'Create project'}
+          <button type="submit" class="btn btn-primary" disabled={creating.busy || !name.trim()}>
+            {creating.busy ? 'Creating…' : 'Create project'}
           </button>
         </form>
-        <ErrorMessage error={error} />
+        <ErrorMessage error={creating.error} />
       </section>
-      <ErrorMessage error={loadError} />
-      {!projects && !loadError && <Loading what="projects" />}
+      <ErrorMessage error={list.error} />
+      {!projects && !list.error && <Loading what="projects" />}
       {projects && projects.length === 0 && <p class="empty">No projects yet. Create one above to get an API key.</p>}
       {projects && projects.length > 0 && (
         <table>

@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, canWrite, type Project } from '../api';
+import { useAction, useConfirmRemoval } from '../hooks';
 import { navigate } from '../router';
 import { ConfirmDialog, ErrorMessage, Field, Notice, PageHeader } from '../ui';
 
@@ -7,38 +8,23 @@ export function SettingsPage({ project, onChange }: { project: Project; onChange
   const path = `/projects/${encodeURIComponent(project.id)}`;
   const [name, setName] = useState(project.name);
   const [saved, setSaved] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
-  const [deleting, setDeleting] = useState(false);
+  const renaming = useAction();
   const [confirmName, setConfirmName] = useState('');
-  const [deleteError, setDeleteError] = useState<unknown>(null);
+  // On success the page is left for /projects, so the dialog closing is never seen.
+  const deleting = useConfirmRemoval(
+    () => api('DELETE', path),
+    () => navigate('/projects'),
+  );
+  const busy = renaming.busy || deleting.busy;
 
-  const rename = async (e: Event) => {
+  const rename = (e: Event) => {
     e.preventDefault();
-    setBusy(true);
-    setError(null);
     setSaved(false);
-    try {
+    renaming.run(async () => {
       const p = await api<typeof project>('PATCH', path, { name });
       onChange({ ...project, ...p });
       setSaved(true);
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
-
-  const remove = async () => {
-    setBusy(true);
-    setDeleteError(null);
-    try {
-      await api('DELETE', path);
-      navigate('/projects');
-    } catch (err) {
-      setDeleteError(err);
-      setBusy(false);
-    }
+    });
   };
 
   return (
@@ -59,7 +45,7 @@ export function SettingsPage({ project, onChange }: { project: Project; onChange
             {project.name} <span class="muted">(only the owner and admins can rename it)</span>
           </p>
         )}
-        <ErrorMessage error={error} />
+        <ErrorMessage error={renaming.error} />
         {saved && <Notice>Renamed to “{project.name}”.</Notice>}
         <p class="muted">
           Project ID <span class="mono">{project.id}</span>
@@ -72,13 +58,13 @@ export function SettingsPage({ project, onChange }: { project: Project; onChange
             Deleting removes the project, its keys, pipeline, destinations and stored events for everyone. Senders using
             its keys are refused.
           </p>
-          <button type="button" class="btn btn-danger" onClick={() => (setConfirmName(''), setDeleteError(null), setDeleting(true))}>
+          <button type="button" class="btn btn-danger" onClick={() => (setConfirmName(''), deleting.ask(project))}>
             Delete project…
           </button>
         </section>
       )}
-      <ConfirmDialog open={deleting} title={`Delete “${project.name}”?`} confirmLabel="Delete this project" busy={busy}
-        disabled={confirmName !== project.name} error={deleteError} onConfirm={remove} onCancel={() => setDeleting(false)}>
+      <ConfirmDialog {...deleting.dialog} busy={busy} title={`Delete “${project.name}”?`} confirmLabel="Delete this project"
+        disabled={confirmName !== project.name}>
         <p>This cannot be undone.</p>
         <Field label={`To confirm, type “${project.name}”`} name="confirm" autoComplete="off"
           value={confirmName} onInput={(e) => setConfirmName(e.currentTarget.value)} />
