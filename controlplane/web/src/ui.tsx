@@ -150,3 +150,13 @@ export function Loading({ what }: { what: string }) {
     </p>
   );
 }
+
+/** A useLoad's state before its data: the error, or while it is on its way, saying so. */
+export function LoadStatus({ load, what }: { load: { data: unknown; error: unknown }; what: string }) {
+  return (
+    <>
+      <ErrorMessage error={load.error} />
+      {!load.data && !load.error && <Loading what={what} />}
+    </>
+  );
+}

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, type AccessToken, type OAuthGrant } from '../api';
 import { useAction, useConfirmRemoval, useLoad } from '../hooks';
-import { ConfirmDialog, CopyButton, ErrorMessage, Field, Loading, PageHeader, When } from '../ui';
+import { ConfirmDialog, CopyButton, ErrorMessage, Field, LoadStatus, PageHeader, When } from '../ui';
 
 /** The MCP client configuration that sends the token as a header (Claude, VS Code, Cursor). */
 export function mcpClientConfig(origin: string, token: string): string {
@@ -121,8 +121,7 @@ function TokensSection() {
         </p>
       )}
       <ErrorMessage error={creating.error} />
-      <ErrorMessage error={list.error} />
-      {!tokens && !list.error && <Loading what="tokens" />}
+      <LoadStatus load={list} what="tokens" />
       {tokens && tokens.length === 0 && (
         <p class="empty">
           No personal access tokens. Create one for a script, or for an MCP client that is configured with a header instead
@@ -193,8 +192,7 @@ function AppsSection() {
     <section class="panel" aria-labelledby="apps-h">
       <h2 id="apps-h">Connected apps</h2>
       <p class="hint">MCP clients you allowed by signing in from them. Each acts as you through MCP until you revoke it.</p>
-      <ErrorMessage error={list.error} />
-      {!grants && !list.error && <Loading what="connected apps" />}
+      <LoadStatus load={list} what="connected apps" />
       {grants && grants.length === 0 && (
         <p class="empty">
           No connected apps. Add <code>{location.origin}/mcp</code> to an MCP client (Claude, VS Code, MCP Inspector) and

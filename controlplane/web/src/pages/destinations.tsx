@@ -1,7 +1,7 @@
 import { useId, useState } from 'preact/hooks';
 import { api, canWrite, sentence, type Project, type Sink, type SinkTestResult } from '../api';
 import { useAction, useConfirmRemoval, useLoad } from '../hooks';
-import { ConfirmDialog, ErrorMessage, Field, Loading, PageHeader } from '../ui';
+import { ConfirmDialog, ErrorMessage, Field, LoadStatus, PageHeader } from '../ui';
 
 type Kind = 'webhook' | 'chat';
 type Format = 'auto' | 'slack' | 'discord' | 'teams';
@@ -95,8 +95,7 @@ export function DestinationsPage({ project }: { project: Project }) {
           if (saved) await load();
         }} />
       )}
-      <ErrorMessage error={list.error} />
-      {!sinks && !list.error && <Loading what="destinations" />}
+      <LoadStatus load={list} what="destinations" />
       {sinks && sinks.length === 0 && <p class="empty">No destinations yet.{writable && ' Add one to receive results.'}</p>}
       {sinks && sinks.length > 0 && (
         <ul class="cards" aria-label="Destinations">

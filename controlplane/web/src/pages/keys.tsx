@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, canWrite, type Key, type Project } from '../api';
 import { useAction, useConfirmRemoval, useLoad } from '../hooks';
-import { ConfirmDialog, CopyButton, ErrorMessage, Field, Loading, PageHeader, When } from '../ui';
+import { ConfirmDialog, CopyButton, ErrorMessage, Field, LoadStatus, PageHeader, When } from '../ui';
 
 /** The curl line that sends a first event with the key. */
 export function firstEventCurl(receiverURL: string, key: string): string {
@@ -87,8 +87,7 @@ export function KeysPage({ project, receiverURL }: { project: Project; receiverU
           <ErrorMessage error={creating.error} />
         </section>
       )}
-      <ErrorMessage error={list.error} />
-      {!keys && !list.error && <Loading what="keys" />}
+      <LoadStatus load={list} what="keys" />
       {keys && keys.length === 0 && <p class="empty">No keys yet.{writable && ' Create one above.'}</p>}
       {keys && keys.length > 0 && (
         <table>

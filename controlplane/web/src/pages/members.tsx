@@ -2,7 +2,7 @@ import { useId, useState } from 'preact/hooks';
 import { api, canWrite, type Member, type Project, type Session } from '../api';
 import { useAction, useConfirmRemoval, useLoad } from '../hooks';
 import { navigate } from '../router';
-import { ConfirmDialog, ErrorMessage, Field, Loading, Notice, PageHeader, When } from '../ui';
+import { ConfirmDialog, ErrorMessage, Field, LoadStatus, Notice, PageHeader, When } from '../ui';
 
 /**
  * Members: owners and admins invite by email with a role, change roles and remove; a
@@ -75,8 +75,7 @@ export function MembersPage({ project, session }: { project: Project; session: S
       )}
       <ErrorMessage error={posting.error} />
       {done && <Notice>{done}</Notice>}
-      <ErrorMessage error={list.error} />
-      {!members && !list.error && <Loading what="members" />}
+      <LoadStatus load={list} what="members" />
       {members && (
         <table>
           <caption class="sr-only">Members of {project.name}</caption>

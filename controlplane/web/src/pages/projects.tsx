@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, type Project } from '../api';
 import { useAction, useLoad } from '../hooks';
 import { Link, navigate } from '../router';
-import { ErrorMessage, Field, Loading, PageHeader, When } from '../ui';
+import { ErrorMessage, Field, LoadStatus, PageHeader, When } from '../ui';
 
 export function ProjectsPage() {
   const list = useLoad(() => api<{ projects: Project[] }>('GET', '/projects').then((r) => r.projects), []);
@@ -33,8 +33,7 @@ export function ProjectsPage() {
         </form>
         <ErrorMessage error={creating.error} />
       </section>
-      <ErrorMessage error={list.error} />
-      {!projects && !list.error && <Loading what="projects" />}
+      <LoadStatus load={list} what="projects" />
       {projects && projects.length === 0 && <p class="empty">No projects yet. Create one above to get an API key.</p>}
       {projects && projects.length > 0 && (
         <table>

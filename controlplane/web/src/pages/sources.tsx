@@ -1,7 +1,7 @@
 import { useEffect, useId, useState } from 'preact/hooks';
 import { api, canWrite, type Project, type Source, type SourceTest } from '../api';
 import { useAction, useConfirmRemoval, useLoad } from '../hooks';
-import { ConfirmDialog, CopyButton, ErrorMessage, Field, Loading, PageHeader, When } from '../ui';
+import { ConfirmDialog, CopyButton, ErrorMessage, Field, LoadStatus, PageHeader, When } from '../ui';
 
 /** The curl line that pushes a first payload to a source. */
 export function sourceCurl(s: Source, key: string): string {
@@ -216,8 +216,7 @@ export function SourcesPage({ project }: { project: Project }) {
         </section>
       </div>
       <h2 class="section-title">Sources</h2>
-      <ErrorMessage error={list.error} />
-      {!sources && !list.error && <Loading what="push sources" />}
+      <LoadStatus load={list} what="push sources" />
       {sources && sources.length === 0 && <p class="empty">No push sources yet.</p>}
       {sources && sources.length > 0 && (
         <table>

@@ -1,24 +1,21 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, type AccountUsage, type Day, type Project, type ProjectUsage } from '../api';
+import { useLoad } from '../hooks';
 import { Link } from '../router';
-import { ErrorMessage, Loading, PageHeader, When } from '../ui';
+import { LoadStatus, PageHeader, When } from '../ui';
 
 const num = new Intl.NumberFormat();
 
 /** The account's month: the meter against the limit, the 80%/100% banner, per project, per day. */
 export function AccountUsagePage() {
-  const [u, setU] = useState<AccountUsage | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    api<AccountUsage>('GET', '/usage').then(setU, setError);
-  }, []);
+  const load = useLoad(() => api<AccountUsage>('GET', '/usage'), []);
+  const u = load.data;
   return (
     <>
       <PageHeader title="Usage" />
       <p class="lede">Accepted records this month across the projects you own, against your account's monthly limit.</p>
-      <ErrorMessage error={error} />
-      {!u && !error && <Loading what="usage" />}
+      <LoadStatus load={load} what="usage" />
       {u && (
         <>
           <LimitBanner used={u.events + u.pending} limit={u.unlimited ? null : u.limit} resetAt={u.reset_at} />
@@ -70,11 +67,10 @@ export function AccountUsagePage() {
 
 /** One project's month; the limit is its owner's account's, shared by all their projects. */
 export function ProjectUsagePage({ project }: { project: Project }) {
-  const [u, setU] = useState<ProjectUsage | null>(null);
+  const load = useLoad(() => api<ProjectUsage>('GET', `/projects/${encodeURIComponent(project.id)}/usage`), [project.id]);
+  const u = load.data;
   const [account, setAccount] = useState<AccountUsage | null>(null);
-  const [error, setError] = useState<unknown>(null);
   useEffect(() => {
-    api<ProjectUsage>('GET', `/projects/${encodeURIComponent(project.id)}/usage`).then(setU, setError);
     // Only the owner's account total says how near the limit is; members see this project's share.
     if (project.role === 'owner') api<AccountUsage>('GET', '/usage').then(setAccount, () => setAccount(null));
   }, [project.id]);
@@ -86,8 +82,7 @@ export function ProjectUsagePage({ project }: { project: Project }) {
         Records this project accepted this month. The monthly limit belongs to the project owner's account and is
         shared by all of its projects{project.role === 'owner' && <> (see <Link href="/usage">your account's usage</Link>)</>}.
       </p>
-      <ErrorMessage error={error} />
-      {!u && !error && <Loading what="usage" />}
+      <LoadStatus load={load} what="usage" />
       {u && (
         <>
           {account ? (
