@@ -29,8 +29,9 @@ func baseURL(r *http.Request) string {
 func (s *Server) mcpChallenge(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		challenge := `Bearer resource_metadata="` + s.issuer(r) + mcpMetadataPath + `/mcp"`
-		if r.Header.Get("Authorization") != "" {
-			// RFC 6750 §3.1: a token was sent and refused.
+		if hdr := r.Header.Get("Authorization"); len(hdr) > 7 && service.IsOAuthAccessToken(strings.TrimSpace(hdr[7:])) {
+			// RFC 6750 §3.1: the OAuth token sent was refused (expired or revoked), so
+			// the client's OAuth handler signs in again rather than retrying it.
 			challenge += `, error="invalid_token"`
 		}
 		h(&challengeWriter{ResponseWriter: w, challenge: challenge}, r)
