@@ -494,3 +494,40 @@ func TestOAuthRefusals(t *testing.T) {
 		assert.LessOrEqual(t, rows(t, d, "oauth_clients"), 30)
 	})
 }
+
+// Behind a proxy the public URL is what clients see and check: the issuer, the
+// endpoints, the resource and the challenge all name it, not the address the request
+// reached.
+func TestOAuthPublicURL(t *testing.T) {
+	s := startStack(t, map[string]string{"SVC_DATA_DIR": t.TempDir(), "SVC_PUBLIC_URL": "https://cp.example.com/"})
+	cp, pub := s.cp.URL, "https://cp.example.com"
+	meta := call(t, cp, "GET", "/.well-known/oauth-authorization-server", "", nil)
+	require.Equal(t, http.StatusOK, meta.Status)
+	assert.Equal(t, pub, meta.str("issuer"))
+	assert.Equal(t, pub+"/oauth/authorize", meta.str("authorization_endpoint"))
+	assert.Equal(t, pub+"/oauth/register", meta.str("registration_endpoint"))
+	prm := call(t, cp, "GET", "/.well-known/oauth-protected-resource/mcp", "", nil)
+	assert.Equal(t, pub+"/mcp", prm.str("resource"))
+	assert.Equal(t, []any{pub}, prm.Body["authorization_servers"])
+	resp, err := http.Post(cp+"/mcp", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, `Bearer resource_metadata="`+pub+`/.well-known/oauth-protected-resource/mcp"`, resp.Header.Get("WWW-Authenticate"))
+
+	b := newBrowser(t, cp)
+	b.signup("proxied@example.com")
+	redirect := "https://app.example.com/cb"
+	f := &oauthFlow{t: t, cp: pub, clientID: registerOAuthClient(t, cp, redirect), redirect: redirect, state: "s"}
+	f.verifier, f.challenge = pkce(t)
+	q := f.params()
+	q.Set("resource", cp+"/mcp")
+	r := b.do("GET", "/oauth/authorize?"+q.Encode(), nil, false)
+	require.Equal(t, http.StatusFound, r.Status)
+	loc, err := url.Parse(r.Header.Get("Location"))
+	require.NoError(t, err)
+	assert.Equal(t, "invalid_target", loc.Query().Get("error"), "the resource is the public one")
+	assert.Equal(t, pub, loc.Query().Get("iss"))
+	r = b.do("GET", "/oauth/authorize?"+f.params().Encode(), nil, false)
+	require.Equal(t, http.StatusFound, r.Status, "%s", r.Raw)
+	assert.True(t, strings.HasPrefix(r.Header.Get("Location"), "/authorize?request=oar_"), r.Header.Get("Location"))
+}
