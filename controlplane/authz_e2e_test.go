@@ -128,3 +128,25 @@ func ownerID(t *testing.T, s *stack, token string) string {
 	t.Helper()
 	return call(t, s.cp.URL, "GET", "/api/v1/me", token, nil).str("id")
 }
+
+// The OAuth consent and connected-app endpoints need a sign-in like every account
+// endpoint; a stranger's grant and request ids answer exactly as unknown ones.
+func TestOAuthEndpointsAuthorization(t *testing.T) {
+	s := startStack(t, map[string]string{"SVC_DATA_DIR": t.TempDir()})
+	cp := s.cp.URL
+	login, _ := s.signup(t, "oauth-authz@example.com")
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/api/v1/oauth/requests/oar_x"},
+		{"POST", "/api/v1/oauth/requests/oar_x/approve"},
+		{"POST", "/api/v1/oauth/requests/oar_x/deny"},
+		{"GET", "/api/v1/oauth/grants"},
+		{"DELETE", "/api/v1/oauth/grants/ogr_x"},
+	} {
+		assert.Equal(t, http.StatusUnauthorized, call(t, cp, c.method, c.path, "", nil).Status, "%s %s without a token", c.method, c.path)
+		want := http.StatusNotFound
+		if c.path == "/api/v1/oauth/grants" {
+			want = http.StatusOK
+		}
+		assert.Equal(t, want, call(t, cp, c.method, c.path, login, nil).Status, "%s %s signed in", c.method, c.path)
+	}
+}
