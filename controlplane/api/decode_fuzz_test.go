@@ -26,7 +26,7 @@ func FuzzPipelineBody(f *testing.F) {
 		`{"window_enabled":true,"group_key":"traceId","context_filter":"severity_number >= 9","window_duration_seconds":60}`,
 		`{"agent_endpoint_url":"https://agent.example.com/x"}`, `{"trigger":1}`,
 		`{"cooldown_seconds":60,"dedup_key":"resource_attributes[\"k8s.pod.name\"]","max_calls_per_minute":5,"max_calls_per_day":100}`,
-		`{"window_enabled":true,"window_max_bytes":8192,"window_max_events":50000,"cooldown_seconds":86401}`, `{"nope":true}`, `[]`, `{`,
+		`{"window_enabled":true,"window_max_bytes":8192,"window_max_events":50000,"cooldown_seconds":86401}`, `{"nope":true}`, `[]`, `{`, `"x"`, `{"transforms":"x"}`, `{"batch_size":1.5}`, `{"window_enabled":"yes"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -35,6 +35,10 @@ func FuzzPipelineBody(f *testing.F) {
 		if e := decodeBytes(body, &b); e != nil {
 			if e.Status != http.StatusBadRequest || e.Message == "" {
 				t.Fatalf("decode error %+v", e)
+			}
+			// Said in JSON's words, never a Go type (mirror.Pipeline, map[string]string).
+			if strings.Contains(e.Message, "mirror.") || strings.Contains(e.Message, "map[") || strings.Contains(e.Message, "[]") {
+				t.Fatalf("decode error names a Go type: %q", e.Message)
 			}
 			return
 		}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -203,7 +204,10 @@ func decodeBytes(body []byte, v any) *apierror.Error {
 		case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 			return apierror.New(http.StatusBadRequest, apierror.InvalidJSON, "the body is not valid JSON: "+err.Error())
 		case errors.As(err, &typ):
-			return badBody(fmt.Sprintf("field %q must be %s", typ.Field, typ.Type.String()))
+			if typ.Field == "" {
+				return badBody(fmt.Sprintf("the body must be %s, not %s", jsonWords(typ.Type), jsonValueWords(typ.Value)))
+			}
+			return badBody(fmt.Sprintf("field %q must be %s, not %s", typ.Field, jsonWords(typ.Type), jsonValueWords(typ.Value)))
 		default:
 			return badBody(strings.TrimPrefix(err.Error(), "json: "))
 		}
@@ -212,6 +216,50 @@ func decodeBytes(body []byte, v any) *apierror.Error {
 		return apierror.New(http.StatusBadRequest, apierror.InvalidJSON, "the body holds more than one JSON value")
 	}
 	return nil
+}
+
+// jsonWords says in JSON's words what a Go type decodes from: the client wrote JSON and
+// must not be told about mirror.Pipeline or map[string]string.
+func jsonWords(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "a JSON object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another kind of value"
+}
+
+// jsonValueWords names the JSON value encoding/json found: its kind, or for a number
+// that does not fit ("number 1.5") the number itself.
+func jsonValueWords(v string) string {
+	kind, literal, _ := strings.Cut(v, " ")
+	switch kind {
+	case "number":
+		if literal != "" && len(literal) <= 32 {
+			return literal
+		}
+		return "a number"
+	case "array", "object":
+		return "an " + kind
+	case "bool":
+		return "true or false"
+	case "":
+		return "something else"
+	}
+	return "a " + kind
 }
 
 // internal logs an unexpected error and answers 500 without details.
