@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -71,5 +72,22 @@ func TestPersonalAccessTokens(t *testing.T) {
 		assert.Equal(t, "invalid_token", gone.code())
 		_, err = mcpSession(t, cp, pat)
 		assert.Error(t, err, "a revoked token opens no MCP session")
+
+		// An expired token is refused on its next request, as a revoked one, without
+		// anyone revoking it. Its expiry is moved into the past in the database, as time
+		// passing would.
+		r = call(t, cp, "POST", "/api/v1/tokens", login, map[string]any{"name": "short", "expires_in_days": 1})
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Raw)
+		short := r.str("token")
+		require.Equal(t, http.StatusOK, call(t, cp, "GET", "/api/v1/me", short, nil).Status)
+		require.Regexp(t, `^pat_[A-Za-z0-9_-]+$`, r.str("id"))
+		_, err = rawDB(t, db).Exec(fmt.Sprintf("UPDATE access_tokens SET expires_at = %d WHERE id = '%s'",
+			time.Now().Add(-time.Second).UnixMilli(), r.str("id")))
+		require.NoError(t, err)
+		expired := call(t, cp, "GET", "/api/v1/me", short, nil)
+		assert.Equal(t, http.StatusUnauthorized, expired.Status, "%s", expired.Raw)
+		assert.Equal(t, "invalid_token", expired.code())
+		_, err = mcpSession(t, cp, short)
+		assert.Error(t, err, "an expired token opens no MCP session")
 	})
 }
