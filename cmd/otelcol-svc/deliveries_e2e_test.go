@@ -262,11 +262,17 @@ func TestWebhookDownShowsRetryingThenDelivered(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, full.AttemptLog[0].StatusCode)
 	require.Eventually(t, func() bool { return len(up.delivered()) == 1 }, 20*time.Second, 20*time.Millisecond,
 		"the other destination waits for the failing one")
-	for _, d := range listDeliveries(t, e.col.HTTP, prj, "?kind=sink", byKey) {
-		if d.SinkID == "s_up" {
-			assert.Equal(t, "delivered", d.State)
+	// The log is written a moment after the delivery (the writer lingers): the other
+	// destination's delivery shows delivered while the failing one is still retrying.
+	require.Eventually(t, func() bool {
+		for _, d := range listDeliveries(t, e.col.HTTP, prj, "?kind=sink", byKey) {
+			if d.SinkID == "s_up" {
+				return d.State == "delivered"
+			}
 		}
-	}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "the other destination's delivery shows delivered")
+	assert.Equal(t, "retrying", getDelivery(t, e.col.HTTP, prj, retrying.ID, byKey).State, "the failing one still retries meanwhile")
 
 	back.Store(true)
 	require.Eventually(t, func() bool {
