@@ -76,8 +76,9 @@ type doc struct {
 	// Settled are the raw sequences already counted, as sorted, disjoint, inclusive
 	// intervals: a batch redelivered after a crash is not counted twice (Settle).
 	Settled [][2]uint64 `json:"settled,omitempty"`
-	// Base is the raw sequence before the first one this ledger counted: records stored
-	// before the ledger existed are not in Received.
+	// Base is the raw sequence before the lowest one this ledger counted (lowered when
+	// an earlier batch settles after a later one): records stored before the ledger
+	// existed are not in Received.
 	Base uint64 `json:"base"`
 }
 
@@ -243,8 +244,12 @@ func (l *Ledger) Settle(ctx context.Context, project string, seqs []uint64, o *O
 		if len(fresh) == 0 {
 			return false
 		}
-		if d.Base == 0 && len(d.Settled) == 0 {
-			d.Base = minSeq(fresh) - 1
+		// Base follows the lowest sequence ever counted, whatever order batches settle
+		// in: with several pipeline processes a later batch can settle first, and a Base
+		// fixed by it would leave the earlier batch counted but outside Received forever.
+		// Dedupe stays exact: what was counted is in Settled, whatever Base says.
+		if lo := minSeq(fresh) - 1; len(d.Settled) == 0 || lo < d.Base {
+			d.Base = lo
 		}
 		calls, callsDL := o.calls()
 		c.Calls, c.CallsDeadLettered = int64(calls), int64(callsDL)

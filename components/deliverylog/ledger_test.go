@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
@@ -312,5 +314,83 @@ func TestReplayedMovesRecordsOnce(t *testing.T) {
 	}
 	if v.DeadLettered != 0 || v.AgentCalls != 2 {
 		t.Fatalf("%+v", v)
+	}
+}
+
+// Batches settle in whatever order the pipeline's processes finish them: the ledger
+// balances against the raw stream whatever the order, and a batch settled twice (the
+// process died before its ack) counts once.
+func TestSettleBalancesInAnyOrder(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	_, js2 := testenv.Connect(t, n.URL())
+	a, err := OpenLedger(ctx, js, time.Hour)
+	require.NoError(t, err)
+	b, err := OpenLedger(ctx, js2, time.Hour)
+	require.NoError(t, err)
+	seqs := func(lo, hi uint64) []uint64 {
+		var s []uint64
+		for i := lo; i <= hi; i++ {
+			s = append(s, i)
+		}
+		return s
+	}
+	odd, even := []uint64{}, []uint64{}
+	for i := uint64(1); i <= 30; i++ {
+		if i%2 == 1 {
+			odd = append(odd, i)
+		} else {
+			even = append(even, i)
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		batches [][]uint64
+	}{
+		{"reverse", [][]uint64{seqs(21, 30), seqs(11, 20), seqs(1, 10)}},
+		{"interleaved", [][]uint64{seqs(11, 20), seqs(1, 10), seqs(21, 30)}},
+		{"interleaved-seqs", [][]uint64{even[5:], odd, even[:5]}},
+		{"redelivered", [][]uint64{seqs(11, 20), seqs(1, 10), seqs(11, 20), seqs(21, 30), seqs(1, 10)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := "p-" + c.name
+			require.NoError(t, streams.Create(ctx, js, streams.RawConfig(p, streams.DefaultLimits())))
+			for i := range 30 {
+				_, err := js.Publish(ctx, streams.RawSubject(p), fmt.Appendf(nil, `{"n":%d}`, i))
+				require.NoError(t, err)
+			}
+			cons, err := js.CreateOrUpdateConsumer(ctx, streams.RawStream(p), jetstream.ConsumerConfig{Durable: "svc-pipeline", AckPolicy: jetstream.AckExplicitPolicy})
+			require.NoError(t, err)
+			msgs, err := cons.Fetch(30)
+			require.NoError(t, err)
+			var held []jetstream.Msg
+			for m := range msgs.Messages() {
+				held = append(held, m)
+			}
+			require.Len(t, held, 30)
+			// Every record is sent to the agent; two processes settle alternately.
+			for i, batch := range c.batches {
+				o := NewOutcome()
+				o.Call(batch, false)
+				l := a
+				if i%2 == 1 {
+					l = b
+				}
+				require.NoError(t, l.Settle(ctx, p, batch, o))
+			}
+			for _, m := range held {
+				require.NoError(t, m.Ack())
+			}
+			var v LedgerView
+			require.Eventually(t, func() bool {
+				v, err = View(ctx, js, p, ViewOptions{PipelineDurable: "svc-pipeline"})
+				return err == nil && v.Pending == 0
+			}, 10*time.Second, 10*time.Millisecond)
+			assert.Equal(t, int64(30), v.Received)
+			assert.Equal(t, int64(30), v.AgentCalls, "each record counted once")
+			assert.Equal(t, int64(0), v.Unaccounted)
+			assert.True(t, v.Balanced, "%+v", v)
+		})
 	}
 }
