@@ -137,14 +137,14 @@ func (e *agentExporter) replay(ctx context.Context, job deliverylog.Job) error {
 	}
 	switch old.Kind {
 	case deliverylog.KindAgent:
-		return e.replayCall(ctx, proj, old)
+		return e.replayCall(ctx, proj, old, job.Bulk)
 	case deliverylog.KindSink:
-		return e.replaySink(ctx, proj, old)
+		return e.replaySink(ctx, proj, old, job.Bulk)
 	}
 	return fmt.Errorf(errUnknownKindFn, old.Kind)
 }
 
-func (e *agentExporter) replayCall(ctx context.Context, proj mirror.Project, old deliverylog.Delivery) error {
+func (e *agentExporter) replayCall(ctx context.Context, proj mirror.Project, old deliverylog.Delivery, bulk bool) error {
 	body, err := e.storedBody(ctx, proj.ID, old.DeadLetterSeq, deadLetterKind)
 	if err != nil {
 		return err
@@ -152,13 +152,16 @@ func (e *agentExporter) replayCall(ctx context.Context, proj mirror.Project, old
 	if body == nil && len(old.RequestBody) > 0 && !old.RequestTruncated {
 		body = old.RequestBody
 	}
+	if body == nil && stillUnreplayable(old, errBodyGone, bulk) {
+		return nil
+	}
 	ids, err := e.issuer(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: no request id can be issued yet: %v", errRequeue, err)
 	}
 	id := ids.New(proj.ID)
 	if body == nil {
-		e.unreplayable(proj.ID, deliverylog.Delivery{ID: id, Kind: deliverylog.KindAgent, RequestID: id,
+		e.unreplayable(proj.ID, old, deliverylog.Delivery{ID: id, Kind: deliverylog.KindAgent, RequestID: id,
 			Records: old.Records, Seqs: old.Seqs, TraceID: old.TraceID, ReplayOf: old.ID}, errBodyGone)
 		return nil
 	}
@@ -217,17 +220,21 @@ func (e *agentExporter) originalCall(ctx context.Context, project string, d deli
 	return d, false
 }
 
-func (e *agentExporter) replaySink(ctx context.Context, proj mirror.Project, old deliverylog.Delivery) error {
+func (e *agentExporter) replaySink(ctx context.Context, proj mirror.Project, old deliverylog.Delivery, bulk bool) error {
 	id := "snk_" + randomHex(16)
 	d := deliverylog.Delivery{ID: id, Kind: deliverylog.KindSink, SinkID: old.SinkID, SinkKind: old.SinkKind,
 		RequestID: old.RequestID, SourceSeq: old.SourceSeq, Records: 1, Unmatched: old.Unmatched, ReplayOf: old.ID}
 	sink, ok := findSink(proj, old.SinkID)
 	switch {
 	case !ok:
-		e.unreplayable(proj.ID, d, errSinkGone)
+		if !stillUnreplayable(old, errSinkGone, bulk) {
+			e.unreplayable(proj.ID, old, d, errSinkGone)
+		}
 		return nil
 	case !sink.Enabled:
-		e.unreplayable(proj.ID, d, errSinkDisabled)
+		if !stillUnreplayable(old, errSinkDisabled, bulk) {
+			e.unreplayable(proj.ID, old, d, errSinkDisabled)
+		}
 		return nil
 	}
 	// The dead letter holds the agent's payload whole; else the output stream may still.
@@ -241,7 +248,9 @@ func (e *agentExporter) replaySink(ctx context.Context, proj mirror.Project, old
 		}
 	}
 	if payload == nil {
-		e.unreplayable(proj.ID, d, errPayloadGone)
+		if !stillUnreplayable(old, errPayloadGone, bulk) {
+			e.unreplayable(proj.ID, old, d, errPayloadGone)
+		}
 		return nil
 	}
 	// The new delivery id is the webhook-id: a receiving side that deduplicates takes
@@ -258,10 +267,26 @@ func (e *agentExporter) replaySink(ctx context.Context, proj mirror.Project, old
 	return nil
 }
 
-// unreplayable logs a replay that could not be sent as dead-lettered, saying why.
-func (e *agentExporter) unreplayable(project string, d deliverylog.Delivery, why string) {
+// unreplayable logs a replay d of old that could not be sent as dead-lettered, saying
+// why, and marks old replayed by it, as a sent replay does: d stands for old from now on,
+// so a bulk replay takes d (and finds it still cannot be sent) instead of old as well.
+// d points at old's dead letter: once the cause is fixed (the destination enabled
+// again), replaying d sends what is stored there.
+func (e *agentExporter) unreplayable(project string, old, d deliverylog.Delivery, why string) {
 	e.log.record(project, d)
-	e.log.finish(project, d.ID, deliverylog.Final{State: deliverylog.StateDeadLettered, Error: why})
+	e.log.finish(project, d.ID, deliverylog.Final{State: deliverylog.StateDeadLettered, Error: why,
+		DeadLetterSeq: old.DeadLetterSeq})
+	e.log.superseded(project, old, d.ID)
+}
+
+// stillUnreplayable reports whether a bulk replay of old needs no new entry: old is itself
+// a replay that could not be sent, for the same reason that stops this one. Logging it
+// again would say nothing new and add a dead letter per click of "replay all"; old stays
+// the one dead letter standing for the records, and is taken again by the next bulk
+// replay, which sends it once the cause is gone. A replay asked for by id is always
+// logged: someone asked for that delivery and is answered in the log.
+func stillUnreplayable(old deliverylog.Delivery, why string, bulk bool) bool {
+	return bulk && old.ReplayOf != "" && old.Attempts == 0 && old.State == deliverylog.StateDeadLettered && old.Error == why
 }
 
 // storedBody is the dead letter of kind at seq in the project's dead-letter stream; nil
