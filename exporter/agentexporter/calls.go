@@ -20,8 +20,9 @@ type call struct {
 	// traceID is the first record's (or the trigger's) W3C trace id that has one; ""
 	// when none does.
 	traceID string
-	// group is a window call's group key: calls of one group are delivered in order
-	// (ordering.go). Legacy calls have none: they all keep the batch's order.
+	// group is a window call's group key: calls of one group are delivered in order,
+	// across batches (ordering.go). Legacy calls have none: they share one lane per
+	// project, so they keep the stream's order.
 	group string
 	// suppressed sums what cooldowns held back before the call's legacy records, sent
 	// as X-Suppressed-Count (a window call says it in its body).

@@ -58,6 +58,9 @@ type agentExporter struct {
 	// warnedUnsigned holds the projects already logged as having no signing secret, so a
 	// busy project does not flood the log.
 	warnedUnsigned sync.Map
+
+	// lanes keep each group's calls in order across batches (ordering.go).
+	lanes *lanes
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*agentExporter, error) {
@@ -65,13 +68,15 @@ func newExporter(cfg *Config, set exporter.Settings) (*agentExporter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &agentExporter{
+	e := &agentExporter{
 		cfg:       cfg,
 		logger:    set.Logger,
 		tel:       tel,
 		userAgent: "otelcol-svc/" + set.BuildInfo.Version,
 		targets:   newTargets(cfg.Target, tel),
-	}, nil
+	}
+	e.lanes = newLanes(e)
+	return e, nil
 }
 
 func (e *agentExporter) Start(ctx context.Context, host component.Host) error {
@@ -145,10 +150,11 @@ func (e *agentExporter) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// pushLogs sends the batch's calls, each group's in order (sendCalls). When a call can be
-// neither delivered nor dead-lettered it returns a retryable error: the JetStream
-// receiver then redelivers the batch (calls already delivered are sent again; delivery is
-// at least once).
+// pushLogs sends the batch's calls, each group's in order across batches (sendCalls).
+// When a call can be neither delivered nor dead-lettered it returns a retryable error:
+// the JetStream receiver then redelivers the batch (calls already delivered are sent
+// again; delivery is at least once). Results (the sink role) never hand the batch off, so
+// the receiver keeps them strictly one at a time per destination.
 func (e *agentExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
 	proj, err := e.project(ctx)
 	if err != nil {
