@@ -2,6 +2,7 @@ package deliverylog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -10,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
@@ -330,4 +334,73 @@ func FuzzValidToken(f *testing.F) {
 			t.Fatalf("%q: %v", s, validToken(s))
 		}
 	})
+}
+
+// Listing the dead letters of a busy project reads the deliveries' headers, not their
+// bodies: the reader's connection receives a small fraction of what the log holds.
+func TestListReadsHeadersNotBodies(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	_, err := EnsureStream(ctx, js, StoreConfig{})
+	require.NoError(t, err)
+	w := NewWriter(js, WriterConfig{Buffer: 1 << 12})
+	body := []byte(strings.Repeat("b", 32<<10))
+	const total = 300
+	for i := range total {
+		id := fmt.Sprintf("d%03d", i)
+		w.Record("p", Delivery{ID: id, Kind: KindAgent, RequestBody: body})
+		state := StateDelivered
+		if i%100 == 7 {
+			state = StateDeadLettered
+		}
+		w.Finish("p", id, Final{State: state, Answer: []byte("ok")})
+	}
+	flush(t, w)
+	require.Zero(t, w.Dropped())
+
+	rnc, rjs := testenv.Connect(t, n.URL())
+	s, err := rjs.Stream(ctx, StreamName)
+	require.NoError(t, err)
+	before := rnc.Stats().InBytes
+	ds, err := NewReader(s).List(ctx, "p", Filter{State: StateDeadLettered})
+	require.NoError(t, err)
+	got := rnc.Stats().InBytes - before
+	var ids []string
+	for _, d := range ds {
+		ids = append(ids, d.ID)
+		assert.Nil(t, d.RequestBody, "a list carries no bodies")
+	}
+	assert.Equal(t, []string{"d207", "d107", "d007"}, ids)
+	// The log holds ~10 MB of bodies; the three dead letters are read whole (~100 KB).
+	assert.Less(t, got, uint64(total*len(body)/10), "the list read %d bytes", got)
+}
+
+// Messages written before the delivery headers existed are still listed and traced.
+func TestListReadsOldMessagesWithoutHeaders(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	s, err := EnsureStream(ctx, js, StoreConfig{})
+	require.NoError(t, err)
+	old := time.Now().UTC().Add(-time.Minute)
+	for i, st := range []string{StateDeadLettered, StateDelivered} {
+		b, err := json.Marshal(Delivery{ID: fmt.Sprintf("old%d", i), Kind: KindAgent, State: st, RequestID: "r", CreatedAt: old.Add(time.Duration(i) * time.Second), Seqs: []uint64{5}, RequestBody: []byte("x")})
+		require.NoError(t, err)
+		_, err = js.Publish(ctx, subject("p", fmt.Sprintf("old%d", i)), b)
+		require.NoError(t, err)
+	}
+	w := NewWriter(js, WriterConfig{})
+	w.Record("p", Delivery{ID: "new0", Kind: KindAgent})
+	w.Finish("p", "new0", Final{State: StateDeadLettered})
+	flush(t, w)
+	ds, err := NewReader(s).List(ctx, "p", Filter{State: StateDeadLettered})
+	require.NoError(t, err)
+	require.Len(t, ds, 2)
+	assert.Equal(t, "new0", ds[0].ID)
+	assert.Equal(t, "old0", ds[1].ID)
+	assert.Equal(t, "r", ds[1].RequestID)
+	all, err := NewReader(s).List(ctx, "p", Filter{})
+	require.NoError(t, err)
+	assert.Len(t, all, 3)
 }

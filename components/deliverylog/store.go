@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -120,17 +124,23 @@ func (r *Reader) list(ctx context.Context, project string, f Filter, limit int) 
 	if !f.Since.IsZero() {
 		windows = []time.Duration{now.Sub(f.Since)}
 	}
-	var out []Delivery
+	var found []entry
+	seen := map[string]bool{}
+	var until time.Time // the previous window's start: widening reads only what precedes it
 	for _, w := range windows {
 		from := now.Add(-w)
-		ds, err := r.scan(ctx, project, from, func(d Delivery) bool { return f.match(d) }, nil, 0)
+		es, err := r.scan(ctx, project, from, until, func(e entry) bool { return f.match(e.d) && !seen[e.d.ID] }, nil, 0)
 		if err != nil {
 			return nil, err
 		}
-		out = ds
+		for _, e := range es {
+			seen[e.d.ID] = true
+		}
+		found = append(found, es...)
+		until = from
 		inside := 0
-		for _, d := range ds {
-			if !d.CreatedAt.Before(from) {
+		for _, e := range found {
+			if !e.d.CreatedAt.Before(from) {
 				inside++
 			}
 		}
@@ -138,24 +148,123 @@ func (r *Reader) list(ctx context.Context, project string, f Filter, limit int) 
 			break
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.After(out[j].CreatedAt)
+	sort.SliceStable(found, func(i, j int) bool {
+		a, b := found[i].d, found[j].d
+		if !a.CreatedAt.Equal(b.CreatedAt) {
+			return a.CreatedAt.After(b.CreatedAt)
 		}
-		return out[i].ID > out[j].ID
+		return a.ID > b.ID
 	})
-	if len(out) > limit {
-		out = out[:limit]
+	if len(found) > limit {
+		found = found[:limit]
+	}
+	ds, err := r.summaries(ctx, project, found)
+	if err != nil {
+		return nil, err
+	}
+	// A delivery may have moved on between the scan and its read (retrying, then
+	// delivered): the list shows what it is now, and only if that still matches.
+	out := ds[:0]
+	for _, d := range ds {
+		if f.match(d) {
+			out = append(out, d)
+		}
 	}
 	return out, nil
 }
 
+// Headers each delivery message carries, so reads filter deliveries without their bodies
+// (scan reads headers only). A message without hdrState was written before they existed:
+// scan reads its body instead.
+const (
+	hdrKind       = "Svc-Dl-Kind"
+	hdrState      = "Svc-Dl-State"
+	hdrCreated    = "Svc-Dl-Created" // RFC 3339 with nanoseconds
+	hdrSinkID     = "Svc-Dl-Sink-Id"
+	hdrRequestID  = "Svc-Dl-Request-Id"
+	hdrRecords    = "Svc-Dl-Records"
+	hdrReplayOf   = "Svc-Dl-Replay-Of"
+	hdrReplayedBy = "Svc-Dl-Replayed-By"
+	// hdrSeqs is "lo-hi", the lowest and highest raw sequence an agent call carried: a
+	// trace reads only the calls whose range holds the record (then checks Seqs).
+	hdrSeqs = "Svc-Dl-Seqs"
+)
+
+// headers describes d for scan.
+func headers(d *Delivery) nats.Header {
+	h := nats.Header{}
+	h[hdrKind] = []string{d.Kind}
+	h[hdrState] = []string{d.State}
+	h[hdrCreated] = []string{d.CreatedAt.UTC().Format(time.RFC3339Nano)}
+	h[hdrRecords] = []string{strconv.Itoa(d.Records)}
+	set := func(k, v string) {
+		if v != "" {
+			h[k] = []string{v}
+		}
+	}
+	set(hdrSinkID, d.SinkID)
+	set(hdrRequestID, d.RequestID)
+	set(hdrReplayOf, d.ReplayOf)
+	set(hdrReplayedBy, d.ReplayedBy)
+	if len(d.Seqs) > 0 {
+		lo, hi := d.Seqs[0], d.Seqs[0]
+		for _, s := range d.Seqs[1:] {
+			lo, hi = min(lo, s), max(hi, s)
+		}
+		h[hdrSeqs] = []string{strconv.FormatUint(lo, 10) + "-" + strconv.FormatUint(hi, 10)}
+	}
+	return h
+}
+
+// entry is what scan knows of a delivery: its header fields (or, for an old message, its
+// body without bodies and attempt log) and the range of raw sequences it carried.
+type entry struct {
+	d      Delivery
+	lo, hi uint64
+}
+
+// fromHeaders reads an entry from a new-format message; false for an old one.
+func fromHeaders(subj string, h nats.Header) (entry, bool) {
+	var e entry
+	if h == nil || h.Get(hdrState) == "" {
+		return e, false
+	}
+	e.d.ID = subj[strings.LastIndexByte(subj, '.')+1:]
+	e.d.Kind, e.d.State = h.Get(hdrKind), h.Get(hdrState)
+	e.d.CreatedAt, _ = time.Parse(time.RFC3339Nano, h.Get(hdrCreated))
+	e.d.Records, _ = strconv.Atoi(h.Get(hdrRecords))
+	e.d.SinkID, e.d.RequestID = h.Get(hdrSinkID), h.Get(hdrRequestID)
+	e.d.ReplayOf, e.d.ReplayedBy = h.Get(hdrReplayOf), h.Get(hdrReplayedBy)
+	if lo, hi, ok := strings.Cut(h.Get(hdrSeqs), "-"); ok {
+		e.lo, _ = strconv.ParseUint(lo, 10, 64)
+		e.hi, _ = strconv.ParseUint(hi, 10, 64)
+	}
+	return e, true
+}
+
+func fromBody(data []byte) (entry, bool) {
+	var e entry
+	if json.Unmarshal(data, &e.d) != nil {
+		return e, false
+	}
+	e.d.RequestBody, e.d.Answer, e.d.AttemptLog = nil, nil, nil
+	for i, s := range e.d.Seqs {
+		if i == 0 {
+			e.lo, e.hi = s, s
+		}
+		e.lo, e.hi = min(e.lo, s), max(e.hi, s)
+	}
+	return e, true
+}
+
 // scan reads the project's deliveries written since from (all when zero) with an
-// ordered consumer (ephemeral, nothing durable per read), keeping those keep accepts,
-// without their bodies and attempt logs. It stops after a delivery stop accepts, or
-// after max messages when max > 0.
-func (r *Reader) scan(ctx context.Context, project string, from time.Time, keep, stop func(Delivery) bool, max uint64) ([]Delivery, error) {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{SubjectPrefix + "." + project + ".*"}}
+// ordered consumer (ephemeral, nothing durable per read) that delivers headers only, so
+// a busy project's bodies (up to 64 KiB each) never cross the wire to be filtered out;
+// a message written before the headers existed has its body read. It keeps the entries
+// keep accepts and stops after one stop accepts, at the first message stored at or after
+// until (when set), or after max messages when max > 0.
+func (r *Reader) scan(ctx context.Context, project string, from, until time.Time, keep, stop func(entry) bool, max uint64) ([]entry, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{SubjectPrefix + "." + project + ".*"}, HeadersOnly: true}
 	if !from.IsZero() {
 		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
 		t := from
@@ -169,26 +278,41 @@ func (r *Reader) scan(ctx context.Context, project string, from time.Time, keep,
 	if max > 0 {
 		pending = min(pending, max)
 	}
-	var out []Delivery
+	var out []entry
 	for got := uint64(0); got < pending; {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		batch, err := c.Fetch(int(min(256, pending-got)), jetstream.FetchMaxWait(2*time.Second))
+		batch, err := c.Fetch(int(min(1024, pending-got)), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			return nil, err
 		}
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			var d Delivery
-			if json.Unmarshal(m.Data(), &d) != nil {
+			meta, err := m.Metadata()
+			if err != nil {
 				continue
 			}
-			if keep(d) {
-				d.RequestBody, d.Answer, d.AttemptLog = nil, nil, nil
-				out = append(out, d)
-				if stop != nil && stop(d) {
+			if !until.IsZero() && !meta.Timestamp.Before(until) {
+				return out, nil
+			}
+			e, ok := fromHeaders(m.Subject(), m.Headers())
+			if !ok {
+				full, err := r.s.GetMsg(ctx, meta.Sequence.Stream)
+				if errors.Is(err, jetstream.ErrMsgNotFound) {
+					continue // replaced by a newer state since, which comes later
+				}
+				if err != nil {
+					return nil, err
+				}
+				if e, ok = fromBody(full.Data); !ok {
+					continue
+				}
+			}
+			if keep(e) {
+				out = append(out, e)
+				if stop != nil && stop(e) {
 					return out, nil
 				}
 			}
@@ -202,4 +326,41 @@ func (r *Reader) scan(ctx context.Context, project string, from time.Time, keep,
 		got += uint64(n)
 	}
 	return out, nil
+}
+
+// summaries reads the deliveries of es whole, without bodies and attempt log, a few at a
+// time; one no longer stored is left out.
+func (r *Reader) summaries(ctx context.Context, project string, es []entry) ([]Delivery, error) {
+	out := make([]Delivery, len(es))
+	ok := make([]bool, len(es))
+	errs := make([]error, len(es))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, e := range es {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			d, err := r.Get(ctx, project, e.d.ID)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				errs[i] = err
+			default:
+				d.RequestBody, d.Answer, d.AttemptLog = nil, nil, nil
+				out[i], ok[i] = d, true
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for i, d := range out {
+		if ok[i] {
+			kept = append(kept, d)
+		}
+	}
+	return kept, nil
 }

@@ -64,19 +64,36 @@ func (r *Reader) TraceSeq(ctx context.Context, js jetstream.JetStream, project s
 		return t, err
 	}
 	t.Record = &TraceRecord{Seq: seq, Time: m.Time, Signal: m.Header.Get(streams.HeaderSignal)}
-	carries := func(d Delivery) bool { return d.Kind == KindAgent && slices.Contains(d.Seqs, seq) }
+	// The headers say which calls' sequence ranges hold seq; only those are read whole
+	// to check their sequences.
+	var call Delivery
+	var getErr error
+	inRange := func(e entry) bool { return e.d.Kind == KindAgent && e.lo <= seq && seq <= e.hi }
+	carries := func(e entry) bool {
+		d, err := r.Get(ctx, project, e.d.ID)
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				getErr = err
+				return true
+			}
+			return false
+		}
+		if slices.Contains(d.Seqs, seq) {
+			call = d
+			return true
+		}
+		return false
+	}
 	// The call was logged after the record was stored; a second of margin for clocks.
-	calls, err := r.scan(ctx, project, m.Time.Add(-time.Second), carries, carries, traceScan)
-	if err != nil {
+	if _, err := r.scan(ctx, project, m.Time.Add(-time.Second), time.Time{}, inRange, carries, traceScan); err != nil {
 		return t, err
 	}
-	if len(calls) == 0 {
+	if getErr != nil {
+		return t, getErr
+	}
+	if call.ID == "" {
 		t.Complete = false
 		return t, nil
-	}
-	call, err := r.Get(ctx, project, calls[len(calls)-1].ID)
-	if err != nil {
-		return t, err
 	}
 	return r.followCall(ctx, js, project, call, t)
 }
@@ -98,9 +115,13 @@ func (r *Reader) followCall(ctx context.Context, js jetstream.JetStream, project
 	call.RequestBody, call.Answer = nil, nil
 	t.Call = &call
 	from := call.CreatedAt.Add(-time.Second)
-	ds, err := r.scan(ctx, project, from, func(d Delivery) bool {
-		return d.Kind == KindSink && d.RequestID == call.RequestID
+	es, err := r.scan(ctx, project, from, time.Time{}, func(e entry) bool {
+		return e.d.Kind == KindSink && e.d.RequestID == call.RequestID
 	}, nil, traceScan)
+	if err != nil {
+		return t, err
+	}
+	ds, err := r.summaries(ctx, project, es)
 	if err != nil {
 		return t, err
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -257,15 +258,16 @@ func (w *Writer) run() {
 				continue
 			}
 			data := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-			subj := subject(k.project, k.id)
+			msg := &nats.Msg{Subject: subject(k.project, k.id), Data: data, Header: headers(d)}
 			if i < len(order)-1 {
-				if err := nc.Publish(subj, data); err != nil {
+				if err := nc.PublishMsg(msg); err != nil {
 					w.failed.Add(1)
 				}
 				continue
 			}
 			// PublishAsync keeps data until the ack: it needs its own copy.
-			f, err := w.js.PublishAsync(subj, append([]byte(nil), data...))
+			msg.Data = append([]byte(nil), data...)
+			f, err := w.js.PublishMsgAsync(msg)
 			if err != nil {
 				w.failed.Add(int64(len(order)))
 				continue
