@@ -71,7 +71,8 @@ func (s *Server) addConsoleTools(srv *mcp.Server) {
 		InputSchema: limitSchema[recentEventsIn](maxEventsLimit, "project_id"), OutputSchema: out},
 		consoleTool[recentEventsIn](s))
 	addTool(srv, &mcp.Tool{Name: "console_fields",
-		Description: "See which field paths a project's newest records carry, how often and with which JSON types, to choose a trigger, group_key or dedup_key that holds." + answers,
+		Description: "See which field paths a project's newest records carry, how often and with which JSON types, to choose a trigger, group_key or dedup_key that holds. " +
+			"Write expressions with each field's ottl (attributes[\"http.method\"], event[\"_event_type\"]), never its path: path joins keys with dots, so a key holding dots cannot be told from nested objects." + answers,
 		InputSchema: limitSchema[fieldsIn](maxFieldsLimit, "project_id"), OutputSchema: out},
 		consoleTool[fieldsIn](s))
 	addTool(srv, &mcp.Tool{Name: "console_dry_run",

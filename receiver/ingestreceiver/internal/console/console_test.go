@@ -203,7 +203,7 @@ func TestConsoleFieldsStayWithinTheByteBudget(t *testing.T) {
 	assert.True(t, got.Truncated)
 	assert.Equal(t, maxReadBytes/(size+20), got.Sampled)
 	require.Len(t, got.Fields, 2)
-	assert.Equal(t, FieldStat{Path: "i", Count: got.Sampled, Types: []string{"number"}}, got.Fields[0])
+	assert.Equal(t, FieldStat{Path: "i", OTTL: "i", Count: got.Sampled, Types: []string{"number"}}, got.Fields[0])
 
 	got = c.fields(t, "bigf", "?limit=2")
 	assert.False(t, got.Truncated)

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"io"
 	"net/url"
+	"regexp"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 )
@@ -29,8 +32,10 @@ func fieldsEndpoint() endpoint {
 // Field paths of the Fields view.
 //
 //   - Object members are joined with dots: payload.repo.name. A key that itself holds
-//     dots (attributes "http.method") is joined as it is (attributes.http.method); in OTTL
-//     write it as attributes["http.method"].
+//     dots (attributes "http.method") is joined as it is (attributes.http.method), so
+//     path alone cannot tell a dotted key from nested objects: ottl is the field in
+//     OTTL (package ottlevent's paths), built from the records' own keys, and is what
+//     a trigger should use (attributes["http.method"]). See ottlPath.
 //   - An array is a field of type "array" at its own path, and the values inside it are
 //     counted under the path with "[]" appended, whatever their index: items[] for the
 //     elements themselves, items[].sku for a member of object elements, matrix[][] for
@@ -64,7 +69,10 @@ var typeNames = []struct {
 
 // FieldStat is one path of the Fields view.
 type FieldStat struct {
-	Path  string   `json:"path"`
+	Path string `json:"path"`
+	// OTTL reads the field, from the keys of the first sampled record that has it;
+	// absent for the elements of a record that is an array (records are objects).
+	OTTL  string   `json:"ottl,omitempty"`
 	Count int      `json:"count"`
 	Types []string `json:"types"`
 }
@@ -72,6 +80,14 @@ type FieldStat struct {
 type fieldAcc struct {
 	count int
 	types uint8
+	ottl  string
+}
+
+// fieldKey is one step of a field: an object member's key, or an array index.
+type fieldKey struct {
+	name  string
+	index int
+	isIdx bool
 }
 
 // fieldStats accumulates field paths over sampled records.
@@ -80,10 +96,14 @@ type fieldStats struct {
 	truncated bool
 	fields    map[string]*fieldAcc
 	seen      map[string]uint8 // the current record's paths
+	// ottl holds the OTTL of the current record's paths not listed yet, so an
+	// expression is built once per listed path rather than for every value walked.
+	ottl map[string]string
+	keys []fieldKey // the path being walked, as keys
 }
 
 func newFieldStats() *fieldStats {
-	return &fieldStats{fields: map[string]*fieldAcc{}, seen: map[string]uint8{}}
+	return &fieldStats{fields: map[string]*fieldAcc{}, seen: map[string]uint8{}, ottl: map[string]string{}}
 }
 
 // add walks one record. A record that is not valid JSON counts as sampled and contributes
@@ -91,6 +111,7 @@ func newFieldStats() *fieldStats {
 func (s *fieldStats) add(rec []byte) {
 	s.sampled++
 	clear(s.seen)
+	clear(s.ottl)
 	dec := json.NewDecoder(bytes.NewReader(rec))
 	dec.UseNumber()
 	if err := s.walk(dec, "", 0); err != nil {
@@ -106,7 +127,7 @@ func (s *fieldStats) add(rec []byte) {
 				s.truncated = true
 				continue
 			}
-			acc = &fieldAcc{}
+			acc = &fieldAcc{ottl: s.ottl[path]}
 			s.fields[path] = acc
 		}
 		acc.count++
@@ -141,13 +162,15 @@ func (s *fieldStats) walk(dec *json.Decoder, path string, depth int) error {
 				if depth > 0 {
 					child = path + "." + key
 				}
+				s.keys = append(s.keys[:depth], fieldKey{name: key})
 				if err := s.walk(dec, child, depth+1); err != nil {
 					return err
 				}
 			}
 		case '[':
 			t = typeArray
-			for dec.More() {
+			for i := 0; dec.More(); i++ {
+				s.keys = append(s.keys[:depth], fieldKey{index: i, isIdx: true})
 				if err := s.walk(dec, path+"[]", depth+1); err != nil {
 					return err
 				}
@@ -171,15 +194,71 @@ func (s *fieldStats) walk(dec *json.Decoder, path string, depth int) error {
 	}
 	if depth > 0 && depth <= maxFieldDepth {
 		s.seen[path] |= t
+		if _, listed := s.fields[path]; !listed {
+			if _, ok := s.ottl[path]; !ok {
+				s.ottl[path] = ottlPath(s.keys[:depth])
+			}
+		}
 	}
 	return nil
+}
+
+// ottlAliases are ottlevent's snake_case names of the camelCase log fields.
+var ottlAliases = map[string]string{
+	"severityNumber":     "severity_number",
+	"severityText":       "severity_text",
+	"resourceAttributes": "resource_attributes",
+	"traceId":            "trace_id",
+	"spanId":             "span_id",
+}
+
+// ottlTaken are bare names that mean something other than the record's field of that
+// name (ottlevent's aliases, signal, event, OTTL's literals and operators).
+var ottlTaken = map[string]bool{"signal": true, "event": true, "severity_number": true, "severity_text": true,
+	"resource_attributes": true, "trace_id": true, "span_id": true, "true": true, "false": true, "nil": true,
+	"and": true, "or": true, "not": true}
+
+// ottlBare is what OTTL's lexer reads as a path segment.
+var ottlBare = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// ottlPath writes keys as an OTTL path of package ottlevent: the first key bare when
+// OTTL reads it as the record's field (status, attributes), as its alias
+// (resource_attributes), else event["_event_type"]; every further key in brackets,
+// quoted as OTTL's parser unquotes strings (Go syntax): attributes["http.method"],
+// payload["labels"][0]["name"]. An array element is the index where a sampled record
+// had the field, so the expression reads a value that exists. The web console's
+// ottlpath.ts does the same for answers from receivers without "ottl".
+func ottlPath(keys []fieldKey) string {
+	if len(keys) == 0 {
+		return "event"
+	}
+	var b strings.Builder
+	first := keys[0]
+	switch {
+	case first.isIdx:
+		return "" // the record is an array, not an object: no path of the event context reads it
+	case ottlAliases[first.name] != "":
+		b.WriteString(ottlAliases[first.name])
+	case ottlBare.MatchString(first.name) && !ottlTaken[first.name]:
+		b.WriteString(first.name)
+	default:
+		b.WriteString("event[" + strconv.Quote(first.name) + "]")
+	}
+	for _, k := range keys[1:] {
+		if k.isIdx {
+			b.WriteString("[" + strconv.Itoa(k.index) + "]")
+		} else {
+			b.WriteString("[" + strconv.Quote(k.name) + "]")
+		}
+	}
+	return b.String()
 }
 
 // result lists the paths in path order.
 func (s *fieldStats) result() []FieldStat {
 	out := make([]FieldStat, 0, len(s.fields))
 	for path, acc := range s.fields {
-		f := FieldStat{Path: path, Count: acc.count, Types: make([]string, 0, 2)}
+		f := FieldStat{Path: path, OTTL: acc.ottl, Count: acc.count, Types: make([]string, 0, 2)}
 		for _, tn := range typeNames {
 			if acc.types&tn.bit != 0 {
 				f.Types = append(f.Types, tn.name)
