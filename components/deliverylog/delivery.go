@@ -36,24 +36,27 @@ type Final struct {
 	Error string
 }
 
-// Attempt is one try of a delivery.
+// Attempt is one try of a delivery; error is always present ("" for a success), as
+// contract section 11 names it.
 type Attempt struct {
 	At         time.Time `json:"at"`
 	StatusCode int       `json:"status_code"`
-	Error      string    `json:"error,omitempty"`
+	Error      string    `json:"error"`
 	LatencyMS  int64     `json:"latency_ms"`
 }
 
-// Delivery is the latest state of one delivery with its attempt log.
+// Delivery is the latest state of one delivery with its attempt log. The keys contract
+// section 11 names for a list item (sink_id, request_id, error among them) are always
+// present, "" when empty; the others are left out when empty.
 type Delivery struct {
 	ID         string    `json:"id"`
 	Kind       string    `json:"kind"`
-	SinkID     string    `json:"sink_id,omitempty"`
-	RequestID  string    `json:"request_id,omitempty"`
+	SinkID     string    `json:"sink_id"`
+	RequestID  string    `json:"request_id"`
 	State      string    `json:"state"`
 	Attempts   int       `json:"attempts"`
 	StatusCode int       `json:"status_code"`
-	Error      string    `json:"error,omitempty"`
+	Error      string    `json:"error"`
 	LatencyMS  int64     `json:"latency_ms"`
 	Records    int       `json:"records"`
 	CreatedAt  time.Time `json:"created_at"`

@@ -404,3 +404,31 @@ func TestListReadsOldMessagesWithoutHeaders(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, all, 3)
 }
+
+// A list item carries every key contract section 11 names, empty ones too, and an
+// attempt carries its error key: clients read them without checking for absence.
+func TestListItemCarriesEveryContractKey(t *testing.T) {
+	w, r := setup(t)
+	w.Record("p", Delivery{ID: "d1", Kind: KindAgent})
+	w.Attempt("p", "d1", Attempt{StatusCode: 200}, nil)
+	w.Finish("p", "d1", Final{State: StateDelivered})
+	flush(t, w)
+	ds, err := r.List(context.Background(), "p", Filter{})
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	b, err := json.Marshal(ds[0])
+	require.NoError(t, err)
+	var item map[string]any
+	require.NoError(t, json.Unmarshal(b, &item))
+	for _, k := range []string{"id", "kind", "sink_id", "request_id", "state", "attempts", "status_code", "error", "latency_ms", "records", "created_at", "updated_at"} {
+		assert.Contains(t, item, k)
+	}
+	assert.Equal(t, "", item["sink_id"])
+	assert.Equal(t, "", item["request_id"])
+	assert.Equal(t, "", item["error"])
+	full, err := r.Get(context.Background(), "p", "d1")
+	require.NoError(t, err)
+	b, err = json.Marshal(full.AttemptLog[0])
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"error":""`)
+}
