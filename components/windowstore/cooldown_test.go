@@ -174,3 +174,50 @@ func TestRedisCooldownKeysExpire(t *testing.T) {
 	assert.NotContains(t, slot, "pod-a", "dedup keys are user data: hashed")
 	assert.Contains(t, slot, "{"+p+"}", "namespaced by project")
 }
+
+// A call its call budget refused gives its cooldown back: the key is not cooling, and the
+// next call carries what was held back, the refused trigger included, exactly once.
+func TestReleasedCooldownPassesTheNextTriggerWithTheCount(t *testing.T) {
+	for name, s := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			p := fmt.Sprintf("rel-%s-%d", name, time.Now().UnixNano())
+			const cd = time.Minute
+			pass := func(seq uint64) (bool, int64) {
+				ok, n, err := s.Pass(ctx, p, "pod-a", seq, cd)
+				require.NoError(t, err)
+				return ok, n
+			}
+			ok, n := pass(1)
+			require.True(t, ok)
+			assert.Zero(t, n)
+			for seq := uint64(2); seq <= 3; seq++ {
+				ok, _ = pass(seq)
+				require.False(t, ok)
+			}
+			require.NoError(t, s.Release(ctx, p, "pod-a", 2), "a trigger that holds no cooldown releases nothing")
+			cooling, err := s.Cooling(ctx, p, "pod-a")
+			require.NoError(t, err)
+			require.True(t, cooling)
+
+			require.NoError(t, s.Release(ctx, p, "pod-a", 1))
+			require.NoError(t, s.Release(ctx, p, "pod-a", 1), "released twice counts once")
+			cooling, err = s.Cooling(ctx, p, "pod-a")
+			require.NoError(t, err)
+			assert.False(t, cooling, "no call was made: the key does not cool")
+
+			ok, n = pass(4)
+			require.True(t, ok, "the next trigger is sent at once")
+			assert.Equal(t, int64(3), n, "two held back by the cooldown and the refused one")
+			require.NoError(t, s.Release(ctx, p, "pod-a", 4))
+			ok, n = pass(5)
+			require.True(t, ok)
+			assert.Equal(t, int64(4), n, "a count given back twice is carried whole")
+			ok, n = pass(5)
+			assert.True(t, ok, "its redelivery is the same call")
+			assert.Equal(t, int64(4), n)
+			ok, _ = pass(6)
+			assert.False(t, ok, "and it holds the cooldown")
+		})
+	}
+}

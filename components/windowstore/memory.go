@@ -150,6 +150,22 @@ func (m *Memory) Pass(_ context.Context, project, key string, seq uint64, cooldo
 	return true, n, nil
 }
 
+// Release implements Cooldowns.
+func (m *Memory) Release(_ context.Context, project, key string, seq uint64) error {
+	k, _ := cooldownKeys(project, key)
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.cooldowns[k]
+	if c == nil || c.seq != seq || !now.Before(c.until) {
+		return nil
+	}
+	c.suppressed += c.taken + 1
+	c.until, c.seq, c.taken = time.Time{}, 0, 0
+	c.expires = now.Add(SuppressedTTL)
+	return nil
+}
+
 // Cooling implements Cooldowns.
 func (m *Memory) Cooling(_ context.Context, project, key string) (bool, error) {
 	k, _ := cooldownKeys(project, key)

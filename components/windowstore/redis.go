@@ -107,6 +107,33 @@ func (r *Redis) Pass(ctx context.Context, project, key string, seq uint64, coold
 	return res[0] == 1, res[1], nil
 }
 
+// releaseScript is Release in one step: only the trigger holding the slot gives it back,
+// so a release raced by another process's Pass, or repeated, never counts twice.
+// KEYS: slot, suppressed; ARGV: seq, suppressed ttl ms.
+var releaseScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  return 0
+end
+local sep = string.find(cur, ':', 1, true)
+if not sep or string.sub(cur, 1, sep - 1) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+redis.call('INCRBY', KEYS[2], (tonumber(string.sub(cur, sep + 1)) or 0) + 1)
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1
+`)
+
+// Release implements Cooldowns.
+func (r *Redis) Release(ctx context.Context, project, key string, seq uint64) error {
+	slot, sup := cooldownKeys(project, key)
+	if err := releaseScript.Run(ctx, r.c, []string{slot, sup}, strconv.FormatUint(seq, 10), SuppressedTTL.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("cooldown store: %w", err)
+	}
+	return nil
+}
+
 // Cooling implements Cooldowns.
 func (r *Redis) Cooling(ctx context.Context, project, key string) (bool, error) {
 	slot, _ := cooldownKeys(project, key)

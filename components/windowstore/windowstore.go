@@ -37,6 +37,13 @@ type Cooldowns interface {
 	// that passed and is delivered again (its batch retried) passes again with the same
 	// count, so a retry never turns the call into a suppression.
 	Pass(ctx context.Context, project, key string, seq uint64, cooldown time.Duration) (pass bool, suppressed int64, err error)
+	// Release gives back the cooldown trigger seq took for key, when its call was not
+	// made after all (the project's call budget refused it): the key is no longer
+	// cooling, and the count the trigger took, plus the trigger itself, is held back
+	// for the key's next call. It does nothing when seq does not hold the key's
+	// cooldown (released already, or expired and taken by another trigger), so
+	// releasing twice counts once.
+	Release(ctx context.Context, project, key string, seq uint64) error
 	// Cooling reports whether key is within a cooldown, without counting anything.
 	Cooling(ctx context.Context, project, key string) (bool, error)
 	Close() error

@@ -15,6 +15,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/windowstore"
 )
 
 // BudgetBucket holds each project's agent calls in the current minute and UTC day, for
@@ -209,6 +210,12 @@ func (e *agentExporter) budgetAllows(ctx context.Context, proj mirror.Project, c
 	}
 	if v == withinBudget {
 		return true, nil
+	}
+	// The call's triggers took their keys' cooldowns for it; not made, it gives them
+	// back, so the keys' next calls are made once the budget allows and say how many
+	// were held back, this one included.
+	if err := windowstore.GiveBack(ctx, c.seqs); err != nil {
+		return false, fmt.Errorf("call to the agent of project %s not made (call budget spent), and its cooldowns could not be given back: %w; the records will be redelivered", proj.ID, err)
 	}
 	deliverylog.OutcomeFrom(ctx).Suppressed(c.seqs)
 	setting, limit, budget := "max_calls_per_minute", perMinute, "per_minute"

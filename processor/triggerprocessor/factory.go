@@ -10,10 +10,12 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/components/windowstore"
 	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor/internal/metadata"
 )
 
@@ -29,8 +31,20 @@ func createLogs(ctx context.Context, set processor.Settings, cfg component.Confi
 		return nil, err
 	}
 	p.mirror, p.redisURL = cfg.(*Config).Mirror, cfg.(*Config).RedisURL
-	return processorhelper.NewLogs(ctx, set, cfg, next, p.processLogs,
+	l, err := processorhelper.NewLogs(ctx, set, cfg, next, p.processLogs,
 		processorhelper.WithStart(p.start),
 		processorhelper.WithShutdown(p.shutdown),
 		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}))
+	if err != nil {
+		return nil, err
+	}
+	return passesLogs{l}, nil
+}
+
+// passesLogs gives each batch a windowstore.Passes before the processor runs: the agent
+// exporter after it gives back the cooldowns of the calls its call budget refuses.
+type passesLogs struct{ processor.Logs }
+
+func (l passesLogs) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
+	return l.Logs.ConsumeLogs(windowstore.WithPasses(ctx), ld)
 }

@@ -161,6 +161,7 @@ func (p *triggerProcessor) cooldown(ctx context.Context, project string, c *pipe
 		return false, err
 	}
 	pipelinedata.SetSuppressed(lr, n)
+	windowstore.PassesFrom(ctx).Took(p.cooldowns, project, key, it.Seq)
 	return true, nil
 }
 

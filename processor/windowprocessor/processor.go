@@ -170,6 +170,7 @@ func (p *windowProcessor) trigger(ctx context.Context, project string, c *pipeli
 			return nil
 		}
 		suppressed = n
+		windowstore.PassesFrom(ctx).Took(p.store, project, key, it.Seq)
 	}
 	window, total, err := p.store.Window(ctx, project, group, now.Add(-c.WindowDuration), c.WindowMaxEvents)
 	if err != nil {
