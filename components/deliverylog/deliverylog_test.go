@@ -432,3 +432,47 @@ func TestListItemCarriesEveryContractKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"error":""`)
 }
+
+// With the buffer full, attempt details are shed but no logged delivery is left
+// pending or retrying: its final state is never dropped.
+func TestFinalStateSurvivesAFullBuffer(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	s, err := EnsureStream(ctx, js, StoreConfig{})
+	require.NoError(t, err)
+	// The linger holds the writer after its first event, so the buffer of 4 fills.
+	w := NewWriter(js, WriterConfig{Buffer: 4, Linger: time.Hour})
+	const total = 50
+	for i := range total {
+		id := fmt.Sprintf("d%02d", i)
+		w.Record("p", Delivery{ID: id, Kind: KindAgent})
+		w.Attempt("p", id, Attempt{StatusCode: 503, Error: "unavailable"}, nil)
+		w.Finish("p", id, Final{State: StateDeadLettered, Error: "gave up"})
+	}
+	flush(t, w)
+	require.Positive(t, w.Dropped(), "a buffer of 4 must have shed events")
+	ds, err := NewReader(s).List(ctx, "p", Filter{Limit: MaxLimit})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(ds), 2, "the deliveries whose record got in are logged")
+	for _, d := range ds {
+		assert.Equal(t, StateDeadLettered, d.State, "delivery %s", d.ID)
+	}
+}
+
+// A final taken from the side queue before its record (still in the buffer) waits for
+// the record and then applies, so the delivery ends in its final state.
+func TestEarlyFinalWaitsForItsRecord(t *testing.T) {
+	w := &Writer{cfg: WriterConfig{InFlight: 10}, written: map[string]struct{}{}, early: map[key]earlyFinal{}}
+	open, touched := map[key]*Delivery{}, map[key]*Delivery{}
+	w.side = []event{{op: 'f', project: "p", d: Delivery{ID: "d"}, final: Final{State: StateDelivered}}}
+	order := w.takeSide(open, touched, nil)
+	require.Empty(t, order)
+	order = w.apply(open, touched, order, event{op: 'r', project: "p", d: Delivery{ID: "d", Kind: KindAgent}})
+	require.Len(t, order, 1)
+	k := key{"p", "d"}
+	assert.Equal(t, StateDelivered, touched[k].State)
+	assert.NotContains(t, open, k, "a finished delivery is no longer held")
+	assert.Empty(t, w.early)
+	assert.Zero(t, w.Dropped())
+}

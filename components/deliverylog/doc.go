@@ -14,9 +14,11 @@
 // deliveries beyond WriterConfig.MaxPerProject (oldest first) once a minute.
 //
 // Hot path: Writer.Record/Attempt/Finish never wait on NATS. They put an event on a
-// bounded channel; when it is full the event is dropped and Dropped() counts it. The
-// delivery itself is never slowed or lost, only its log detail. Bodies are capped
-// (request MaxRequestBody, answer MaxAnswer) with a truncated flag.
+// bounded channel; when it is full a record or attempt is dropped and Dropped() counts
+// it, while a final event (finish, abandon, superseded) goes to a side queue (at most
+// InFlight) the writer takes every round, so a logged delivery never stays retrying for
+// want of its end. The delivery itself is never slowed or lost, only its log detail.
+// Bodies are capped (request MaxRequestBody, answer MaxAnswer) with a truncated flag.
 //
 // Ledger: counters per project in a KV bucket (svc-ledger), every write a compare-and-set
 // so processes add up exactly. The pipeline's counts (Settle) are written before a batch

@@ -60,7 +60,26 @@ type Writer struct {
 
 	mu      sync.Mutex
 	written map[string]struct{} // projects written since the last trim
+
+	// side holds the final events (finish, abandon, superseded) that found the buffer
+	// full: losing one would leave a delivery retrying forever (and replay refusing it
+	// as busy), so they wait here, up to InFlight of them, and run takes them each round.
+	smu  sync.Mutex
+	side []event
+	wake chan struct{}
+	// early holds, in run's goroutine, a final taken from side before its delivery's
+	// record (still in the buffer behind it); the record picks it up.
+	early map[key]earlyFinal
 }
+
+type earlyFinal struct {
+	e  event
+	at time.Time
+}
+
+// earlyTTL is how long a final waits for its record; a record the full buffer dropped
+// never comes.
+const earlyTTL = time.Minute
 
 // NewWriter starts the goroutines that publish and trim the log.
 func NewWriter(js jetstream.JetStream, cfg WriterConfig) *Writer {
@@ -77,7 +96,8 @@ func NewWriter(js jetstream.JetStream, cfg WriterConfig) *Writer {
 		cfg.TrimInterval = time.Minute
 	}
 	w := &Writer{js: js, cfg: cfg, ch: make(chan event, cfg.Buffer), done: make(chan struct{}),
-		stopTrim: make(chan struct{}), trimDone: make(chan struct{}), written: map[string]struct{}{}}
+		stopTrim: make(chan struct{}), trimDone: make(chan struct{}), written: map[string]struct{}{},
+		wake: make(chan struct{}, 1), early: map[key]earlyFinal{}}
 	go w.run()
 	go w.trimLoop()
 	return w
@@ -98,8 +118,52 @@ func (w *Writer) send(e event) {
 	select {
 	case w.ch <- e:
 	default:
-		w.dropped.Add(1)
+		if e.op == 'r' || e.op == 'a' {
+			w.dropped.Add(1) // detail: shed under pressure
+			return
+		}
+		w.smu.Lock()
+		if len(w.side) >= w.cfg.InFlight {
+			w.smu.Unlock()
+			w.dropped.Add(1)
+			return
+		}
+		w.side = append(w.side, e)
+		w.smu.Unlock()
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// takeSide applies the final events that found the buffer full. A finish or abandon
+// of a delivery not open yet waits in early for its record.
+func (w *Writer) takeSide(open, touched map[key]*Delivery, order []key) []key {
+	w.smu.Lock()
+	side := w.side
+	w.side = nil
+	w.smu.Unlock()
+	now := time.Now()
+	for _, e := range side {
+		k := key{e.project, e.d.ID}
+		if (e.op == 'f' || e.op == 'x') && open[k] == nil {
+			if len(w.early) >= w.cfg.InFlight {
+				w.dropped.Add(1)
+				continue
+			}
+			w.early[k] = earlyFinal{e, now}
+			continue
+		}
+		order = w.apply(open, touched, order, e)
+	}
+	for k, f := range w.early {
+		if now.Sub(f.at) > earlyTTL {
+			delete(w.early, k)
+			w.dropped.Add(1)
+		}
+	}
+	return order
 }
 
 // Record starts a delivery (state pending unless set), with the request body (capped).
@@ -217,9 +281,17 @@ func (w *Writer) run() {
 		defer linger.Stop()
 	}
 	rounds := maxCoalesce
-	for e := range w.ch {
-		order = w.apply(open, touched, order, e)
-		if linger != nil {
+	for closed := false; !closed; {
+		select {
+		case e, ok := <-w.ch:
+			if !ok {
+				closed = true
+				break
+			}
+			order = w.apply(open, touched, order, e)
+		case <-w.wake:
+		}
+		if linger != nil && !closed {
 			// Sleep through the linger instead of taking each event as it comes: a
 			// sender then only copies into the buffer, never wakes this goroutine, and
 			// the round takes what queued meanwhile (Close ends the wait).
@@ -243,6 +315,7 @@ func (w *Writer) run() {
 				break drain
 			}
 		}
+		order = w.takeSide(open, touched, order)
 		// One acknowledged publish per round, the last (a connection's messages keep
 		// their order, so its ack says the stream took the round); the others are
 		// plain publishes. An ack per delivery cost the sink role a tenth of its CPU
@@ -279,6 +352,8 @@ func (w *Writer) run() {
 		}
 		order = order[:0]
 	}
+	// Finals still waiting for a record that never came.
+	w.dropped.Add(int64(len(w.early)))
 }
 
 func (w *Writer) apply(open, touched map[key]*Delivery, order []key, e event) []key {
@@ -364,6 +439,10 @@ func (w *Writer) apply(open, touched map[key]*Delivery, order []key, e event) []
 		order = append(order, k)
 	}
 	touched[k] = d
+	if f, ok := w.early[k]; ok && e.op == 'r' {
+		delete(w.early, k)
+		order = w.apply(open, touched, order, f.e)
+	}
 	return order
 }
 
