@@ -130,8 +130,8 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 // A busy project rewriting its deliveries keeps one message per delivery (the rollup),
-// so it does not grow the stream and the quiet project's delivery stays. Many DISTINCT
-// ids from one project can still push the shared MaxBytes (see README, "Left").
+// so it does not grow the stream and the quiet project's delivery stays (many distinct
+// ids are bounded by Trim: TestTrimBoundsEachProject, TestTrimBoundsEachProjectsBytes).
 func TestRewritesKeepOneMessagePerDelivery(t *testing.T) {
 	ctx := context.Background()
 	n := testenv.StartNATS(t)
@@ -463,7 +463,7 @@ func TestFinalStateSurvivesAFullBuffer(t *testing.T) {
 // A final taken from the side queue before its record (still in the buffer) waits for
 // the record and then applies, so the delivery ends in its final state.
 func TestEarlyFinalWaitsForItsRecord(t *testing.T) {
-	w := &Writer{cfg: WriterConfig{InFlight: 10}, written: map[string]struct{}{}, early: map[key]earlyFinal{}}
+	w := &Writer{cfg: WriterConfig{InFlight: 10}, written: map[string]written{}, early: map[key]earlyFinal{}}
 	open, touched := map[key]*Delivery{}, map[key]*Delivery{}
 	w.side = []event{{op: 'f', project: "p", d: Delivery{ID: "d"}, final: Final{State: StateDelivered}}}
 	order := w.takeSide(open, touched, nil)

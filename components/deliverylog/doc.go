@@ -10,8 +10,11 @@
 // stream creation quadratic. The stream-wide MaxBytes (discard old) bounds the whole
 // log, and each delivery's size is bounded (bodies capped, attempt log capped), so
 // rewriting a delivery never grows the stream. nats-server has no byte limit per subject
-// filter, so each project's share is bounded by count: the writer purges a project's
-// deliveries beyond WriterConfig.MaxPerProject (oldest first) once a minute.
+// filter, so the writer bounds each project's share itself once a minute: it purges a
+// project's oldest deliveries beyond WriterConfig.MaxPerProject, or beyond what
+// MaxBytesPerProject holds at the average size of the project's recent messages, and
+// counts (RetentionCut) a stream found full of deliveries younger than their 7 days.
+// Each message carries its filter fields in headers, so reads scan headers only.
 //
 // Hot path: Writer.Record/Attempt/Finish never wait on NATS. They put an event on a
 // bounded channel; when it is full a record or attempt is dropped and Dropped() counts

@@ -394,3 +394,65 @@ func TestSettleBalancesInAnyOrder(t *testing.T) {
 		})
 	}
 }
+
+// A project of big deliveries keeps about MaxBytesPerProject of the shared stream,
+// its newest; another project's deliveries stay.
+func TestTrimBoundsEachProjectsBytes(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	s, err := EnsureStream(ctx, js, StoreConfig{})
+	require.NoError(t, err)
+	const budget = 256 << 10
+	w := NewWriter(js, WriterConfig{MaxBytesPerProject: budget, TrimInterval: time.Hour, Buffer: 1 << 12})
+	w.Record("quiet", Delivery{ID: "q1", Kind: KindSink})
+	body := make([]byte, 8<<10)
+	for i := range 300 {
+		w.Record("busy", Delivery{ID: fmt.Sprintf("b%03d", i), Kind: KindSink, RequestBody: body})
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, w.Close(cctx))
+	require.Zero(t, w.Dropped())
+	w.Trim(ctx)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	// The stream holds busy's share and quiet's one small delivery.
+	assert.LessOrEqual(t, info.State.Bytes, uint64(budget*11/10), "the stream holds %d bytes", info.State.Bytes)
+	busy, err := NewReader(s).List(ctx, "busy", Filter{Limit: MaxLimit})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(busy), 20, "busy keeps about budget/size deliveries")
+	assert.LessOrEqual(t, len(busy), 31)
+	assert.Equal(t, "b299", busy[0].ID, "the newest are kept")
+	_, err = NewReader(s).Get(ctx, "quiet", "q1")
+	assert.NoError(t, err, "the quiet project's delivery stays")
+	assert.Zero(t, w.RetentionCut(), "a stream far from full cuts no retention")
+}
+
+// A stream full of deliveries younger than its max age is counted: discard-old is
+// removing deliveries before their 7 days.
+func TestTrimCountsAStreamDiscardingYoungDeliveries(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	s, err := EnsureStream(ctx, js, StoreConfig{MaxBytes: 1 << 20})
+	require.NoError(t, err)
+	w := NewWriter(js, WriterConfig{TrimInterval: time.Hour, Buffer: 1 << 12})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	body := make([]byte, 8<<10)
+	write := func(from, to int) {
+		for i := from; i < to; i++ {
+			w.Record("p", Delivery{ID: fmt.Sprintf("d%03d", i), Kind: KindAgent, RequestBody: body})
+		}
+		require.Eventually(t, func() bool {
+			info, err := s.Info(ctx)
+			return err == nil && info.State.LastSeq >= uint64(to)
+		}, 10*time.Second, 10*time.Millisecond)
+	}
+	write(0, 10)
+	w.Trim(ctx)
+	assert.Zero(t, w.RetentionCut())
+	write(10, 250) // ~2 MB into a 1 MiB stream
+	w.Trim(ctx)
+	assert.Equal(t, int64(1), w.RetentionCut())
+}

@@ -20,7 +20,12 @@ type WriterConfig struct {
 	// TrimInterval), so one busy project cannot push the others' out of the shared
 	// stream. 0 means DefaultMaxPerProject.
 	MaxPerProject int
-	TrimInterval  time.Duration // 0 means a minute
+	// MaxBytesPerProject is about how many bytes of the shared stream a project keeps:
+	// each trim keeps at most this divided by the average size of the project's
+	// messages this writer published since the last trim. 0 means
+	// DefaultMaxBytesPerProject; negative means no byte bound (the count bound only).
+	MaxBytesPerProject int64
+	TrimInterval       time.Duration // 0 means a minute
 	// Linger is how long a round waits after its first event before it takes what
 	// queued meanwhile and publishes: a delivery recorded, tried and finished within it
 	// is one message, not two or three, and senders never wake the writer in between.
@@ -28,9 +33,14 @@ type WriterConfig struct {
 	Linger time.Duration
 }
 
-// DefaultMaxPerProject bounds a project's log: with bodies capped it is at most about
-// 1.4 GB, in practice far less (most bodies are small).
+// DefaultMaxPerProject bounds a project's log by count: with bodies capped that alone
+// would allow about 1.4 GB, so DefaultMaxBytesPerProject bounds it by size too.
 const DefaultMaxPerProject = 20000
+
+// DefaultMaxBytesPerProject is 80 MiB: the default 8 GiB stream holds 102 projects at
+// their full budget (20,000 deliveries of 4 KiB on average), so one busy project cannot
+// push the others' deliveries out before their 7 days.
+const DefaultMaxBytesPerProject = 80 << 20
 
 type event struct {
 	op      byte // 'r' record, 'a' attempt, 'f' finish, 'x' abandon, 's' superseded
@@ -59,7 +69,10 @@ type Writer struct {
 	trimDone chan struct{}
 
 	mu      sync.Mutex
-	written map[string]struct{} // projects written since the last trim
+	written map[string]written // projects published since the last trim
+	// cut counts trims that found the stream discarding deliveries younger than its
+	// max age (RetentionCut).
+	cut atomic.Int64
 
 	// side holds the final events (finish, abandon, superseded) that found the buffer
 	// full: losing one would leave a delivery retrying forever (and replay refusing it
@@ -71,6 +84,9 @@ type Writer struct {
 	// record (still in the buffer behind it); the record picks it up.
 	early map[key]earlyFinal
 }
+
+// written is what the writer published of a project since the last trim.
+type written struct{ bytes, msgs int64 }
 
 type earlyFinal struct {
 	e  event
@@ -92,11 +108,14 @@ func NewWriter(js jetstream.JetStream, cfg WriterConfig) *Writer {
 	if cfg.MaxPerProject <= 0 {
 		cfg.MaxPerProject = DefaultMaxPerProject
 	}
+	if cfg.MaxBytesPerProject == 0 {
+		cfg.MaxBytesPerProject = DefaultMaxBytesPerProject
+	}
 	if cfg.TrimInterval <= 0 {
 		cfg.TrimInterval = time.Minute
 	}
 	w := &Writer{js: js, cfg: cfg, ch: make(chan event, cfg.Buffer), done: make(chan struct{}),
-		stopTrim: make(chan struct{}), trimDone: make(chan struct{}), written: map[string]struct{}{},
+		stopTrim: make(chan struct{}), trimDone: make(chan struct{}), written: map[string]written{},
 		wake: make(chan struct{}, 1), early: map[key]earlyFinal{}}
 	go w.run()
 	go w.trimLoop()
@@ -109,6 +128,12 @@ func (w *Writer) Dropped() int64 { return w.dropped.Load() }
 
 // Failed counts publishes NATS refused or never acknowledged.
 func (w *Writer) Failed() int64 { return w.failed.Load() }
+
+// RetentionCut counts the trims (one per TrimInterval) that found the shared stream
+// full with its oldest delivery younger than its max age: discard-old is removing
+// deliveries before their 7 days, and the stream's max bytes or the per-project
+// bounds need raising (or lowering).
+func (w *Writer) RetentionCut() int64 { return w.cut.Load() }
 
 func (w *Writer) send(e event) {
 	if e.project == "" || !validToken(e.project) || !validToken(e.d.ID) {
@@ -322,6 +347,7 @@ func (w *Writer) run() {
 		// (parsing acks, tracking futures) for a log that is best effort anyway: a
 		// round whose last message NATS refused counts every message of it failed.
 		nc := w.js.Conn()
+		sizes := make(map[string]written, 4)
 		for i, k := range order {
 			d := touched[k]
 			delete(touched, k)
@@ -332,6 +358,10 @@ func (w *Writer) run() {
 			}
 			data := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 			msg := &nats.Msg{Subject: subject(k.project, k.id), Data: data, Header: headers(d)}
+			sz := sizes[k.project]
+			sz.bytes += int64(msgSize(msg))
+			sz.msgs++
+			sizes[k.project] = sz
 			if i < len(order)-1 {
 				if err := nc.PublishMsg(msg); err != nil {
 					w.failed.Add(1)
@@ -351,6 +381,14 @@ func (w *Writer) run() {
 			}
 		}
 		order = order[:0]
+		w.mu.Lock()
+		for p, sz := range sizes {
+			cur := w.written[p]
+			cur.bytes += sz.bytes
+			cur.msgs += sz.msgs
+			w.written[p] = cur
+		}
+		w.mu.Unlock()
 	}
 	// Finals still waiting for a record that never came.
 	w.dropped.Add(int64(len(w.early)))
@@ -376,9 +414,6 @@ func (w *Writer) apply(open, touched map[key]*Delivery, order []key, e event) []
 		}
 		d = &nd
 		open[k] = d
-		w.mu.Lock()
-		w.written[e.project] = struct{}{}
-		w.mu.Unlock()
 	case 'a':
 		d = open[k]
 		if d == nil {
@@ -446,9 +481,21 @@ func (w *Writer) apply(open, touched map[key]*Delivery, order []key, e event) []
 	return order
 }
 
+// msgSize is about what the stream stores for m (its subject, headers and data, and a
+// record's overhead).
+func msgSize(m *nats.Msg) int {
+	n := len(m.Subject) + len(m.Data) + 32
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
 // trimLoop purges, for each project written since the last round, its deliveries beyond
-// MaxPerProject (oldest first). nats-server has no per-subject-filter byte limit; a
-// purge with keep over the project's subjects is what bounds each project's share.
+// its bounds (oldest first). nats-server has no per-subject-filter byte limit; a purge
+// with keep over the project's subjects is what bounds each project's share.
 func (w *Writer) trimLoop() {
 	defer close(w.trimDone)
 	t := time.NewTicker(w.cfg.TrimInterval)
@@ -463,11 +510,15 @@ func (w *Writer) trimLoop() {
 	}
 }
 
-// Trim purges what projects written since the last Trim hold beyond MaxPerProject.
+// Trim purges, of each project published since the last Trim, the oldest deliveries
+// beyond MaxPerProject, or beyond what MaxBytesPerProject holds at the average size of
+// its messages published since (an estimate: the stream counts messages per subject,
+// not bytes). It counts in RetentionCut a stream found full with its oldest delivery
+// younger than its max age.
 func (w *Writer) Trim(ctx context.Context) {
 	w.mu.Lock()
 	projects := w.written
-	w.written = map[string]struct{}{}
+	w.written = map[string]written{}
 	w.mu.Unlock()
 	if len(projects) == 0 {
 		return
@@ -479,9 +530,28 @@ func (w *Writer) Trim(ctx context.Context) {
 		w.failed.Add(1)
 		return
 	}
-	for p := range projects {
-		if err := s.Purge(ctx, jetstream.WithPurgeSubject(SubjectPrefix+"."+p+".*"), jetstream.WithPurgeKeep(uint64(w.cfg.MaxPerProject))); err != nil {
+	if info := s.CachedInfo(); info != nil && retentionCut(info, time.Now()) {
+		w.cut.Add(1)
+	}
+	for p, sz := range projects {
+		keep := int64(w.cfg.MaxPerProject)
+		if w.cfg.MaxBytesPerProject > 0 && sz.msgs > 0 && sz.bytes > 0 {
+			avg := max(sz.bytes/sz.msgs, 1)
+			keep = max(min(keep, w.cfg.MaxBytesPerProject/avg), 1)
+		}
+		if err := s.Purge(ctx, jetstream.WithPurgeSubject(SubjectPrefix+"."+p+".*"), jetstream.WithPurgeKeep(uint64(keep))); err != nil {
 			w.failed.Add(1)
 		}
 	}
+}
+
+// retentionCut says whether the stream is full (within 1% of its max bytes, where
+// discard-old keeps it once it discards) while its oldest message is younger than its
+// max age by more than an hour (the margin age expiry runs with).
+func retentionCut(info *jetstream.StreamInfo, now time.Time) bool {
+	c, st := info.Config, info.State
+	if c.MaxBytes <= 0 || c.MaxAge <= 0 || st.Msgs == 0 || st.Bytes < uint64(c.MaxBytes-c.MaxBytes/100) {
+		return false
+	}
+	return st.FirstTime.After(now.Add(-c.MaxAge + time.Hour))
 }
