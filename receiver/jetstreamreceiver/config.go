@@ -42,6 +42,14 @@ type Config struct {
 	// on one at a time (each acked when settled) and BatchSize only sets how many are
 	// fetched ahead.
 	BatchSize int `mapstructure:"batch_size"`
+	// MaxInflightBatches (raw mode) is how many batches per consumer may be in the
+	// pipeline at once, each acked on its own when settled: a batch whose agent call is
+	// being retried then does not hold up the later batches' other groups. The next batch
+	// starts only once the previous one's calls are queued in the agent exporter's
+	// per-group lanes (components/batchorder), so each group keeps the stream's order and
+	// the processors still see one batch at a time. 1 is one batch at a time. Output mode
+	// always takes one result at a time per destination.
+	MaxInflightBatches int `mapstructure:"max_inflight_batches"`
 	// Linger is how long a legacy-mode batch may wait to fill before it is processed, so a
 	// lone event is not held back. Window-mode projects flush as soon as no more records
 	// are waiting (their calls are one per trigger).
@@ -84,6 +92,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchSize < 1 || c.BatchSize > 10000 {
 		errs = append(errs, fmt.Errorf("batch_size must be between 1 and 10000, got %d", c.BatchSize))
+	}
+	if c.MaxInflightBatches < 1 || c.MaxInflightBatches > 64 {
+		errs = append(errs, fmt.Errorf("max_inflight_batches must be between 1 and 64, got %d", c.MaxInflightBatches))
 	}
 	if c.Linger < 0 {
 		errs = append(errs, errors.New("linger must not be negative"))

@@ -29,11 +29,13 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		{id: component.NewID(metadata.Type), expected: defaults(func(c *Config) {
 			assert.Equal(t, ConsumeRaw, c.Consume, "raw is the default")
+			assert.Equal(t, 4, c.MaxInflightBatches, "a few batches past a retried one")
 		})},
 		{id: component.NewIDWithName(metadata.Type, "tuned"), expected: defaults(func(c *Config) {
 			c.NATS.URL = "nats://n1:4222"
 			c.Durable = "svc-pipeline-blue"
 			c.BatchSize = 1000
+			c.MaxInflightBatches = 8
 			c.Linger = 200 * time.Millisecond
 			c.AckWait = 2 * time.Minute
 			c.RetryDelay = 10 * time.Second
@@ -45,7 +47,7 @@ func TestLoadConfig(t *testing.T) {
 			c.Linger = 0
 		})},
 		{id: component.NewIDWithName(metadata.Type, "badconsume"), errs: []string{`consume must be "raw" or "output", got "outputs"`}},
-		{id: component.NewIDWithName(metadata.Type, "bad"), errs: []string{"durable must name", "batch_size must be between", "ack_wait must be at least 1s"}},
+		{id: component.NewIDWithName(metadata.Type, "bad"), errs: []string{"durable must name", "batch_size must be between", "max_inflight_batches must be between 1 and 64, got 0", "ack_wait must be at least 1s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {

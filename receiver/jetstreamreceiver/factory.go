@@ -28,15 +28,17 @@ func NewFactory() receiver.Factory {
 
 func createDefaultConfig() component.Config {
 	return &Config{
-		NATS:       natsclient.DefaultConfig(),
-		Mirror:     mirrorcache.DefaultExtension,
-		Consume:    ConsumeRaw,
-		Stream:     streams.DefaultLimits(),
-		Durable:    "svc-pipeline",
-		BatchSize:  1000,
-		Linger:     50 * time.Millisecond,
-		AckWait:    60 * time.Second,
-		RetryDelay: 5 * time.Second,
+		NATS:      natsclient.DefaultConfig(),
+		Mirror:    mirrorcache.DefaultExtension,
+		Consume:   ConsumeRaw,
+		Stream:    streams.DefaultLimits(),
+		Durable:   "svc-pipeline",
+		BatchSize: 1000,
+		// Room for a few batches past one whose group is being retried.
+		MaxInflightBatches: 4,
+		Linger:             50 * time.Millisecond,
+		AckWait:            60 * time.Second,
+		RetryDelay:         5 * time.Second,
 		// Long enough that a project sending every few seconds keeps its consumer.
 		IdleTimeout:   30 * time.Second,
 		SweepInterval: 5 * time.Minute,

@@ -9,20 +9,25 @@ import (
 )
 
 // inbox holds what one consumer has received and not yet settled: the messages fetched
-// ahead of the pipeline and the batch it is working on. JetStream's AckWait runs for all
+// ahead of the pipeline and the batches it is working on. JetStream's AckWait runs for all
 // of them from delivery, so all of them are kept alive while this process runs: otherwise
 // a slow batch (an agent or a destination being retried) would let the messages queued
 // behind it time out and be delivered again, a duplicate while this process still holds
 // the first copy.
 type inbox struct {
-	mu      sync.Mutex
-	queued  []jetstream.Msg
-	working []jetstream.Msg
+	mu     sync.Mutex
+	queued []jetstream.Msg
+	// working holds the batches in flight (the receiver's max_inflight_batches), by the
+	// id take gave them.
+	working map[uint64][]jetstream.Msg
+	nextID  uint64
 	err     error
 	ready   chan struct{} // a wake-up when queued grows or err is set
 }
 
-func newInbox() *inbox { return &inbox{ready: make(chan struct{}, 1)} }
+func newInbox() *inbox {
+	return &inbox{ready: make(chan struct{}, 1), working: map[uint64][]jetstream.Msg{}}
+}
 
 func (in *inbox) wake() {
 	select {
@@ -92,16 +97,20 @@ func (in *inbox) fill(it jetstream.MessagesContext) {
 	}
 }
 
-// holdsLocked reports whether m is a redelivery of a message still queued or being worked
-// on. Only redeliveries are looked up, so the common path parses no metadata. Called
-// with mu held.
+// holdsLocked reports whether m is a redelivery of a message still queued or in a batch
+// being worked on. Only redeliveries are looked up, so the common path parses no
+// metadata. Called with mu held.
 func (in *inbox) holdsLocked(m jetstream.Msg) bool {
 	md, err := m.Metadata()
 	if err != nil || md.NumDelivered < 2 {
 		return false
 	}
-	for _, held := range [][]jetstream.Msg{in.working, in.queued} {
-		for _, h := range held {
+	held := make([][]jetstream.Msg, 0, len(in.working)+1)
+	for _, b := range in.working {
+		held = append(held, b)
+	}
+	for _, msgs := range append(held, in.queued) {
+		for _, h := range msgs {
 			if hm, err := h.Metadata(); err == nil && hm.Sequence.Stream == md.Sequence.Stream {
 				return true
 			}
@@ -111,18 +120,20 @@ func (in *inbox) holdsLocked(m jetstream.Msg) bool {
 }
 
 // take waits for at least one message and returns up to size, waiting up to linger for
-// the batch to fill. The batch counts as being worked on until settled is called.
-func (in *inbox) take(ctx context.Context, size int, linger time.Duration) ([]jetstream.Msg, error) {
+// the batch to fill, and the batch's id. The batch counts as being worked on until
+// settled is called with its id.
+func (in *inbox) take(ctx context.Context, size int, linger time.Duration) ([]jetstream.Msg, uint64, error) {
 	var deadline <-chan time.Time
 	for {
 		in.mu.Lock()
 		n, err := len(in.queued), in.err
 		if n >= size || n > 0 && linger <= 0 {
-			return in.takeLocked(size), nil
+			b, id := in.takeLocked(size)
+			return b, id, nil
 		}
 		in.mu.Unlock()
 		if n == 0 && err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if n > 0 && deadline == nil {
 			t := time.NewTimer(linger)
@@ -131,17 +142,18 @@ func (in *inbox) take(ctx context.Context, size int, linger time.Duration) ([]je
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		case <-in.ready:
 		case <-deadline:
 			in.mu.Lock()
-			return in.takeLocked(size), nil
+			b, id := in.takeLocked(size)
+			return b, id, nil
 		}
 	}
 }
 
 // takeLocked is called with mu held, and releases it.
-func (in *inbox) takeLocked(size int) []jetstream.Msg {
+func (in *inbox) takeLocked(size int) ([]jetstream.Msg, uint64) {
 	defer in.mu.Unlock()
 	n := min(size, len(in.queued))
 	batch := make([]jetstream.Msg, n)
@@ -149,14 +161,15 @@ func (in *inbox) takeLocked(size int) []jetstream.Msg {
 	// Drop the references, so the backing array does not keep settled messages alive.
 	clear(in.queued[:n])
 	in.queued = in.queued[n:]
-	in.working = batch
-	return batch
+	in.nextID++
+	in.working[in.nextID] = batch
+	return batch, in.nextID
 }
 
-// settled marks the current batch as acked or nak'ed: nothing more to keep alive.
-func (in *inbox) settled() {
+// settled marks batch id as acked or nak'ed: nothing more of it to keep alive.
+func (in *inbox) settled(id uint64) {
 	in.mu.Lock()
-	in.working = nil
+	delete(in.working, id)
 	in.mu.Unlock()
 }
 
@@ -172,8 +185,11 @@ func (in *inbox) keepAlive(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		in.mu.Lock()
-		held := make([]jetstream.Msg, 0, len(in.working)+len(in.queued))
-		held = append(append(held, in.working...), in.queued...)
+		held := make([]jetstream.Msg, 0, len(in.queued))
+		for _, b := range in.working {
+			held = append(held, b...)
+		}
+		held = append(held, in.queued...)
 		in.mu.Unlock()
 		for _, m := range held {
 			_ = m.InProgress()

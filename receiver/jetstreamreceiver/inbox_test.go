@@ -12,15 +12,16 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
-// A message fetched ahead waits behind a batch that takes longer than AckWait (an agent
-// being retried): it must not be delivered a second time meanwhile.
-func TestQueuedMessagesOutliveASlowBatch(t *testing.T) {
+// A message fetched ahead waits behind batches that take longer than AckWait (an agent
+// being retried), and the batches in flight wait too: none may be delivered a second time
+// meanwhile.
+func TestQueuedMessagesAndBatchesInFlightOutliveSlowBatches(t *testing.T) {
 	n := testenv.StartNATS(t)
 	_, js := testenv.Connect(t, n.URL())
 	ctx := context.Background()
 	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "slow", Subjects: []string{"slow.in"}})
 	require.NoError(t, err)
-	for _, b := range []string{"first", "second"} {
+	for _, b := range []string{"first", "second", "third"} {
 		_, err := js.Publish(ctx, "slow.in", []byte(b))
 		require.NoError(t, err)
 	}
@@ -28,7 +29,7 @@ func TestQueuedMessagesOutliveASlowBatch(t *testing.T) {
 		Durable: "d", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxDeliver: -1,
 	})
 	require.NoError(t, err)
-	it, err := cons.Messages(jetstream.PullMaxMessages(2))
+	it, err := cons.Messages(jetstream.PullMaxMessages(3))
 	require.NoError(t, err)
 	defer it.Stop()
 
@@ -38,20 +39,26 @@ func TestQueuedMessagesOutliveASlowBatch(t *testing.T) {
 	defer cancel()
 	go in.keepAlive(kctx, 300*time.Millisecond)
 
-	first, err := in.take(ctx, 1, 0)
+	first, firstID, err := in.take(ctx, 1, 0)
 	require.NoError(t, err)
 	require.Equal(t, "first", string(first[0].Data()))
-	time.Sleep(2500 * time.Millisecond) // the slow batch: 2.5 x AckWait
-	require.NoError(t, first[0].Ack())
-	in.settled()
-
-	second, err := in.take(ctx, 1, 0)
+	second, secondID, err := in.take(ctx, 1, 0)
 	require.NoError(t, err)
 	require.Equal(t, "second", string(second[0].Data()))
-	meta, err := second[0].Metadata()
+	time.Sleep(2500 * time.Millisecond) // the slow batches: 2.5 x AckWait
+	// Settled out of order: each batch is acked on its own.
+	require.NoError(t, second[0].Ack())
+	in.settled(secondID)
+	require.NoError(t, first[0].Ack())
+	in.settled(firstID)
+
+	third, _, err := in.take(ctx, 1, 0)
+	require.NoError(t, err)
+	require.Equal(t, "third", string(third[0].Data()))
+	meta, err := third[0].Metadata()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), meta.NumDelivered, "delivered once: kept alive while it waited")
-	require.NoError(t, second[0].Ack())
+	require.NoError(t, third[0].Ack())
 
 	info, err := cons.Info(ctx)
 	require.NoError(t, err)
@@ -78,19 +85,19 @@ func TestTakeWaitsForTheLingerToFillABatch(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		_, _ = js.Publish(ctx, "linger.in", []byte("b"))
 	}()
-	batch, err := in.take(ctx, 5, 2*time.Second)
+	batch, _, err := in.take(ctx, 5, 2*time.Second)
 	require.NoError(t, err)
 	assert.Len(t, batch, 2, "a record arriving within the linger joins the batch")
 
 	_, err = js.Publish(ctx, "linger.in", []byte("c"))
 	require.NoError(t, err)
-	batch, err = in.take(ctx, 5, 0)
+	batch, _, err = in.take(ctx, 5, 0)
 	require.NoError(t, err)
 	assert.Len(t, batch, 1, "no linger: what is there, at once")
 
 	cctx, cancelTake := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancelTake()
-	_, err = in.take(cctx, 5, 0)
+	_, _, err = in.take(cctx, 5, 0)
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "nothing there: wait until the context ends")
 }
 
@@ -118,7 +125,7 @@ func TestARedeliveryOfAHeldMessageIsNotHandedOutTwice(t *testing.T) {
 	// No keep-alive: the starved process.
 	in := newInbox()
 	go in.fill(it)
-	first, err := in.take(ctx, 1, 0)
+	first, firstID, err := in.take(ctx, 1, 0)
 	require.NoError(t, err)
 	require.Equal(t, "first", string(first[0].Data()))
 	require.Eventually(t, func() bool {
@@ -143,13 +150,13 @@ func TestARedeliveryOfAHeldMessageIsNotHandedOutTwice(t *testing.T) {
 		10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, []string{"second", "marker"}, queued(), "neither held message is queued again")
 	require.NoError(t, first[0].Ack())
-	in.settled()
-	rest, err := in.take(ctx, 10, 0)
+	in.settled(firstID)
+	rest, restID, err := in.take(ctx, 10, 0)
 	require.NoError(t, err)
 	for _, m := range rest {
 		require.NoError(t, m.Ack())
 	}
-	in.settled()
+	in.settled(restID)
 	require.Eventually(t, func() bool {
 		info, err := cons.Info(ctx)
 		return err == nil && info.NumAckPending == 0 && info.NumPending == 0

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/batchorder"
 	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
@@ -339,7 +340,8 @@ func (r *jsReceiver) consume(ctx context.Context, w *worker) {
 }
 
 // consumeOnce pulls from a target's consumer until an error, or until the target is idle
-// (errIdle). It calls consumed once, after the first batch was handed on.
+// (errIdle), keeping up to max_inflight_batches batches in the pipeline. It calls
+// consumed once, after the first batch was handed on.
 func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()) error {
 	t := w.target
 	cons, err := r.consumer(ctx, t)
@@ -367,13 +369,27 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 		}
 	}()
 
-	size, linger := r.cfg.BatchSize, r.cfg.Linger
+	size, linger, inflight := r.cfg.BatchSize, r.cfg.Linger, r.cfg.MaxInflightBatches
 	if t.sink != "" {
 		// One result at a time, each acked as soon as it is settled: an interrupted
-		// delivery then redelivers only itself, never results already delivered.
-		size, linger = 1, 0
+		// delivery then redelivers only itself, never results already delivered, and a
+		// destination gets its results in order.
+		size, linger, inflight = 1, 0, 1
 	}
+	// slots holds one token per batch in flight. Batches in flight are waited for before
+	// the iterator stops and keep-alives end (deferred last, so run first): a shutdown
+	// interrupts them (their calls end, they are nak'ed and redelivered), and a consumer
+	// error lets them finish, kept alive, rather than have them time out and be sent
+	// again while this process still works on them.
+	slots := make(chan struct{}, inflight)
+	var running sync.WaitGroup
+	defer running.Wait()
 	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		l := linger
 		if l > 0 {
 			if p, ok := r.cache.Project(t.project); ok && p.Pipeline.WindowEnabled {
@@ -382,18 +398,37 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 				l = 0
 			}
 		}
-		batch, err := r.takeOrIdle(ctx, in, size, l)
+		batch, id, err := r.takeOrIdle(ctx, in, size, l)
 		if errors.Is(err, errIdle) {
-			if r.retire(ctx, w) {
+			<-slots
+			// A batch still in flight keeps the consumer busy (hasWork would say so too).
+			if len(slots) == 0 && r.retire(ctx, w) {
 				return errIdle
 			}
 			continue
 		}
 		if err != nil {
+			<-slots
 			return err
 		}
-		r.process(ctx, t, batch)
-		in.settled()
+		// The next batch starts once this one has handed off (the agent exporter has
+		// queued its calls in their groups' lanes, components/batchorder) or returned, so
+		// batches reach the lanes, and the processors, one at a time and in order; a
+		// pipeline that never hands off (the sink role) stays one batch at a time.
+		hctx, handedOff := batchorder.WithHandoff(ctx)
+		returned := make(chan struct{})
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			defer close(returned)
+			r.process(hctx, t, batch)
+			in.settled(id)
+			<-slots
+		}()
+		select {
+		case <-handedOff:
+		case <-returned:
+		}
 		if consumed != nil {
 			consumed()
 			consumed = nil
@@ -402,18 +437,19 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 }
 
 // takeOrIdle is in.take that gives up with errIdle after the idle timeout without a record.
-func (r *jsReceiver) takeOrIdle(ctx context.Context, in *inbox, size int, linger time.Duration) ([]jetstream.Msg, error) {
+func (r *jsReceiver) takeOrIdle(ctx context.Context, in *inbox, size int, linger time.Duration) ([]jetstream.Msg, uint64, error) {
 	ictx, cancel := context.WithTimeout(ctx, r.cfg.IdleTimeout)
 	defer cancel()
-	batch, err := in.take(ictx, size, linger)
+	batch, id, err := in.take(ictx, size, linger)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return nil, errIdle
+		return nil, 0, errIdle
 	}
-	return batch, err
+	return batch, id, err
 }
 
 // process hands one batch to the pipeline and acks it when the pipeline has handled every
-// record, or asks for redelivery when it has not.
+// record, or asks for redelivery when it has not. Batches in flight together are acked
+// each on its own, in the order they finish.
 func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Msg) {
 	project := t.project
 	ld, lrs := pipelinedata.New()
