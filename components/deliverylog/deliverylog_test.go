@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -475,4 +476,33 @@ func TestEarlyFinalWaitsForItsRecord(t *testing.T) {
 	assert.NotContains(t, open, k, "a finished delivery is no longer held")
 	assert.Empty(t, w.early)
 	assert.Zero(t, w.Dropped())
+}
+
+// fromHeaders reads what any client allowed to publish on the stream may have written:
+// it never panics, names the subject's last token, and reads back what headers wrote.
+func FuzzFromHeaders(f *testing.F) {
+	f.Add("svc-deliveries.p.d1", "agent", "dead_lettered", "2026-11-23T18:00:00.5Z", "3", "7-9")
+	f.Add("nodots", "", "x", "yesterday", "-1", "9-")
+	f.Add("svc-deliveries.p.", "sink", "pending", "", "99999999999999999999", "-")
+	f.Fuzz(func(t *testing.T, subj, kind, state, created, records, seqs string) {
+		h := nats.Header{hdrKind: {kind}, hdrState: {state}, hdrCreated: {created}, hdrRecords: {records}, hdrSeqs: {seqs}}
+		e, ok := fromHeaders(subj, h)
+		if ok != (state != "") {
+			t.Fatalf("state %q: ok %v", state, ok)
+		}
+		if ok && !strings.HasSuffix(subj, e.d.ID) {
+			t.Fatalf("id %q is not the end of %q", e.d.ID, subj)
+		}
+		d := Delivery{ID: "d", Kind: kind, State: state, Records: len(records), Seqs: []uint64{uint64(len(seqs)) + 2, 1}}
+		back, ok := fromHeaders("svc-deliveries.p.d", headers(&d))
+		if strings.ContainsAny(kind+state, "\r\n") || state == "" {
+			if ok {
+				t.Fatalf("a delivery whose fields cannot be headers was given headers: %+v", back)
+			}
+			return
+		}
+		if !ok || back.d.Kind != kind || back.d.State != state || back.d.Records != d.Records || back.lo != 1 || back.hi != d.Seqs[0] {
+			t.Fatalf("round trip: %+v from %+v", back, d)
+		}
+	})
 }
