@@ -83,6 +83,7 @@ type Writer struct {
 	// early holds, in run's goroutine, a final taken from side before its delivery's
 	// record (still in the buffer behind it); the record picks it up.
 	early map[key]earlyFinal
+	swept time.Time // the last sweep of early
 }
 
 // written is what the writer published of a project since the last trim.
@@ -169,6 +170,9 @@ func (w *Writer) takeSide(open, touched map[key]*Delivery, order []key) []key {
 	side := w.side
 	w.side = nil
 	w.smu.Unlock()
+	if len(side) == 0 && len(w.early) == 0 {
+		return order
+	}
 	now := time.Now()
 	for _, e := range side {
 		k := key{e.project, e.d.ID}
@@ -182,10 +186,14 @@ func (w *Writer) takeSide(open, touched map[key]*Delivery, order []key) []key {
 		}
 		order = w.apply(open, touched, order, e)
 	}
-	for k, f := range w.early {
-		if now.Sub(f.at) > earlyTTL {
-			delete(w.early, k)
-			w.dropped.Add(1)
+	// Once a second at most: under overload a round comes with every event.
+	if len(w.early) > 0 && now.Sub(w.swept) >= time.Second {
+		w.swept = now
+		for k, f := range w.early {
+			if now.Sub(f.at) > earlyTTL {
+				delete(w.early, k)
+				w.dropped.Add(1)
+			}
 		}
 	}
 	return order
