@@ -86,6 +86,9 @@ type DeliveryLogConfig struct {
 	Enabled bool `mapstructure:"enabled"`
 	// MaxPerProject is how many deliveries a project keeps; older ones are purged.
 	MaxPerProject int `mapstructure:"max_per_project"`
+	// MaxBytesPerProject is about how many bytes of the shared log a project keeps;
+	// older deliveries are purged, so one busy project cannot push out the others'.
+	MaxBytesPerProject int64 `mapstructure:"max_bytes_per_project"`
 	// Stream bounds the log's one shared stream (svc-deliveries).
 	Stream DeliveryStreamConfig `mapstructure:"stream"`
 	// Replay runs the replays the console queues. It needs the log (it reads the
@@ -119,6 +122,9 @@ func (d DeliveryLogConfig) Validate() error {
 	var errs []error
 	if d.MaxPerProject < 1 {
 		errs = append(errs, errors.New("max_per_project must be at least 1"))
+	}
+	if d.MaxBytesPerProject < 1<<20 {
+		errs = append(errs, errors.New("max_bytes_per_project must be at least 1048576"))
 	}
 	if d.Stream.MaxBytes < 1<<20 {
 		errs = append(errs, errors.New("stream: max_bytes must be at least 1048576 (it bounds the whole log, every project's)"))
@@ -154,10 +160,11 @@ func defaultConfig() *Config {
 		},
 		MaxResponseBytes: 64 << 10,
 		DeliveryLog: DeliveryLogConfig{
-			Enabled:       true,
-			MaxPerProject: deliverylog.DefaultMaxPerProject,
-			Stream:        DeliveryStreamConfig{MaxBytes: 8 << 30},
-			Replay:        ReplayConfig{Enabled: true},
+			Enabled:            true,
+			MaxPerProject:      deliverylog.DefaultMaxPerProject,
+			MaxBytesPerProject: deliverylog.DefaultMaxBytesPerProject,
+			Stream:             DeliveryStreamConfig{MaxBytes: 8 << 30},
+			Replay:             ReplayConfig{Enabled: true},
 		},
 		// No cap by default; the circuit needs a target failing for 30s, ten times in a
 		// row, which a brief outage or a slow deploy does not reach.

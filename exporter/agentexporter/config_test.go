@@ -23,7 +23,7 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, 10*time.Second, def.Timeout)
 	assert.Equal(t, RetryConfig{InitialInterval: 500 * time.Millisecond, MaxInterval: 30 * time.Second, MaxElapsedTime: 2 * time.Minute}, def.Retry)
 	assert.Equal(t, int64(64<<10), def.MaxResponseBytes)
-	assert.Equal(t, DeliveryLogConfig{Enabled: true, MaxPerProject: deliverylog.DefaultMaxPerProject,
+	assert.Equal(t, DeliveryLogConfig{Enabled: true, MaxPerProject: deliverylog.DefaultMaxPerProject, MaxBytesPerProject: deliverylog.DefaultMaxBytesPerProject,
 		Stream: DeliveryStreamConfig{MaxBytes: 8 << 30}, Replay: ReplayConfig{Enabled: true}}, def.DeliveryLog)
 	assert.Equal(t, TargetConfig{Circuit: CircuitConfig{Failures: 10, MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}}, def.Target,
 		"no rate cap; a circuit only for a target failing ten times over 30s")
@@ -50,8 +50,8 @@ func TestLoadConfig(t *testing.T) {
 			AllowCIDRs:       "127.0.0.0/8, 10.0.0.7",
 			MaxResponseBytes: 4096,
 			DeliveryLog: DeliveryLogConfig{
-				MaxPerProject: 500,
-				Stream:        DeliveryStreamConfig{MaxBytes: 1 << 30, Replicas: 3},
+				MaxPerProject: 500, MaxBytesPerProject: 16 << 20,
+				Stream: DeliveryStreamConfig{MaxBytes: 1 << 30, Replicas: 3},
 			},
 			// failures: 0 turns the circuit off; the other circuit settings keep their defaults.
 			Target: TargetConfig{MaxRate: 2.5, Circuit: CircuitConfig{MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}},
@@ -65,6 +65,7 @@ func TestLoadConfig(t *testing.T) {
 			`allow_cidrs: SVC_OUTBOUND_ALLOW entry "localhost"`,
 			"max_response_bytes must be at least 1",
 			"delivery_log: max_per_project must be at least 1",
+			"max_bytes_per_project must be at least 1048576",
 			"stream: max_bytes must be at least 1048576",
 			"stream: replicas must be between 0 (as dead_letter_stream) and 5, got 7",
 			"target: max_rate must be 0 (no cap) or a positive number",

@@ -53,7 +53,7 @@ func startLog(cfg *Config, js jetstream.JetStream, logger *zap.Logger, replay fu
 	}
 	l := &dlog{cfg: cfg, js: js, logger: logger,
 		w: deliverylog.NewWriter(js, deliverylog.WriterConfig{
-			MaxPerProject: cfg.DeliveryLog.MaxPerProject, Linger: logLinger, Buffer: logBuffer})}
+			MaxPerProject: cfg.DeliveryLog.MaxPerProject, MaxBytesPerProject: cfg.DeliveryLog.MaxBytesPerProject, Linger: logLinger, Buffer: logBuffer})}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	l.wg.Add(1)
