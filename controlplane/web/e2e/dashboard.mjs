@@ -36,14 +36,42 @@ async function sendEvent(key, waitForKey = false) {
 // control plane's usage API within a second or so).
 async function reloadUntil(page, text) {
   const deadline = Date.now() + timeout;
-  const find = typeof text === 'function' ? text : () => page.getByText(text);
+  // text: what to find, a function giving a locator to find, or an async test of the page.
+  const found = async () => {
+    if (typeof text !== 'function') return (await page.getByText(text).count()) > 0;
+    const r = await text();
+    return typeof r === 'boolean' ? r : (await r.count()) > 0;
+  };
   for (;;) {
-    if (await find().count()) return;
+    if (await found()) return;
     if (Date.now() > deadline) throw new Error(`never showed ${text}`);
     await new Promise((r) => setTimeout(r, 200));
     await page.reload();
     await page.getByRole('heading', { level: 1 }).waitFor();
   }
+}
+
+// usageNumbers reads what the Usage page shows: the banner's "n of limit events" and the
+// meter's, each as written on the page.
+async function usageNumbers(page) {
+  const read = async (loc) => ((await loc.count()) ? (await loc.first().textContent()).replace(/\s+/g, ' ') : '');
+  const banner = await read(page.locator('.alert'));
+  const meter = await read(page.getByRole('region', { name: /events in / }).locator('p'));
+  const used = (t) => t.match(/([\d,]+) of ([\d,]+) events/)?.slice(1, 3).join(' of ') ?? null;
+  return { banner, meter, bannerUsed: used(banner), meterUsed: used(meter) };
+}
+
+// usageAgrees reloads until the banner and the meter give the same count, nothing left
+// "still being counted" (records the receiver set aside and settles within a moment),
+// and says so: a person must never see two counts of one month side by side.
+async function usageAgrees(page) {
+  await reloadUntil(page, async () => {
+    const u = await usageNumbers(page);
+    return u.bannerUsed !== null && u.bannerUsed === u.meterUsed && !/still being counted/.test(u.banner + u.meter);
+  });
+  const u = await usageNumbers(page);
+  assert.equal(u.bannerUsed, u.meterUsed, `the banner (${u.banner}) and the meter (${u.meter}) agree`);
+  return u;
 }
 
 async function expectAlert(page, text) {
@@ -153,12 +181,14 @@ try {
   for (let i = 0; i < 8; i++) assert.equal(await sendEvent(key), 202);
   await reloadUntil(a, /90% of this month's limit used/);
   await a.getByRole('status').filter({ hasText: 'Warning:' }).waitFor();
+  assert.equal((await usageAgrees(a)).meterUsed, '9 of 10');
   await assertAccessible(a, 'usage');
   await shot(a, 'usage-80');
   assert.equal(await sendEvent(key), 202);
   assert.equal(await sendEvent(key), 429, 'past the limit the receiver refuses');
   await reloadUntil(a, 'Limit reached:');
   await a.getByRole('alert').filter({ hasText: 'New events are refused' }).waitFor();
+  assert.equal((await usageAgrees(a)).meterUsed, '10 of 10');
   await shot(a, 'usage-100');
   await nav.getByRole('link', { name: 'Account usage' }).click();
   await a.getByRole('heading', { name: 'Usage', exact: true }).waitFor();

@@ -18,8 +18,8 @@ export function AccountUsagePage() {
       <LoadStatus load={load} what="usage" />
       {u && (
         <>
-          <LimitBanner used={u.events + u.pending} limit={u.unlimited ? null : u.limit} resetAt={u.reset_at} />
-          <UsageMeter label={`Events in ${monthName(u.month)}`} used={u.events + u.pending} limit={u.unlimited ? null : u.limit}>
+          <LimitBanner used={u.events + u.pending} pending={u.pending} limit={u.unlimited ? null : u.limit} resetAt={u.reset_at} />
+          <UsageMeter label={`Events in ${monthName(u.month)}`} used={u.events + u.pending} pending={u.pending} limit={u.unlimited ? null : u.limit}>
             {u.reset_at && (
               <>
                 {' '}
@@ -69,10 +69,14 @@ export function AccountUsagePage() {
 export function ProjectUsagePage({ project }: { project: Project }) {
   const load = useLoad(() => api<ProjectUsage>('GET', `/projects/${encodeURIComponent(project.id)}/usage`), [project.id]);
   const u = load.data;
-  const [account, setAccount] = useState<AccountUsage | null>(null);
+  // undefined while the owner's account total loads: no banner of another basis meanwhile.
+  const [account, setAccount] = useState<AccountUsage | null | undefined>(undefined);
   useEffect(() => {
     // Only the owner's account total says how near the limit is; members see this project's share.
-    if (project.role === 'owner') api<AccountUsage>('GET', '/usage').then(setAccount, () => setAccount(null));
+    if (project.role === 'owner') {
+      setAccount(undefined);
+      api<AccountUsage>('GET', '/usage').then(setAccount, () => setAccount(null));
+    } else setAccount(null);
   }, [project.id]);
   const limit = u && !u.unlimited ? u.limit : null;
   return (
@@ -86,13 +90,15 @@ export function ProjectUsagePage({ project }: { project: Project }) {
       {u && (
         <>
           {account ? (
-            <LimitBanner used={account.events + account.pending} limit={account.unlimited ? null : account.limit}
-              resetAt={account.reset_at} />
+            <LimitBanner used={account.events + account.pending} pending={account.pending} limit={account.unlimited ? null : account.limit}
+              resetAt={account.reset_at} across={account.projects.length > 1} />
           ) : (
-            <LimitBanner used={u.events} limit={limit} resetAt={null} />
+            account === null && <LimitBanner used={u.events} limit={limit} resetAt={null} />
           )}
           <UsageMeter label={`This project's events in ${monthName(u.month)}`} used={u.events} limit={limit}>
             {limit !== null && " The limit is the owner's account's."}
+            {/* The account's total includes records not counted per project yet: say so, so the two add up. */}
+            {account && account.pending > 0 && ` ${num.format(account.pending)} more of your account's events are still being counted.`}
           </UsageMeter>
           <DaysChart days={u.days} month={u.month} />
         </>
@@ -107,14 +113,31 @@ function monthName(month: string): string {
   return new Intl.DateTimeFormat(undefined, { month: 'long', year: 'numeric', timeZone: 'UTC' }).format(new Date(Date.UTC(y, m - 1, 1)));
 }
 
+/**
+ * Records just accepted are set aside against the limit before they are counted (the
+ * account's "pending", settled within a moment): shown apart, so that a total that
+ * includes them agrees with a meter of counted events beside it.
+ */
+function settling(used: number, pending: number) {
+  return pending > 0 ? `: ${num.format(used - pending)} counted + ${num.format(pending)} still being counted` : '';
+}
+
 /** At 80% a warning, at 100% the limit reached: in words, not only colour. */
-export function LimitBanner({ used, limit, resetAt }: { used: number; limit: number | null; resetAt: string | null }) {
+export function LimitBanner({ used, pending = 0, limit, resetAt, across = false }: {
+  used: number;
+  pending?: number;
+  limit: number | null;
+  resetAt: string | null;
+  /** The total is over several projects (on one project's page). */
+  across?: boolean;
+}) {
   if (!limit) return null;
+  const where = across ? ' across your projects' : '';
   const pct = Math.floor((used / limit) * 100);
   if (pct >= 100) {
     return (
       <div class="alert alert-error" role="alert">
-        <strong>Limit reached:</strong> {num.format(used)} of {num.format(limit)} events this month. New events are refused
+        <strong>Limit reached:</strong> {num.format(used)} of {num.format(limit)} events this month{where}{settling(used, pending)}. New events are refused
         (429 quota_exceeded) until the limit resets{resetAt && <> on <When at={resetAt} /></>}, or the limit is raised.
       </div>
     );
@@ -122,7 +145,7 @@ export function LimitBanner({ used, limit, resetAt }: { used: number; limit: num
   if (pct >= 80) {
     return (
       <div class="alert alert-warn" role="status">
-        <strong>Warning:</strong> {pct}% of this month's limit used ({num.format(used)} of {num.format(limit)} events). At
+        <strong>Warning:</strong> {pct}% of this month's limit used{where} ({num.format(used)} of {num.format(limit)} events{settling(used, pending)}). At
         100% new events are refused until the limit resets.
       </div>
     );
@@ -130,7 +153,13 @@ export function LimitBanner({ used, limit, resetAt }: { used: number; limit: num
   return null;
 }
 
-function UsageMeter({ label, used, limit, children }: { label: string; used: number; limit: number | null; children?: ComponentChildren }) {
+function UsageMeter({ label, used, pending = 0, limit, children }: {
+  label: string;
+  used: number;
+  pending?: number;
+  limit: number | null;
+  children?: ComponentChildren;
+}) {
   return (
     <section class="panel" aria-labelledby="meter-h">
       <h2 id="meter-h">{label}</h2>
@@ -139,13 +168,13 @@ function UsageMeter({ label, used, limit, children }: { label: string; used: num
           <meter class="usage-meter" aria-labelledby="meter-h" min={0} max={limit} value={Math.min(used, limit)}
             low={limit * 0.8} high={limit * 0.999} optimum={0} />
           <p>
-            <strong>{num.format(used)}</strong> of {num.format(limit)} events ({Math.floor((used / limit) * 100)}%).
+            <strong>{num.format(used)}</strong> of {num.format(limit)} events ({Math.floor((used / limit) * 100)}%){settling(used, pending)}.
             {children}
           </p>
         </>
       ) : (
         <p>
-          <strong>{num.format(used)}</strong> events (no limit)
+          <strong>{num.format(used)}</strong> events (no limit){settling(used, pending)}
         </p>
       )}
     </section>
