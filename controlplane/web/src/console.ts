@@ -95,6 +95,8 @@ export interface ConsoleEvent {
 
 export interface FieldStat {
   path: string;
+  /** The field in OTTL from the records' own keys (receivers before it: absent). */
+  ottl?: string;
   count: number;
   types: string[];
 }
@@ -127,6 +129,7 @@ export interface DeliveryDetail extends Delivery {
 export interface Ledger {
   received: number;
   dropped: number;
+  /** The part of dropped a cooldown or call budget held back (issue 17). */
   suppressed?: number;
   agent_calls: number;
   dead_lettered: number;
@@ -134,6 +137,8 @@ export interface Ledger {
   calls?: number;
   calls_dead_lettered?: number;
   results: number;
+  /** Results naming a request id never issued to the project (issue 15). */
+  unmatched?: number;
   delivered: number;
   sink_dead_lettered?: number;
   replayed?: number;

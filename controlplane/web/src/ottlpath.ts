@@ -1,7 +1,9 @@
 // From the Fields view's paths to OTTL (package ottlevent's paths). The console lists
 // a field as its keys joined with dots (attributes.http.method), which cannot tell a key
 // holding dots from nested objects, so the keys are looked up in the sampled records
-// themselves; only a path none of them has is split by rule.
+// themselves; only a path none of them has is split by rule. Receivers now answer each
+// field's "ottl" themselves (fields.go ottlPath, the same rules), which the Fields page
+// prefers: this stays for receivers that predate it.
 
 export type Key = string | number;
 

@@ -23,15 +23,18 @@ export function FieldsPage({ project }: { project: Project }) {
   const load = async () => {
     setBusy(true);
     try {
-      // The records resolve the listed paths to keys (a key with dots in it).
-      const [f, ev] = await Promise.all([
-        consoleApi<{ sampled: number; fields: FieldStat[]; truncated?: boolean }>(project.id, 'GET', `/fields?limit=${SAMPLE}`),
-        consoleApi<{ events: ConsoleEvent[] }>(project.id, 'GET', `/events?limit=${SAMPLE}`),
-      ]);
+      const f = await consoleApi<{ sampled: number; fields: FieldStat[]; truncated?: boolean }>(project.id, 'GET', `/fields?limit=${SAMPLE}`);
+      // The receiver names each field in OTTL; one that does not (older) leaves it to the
+      // records, which resolve the listed paths to keys (a key with dots in it).
+      let recs: unknown[] = [];
+      if (f.fields.some((x) => !x.ottl)) {
+        const ev = await consoleApi<{ events: ConsoleEvent[] }>(project.id, 'GET', `/events?limit=${SAMPLE}`);
+        recs = ev.events.map((e) => e.record);
+      }
       setFields(f.fields);
       setSampled(f.sampled);
       setTruncated(!!f.truncated);
-      setRecords(ev.events.map((e) => e.record));
+      setRecords(recs);
       setError(null);
     } catch (err) {
       setError(err);
@@ -44,14 +47,14 @@ export function FieldsPage({ project }: { project: Project }) {
   }, [project.id]);
 
   const keys = useMemo(() => pathKeys(records), [records]);
-  const ottl = (path: string) => ottlPath(keys.get(path) ?? splitPath(path));
+  const ottl = (f: FieldStat) => f.ottl || ottlPath(keys.get(f.path) ?? splitPath(f.path));
   const shown = useMemo(() => {
     const f = filter.trim().toLowerCase();
     return (fields ?? []).filter((x) => !f || x.path.toLowerCase().includes(f));
   }, [fields, filter]);
 
-  const use = (path: string) => {
-    offerToTrigger(project.id, ottl(path));
+  const use = (f: FieldStat) => {
+    offerToTrigger(project.id, ottl(f));
     navigate(`/projects/${encodeURIComponent(project.id)}/pipeline`);
   };
 
@@ -95,7 +98,7 @@ export function FieldsPage({ project }: { project: Project }) {
               <tbody>
                 {shown.map((f) => {
                   const share = sampled ? f.count / sampled : 0;
-                  const expr = ottl(f.path);
+                  const expr = ottl(f);
                   return (
                     <tr key={f.path}>
                       <td class="mono field-path">{f.path}</td>
@@ -107,7 +110,7 @@ export function FieldsPage({ project }: { project: Project }) {
                       <td>{f.types.map((t) => <span key={t} class="badge type-badge">{t}</span>)}</td>
                       <td class="row-actions">
                         {writable ? (
-                          <button type="button" class="btn btn-small" aria-label={`Add ${f.path} to the trigger`} onClick={() => use(f.path)}>
+                          <button type="button" class="btn btn-small" aria-label={`Add ${f.path} to the trigger`} onClick={() => use(f)}>
                             Add to trigger
                           </button>
                         ) : (
