@@ -225,6 +225,12 @@ function LedgerPanel({ ledger: l }: { ledger: Ledger }) {
     ['Dead-lettered', l.dead_lettered, 'records of failed calls'],
     ['Pending', l.pending, 'not settled yet'],
   ];
+  // Not terms of the equation, but what an owner must be told: calls the guardrails
+  // prevented (part of dropped) and results the service never asked for.
+  const notes: [string, number, string][] = [
+    ['Held back', l.suppressed ?? 0, 'of the dropped: held back by cooldown or call limits'],
+    ['Unmatched results', l.unmatched ?? 0, 'posted under a request id this project never issued'],
+  ];
   return (
     <section class="panel" aria-labelledby="dl-ledger">
       <div class="detail-head">
@@ -238,6 +244,14 @@ function LedgerPanel({ ledger: l }: { ledger: Ledger }) {
       <dl class="stats">
         {items.map(([k, v, hint]) => (
           <div key={k} class="stat">
+            <dt>{k}</dt>
+            <dd><strong>{v.toLocaleString()}</strong> <span class="muted small">{hint}</span></dd>
+          </div>
+        ))}
+      </dl>
+      <dl class="stats">
+        {notes.map(([k, v, hint]) => (
+          <div key={k} class={'stat' + (v > 0 ? ' stat-notice' : '')}>
             <dt>{k}</dt>
             <dd><strong>{v.toLocaleString()}</strong> <span class="muted small">{hint}</span></dd>
           </div>
