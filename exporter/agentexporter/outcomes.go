@@ -78,8 +78,14 @@ func (t *telemetry) observeLog(l *dlog) error {
 	}); err != nil {
 		return err
 	}
-	return t.RegisterDeliveryLogFailedCallback(func(_ context.Context, o metric.Int64Observer) error {
+	if err := t.RegisterDeliveryLogFailedCallback(func(_ context.Context, o metric.Int64Observer) error {
 		o.Observe(l.w.Failed())
+		return nil
+	}); err != nil {
+		return err
+	}
+	return t.RegisterDeliveryLogRetentionCutCallback(func(_ context.Context, o metric.Int64Observer) error {
+		o.Observe(l.w.RetentionCut())
 		return nil
 	})
 }

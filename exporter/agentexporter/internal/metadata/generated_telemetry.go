@@ -25,21 +25,22 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                metric.Meter
-	mu                   sync.Mutex
-	registrations        []metric.Registration
-	AgentCallAttempts    metric.Int64Counter
-	AgentCallDuration    metric.Float64Histogram
-	AgentCalls           metric.Int64Counter
-	AgentCallsSuppressed metric.Int64Counter
-	AgentRecords         metric.Int64Counter
-	DeliveryLogDropped   metric.Int64ObservableCounter
-	DeliveryLogFailed    metric.Int64ObservableCounter
-	SinkDeliveries       metric.Int64Counter
-	SinkDeliveryAttempts metric.Int64Counter
-	SinkDeliveryDuration metric.Float64Histogram
-	TargetCircuitChanges metric.Int64Counter
-	TargetThrottledWaits metric.Int64Counter
+	meter                   metric.Meter
+	mu                      sync.Mutex
+	registrations           []metric.Registration
+	AgentCallAttempts       metric.Int64Counter
+	AgentCallDuration       metric.Float64Histogram
+	AgentCalls              metric.Int64Counter
+	AgentCallsSuppressed    metric.Int64Counter
+	AgentRecords            metric.Int64Counter
+	DeliveryLogDropped      metric.Int64ObservableCounter
+	DeliveryLogFailed       metric.Int64ObservableCounter
+	DeliveryLogRetentionCut metric.Int64ObservableCounter
+	SinkDeliveries          metric.Int64Counter
+	SinkDeliveryAttempts    metric.Int64Counter
+	SinkDeliveryDuration    metric.Float64Histogram
+	TargetCircuitChanges    metric.Int64Counter
+	TargetThrottledWaits    metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -74,6 +75,21 @@ func (builder *TelemetryBuilder) RegisterDeliveryLogFailedCallback(cb metric.Int
 		cb(ctx, &observerInt64{inst: builder.DeliveryLogFailed, obs: o})
 		return nil
 	}, builder.DeliveryLogFailed)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterDeliveryLogRetentionCutCallback sets callback for observable DeliveryLogRetentionCut metric.
+func (builder *TelemetryBuilder) RegisterDeliveryLogRetentionCutCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.DeliveryLogRetentionCut, obs: o})
+		return nil
+	}, builder.DeliveryLogRetentionCut)
 	if err != nil {
 		return err
 	}
@@ -152,6 +168,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_delivery_log_failed",
 		metric.WithDescription("Delivery log messages NATS refused or did not acknowledge (NATS away, the log's stream not set up yet). [Beta]"),
 		metric.WithUnit("{message}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.DeliveryLogRetentionCut, err = builder.meter.Int64ObservableCounter(
+		"otelcol_delivery_log_retention_cut",
+		metric.WithDescription("Minutes in which the shared delivery log was full and gave up deliveries younger than its 7-day retention; raise the stream's max_bytes or lower max_bytes_per_project. [Beta]"),
+		metric.WithUnit("{minute}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.SinkDeliveries, err = builder.meter.Int64Counter(
