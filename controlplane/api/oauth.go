@@ -107,8 +107,12 @@ func (s *Server) authServerMetadata(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// readBody reads at most limit bytes; more is an OAuth invalid_request 413.
-func readBody(r *http.Request, limit int64, code string) ([]byte, *service.OAuthError) {
+// readBody reads an OAuth request's body: of content type ct, at most limit bytes; a
+// wrong type or more is an OAuth error with code.
+func readBody(r *http.Request, ct string, limit int64, code string) ([]byte, *service.OAuthError) {
+	if !hasContentType(r, ct) {
+		return nil, &service.OAuthError{Status: http.StatusBadRequest, Code: code, Description: "send Content-Type: " + ct}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -125,6 +129,8 @@ func hasContentType(r *http.Request, want string) bool {
 	return strings.EqualFold(strings.TrimSpace(ct), want)
 }
 
+const formType = "application/x-www-form-urlencoded"
+
 // registerClient is RFC 7591 registration of a public client.
 func (s *Server) registerClient(w http.ResponseWriter, r *http.Request) {
 	if ok, wait := s.registerByAddr.Take(limitAddr(r), time.Now()); !ok {
@@ -133,11 +139,7 @@ func (s *Server) registerClient(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, &service.OAuthError{Code: "rate_limited", Description: e.Message})
 		return
 	}
-	if !hasContentType(r, "application/json") {
-		writeOAuthError(w, &service.OAuthError{Status: http.StatusBadRequest, Code: "invalid_client_metadata", Description: "send the client metadata as JSON (Content-Type: application/json)"})
-		return
-	}
-	body, e := readBody(r, service.MaxRegistrationBody, "invalid_client_metadata")
+	body, e := readBody(r, "application/json", service.MaxRegistrationBody, "invalid_client_metadata")
 	if e != nil {
 		writeOAuthError(w, e)
 		return
@@ -196,11 +198,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			Description: "clients here are public (token_endpoint_auth_method none): send client_id in the form, no secret"})
 		return
 	}
-	if !hasContentType(r, "application/x-www-form-urlencoded") {
-		writeOAuthError(w, &service.OAuthError{Status: http.StatusBadRequest, Code: "invalid_request", Description: "send Content-Type: application/x-www-form-urlencoded"})
-		return
-	}
-	body, e := readBody(r, service.MaxTokenBody, "invalid_request")
+	body, e := readBody(r, formType, service.MaxTokenBody, "invalid_request")
 	if e != nil {
 		writeOAuthError(w, e)
 		return
@@ -221,11 +219,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 
 // revoke is RFC 7009 revocation: 200 whatever the token was.
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
-	if !hasContentType(r, "application/x-www-form-urlencoded") {
-		writeOAuthError(w, &service.OAuthError{Status: http.StatusBadRequest, Code: "invalid_request", Description: "send Content-Type: application/x-www-form-urlencoded"})
-		return
-	}
-	body, e := readBody(r, service.MaxTokenBody, "invalid_request")
+	body, e := readBody(r, formType, service.MaxTokenBody, "invalid_request")
 	if e != nil {
 		writeOAuthError(w, e)
 		return
