@@ -179,17 +179,8 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if service.IsAccessToken(tok) {
-			u, err := s.Svc.UserByAccessToken(r.Context(), tok)
-			if errors.Is(err, service.ErrTokenInvalid) {
-				fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "the access token is unknown, revoked or expired; create a new one (POST /api/v1/tokens)"))
-				return
-			}
-			if err != nil {
-				s.internal(w, r, err)
-				return
-			}
-			ctx := context.WithValue(r.Context(), userKey{}, u)
-			h(w, r.WithContext(context.WithValue(ctx, accessTokenKey{}, true)))
+			s.accessTokenAuthed(w, r, h, tok, s.Svc.UserByAccessToken,
+				"the access token is unknown, revoked or expired; create a new one (POST /api/v1/tokens)")
 			return
 		}
 		claims, err := s.Tokens.Parse(tok)
@@ -225,9 +216,17 @@ func (s *Server) oauthAuthed(w http.ResponseWriter, r *http.Request, tok string,
 		fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "OAuth access tokens are for /mcp; use a personal access token for the API"))
 		return
 	}
-	u, err := s.Svc.UserByOAuthToken(r.Context(), tok)
+	s.accessTokenAuthed(w, r, h, tok, s.Svc.UserByOAuthToken,
+		"the OAuth access token is unknown, revoked or expired; sign in again from the MCP client")
+}
+
+// accessTokenAuthed serves h for the user a personal or OAuth access token resolved to,
+// marked as acting through a token; an invalid token is refused with the message given.
+func (s *Server) accessTokenAuthed(w http.ResponseWriter, r *http.Request, h http.HandlerFunc, tok string,
+	resolve func(context.Context, string) (store.User, error), invalid string) {
+	u, err := resolve(r.Context(), tok)
 	if errors.Is(err, service.ErrTokenInvalid) {
-		fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "the OAuth access token is unknown, revoked or expired; sign in again from the MCP client"))
+		fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, invalid))
 		return
 	}
 	if err != nil {
