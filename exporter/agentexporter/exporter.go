@@ -96,9 +96,6 @@ func (e *agentExporter) Start(ctx context.Context, host component.Host) error {
 	e.client = outbound.NewClient(outbound.Options{AllowCIDRs: allow})
 	e.cache, e.nc, e.js = cache, nc, js
 	e.budget = newCallBudget(js, e.cfg.DeadLetterStream.Replicas, e.cfg.now)
-	// Throttles and circuits are shared with the other exporter processes from here on
-	// (targetshare.go); until the bucket is bound each process paces on its own.
-	startShare(e.targets, js, nc.IsConnected, e.cfg.DeadLetterStream.Replicas, e.cfg.Timeout, e.logger)
 	e.log = startLog(e.cfg, js, e.logger, e.replayLoop)
 	if err := e.tel.observeLog(e.log); err != nil {
 		return fmt.Errorf("agent exporter: %w", err)
@@ -143,7 +140,6 @@ func (e *agentExporter) Shutdown(ctx context.Context) error {
 		e.logger.Warn("delivery log not flushed at shutdown; the last entries may be missing", zap.Error(err))
 	}
 	e.tel.Shutdown()
-	e.targets.share.stop()
 	if e.client != nil {
 		e.client.CloseIdleConnections()
 	}

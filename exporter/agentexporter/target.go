@@ -22,11 +22,8 @@ import (
 // project's slow or failing target never holds up another project's deliveries, even to
 // the same origin, and one project cannot make another's requests wait.
 //
-// The throttle and the circuit are shared by every exporter process through NATS
-// (targetshare.go): a Retry-After answered to one process holds the others' deliveries
-// too, an open circuit opens everywhere, and one probe per interval goes across all of
-// them. max_rate stays per process: N processes send up to N times max_rate. Without
-// NATS each process keeps its own state, as if it were alone.
+// State is in this process's memory: N exporter processes each keep their own, so a
+// failing target sees up to N probes per interval and N times max_rate.
 
 // Throttle reasons and circuit states, the metrics' attribute values.
 const (
@@ -54,8 +51,6 @@ const (
 type targets struct {
 	cfg TargetConfig
 	tel *telemetry
-	// share is nil when the state is not shared (set before the first delivery).
-	share *targetShare
 
 	mu sync.Mutex
 	m  map[string]*target
@@ -73,9 +68,7 @@ func newTargets(cfg TargetConfig, tel *telemetry) *targets {
 
 type target struct {
 	origin string
-	// key names the target in the shared bucket (shareKey).
-	key string
-	cfg TargetConfig
+	cfg    TargetConfig
 	// limiter is nil without max_rate.
 	limiter *rate.Limiter
 
@@ -88,9 +81,6 @@ type target struct {
 	probing      bool
 	failures     int
 	failingSince time.Time
-	// changedAt is when the state last moved away from closed or its until moved later:
-	// a shared "closed" older than that is from a probe this state already outdates.
-	changedAt time.Time
 	// changed is closed (and replaced) when a probe ends, waking the deliveries waiting
 	// for its answer.
 	changed chan struct{}
@@ -98,27 +88,22 @@ type target struct {
 
 // get returns the target of project's raw URL, held until put.
 func (ts *targets) get(project, raw string) *target {
+	o := targetOrigin(raw)
+	key := project + "\x00" + o
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	t := ts.lookup(project, targetOrigin(raw))
-	t.users++
-	return t
-}
-
-// lookup returns the target of project and origin o, creating it. Called with ts.mu.
-func (ts *targets) lookup(project, o string) *target {
-	key := project + "\x00" + o
 	t, ok := ts.m[key]
 	if !ok {
 		if len(ts.m) >= ts.sweepAt {
 			ts.sweep()
 		}
-		t = &target{origin: o, key: shareKey(project, o), cfg: ts.cfg, changed: make(chan struct{})}
+		t = &target{origin: o, cfg: ts.cfg, changed: make(chan struct{})}
 		if r := ts.cfg.MaxRate; r > 0 {
 			t.limiter = rate.NewLimiter(rate.Limit(r), burst(r))
 		}
 		ts.m[key] = t
 	}
+	t.users++
 	return t
 }
 
@@ -194,21 +179,6 @@ func (ts *targets) admit(ctx context.Context, t *target, deadline time.Time) (pr
 			t.probing, probe, admitted = true, true, true
 		}
 		t.mu.Unlock()
-		if probe && ts.share != nil {
-			// The other processes may be probing this target too: one probe per
-			// interval goes across all of them. The loser waits for the winner's answer,
-			// which the shared state brings, or for the lease to end.
-			if leased, won := ts.share.lease(ctx, t, state); !won {
-				t.mu.Lock()
-				t.probing, probe = false, false
-				if leased.After(t.until) {
-					t.until = leased
-				}
-				t.wake()
-				t.mu.Unlock()
-				continue
-			}
-		}
 		if admitted {
 			if probe && state == stateOpen {
 				ts.tel.TargetCircuitChanges.Add(ctx, 1, attr("state", circuitHalfOpen))
@@ -293,7 +263,7 @@ func (t *target) wake() {
 func (ts *targets) report(ctx context.Context, t *target, probe bool, a attemptResult) string {
 	t.mu.Lock()
 	now := time.Now()
-	before, beforeUntil := t.state, t.until
+	before := t.state
 	answered := a.status != 0
 	switch {
 	case a.class == classAborted || a.class == classFinal && !answered:
@@ -313,19 +283,8 @@ func (ts *targets) report(ctx context.Context, t *target, probe bool, a attemptR
 	if probe {
 		t.wake()
 	}
-	after, until := t.state, t.until
-	moved := after != stateClosed && (after != before || until.After(beforeUntil))
-	if moved {
-		t.changedAt = now
-	}
+	after := t.state
 	t.mu.Unlock()
-	switch {
-	case moved:
-		ts.share.publish(t, after, until, now)
-	case probe && after == stateClosed && before != stateClosed:
-		// Only a probe's answer lifts the others' throttle or circuit.
-		ts.share.publish(t, stateClosed, time.Time{}, now)
-	}
 	switch {
 	case after == stateOpen && (before != stateOpen || probe):
 		ts.tel.TargetCircuitChanges.Add(ctx, 1, attr("state", circuitOpen))
