@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
 )
 
 // Counters of a project's ledger, in records unless said otherwise. The equation the
@@ -302,7 +304,7 @@ func (l *Ledger) update(ctx context.Context, project string, fn func(*doc) bool)
 			l.cmu.Unlock()
 			return nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSeq(err) {
+		if !streams.IsKVConflict(err) {
 			return err
 		}
 		// Another process wrote since: read its version.
@@ -321,11 +323,6 @@ func (d doc) clone() doc {
 	}
 	out.Settled = append([][2]uint64(nil), d.Settled...)
 	return out
-}
-
-func isWrongSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
 // Close flushes and stops.

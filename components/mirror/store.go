@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
 )
 
 // Store writes the mirror. Every write is a KV put acknowledged by JetStream, so when a
@@ -177,7 +179,7 @@ func (s *Store) PutProjectIfNewer(ctx context.Context, p Project) error {
 		if json.Unmarshal(e.Value(), &cur) == nil && cur.Version >= p.Version {
 			return nil
 		}
-		if _, err = s.projects.Update(ctx, p.ID, b, e.Revision()); err == nil || !(isWrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyExists)) {
+		if _, err = s.projects.Update(ctx, p.ID, b, e.Revision()); err == nil || !streams.IsKVConflict(err) {
 			return wrapPut(s.projects, p.ID, err)
 		}
 	}
@@ -189,11 +191,6 @@ func wrapPut(kv jetstream.KeyValue, key string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("mirror put %s/%s: %w", kv.Bucket(), key, unreachable(err))
-}
-
-func isWrongLastSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
 // DeleteProject removes a project's configuration.

@@ -188,6 +188,12 @@ func Current(have, want jetstream.StreamConfig) bool {
 		have.AllowBatchPublish == want.AllowBatchPublish
 }
 
+// IsKVConflict reports whether a KV Create or Update lost a compare-and-set: the key
+// exists, or its revision moved on since it was read. The caller reads again and retries.
+func IsKVConflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || isCode(err, jetstream.JSErrCodeStreamWrongLastSequence)
+}
+
 func isCode(err error, code jetstream.ErrorCode) bool {
 	var e *jetstream.APIError
 	return errors.As(err, &e) && e.ErrorCode == code

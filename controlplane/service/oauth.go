@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -234,7 +235,7 @@ func (s *Service) StartAuthorization(ctx context.Context, issuer string, q url.V
 	if err != nil {
 		return AuthorizeResult{}, err
 	}
-	if redirectURI == "" || !contains(client.RedirectURIs, redirectURI) {
+	if redirectURI == "" || !slices.Contains(client.RedirectURIs, redirectURI) {
 		return AuthorizeResult{}, invalidRequest("redirect_uri must be exactly one of the client's registered redirect URIs")
 	}
 	state := q.Get("state")
@@ -277,15 +278,6 @@ func (s *Service) StartAuthorization(ctx context.Context, issuer string, q url.V
 		return tx.CreateOAuthRequest(ctx, req)
 	})
 	return AuthorizeResult{RequestID: req.ID}, err
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // pkceChars reports whether s is made of RFC 7636's unreserved characters.

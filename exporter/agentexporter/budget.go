@@ -15,6 +15,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/windowstore"
 )
 
@@ -165,7 +166,7 @@ func (b *callBudget) take(ctx context.Context, project string, perMinute, perDay
 			b.cmu.Unlock()
 			return withinBudget, e.Minute, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongLastSequence(err) {
+		if !streams.IsKVConflict(err) {
 			return withinBudget, "", fmt.Errorf("call budget of project %s: %w", project, err)
 		}
 		// Another process counted a call since: read its count and decide again.
@@ -186,11 +187,6 @@ func advance(e budgetEntry, now time.Time) budgetEntry {
 		e.Day, e.D = d, 0
 	}
 	return e
-}
-
-func isWrongLastSequence(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
 // budgetAllows counts c against its project's call budget and says whether it may be

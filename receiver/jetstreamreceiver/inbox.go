@@ -105,18 +105,20 @@ func (in *inbox) holdsLocked(m jetstream.Msg) bool {
 	if err != nil || md.NumDelivered < 2 {
 		return false
 	}
-	held := make([][]jetstream.Msg, 0, len(in.working)+1)
-	for _, b := range in.working {
-		held = append(held, b)
-	}
-	for _, msgs := range append(held, in.queued) {
+	same := func(msgs []jetstream.Msg) bool {
 		for _, h := range msgs {
 			if hm, err := h.Metadata(); err == nil && hm.Sequence.Stream == md.Sequence.Stream {
 				return true
 			}
 		}
+		return false
 	}
-	return false
+	for _, b := range in.working {
+		if same(b) {
+			return true
+		}
+	}
+	return same(in.queued)
 }
 
 // take waits for at least one message and returns up to size, waiting up to linger for
