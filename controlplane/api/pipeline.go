@@ -19,7 +19,9 @@ func pipelineJSON(p store.Project, role string) map[string]any {
 		"max_calls_per_minute": pl.MaxCallsPerMinute, "max_calls_per_day": pl.MaxCallsPerDay,
 		"window_max_bytes": pl.WindowMaxBytes, "window_max_events": pl.WindowMaxEvents,
 	}
-	if role != store.RoleMember {
+	// Only roles that may change the project see its secret: a role added later reads
+	// without it until it is named here.
+	if role == store.RoleOwner || role == store.RoleAdmin {
 		out["signing_secret"] = p.SigningSecret
 	} else if pl.AgentEndpointURL != "" {
 		// An agent URL may carry its credential in the query, as webhook URLs do.

@@ -3,7 +3,6 @@ package api
 import (
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
@@ -11,22 +10,6 @@ import (
 
 // redacted replaces a secret a reader may not see.
 const redacted = "[redacted]"
-
-// secretHeader tells a header that carries a credential: Authorization, cookies, and
-// every name that says token, secret, key, auth, signature, password or session.
-func secretHeader(name string) bool {
-	n := strings.ToLower(name)
-	switch n {
-	case "authorization", "proxy-authorization", "cookie", "set-cookie":
-		return true
-	}
-	for _, w := range []string{"token", "secret", "key", "auth", "signature", "sign", "password", "passwd", "session", "credential", "jwt", "bearer"} {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
-}
 
 // redactURL shows a destination URL without what may be its secret: for chat webhooks
 // (Slack, Discord, Teams) the path is the credential, so only scheme and host remain;
@@ -48,7 +31,9 @@ func redactURL(kind, raw string) string {
 }
 
 // sinkJSON shows a sink to a member of role: owners and admins, who may change it, see
-// it whole; members see it without secret headers and webhook URL secrets.
+// it whole; members see header names only and webhook URLs without their secrets. Every
+// header value is hidden, not those whose name looks secret: X-Pass, X-Access or X-Cert
+// carry credentials as well as Authorization does, and no list of names finds them all.
 func sinkJSON(s store.Sink, role string) map[string]any {
 	c := s.Config
 	hide := role != store.RoleOwner && role != store.RoleAdmin
@@ -62,7 +47,7 @@ func sinkJSON(s store.Sink, role string) map[string]any {
 		out["method"] = c.Method
 		headers := make(map[string]string, len(c.Headers))
 		for k, v := range c.Headers {
-			if hide && secretHeader(k) {
+			if hide {
 				v = redacted
 			}
 			headers[k] = v
