@@ -27,6 +27,9 @@ const (
 	RateLimited          = "rate_limited"
 	Unavailable          = "unavailable"
 	Internal             = "internal"
+	// IdempotencyKeyReused (422): an Idempotency-Key sent again with a different request
+	// than the one it first came with; nothing of the second request is stored.
+	IdempotencyKeyReused = "idempotency_key_reused"
 )
 
 // Error is an API error: a status, a stable code and a message a person can act on.
