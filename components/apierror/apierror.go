@@ -11,22 +11,28 @@ import (
 
 // Codes of the contract (section 2). Each goes with one HTTP status.
 const (
-	InvalidJSON          = "invalid_json"
-	InvalidBody          = "invalid_body"
-	InvalidPipeline      = "invalid_pipeline"
-	MissingAPIKey        = "missing_api_key"
-	InvalidAPIKey        = "invalid_api_key"
-	InvalidToken         = "invalid_token"
-	Forbidden            = "forbidden"
-	NotFound             = "not_found"
-	MethodNotAllowed     = "method_not_allowed"
-	Conflict             = "conflict"
-	PayloadTooLarge      = "payload_too_large"
-	UnsupportedMediaType = "unsupported_media_type"
-	QuotaExceeded        = "quota_exceeded"
-	RateLimited          = "rate_limited"
-	Unavailable          = "unavailable"
-	Internal             = "internal"
+	InvalidJSON      = "invalid_json"
+	InvalidBody      = "invalid_body"
+	InvalidPipeline  = "invalid_pipeline"
+	MissingAPIKey    = "missing_api_key"
+	InvalidAPIKey    = "invalid_api_key"
+	InvalidToken     = "invalid_token"
+	Forbidden        = "forbidden"
+	NotFound         = "not_found"
+	MethodNotAllowed = "method_not_allowed"
+	Conflict         = "conflict"
+	PayloadTooLarge  = "payload_too_large"
+	// RecordTooLargeAfterTransforms (413) is a record a pipeline's transforms grew past
+	// SVC_MAX_RECORD_BYTES: the record's error in a dry run and a delivery's error.
+	RecordTooLargeAfterTransforms = "record_too_large_after_transforms"
+	UnsupportedMediaType          = "unsupported_media_type"
+	QuotaExceeded                 = "quota_exceeded"
+	RateLimited                   = "rate_limited"
+	// ProjectLimitReached (403) refuses a new project to an account that owns as many as
+	// it may (SVC_MAX_PROJECTS_PER_ACCOUNT, or its own from `accounts set-limit`).
+	ProjectLimitReached = "project_limit_reached"
+	Unavailable         = "unavailable"
+	Internal            = "internal"
 	// IdempotencyKeyReused (422): an Idempotency-Key sent again with a different request
 	// than the one it first came with; nothing of the second request is stored.
 	IdempotencyKeyReused = "idempotency_key_reused"
@@ -39,6 +45,9 @@ type Error struct {
 	Code       string
 	Message    string
 	RetryAfter time.Duration
+	// Limit, when positive, is sent as "limit" beside code and message: the number a
+	// client refused for reaching a limit needs without parsing the message.
+	Limit int64
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -53,6 +62,7 @@ type Body struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		Limit   int64  `json:"limit,omitempty"`
 	} `json:"error"`
 }
 
@@ -61,6 +71,7 @@ func Write(w http.ResponseWriter, e *Error) {
 	var b Body
 	b.Error.Code = e.Code
 	b.Error.Message = e.Message
+	b.Error.Limit = e.Limit
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", RetryAfterSeconds(e.RetryAfter))
 	}

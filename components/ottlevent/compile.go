@@ -247,11 +247,24 @@ func (s *Statements) Len() int { return len(s.stmts) }
 // pipeline nor lose the other transforms. The failures come back joined as
 // *EvalError values, for the caller to count and log; r is still usable and
 // r.Changed() says whether to re-encode it.
+//
+// The exception is a statement that makes the record larger than its limit
+// (r.SetMaxBytes): Apply stops there, at the first statement that passes it, and the
+// error is a *TooLargeError (errors.Is ErrRecordTooLarge) in an *EvalError naming that
+// statement. The record must then not be sent.
 func (s *Statements) Apply(ctx context.Context, r *Record) error {
 	var errs []error
 	for i, st := range s.stmts {
-		if _, _, err := st.Execute(ctx, r); err != nil {
+		before := r.writes
+		_, _, err := st.Execute(ctx, r)
+		if err == nil && r.writes != before {
+			err = checkRecord(r)
+		}
+		if err != nil {
 			errs = append(errs, &EvalError{Index: i, Expr: s.texts[i], Err: err})
+			if errors.Is(err, ErrRecordTooLarge) {
+				break
+			}
 		}
 	}
 	return errors.Join(errs...)

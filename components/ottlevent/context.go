@@ -170,6 +170,10 @@ func (p *fieldPath) Get(ctx context.Context, r *Record) (any, error) {
 // It refuses to replace a scalar or list by an object on the way, which would
 // silently destroy data.
 func (p *fieldPath) Set(ctx context.Context, r *Record, val any) error {
+	if err := checkWrite(r, val); err != nil {
+		return err
+	}
+	r.writes++
 	r.changed = true
 	r.unindex()
 	keys := p.keys
@@ -478,20 +482,28 @@ func parseEnum(sym *ottl.EnumSymbol) (*ottl.Enum, error) {
 // record.
 var functions = sync.OnceValue(func() map[string]ottl.Factory[*Record] {
 	fs := ottlfuncs.StandardFuncs[*Record]()
+	fs["Concat"] = newConcatFactory()
+	fs["Format"] = newFormatFactory()
 	for name, f := range fs {
 		if name == "" || name[0] < 'a' || name[0] > 'z' {
-			continue // converters only read
+			// Converters only read, but may make a value larger than the record.
+			fs[name] = boundConverter(name, f)
+			continue
 		}
 		var opts []ottl.FactoryOption[*Record]
 		if f.Experimental() {
 			opts = append(opts, ottl.WithExperimental[*Record]())
+		}
+		create := f.CreateFunction
+		if name == "replace_pattern" || name == "replace_all_patterns" {
+			create = boundReplace(name, create)
 		}
 		fs[name] = ottl.NewFactory(name, f.CreateDefaultArguments(),
 			func(fCtx ottl.FunctionContext, args ottl.Arguments) (ottl.ExprFunc[*Record], error) {
 				if writesSignal(args) {
 					return nil, errSignalReadOnly
 				}
-				return f.CreateFunction(fCtx, args)
+				return create(fCtx, args)
 			}, opts...)
 	}
 	return fs

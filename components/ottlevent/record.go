@@ -23,6 +23,11 @@ type Record struct {
 	m       pcommon.Map
 	signal  string
 	changed bool
+	// writes counts writes (and hand-outs of the map, which an editor may change), so
+	// Apply checks the record's size only after a statement that may have grown it.
+	writes uint64
+	// max is the record's size limit (limits.go); 0 is DefaultMaxRecordBytes.
+	max int
 	// top indexes the top-level fields every trigger reads (see topFields), so that
 	// a path like severity_number costs no search of the record's keys: that search
 	// is the main cost the event context adds over OTTL's log context, which reads
@@ -127,6 +132,7 @@ func (r *Record) Changed() bool { return r.changed }
 
 // Map returns the record's map. Writes through it are not tracked by Changed.
 func (r *Record) Map() pcommon.Map {
+	r.writes++
 	r.unindex()
 	return r.m
 }
