@@ -1,0 +1,67 @@
+package usage
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+)
+
+// A request id takes a few distinct results, an agent's retry of one of them is free, and
+// unmatched results share a per-project hourly allowance whose refusal says when it
+// resets; a failed store gives an unmatched charge back. Two limiters (two receivers)
+// share the counts.
+func TestResultAllowances(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	ctx := context.Background()
+	limits := ResultLimits{PerRequestID: 2, UnmatchedPerHour: 3}
+	a, err := OpenResultLimiter(ctx, js, limits, time.Hour, 1)
+	require.NoError(t, err)
+	b, err := OpenResultLimiter(ctx, js, limits, time.Hour, 1)
+	require.NoError(t, err)
+	at := time.Date(2026, 11, 26, 15, 40, 0, 0, time.UTC)
+	a.now, b.now = func() time.Time { return at }, func() time.Time { return at }
+
+	_, err = a.Admit(ctx, "p1", "req_1", true, []byte(`"first"`))
+	require.NoError(t, err)
+	_, err = b.Admit(ctx, "p1", "req_1", true, []byte(`"first"`))
+	require.NoError(t, err, "the same result again is a retry, not another result")
+	_, err = b.Admit(ctx, "p1", "req_1", true, []byte(`"second"`))
+	require.NoError(t, err)
+	_, err = a.Admit(ctx, "p1", "req_1", true, []byte(`"third"`))
+	var le *ResultLimitError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, LimitPerRequestID, le.Limit)
+	assert.Zero(t, le.RetryAfter, "more results for this call can never pass")
+	assert.Contains(t, err.Error(), "per_request_id, 2")
+	_, err = a.Admit(ctx, "p2", "req_1", true, []byte(`"third"`))
+	assert.NoError(t, err, "per project")
+
+	var releases []func()
+	for i := 0; i < 3; i++ {
+		l := []*ResultLimiter{a, b}[i%2]
+		release, err := l.Admit(ctx, "p1", "made-up", false, []byte(`1`))
+		require.NoError(t, err, i)
+		releases = append(releases, release)
+	}
+	_, err = b.Admit(ctx, "p1", "made-up", false, []byte(`1`))
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, LimitUnmatched, le.Limit)
+	assert.Equal(t, 20*time.Minute, le.RetryAfter, "until the next hour")
+	assert.Contains(t, err.Error(), "unmatched_per_hour, 3")
+
+	releases[0]() // that result was not stored after all
+	_, err = a.Admit(ctx, "p1", "made-up", false, []byte(`1`))
+	assert.NoError(t, err, "a refunded charge is free again")
+
+	at = at.Add(time.Hour)
+	_, err = a.Admit(ctx, "p1", "made-up", false, []byte(`1`))
+	assert.NoError(t, err, "a new hour")
+	assert.False(t, errors.As(err, &le))
+}
