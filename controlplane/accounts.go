@@ -31,11 +31,16 @@ const (
 
 const accountsUsage = `usage:
   controlplane                                  serve the API (settings from the environment)
-  controlplane accounts set-limit <email> <n>   give an account its own monthly event limit
+  controlplane accounts set-limit <email> <n> [--projects <p>]
+  controlplane accounts set-limit <email> --projects <p>
+                                                give an account its own monthly event limit <n>
                                                 (0 = unlimited, "default" = SVC_FREE_TIER_EVENTS again)
-  controlplane accounts list                    every account: limit and this month's events
+                                                and/or its own number of projects <p> it may own
+                                                (0 = no limit, "default" = SVC_MAX_PROJECTS_PER_ACCOUNT)
+  controlplane accounts list                    every account: limits, projects and this month's events
 The accounts commands use the server's settings (DATABASE_URL or SVC_DATA_DIR, NATS_URL,
-SVC_FREE_TIER_EVENTS, SVC_MIRROR_REPLICAS). Exit status: 0 done, 1 failed, 2 wrong usage.
+SVC_FREE_TIER_EVENTS, SVC_MAX_PROJECTS_PER_ACCOUNT, SVC_MIRROR_REPLICAS). Exit status: 0 done,
+1 failed, 2 wrong usage.
 `
 
 // accounts runs `controlplane accounts ...` for operators: limits live in the usage
@@ -52,23 +57,57 @@ func accounts(args []string, stdout, stderr io.Writer) int {
 	}
 	var email string
 	var limit int64
-	useDefault := false
+	// setEvents and setProjects say what set-limit changes; a nil projects is "default".
+	setEvents, useDefault := false, false
+	setProjects := false
+	var projects *int64
 	switch args[0] {
 	case "set-limit":
-		if len(args) != 3 {
-			return usageErr("set-limit takes an email and a number: set-limit ops@example.com 50000")
+		rest := args[1:]
+		for i := 0; i < len(rest); i++ {
+			if rest[i] != "--projects" && !strings.HasPrefix(rest[i], "--projects=") {
+				continue
+			}
+			v, ok := strings.CutPrefix(rest[i], "--projects=")
+			n := 1
+			if !ok {
+				if i+1 >= len(rest) {
+					return usageErr("--projects takes a number: --projects 25")
+				}
+				v, n = rest[i+1], 2
+			}
+			if setProjects {
+				return usageErr("--projects is given twice")
+			}
+			setProjects = true
+			if v != "default" {
+				p, err := strconv.ParseInt(strings.ReplaceAll(v, "_", ""), 10, 64)
+				if err != nil || p < 0 {
+					return usageErr("the project limit must be a whole number, 0 (no limit) or \"default\"; got %q", v)
+				}
+				projects = &p
+			}
+			rest = append(rest[:i:i], rest[i+n:]...)
+			i--
+		}
+		if len(rest) < 1 || len(rest) > 2 || (len(rest) == 1 && !setProjects) {
+			return usageErr("set-limit takes an email and a number, and or --projects: set-limit ops@example.com 50000 --projects 25")
 		}
 		var ok bool
-		if email, ok = service.NormalizeEmail(args[1]); !ok {
-			return usageErr("%q is not an email address", args[1])
+		if email, ok = service.NormalizeEmail(rest[0]); !ok {
+			return usageErr("%q is not an email address", rest[0])
 		}
-		if args[2] == "default" {
+		if len(rest) == 1 {
+			break
+		}
+		setEvents = true
+		if rest[1] == "default" {
 			useDefault = true
 			break
 		}
-		n, err := strconv.ParseInt(strings.ReplaceAll(args[2], "_", ""), 10, 64)
+		n, err := strconv.ParseInt(strings.ReplaceAll(rest[1], "_", ""), 10, 64)
 		if err != nil || n < 0 {
-			return usageErr("the limit must be a whole number of events per month, 0 (unlimited) or \"default\"; got %q", args[2])
+			return usageErr("the limit must be a whole number of events per month, 0 (unlimited) or \"default\"; got %q", rest[1])
 		}
 		limit = n
 	case "list":
@@ -85,6 +124,10 @@ func accounts(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	defProjects, err := maxProjectsPerAccount()
+	if err != nil {
+		return usageErr("%v", err)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -96,6 +139,10 @@ func accounts(args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	defer db.Close()
+	if args[0] == "set-limit" && !setEvents {
+		// The project limit lives in the database alone: no NATS needed.
+		return setProjectLimit(ctx, db, email, projects, defProjects, stdout, stderr)
+	}
 	natsURL := env("NATS_URL", defaultNATSURL)
 	// No reconnect loop: an operator at a terminal wants the failure, not a wait.
 	nc, err := nats.Connect(natsURL, nats.Name("otelcol-svc controlplane accounts"), nats.Timeout(5*time.Second))
@@ -117,7 +164,7 @@ func accounts(args []string, stdout, stderr io.Writer) int {
 	}
 
 	if args[0] == "list" {
-		if err := listAccounts(ctx, db, rd, def, stdout); err != nil {
+		if err := listAccounts(ctx, db, rd, def, defProjects, stdout); err != nil {
 			fmt.Fprintf(stderr, "%s list: %v\n", accountsCmd, err)
 			return exitFailed
 		}
@@ -154,7 +201,60 @@ func accounts(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s: limit %s (was %s); every receiver applies it within a second\n",
 		email, limitText(limit, !useDefault, def), before)
+	if setProjects {
+		return setProjectLimit(ctx, db, email, projects, defProjects, stdout, stderr)
+	}
 	return exitOK
+}
+
+// setProjectLimit gives the account of email its own project limit (nil: the default
+// again). Projects it owns beyond a lowered limit stay; it creates no more until under it.
+func setProjectLimit(ctx context.Context, db *store.Store, email string, limit *int64, def int64, stdout, stderr io.Writer) int {
+	var was, now int64
+	var wasOwn bool
+	var owned int64
+	err := db.InTx(ctx, func(tx *store.Tx) error {
+		u, err := tx.UserByEmail(ctx, email)
+		if err != nil {
+			return err
+		}
+		if was, wasOwn, err = tx.ProjectLimit(ctx, u.ID, def); err != nil {
+			return err
+		}
+		if err := tx.SetProjectLimit(ctx, u.ID, limit); err != nil {
+			return err
+		}
+		if now, _, err = tx.ProjectLimit(ctx, u.ID, def); err != nil {
+			return err
+		}
+		owned, err = tx.OwnedProjects(ctx, u.ID)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		fmt.Fprintf(stderr, "%s set-limit: no account with the email %s (`%s list` shows them)\n", accountsCmd, email, accountsCmd)
+		return exitFailed
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s set-limit: the database: %v\n", accountsCmd, err)
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "%s: project limit %s (was %s); it owns %d\n", email,
+		projectLimitText(now, limit != nil, def), projectLimitText(was, wasOwn, def), owned)
+	return exitOK
+}
+
+// projectLimitText shows an account's project limit as limitText shows its event limit.
+func projectLimitText(n int64, own bool, def int64) string {
+	show := func(n int64) string {
+		if n <= 0 {
+			return "none"
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	if !own {
+		return "default (" + show(def) + ")"
+	}
+	return show(n)
 }
 
 // limitText shows an account's limit: its own, or the default's with the word default.
@@ -171,13 +271,31 @@ func limitText(n int64, own bool, def int64) string {
 	return show(n)
 }
 
-// listAccounts prints every account by email with its limit and this month's events.
-func listAccounts(ctx context.Context, db *store.Store, rd *usage.Reader, def int64, w io.Writer) error {
-	var users []store.User
+// listAccounts prints every account by email with its limits, projects and this month's
+// events.
+func listAccounts(ctx context.Context, db *store.Store, rd *usage.Reader, def, defProjects int64, w io.Writer) error {
+	type row struct {
+		u            store.User
+		limit, owned int64
+		ownLimit     bool
+	}
+	var rows []row
 	err := db.InTx(ctx, func(tx *store.Tx) error {
-		var err error
-		users, err = tx.AllUsers(ctx)
-		return err
+		users, err := tx.AllUsers(ctx)
+		if err != nil {
+			return err
+		}
+		for _, u := range users {
+			r := row{u: u}
+			if r.limit, r.ownLimit, err = tx.ProjectLimit(ctx, u.ID, defProjects); err != nil {
+				return err
+			}
+			if r.owned, err = tx.OwnedProjects(ctx, u.ID); err != nil {
+				return err
+			}
+			rows = append(rows, r)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("the database: %w", err)
@@ -188,14 +306,14 @@ func listAccounts(ctx context.Context, db *store.Store, rd *usage.Reader, def in
 	}
 	now := time.Now()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "EMAIL\tLIMIT\tEVENTS %s\n", usage.Month(now))
-	for _, u := range users {
-		n, ok := own[u.ID]
-		a, err := rd.Account(ctx, u.ID, now)
+	fmt.Fprintf(tw, "EMAIL\tLIMIT\tEVENTS %s\tPROJECTS\tPROJECT LIMIT\n", usage.Month(now))
+	for _, r := range rows {
+		n, ok := own[r.u.ID]
+		a, err := rd.Account(ctx, r.u.ID, now)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\n", u.Email, limitText(n, ok, def), a.Events)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", r.u.Email, limitText(n, ok, def), a.Events, r.owned, projectLimitText(r.limit, r.ownLimit, defProjects))
 	}
 	return tw.Flush()
 }

@@ -113,6 +113,10 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	m := &mirrorConn{nc: nc, replicas: replicas, freeTier: freeTier}
+	maxProjects, err := maxProjectsPerAccount()
+	if err != nil {
+		return err
+	}
 
 	receiverURL, err := publicURL(env("SVC_PUBLIC_RECEIVER_URL", "http://localhost:4318"))
 	if err != nil {
@@ -135,7 +139,7 @@ func run(logger *slog.Logger) error {
 	}
 	var synced atomic.Bool
 	svc := &service.Service{Store: db, Logger: logger, Mirror: m.get, ReceiverURL: receiverURL, ConsoleKey: consoleKey,
-		StreamLimits: limits, OutboundAllow: outboundAllow, Usage: m.usage,
+		StreamLimits: limits, OutboundAllow: outboundAllow, Usage: m.usage, MaxProjects: maxProjects,
 		CheckPipeline: func(ctx context.Context, p mirror.Pipeline) (validation.Result, error) {
 			return validation.Check(ctx, nc, p)
 		}}
@@ -267,6 +271,21 @@ func freeTierEvents() (int64, error) {
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("SVC_FREE_TIER_EVENTS: want 0 (unlimited) or a number of events per month, got %q", v)
+	}
+	return n, nil
+}
+
+// defaultMaxProjects is the free tier's number of projects an account may own: enough
+// for a team's environments, few enough that one signup cannot fill the service's
+// stream store.
+const defaultMaxProjects = 10
+
+// maxProjectsPerAccount is SVC_MAX_PROJECTS_PER_ACCOUNT (0: no limit).
+func maxProjectsPerAccount() (int64, error) {
+	v := env("SVC_MAX_PROJECTS_PER_ACCOUNT", strconv.Itoa(defaultMaxProjects))
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("SVC_MAX_PROJECTS_PER_ACCOUNT: want 0 (no limit) or a number of projects, got %q", v)
 	}
 	return n, nil
 }

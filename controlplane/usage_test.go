@@ -221,9 +221,9 @@ func TestAccountsSetLimitAndList(t *testing.T) {
 	require.Eventually(t, func() bool {
 		out, code := accountsCLI(t, s, "list")
 		listed = out
-		return code == 0 && listedRow(out, "blocked@example.com") == "blocked@example.com 150 120"
+		return code == 0 && listedRow(out, "blocked@example.com") == "blocked@example.com 150 120 1 default (10)"
 	}, 5*time.Second, 100*time.Millisecond, "list never showed the new limit and 120 events:\n%s", listed)
-	assert.Equal(t, "quiet@example.com default (100) 0", listedRow(listed, "quiet@example.com"))
+	assert.Equal(t, "quiet@example.com default (100) 0 0 default (10)", listedRow(listed, "quiet@example.com"))
 	assert.Contains(t, listed, "EVENTS "+usage.Month(time.Now()))
 
 	// Back to the default: the account is blocked again (120 > 100).
@@ -232,7 +232,7 @@ func TestAccountsSetLimitAndList(t *testing.T) {
 	assert.Contains(t, out, "limit default (100) (was 150)")
 	require.Eventually(t, func() bool { return m1.Limit(ownerID) == limit }, time.Second, 5*time.Millisecond)
 	out, _ = accountsCLI(t, s, "list")
-	assert.Equal(t, "blocked@example.com default (100) 120", listedRow(out, "blocked@example.com"))
+	assert.Equal(t, "blocked@example.com default (100) 120 1 default (10)", listedRow(out, "blocked@example.com"))
 
 	for _, c := range []struct {
 		args []string
@@ -244,6 +244,9 @@ func TestAccountsSetLimitAndList(t *testing.T) {
 		{[]string{"set-limit", "blocked@example.com", "lots"}, 2, `got "lots"`},
 		{[]string{"set-limit", "blocked@example.com"}, 2, "set-limit takes an email and a number"},
 		{[]string{"set-limit", "not-an-email", "10"}, 2, `"not-an-email" is not an email address`},
+		{[]string{"set-limit", "blocked@example.com", "--projects"}, 2, "--projects takes a number"},
+		{[]string{"set-limit", "blocked@example.com", "--projects", "-1"}, 2, `got "-1"`},
+		{[]string{"set-limit", "nobody@example.com", "--projects", "3"}, 1, "no account with the email nobody@example.com"},
 		{[]string{"remove"}, 2, `unknown command "remove"`},
 		{nil, 2, "name a command"},
 	} {

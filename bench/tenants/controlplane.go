@@ -38,6 +38,8 @@ func controlPlane(r *benchkit.Runner, natsBin string, n, conc int, timeout time.
 	cp := testenv.StartControlPlane(r, map[string]string{
 		"NATS_URL": e.nats.url(), "DATABASE_URL": testenv.PostgresURL(r), "SVC_DATA_DIR": r.TempDir(),
 		"SVC_JWT_SECRET": hex.EncodeToString(secret), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8",
+		// One account creates every tenant, past the free tier's project limit.
+		"SVC_MAX_PROJECTS_PER_ACCOUNT": "0",
 	})
 	// testenv builds the binary once per process into a directory of its own, ours to remove.
 	bin := testenv.BuildPackage(r, "./controlplane")

@@ -25,7 +25,9 @@ import (
 func TestHundredProjectsOnTheEmbeddedDefault(t *testing.T) {
 	const projects = 100
 	col := startEmbedded(t, nil)
-	cp := testenv.StartControlPlane(t, map[string]string{"NATS_URL": col.col.EmbeddedNATSURL(), "SVC_DATA_DIR": t.TempDir(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8"})
+	// One account owns them all, past the free tier's project limit.
+	cp := testenv.StartControlPlane(t, map[string]string{"NATS_URL": col.col.EmbeddedNATSURL(), "SVC_DATA_DIR": t.TempDir(),
+		"SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_MAX_PROJECTS_PER_ACCOUNT": "0"})
 
 	var mu sync.Mutex
 	keys := map[string]string{} // project number -> API key

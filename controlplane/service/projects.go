@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/mail"
 	"strings"
@@ -64,7 +65,11 @@ func (s *Service) CreateProject(ctx context.Context, userID string, name *string
 	p := store.Project{ID: NewID("p_"), Name: n, OwnerID: userID, Pipeline: WithDefaults(mirror.Pipeline{}),
 		SigningSecret: webhooksig.NewSecret(), Version: 1, CreatedAt: now, UpdatedAt: now}
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
-		if err := tx.CreateProject(ctx, p); err != nil {
+		if err := tx.CreateOwnedProject(ctx, p, s.MaxProjects); err != nil {
+			var le *store.ProjectLimitError
+			if errors.As(err, &le) {
+				return ProjectLimitReached(le.Limit)
+			}
 			return err
 		}
 		// The streams exist before anyone is told the project does: a project whose
@@ -76,10 +81,25 @@ func (s *Service) CreateProject(ctx context.Context, userID string, name *string
 		return ms.PutProject(ctx, mirrorProject(p, nil, map[string]store.Grant{p.OwnerID: {Since: p.CreatedAt.UnixMilli(), Role: store.RoleOwner}}))
 	})
 	if err != nil {
-		s.deleteStreams(ctx, p.ID)
+		if !isProjectLimit(err) { // refused before any stream was made
+			s.deleteStreams(ctx, p.ID)
+		}
 		return store.Project{}, err
 	}
 	return p, nil
+}
+
+// ProjectLimitReached refuses a project to an account that owns limit of them already.
+func ProjectLimitReached(limit int64) *apierror.Error {
+	e := apierror.New(http.StatusForbidden, apierror.ProjectLimitReached, fmt.Sprintf(
+		"your account has reached its limit of %d projects; delete one you no longer use, or ask the operator to raise the limit", limit))
+	e.Limit = limit
+	return e
+}
+
+func isProjectLimit(err error) bool {
+	var ae *apierror.Error
+	return errors.As(err, &ae) && ae.Code == apierror.ProjectLimitReached
 }
 
 // createStreams creates a new project's raw and output streams. Their per-project byte

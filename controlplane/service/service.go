@@ -53,6 +53,9 @@ type Service struct {
 	Usage func(ctx context.Context) (*usage.Reader, error)
 	// Now is the calendar clock of usage answers (time.Now when nil).
 	Now func() time.Time
+	// MaxProjects is how many projects an account may own unless the operator gave it
+	// its own limit (SVC_MAX_PROJECTS_PER_ACCOUNT; 0: no limit).
+	MaxProjects int64
 	// PruneGrace spares mirror entries written this recently when a publish prunes what
 	// the database does not know (resync.go); SVC_MIRROR_PRUNE_GRACE, 1m.
 	PruneGrace time.Duration

@@ -152,4 +152,8 @@ var migrations = []string{
 	);
 	CREATE INDEX oauth_tokens_grant ON oauth_tokens(grant_id);
 	CREATE INDEX oauth_tokens_expires ON oauth_tokens(expires_at)`,
+	// 7: an account's own limit on the projects it owns (NULL: the deployment's
+	// SVC_MAX_PROJECTS_PER_ACCOUNT), set by the operator with `accounts set-limit`.
+	`ALTER TABLE users ADD COLUMN max_projects BIGINT;
+	CREATE INDEX projects_owner ON projects(owner_id)`,
 }
