@@ -28,6 +28,9 @@ const (
 	UnsupportedMediaType          = "unsupported_media_type"
 	QuotaExceeded                 = "quota_exceeded"
 	RateLimited                   = "rate_limited"
+	// ResultsLimitExceeded (429) refuses an agent result past one of its project's
+	// allowances: results per request id, unmatched results per hour, results storage.
+	ResultsLimitExceeded = "results_limit_exceeded"
 	// ProjectLimitReached (403) refuses a new project to an account that owns as many as
 	// it may (SVC_MAX_PROJECTS_PER_ACCOUNT, or its own from `accounts set-limit`).
 	ProjectLimitReached = "project_limit_reached"
