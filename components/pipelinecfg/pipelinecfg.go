@@ -21,6 +21,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/components/validation"
 )
 
 // Compiled is a project's pipeline, ready to run. Safe for concurrent use.
@@ -84,6 +85,9 @@ func Compile(p mirror.Pipeline) (*Compiled, error) {
 	}
 	if err := c.guardrails(p); err != nil {
 		return nil, err
+	}
+	if res, ok := validation.CheckLimits(p); !ok {
+		return nil, &FieldError{res.Field, errors.New(res.Message)}
 	}
 	var err error
 	if c.Trigger, err = ottlevent.CompileCondition(p.Trigger, settings); err != nil {

@@ -43,6 +43,38 @@ type Result struct {
 	Message string `json:"message,omitempty"`
 }
 
+// Limits of a pipeline's expressions. Each statement runs on every matching record in
+// a process shared by every project, so their number and length are bounded where the
+// pipeline is saved (the control plane, CheckLimits) and where it is compiled (the data
+// plane, pipelinecfg.Compile, which also answers the control plane's Check). 100
+// statements and 4,096 bytes an expression are many times what a readable pipeline
+// uses; a longer one is almost surely generated, or an attack.
+const (
+	MaxStatements      = 100
+	MaxExpressionBytes = 4096
+)
+
+// CheckLimits refuses a pipeline past the limits, naming the field as a 400
+// invalid_pipeline does, before anything is compiled or sent.
+func CheckLimits(p mirror.Pipeline) (Result, bool) {
+	if n := len(p.Transforms); n > MaxStatements {
+		return Result{Field: "transforms", Message: fmt.Sprintf("%d statements; a pipeline has at most %d", n, MaxStatements)}, false
+	}
+	for i, s := range p.Transforms {
+		if len(s) > MaxExpressionBytes {
+			return Result{Field: "transforms", Message: fmt.Sprintf("statement %d is %d bytes long; an expression has at most %d", i, len(s), MaxExpressionBytes)}, false
+		}
+	}
+	for _, e := range []struct{ field, expr string }{
+		{"trigger", p.Trigger}, {"context_filter", p.ContextFilter}, {"group_key", p.GroupKey}, {"dedup_key", p.DedupKey},
+	} {
+		if len(e.expr) > MaxExpressionBytes {
+			return Result{Field: e.field, Message: fmt.Sprintf("%d bytes long; an expression has at most %d", len(e.expr), MaxExpressionBytes)}, false
+		}
+	}
+	return Result{OK: true}, true
+}
+
 // ErrUnavailable is returned when no data-plane process answered in time (none is
 // running, or NATS is away): the pipeline could not be checked, so it must not be saved.
 var ErrUnavailable = errors.New("no data-plane process answered the pipeline check")
@@ -50,6 +82,10 @@ var ErrUnavailable = errors.New("no data-plane process answered the pipeline che
 // Check asks any one running data-plane process (the micro service's queue group) to
 // compile p. An error other than ErrUnavailable is a protocol failure.
 func Check(ctx context.Context, nc *nats.Conn, p mirror.Pipeline) (Result, error) {
+	// Refused here without asking: such a pipeline may not even fit in a NATS message.
+	if res, ok := CheckLimits(p); !ok {
+		return res, nil
+	}
 	var res Result
 	body, err := json.Marshal(p)
 	if err != nil {

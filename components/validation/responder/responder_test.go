@@ -20,12 +20,20 @@ func TestCheckOverNATS(t *testing.T) {
 	// No collector running: the control plane must hear "unavailable", not "valid".
 	_, err := validation.Check(ctx, nc, mirror.Pipeline{Trigger: `status == "x"`})
 	require.ErrorIs(t, err, validation.ErrUnavailable)
+	// Past the statement and length limits (issue 22) it is refused without asking: such
+	// a pipeline may not even fit in a NATS message.
+	res, err := validation.Check(ctx, nc, mirror.Pipeline{Transforms: make([]string, validation.MaxStatements+1)})
+	require.NoError(t, err)
+	assert.Equal(t, validation.Result{Field: "transforms", Message: "101 statements; a pipeline has at most 100"}, res)
+	res, err = validation.Check(ctx, nc, mirror.Pipeline{GroupKey: string(make([]byte, 2<<20))})
+	require.NoError(t, err)
+	assert.Equal(t, "group_key", res.Field)
 
 	svc, err := Start(nc)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = svc.Stop() })
 
-	res, err := validation.Check(ctx, nc, mirror.Pipeline{Trigger: `severity_number >= 17`, GroupKey: "traceId"})
+	res, err = validation.Check(ctx, nc, mirror.Pipeline{Trigger: `severity_number >= 17`, GroupKey: "traceId"})
 	require.NoError(t, err)
 	assert.Equal(t, validation.Result{OK: true}, res)
 
