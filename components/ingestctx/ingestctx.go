@@ -30,6 +30,11 @@ type Info struct {
 	// source the receiver scopes it to the source ("src:<source id>:<key>"), as dedup is
 	// per project stream and sources number their deliveries independently.
 	IdempotencyKey string
+	// RequestDigest identifies the request that carried IdempotencyKey (its surface, the
+	// headers that shape its records, its body): the exporter binds the key to it, so the
+	// same key with another request is refused (Throttled, 422 idempotency_key_reused)
+	// instead of being answered "accepted" while its records are dropped as duplicates.
+	RequestDigest string
 	// Output sends the records to the project's output stream (agent results) instead of
 	// its raw stream; each record is then one result, with RequestID in Svc-Request-Id.
 	Output    bool

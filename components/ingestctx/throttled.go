@@ -11,7 +11,8 @@ import (
 )
 
 // Throttled is the exporter's refusal of a whole request over its account's monthly
-// quota or its project's ingest rate: nothing of it was stored. It is the other half of
+// quota or its project's ingest rate, or (422, without RetryAfter) of a request whose
+// Idempotency-Key came first with another request: nothing of it was stored. It is the other half of
 // the coupling between the exporter and the receivers: the ingest receiver answers it
 // with Status, Code and Retry-After; the stock OTLP/gRPC receiver passes GRPCStatus on
 // (it uses status.FromError), which is RESOURCE_EXHAUSTED with a RetryInfo, the only

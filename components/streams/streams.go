@@ -150,6 +150,9 @@ func EnsureInfo(ctx context.Context, js jetstream.JetStream, cfg jetstream.Strea
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("create stream %s: %w", cfg.Name, err)
 	}
+	if err == nil {
+		keepFlags(existing.CachedInfo().Config, &cfg)
+	}
 	s, err := js.CreateOrUpdateStream(ctx, cfg)
 	// nats-server removes a deleted stream's files after answering the delete; a create
 	// of the same name meanwhile fails with "error creating store for stream" (10049)
@@ -171,6 +174,7 @@ func EnsureInfo(ctx context.Context, js jetstream.JetStream, cfg jetstream.Strea
 	}
 	if !Current(again.CachedInfo().Config, cfg) {
 		// Created by the other with other settings: bring them to ours once.
+		keepFlags(again.CachedInfo().Config, &cfg)
 		if updated, err := js.UpdateStream(ctx, cfg); err == nil {
 			return updated.CachedInfo(), nil
 		}
@@ -179,13 +183,23 @@ func EnsureInfo(ctx context.Context, js jetstream.JetStream, cfg jetstream.Strea
 }
 
 // Current reports whether a stream's configuration on the server already has what want
-// sets (the fields this package's configurations set; others are the server's).
+// sets (the fields this package's configurations set; others are the server's). The batch
+// publishing flags are wanted or not cared about, never wanted off: a stream that takes
+// batches takes single publishes too, and receivers in different publish modes must not
+// switch each other's flag off (nats-server drops a stream's open batches when it is).
 func Current(have, want jetstream.StreamConfig) bool {
 	return slices.Equal(have.Subjects, want.Subjects) && have.Storage == want.Storage &&
 		have.Retention == want.Retention && have.Discard == want.Discard &&
 		have.MaxAge == want.MaxAge && have.MaxBytes == want.MaxBytes &&
 		max(have.Replicas, 1) == max(want.Replicas, 1) && have.Duplicates == want.Duplicates &&
-		have.AllowBatchPublish == want.AllowBatchPublish
+		(have.AllowBatchPublish || !want.AllowBatchPublish) &&
+		(have.AllowAtomicPublish || !want.AllowAtomicPublish)
+}
+
+// keepFlags carries the batch publishing flags of an existing stream into an update.
+func keepFlags(have jetstream.StreamConfig, want *jetstream.StreamConfig) {
+	want.AllowBatchPublish = want.AllowBatchPublish || have.AllowBatchPublish
+	want.AllowAtomicPublish = want.AllowAtomicPublish || have.AllowAtomicPublish
 }
 
 // IsKVConflict reports whether a KV Create or Update lost a compare-and-set: the key

@@ -26,7 +26,10 @@ type Config struct {
 	MaxPending int `mapstructure:"max_pending"`
 	// Publish is how a request's records are published: PublishAsync (one async publish
 	// and one ack per record) or PublishFastBatch (the request's records as one JetStream
-	// fast batch, acknowledged as a whole; nats-server 2.14 or later). Either way the
+	// fast batch, acknowledged as a whole; nats-server 2.14 or later) or
+	// PublishAtomicBatch (the request's records as JetStream atomic batches of up to 1000:
+	// each stored whole or not at all, so a failed or unanswered request leaves nothing
+	// half-stored for a retry to duplicate; nats-server 2.12 or later). Either way the
 	// request is answered only once every record is stored.
 	Publish string `mapstructure:"publish"`
 	// MaxRecordBytes is the largest record (one NATS message body) the exporter publishes.
@@ -89,6 +92,8 @@ func (c *UsageConfig) Validate() error {
 const (
 	PublishAsync     = "async"
 	PublishFastBatch = "fast_batch"
+	// PublishAtomicBatch: see Config.Publish and internal/atomicbatch.
+	PublishAtomicBatch = "atomic_batch"
 )
 
 // Validate checks the configuration.
@@ -113,9 +118,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("usage: %w", err))
 	}
 	switch c.Publish {
-	case PublishAsync, PublishFastBatch:
+	case PublishAsync, PublishFastBatch, PublishAtomicBatch:
 	default:
-		errs = append(errs, fmt.Errorf("publish must be %q or %q, got %q", PublishAsync, PublishFastBatch, c.Publish))
+		errs = append(errs, fmt.Errorf("publish must be %q, %q or %q, got %q", PublishAsync, PublishFastBatch, PublishAtomicBatch, c.Publish))
 	}
 	return errors.Join(errs...)
 }

@@ -57,7 +57,7 @@ func TestLoadConfig(t *testing.T) {
 			"replicas must be between 1 and 5",
 			"duplicate_window must not exceed max_age",
 			"publish_timeout must be positive",
-			`publish must be "async" or "fast_batch", got "sync"`,
+			`publish must be "async", "fast_batch" or "atomic_batch", got "sync"`,
 			"max_record_bytes must be positive",
 			"usage: free_tier_events must be 0 (unlimited) or more, got -1",
 			"rate_limit.per_second must be 0 (off) or more, got -5",

@@ -28,6 +28,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/components/usage"
+	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/atomicbatch"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/fastbatch"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/metadata"
 )
@@ -48,9 +49,13 @@ type jsExporter struct {
 	js jetstream.JetStream
 	// fast publishes fast batches; nil unless cfg.Publish is PublishFastBatch.
 	fast *fastbatch.Publisher
+	// atomic publishes atomic batches; nil unless cfg.Publish is PublishAtomicBatch.
+	atomic *atomicbatch.Publisher
+	// idem binds Idempotency-Keys to their request (idempotency.go).
+	idem idempotency
 
 	// ensured remembers the projects whose stream this process has created or checked,
-	// and whether that stream takes fast batches (a bool).
+	// and whether that stream takes the batches of the publish mode (a bool).
 	ensured sync.Map
 	// storage holds each project to its byte limit (storage.go).
 	storage *storageGuard
@@ -79,6 +84,12 @@ func (e *jsExporter) Start(_ context.Context, host component.Host) error {
 	}
 	if e.cfg.Publish == PublishFastBatch {
 		if e.fast, err = fastbatch.New(nc, e.cfg.PublishTimeout); err != nil {
+			nc.Close()
+			return err
+		}
+	}
+	if e.cfg.Publish == PublishAtomicBatch {
+		if e.atomic, err = atomicbatch.New(nc); err != nil {
 			nc.Close()
 			return err
 		}
@@ -179,6 +190,11 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 	if err := e.storage.admit(cfg.Name); err != nil {
 		return err
 	}
+	if info.IdempotencyKey != "" && info.RequestDigest != "" && !info.Output {
+		if err := e.bindKey(ctx, p.ProjectID, info); err != nil {
+			return err
+		}
+	}
 	// Raw records count against the account's month and the project's rate; agent
 	// results (and usage notices) never do. Counted before publishing, so that two
 	// receivers cannot both take the account's last records; settle then gives back
@@ -273,6 +289,9 @@ func (e *jsExporter) recordLimit() int {
 func (e *jsExporter) publishTo(ctx context.Context, projectID string, cfg jetstream.StreamConfig, fast bool, n int, info ingestctx.Info, walk func(emitFunc) error) (int, error) {
 	header := headers(info, n)
 	keyed := info.IdempotencyKey != "" && !info.Output
+	if e.atomic != nil && fast && n >= 2 {
+		return e.publishAtomic(ctx, projectID, cfg.Name, cfg.Subjects[0], n, header, keyed, walk)
+	}
 	// One record is one message either way; a batch would add an end message and an ack.
 	// A request with an Idempotency-Key goes async too: a fast batch's ack counts a
 	// duplicate like a stored record (nats-server 2.15 skips it silently), so only
@@ -288,9 +307,9 @@ func (e *jsExporter) publishTo(ctx context.Context, projectID string, cfg jetstr
 			return n, nil
 		}
 		// The server refused the batch before storing any of it: too many batches are in
-		// flight on the stream, or batch publishing was switched off on it (by an exporter
-		// in async mode, which updates the stream without the flag; the next request
-		// sets it again). This request goes the async way.
+		// flight on the stream, or batch publishing was switched off on it (by hand: the
+		// exporters leave the flag as they find it, streams.Current; the next request sets
+		// it again). This request goes the async way.
 		e.logger.Debug("fast batch refused, publishing asynchronously", zap.String("project_id", projectID), zap.Error(err))
 		if fe.API != nil && fe.API.ErrorCode == fastbatch.ErrCodeBatchPublishDisabled {
 			e.ensured.Delete(cfg.Name)
@@ -468,6 +487,7 @@ func (e *jsExporter) ensureStream(ctx context.Context, cfg jetstream.StreamConfi
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.PublishTimeout)
 	defer cancel()
 	cfg.AllowBatchPublish = e.fast != nil
+	cfg.AllowAtomicPublish = e.atomic != nil
 	si, err := streams.EnsureInfo(cctx, e.js, cfg)
 	if err != nil {
 		if streams.IsStorageFull(err) {
@@ -487,6 +507,11 @@ func (e *jsExporter) ensureStream(ctx context.Context, cfg jetstream.StreamConfi
 	if e.fast != nil {
 		if fast = si.Config.AllowBatchPublish; !fast {
 			e.logger.Warn("the stream does not take fast batches (nats-server 2.14 or later is needed); publishing asynchronously", zap.String("stream", cfg.Name))
+		}
+	}
+	if e.atomic != nil {
+		if fast = si.Config.AllowAtomicPublish; !fast {
+			e.logger.Warn("the stream does not take atomic batches (nats-server 2.12 or later is needed); publishing asynchronously, so a request that fails may be stored in part", zap.String("stream", cfg.Name))
 		}
 	}
 	e.ensured.Store(cfg.Name, fast)

@@ -2,6 +2,9 @@ package ingestreceiver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -87,12 +90,44 @@ func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request,
 		objs[i] = eventjson.WithFields(objs[i], fields...)
 	}
 	quota := new(ingestctx.Quota)
-	if err := r.consumePrebuilt(ctx, ingestctx.Info{Prebuilt: records.SignalEvent, IdempotencyKey: idem, Quota: quota}, objs); err != nil {
+	info := ingestctx.Info{Prebuilt: records.SignalEvent, IdempotencyKey: idem, Quota: quota}
+	if idem != "" {
+		surface := "events"
+		if batch {
+			surface = "events/batch"
+			if ndjson {
+				surface += " ndjson"
+			}
+		}
+		parts := []string{surface}
+		for _, f := range fields {
+			parts = append(parts, f.Name, f.Value)
+		}
+		info.RequestDigest = requestDigest(body, parts...)
+	}
+	if err := r.consumePrebuilt(ctx, info, objs); err != nil {
 		return r.consumeError(err)
 	}
 	writeQuota(w, quota)
 	writeJSON(w, http.StatusAccepted, map[string]int{"accepted": len(objs)})
 	return nil
+}
+
+// requestDigest identifies a request for its Idempotency-Key: what shapes its records (the
+// surface, the headers that become fields, given as parts) and its body, so that the same
+// key with any other request is told apart (422) instead of its records being dropped as
+// duplicates of the first one's.
+func requestDigest(body []byte, parts ...string) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, p := range parts {
+		// Length-prefixed: ("ab", "c") and ("a", "bc") differ.
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		h.Write([]byte(p))
+	}
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func bodyError(err error) *apierror.Error {

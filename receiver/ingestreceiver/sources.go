@@ -92,6 +92,11 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *i
 		recs[i] = envelope.BuildObject(src, obj, received).Record
 	}
 	info := ingestctx.Info{Prebuilt: records.SignalSource, IdempotencyKey: pushMsgID(src.ID, idem), SourceID: src.ID, Quota: quota}
+	if idem != "" {
+		// The envelope's timestamp is the time received, new on every retry: the body is
+		// the request, the source (already in the key) what shapes its records.
+		info.RequestDigest = requestDigest(body, "ingest")
+	}
 	if err := r.consumePrebuilt(ctx, info, recs); err != nil {
 		return 0, r.consumeError(err)
 	}
