@@ -77,6 +77,9 @@ type Settings struct {
 	PipelineDurable string
 	SinkDurable     string
 	ReplayReplicas  int
+	// MaxRecordBytes bounds a record while a dry run transforms it, as the pipeline
+	// does (SVC_MAX_RECORD_BYTES); 0 is ottlevent.DefaultMaxRecordBytes, its default.
+	MaxRecordBytes int
 	// AllowedOrigins are the origins (scheme://host[:port], as ParseOrigins gives them)
 	// whose pages may call the API from a browser: the dashboard's. None: no CORS.
 	AllowedOrigins []string
@@ -140,7 +143,7 @@ type readFunc func(ctx context.Context, js jetstream.JetStream, projectID string
 
 func (a *API) endpoints() []endpoint {
 	return []endpoint{eventsEndpoint(), fieldsEndpoint(), deliveriesEndpoint(), deliveryEndpoint(),
-		a.replayEndpoint(), a.ledgerEndpoint(), traceEndpoint(), dryRunEndpoint()}
+		a.replayEndpoint(), a.ledgerEndpoint(), traceEndpoint(), a.dryRunEndpoint()}
 }
 
 // Register adds the console's paths to mux.

@@ -71,7 +71,7 @@ func parseDryRun(body []byte) (mirror.Pipeline, int, *apierror.Error) {
 	return *r.Pipeline, limit, nil
 }
 
-func dryRunEndpoint() endpoint {
+func (a *API) dryRunEndpoint() endpoint {
 	return endpoint{name: "pipeline/dry-run", post: true, parseDetailed: func(req *http.Request) (readFunc, *refusal) {
 		body, err := io.ReadAll(io.LimitReader(req.Body, maxDryRunBody+1))
 		if err != nil {
@@ -100,7 +100,8 @@ func dryRunEndpoint() endpoint {
 			for i := len(v.out) - 1; i >= 0; i-- { // oldest first, as the pipeline sees them
 				recs = append(recs, v.out[i])
 			}
-			ans := evaluate(ctx, c, recs, dryRunLimits{evalTime: dryRunEvalTime, callBytes: maxDryRunCallBytes, recordBytes: maxDryRunRecordBytes, errors: maxDryRunErrors})
+			ans := evaluate(ctx, c, recs, dryRunLimits{evalTime: dryRunEvalTime, callBytes: maxDryRunCallBytes, recordBytes: maxDryRunRecordBytes,
+				errors: maxDryRunErrors, maxRecordBytes: a.set.MaxRecordBytes, heldBytes: maxDryRunHeldBytes})
 			ans.Truncated = v.truncated
 			return ans, nil
 		}, nil

@@ -3,10 +3,12 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 	"unicode/utf8"
 
 	"github.com/otelcol-svc/otelcol-svc/components/agentbody"
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
 )
@@ -37,18 +39,32 @@ const (
 	// maxDryRunErrors bounds the listed evaluation errors, and maxErrorMessage each one.
 	maxDryRunErrors = 100
 	maxErrorMessage = 1024
+	// maxDryRunHeldBytes is the memory budget of one dry run's evaluation: the records it
+	// keeps after their transforms (legacy: the matches, for the calls; window: the
+	// windows). Each record is bounded by the record limit, but 1000 of them are not:
+	// past the budget the evaluation stops, says memory_budget_exceeded, and answers
+	// what it has. With maxReads runs at once a receiver holds at most 4 × 64 MiB for
+	// dry runs, besides the records read (maxReadBytes each).
+	maxDryRunHeldBytes = 64 << 20
 )
 
 type dryRunLimits struct {
 	evalTime  time.Duration
 	callBytes int
+	// maxRecordBytes is each record's limit while transformed (SVC_MAX_RECORD_BYTES, as
+	// in the pipeline); 0 is ottlevent's default. heldBytes is the memory budget.
+	maxRecordBytes int
+	heldBytes      int
 	// recordBytes bounds the matched records listed (stored and transformed bytes).
 	recordBytes int
 	errors      int
 }
 
 type dryRunError struct {
-	Seq     uint64 `json:"seq"`
+	Seq uint64 `json:"seq"`
+	// Code is set for errors a program may act on: record_too_large_after_transforms
+	// (a transform grew the record past the record limit; the pipeline dead-letters it).
+	Code    string `json:"code,omitempty"`
 	Message string `json:"message"`
 }
 
@@ -74,6 +90,9 @@ type dryRunAnswer struct {
 	Truncated bool `json:"truncated,omitempty"`
 	// TimedOut: the evaluation stopped at its time limit after Evaluated records.
 	TimedOut bool `json:"timed_out,omitempty"`
+	// MemoryBudgetExceeded: the evaluation stopped after Evaluated records because what
+	// it kept passed the dry run's memory budget.
+	MemoryBudgetExceeded bool `json:"memory_budget_exceeded,omitempty"`
 }
 
 type dryRun struct {
@@ -83,6 +102,8 @@ type dryRun struct {
 	ans         *dryRunAnswer
 	callBytes   int
 	recordBytes int
+	// held is what the evaluation keeps (matches, windows), against lim.heldBytes.
+	held int
 }
 
 func evaluate(ctx context.Context, c *pipelinecfg.Compiled, recs []storedRecord, lim dryRunLimits) *dryRunAnswer {
@@ -95,6 +116,10 @@ func evaluate(ctx context.Context, c *pipelinecfg.Compiled, recs []storedRecord,
 	stop := func() bool {
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			ans.TimedOut = true
+			return true
+		}
+		if lim.heldBytes > 0 && d.held > lim.heldBytes {
+			ans.MemoryBudgetExceeded = true
 			return true
 		}
 		return false
@@ -123,6 +148,7 @@ func (d *dryRun) legacy(recs []storedRecord, stop func() bool) {
 		d.ans.MatchedSeqs = append(d.ans.MatchedSeqs, r.seq)
 		d.matchedRecord(r, body)
 		matched = append(matched, body)
+		d.held += len(body)
 	}
 	for len(matched) > 0 {
 		n := min(d.c.BatchSize, len(matched))
@@ -141,6 +167,7 @@ func (d *dryRun) legacyRecord(r storedRecord) ([]byte, bool) {
 		d.fail(r.seq, "record", err)
 		return nil, false
 	}
+	rec.SetMaxBytes(d.lim.maxRecordBytes)
 	match, err := c.Trigger.Match(d.ctx, rec)
 	if err != nil {
 		d.fail(r.seq, "trigger", err)
@@ -183,6 +210,7 @@ func (d *dryRun) window(recs []storedRecord, stop func() bool) {
 			d.fail(r.seq, "record", err)
 			continue
 		}
+		rec.SetMaxBytes(d.lim.maxRecordBytes)
 		body := r.data
 		if c.Transforms != nil {
 			if err := c.Transforms.Apply(d.ctx, rec); err != nil {
@@ -219,6 +247,7 @@ func (d *dryRun) window(recs []storedRecord, stop func() bool) {
 		}
 		if pass {
 			groups[group] = append(groups[group], kept{t: r.time, body: body})
+			d.held += len(body)
 		}
 	}
 }
@@ -261,12 +290,15 @@ func (d *dryRun) fail(seq uint64, step string, err error) {
 		d.ans.ErrorsLeftOut++
 		return
 	}
-	msg := step + ": " + err.Error()
+	msg, code := step+": "+err.Error(), ""
+	if errors.Is(err, ottlevent.ErrRecordTooLarge) {
+		code = apierror.RecordTooLargeAfterTransforms
+	}
 	if len(msg) > maxErrorMessage {
 		msg = msg[:maxErrorMessage]
 		for len(msg) > 0 && !utf8.ValidString(msg) {
 			msg = msg[:len(msg)-1]
 		}
 	}
-	d.ans.Errors = append(d.ans.Errors, dryRunError{Seq: seq, Message: msg})
+	d.ans.Errors = append(d.ans.Errors, dryRunError{Seq: seq, Code: code, Message: msg})
 }
