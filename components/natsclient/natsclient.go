@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -111,8 +112,15 @@ func (c Config) Validate() error {
 // NATS is down), and callers check IsConnected to answer 503 meanwhile.
 //
 // The connection's state is the component's status (componentstatus, which the
-// health_check extension aggregates): a recoverable error while NATS is unreachable, OK
-// again once it is back, so a process whose NATS is gone is not reported healthy.
+// health_check extension aggregates): a recoverable error naming what the component waits
+// for while NATS is unreachable, OK again once it is back, so a process whose NATS is
+// gone is not reported healthy, and one whose NATS is back is not kept unhealthy.
+//
+// nats.go keeps one handler of each kind per connection, and a second SetReconnectHandler
+// silently replaces the first: a component that did so once took the OK report with it,
+// and its process stayed unhealthy for good after any NATS blip (issue 22). So the
+// handlers installed here are the only ones; code that needs to act on a reconnection
+// adds a hook with OnReconnect instead of calling SetReconnectHandler.
 func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn, error) {
 	u, err := c.Resolve(host)
 	if err != nil {
@@ -124,6 +132,8 @@ func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn,
 			reporter.Report(ev)
 		}
 	}
+	where := redactedURLs(u)
+	hs := &hooks{reconnect: map[int]func(){}}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.RetryOnFailedConnect(true),
@@ -139,7 +149,7 @@ func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn,
 				logger.Warn("NATS disconnected", zap.String("connection", name), zap.Error(err))
 			}
 			if !nc.IsClosed() {
-				report(componentstatus.NewRecoverableErrorEvent(fmt.Errorf("NATS is unreachable (connection %q lost)", name)))
+				report(componentstatus.NewRecoverableErrorEvent(fmt.Errorf("waiting for NATS at %s: NATS is unreachable (connection %q lost, reconnecting)", where, name)))
 			}
 		}),
 		nats.ConnectHandler(func(*nats.Conn) {
@@ -149,7 +159,9 @@ func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn,
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			logger.Info("NATS reconnected", zap.String("connection", name), zap.String("server", nc.ConnectedUrlRedacted()))
 			report(componentstatus.NewEvent(componentstatus.StatusOK))
+			hs.run()
 		}),
+		nats.ClosedHandler(func(nc *nats.Conn) { registry.Delete(nc) }),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			logger.Warn("NATS error", zap.String("connection", name), zap.Error(err))
 		}),
@@ -164,13 +176,77 @@ func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn,
 	if err != nil {
 		return nil, fmt.Errorf("nats connect: %w", err)
 	}
+	registry.Store(nc, hs)
 	if !nc.IsConnected() {
-		report(componentstatus.NewRecoverableErrorEvent(fmt.Errorf("NATS is unreachable (connection %q not established yet)", name)))
+		report(componentstatus.NewRecoverableErrorEvent(fmt.Errorf("waiting for NATS at %s: NATS is unreachable (connection %q not established yet)", where, name)))
 		if nc.IsConnected() { // connected meanwhile: the handler's OK may have come first
 			report(componentstatus.NewEvent(componentstatus.StatusOK))
 		}
 	}
 	return nc, nil
+}
+
+// hooks are the reconnection hooks of one connection made by Connect.
+type hooks struct {
+	mu        sync.Mutex
+	next      int
+	reconnect map[int]func()
+}
+
+func (h *hooks) run() {
+	h.mu.Lock()
+	fs := make([]func(), 0, len(h.reconnect))
+	for _, f := range h.reconnect {
+		fs = append(fs, f)
+	}
+	h.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// registry maps each open connection made by Connect to its hooks (removed when the
+// connection closes).
+var registry sync.Map
+
+// OnReconnect runs f, on nats.go's callback goroutine, every time nc is connected again
+// after losing its server, alongside
+// the component status report and every other hook. It returns a function that removes
+// the hook. For a connection not made by Connect, f is chained after the handler the
+// connection has (and stays until the connection closes).
+func OnReconnect(nc *nats.Conn, f func()) (remove func()) {
+	if v, ok := registry.Load(nc); ok {
+		h := v.(*hooks)
+		h.mu.Lock()
+		id := h.next
+		h.next++
+		h.reconnect[id] = f
+		h.mu.Unlock()
+		return func() {
+			h.mu.Lock()
+			delete(h.reconnect, id)
+			h.mu.Unlock()
+		}
+	}
+	prev := nc.ReconnectHandler()
+	nc.SetReconnectHandler(func(c *nats.Conn) {
+		if prev != nil {
+			prev(c)
+		}
+		f()
+	})
+	return func() {}
+}
+
+// redactedURLs is the servers to dial as the status may show them: without credentials.
+func redactedURLs(s string) string {
+	parts := splitURLs(s)
+	for i, p := range parts {
+		if pu, err := url.Parse(strings.TrimSpace(p)); err == nil && pu.User != nil {
+			parts[i] = pu.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // ConnectJetStream is Connect plus a JetStream context on the connection: what every

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 )
 
@@ -58,7 +59,9 @@ func (r *jsReceiver) listenForWakes() error {
 	// Wakes are tiny; never drop them for a slow handler (a dropped one waits for a sweep).
 	_ = sub.SetPendingLimits(-1, 64<<20)
 	r.wakes = sub
-	r.nc.SetReconnectHandler(func(*nats.Conn) { r.sweep() })
+	// A hook beside the connection's own handler, never SetReconnectHandler: that would
+	// replace the handler that reports the component healthy again (issue 22).
+	natsclient.OnReconnect(r.nc, r.sweep)
 	return nil
 }
 
