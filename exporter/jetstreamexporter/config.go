@@ -41,6 +41,8 @@ type Config struct {
 	// Usage meters each request's raw records against its account's monthly limit and its
 	// project's ingest rate (components/usage; contract sections 9 and 10).
 	Usage UsageConfig `mapstructure:"usage"`
+	// Results bounds each project's agent results (results.go).
+	Results ResultsConfig `mapstructure:"results"`
 }
 
 // UsageConfig is the free tier and the ingest rate limit, enforced where records are
@@ -116,6 +118,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Usage.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("usage: %w", err))
+	}
+	if err := c.Results.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("results: %w", err))
 	}
 	switch c.Publish {
 	case PublishAsync, PublishFastBatch, PublishAtomicBatch:

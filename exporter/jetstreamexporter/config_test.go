@@ -46,6 +46,7 @@ func TestLoadConfig(t *testing.T) {
 				RateLimit: RateLimitConfig{PerSecond: 200, Burst: 1000},
 				Mirror:    component.MustNewIDWithName("projectauth", "tenants"),
 			},
+			Results: defaultResultsConfig(),
 		}},
 		// Off, the block is not checked: nothing reads it.
 		{id: component.NewIDWithName(metadata.Type, "off"), expected: func() component.Config {
@@ -62,6 +63,8 @@ func TestLoadConfig(t *testing.T) {
 			"usage: free_tier_events must be 0 (unlimited) or more, got -1",
 			"rate_limit.per_second must be 0 (off) or more, got -5",
 			"rate_limit.burst must be 0 (per_second rounded up) or more, got -1",
+			"results: max_bytes must be 0 (no limit) or more",
+			"unmatched_per_hour must be 0 (no limit) or more",
 		}},
 	}
 	for _, tt := range tests {

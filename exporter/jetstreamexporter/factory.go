@@ -47,6 +47,7 @@ func createDefaultConfig() component.Config {
 		MaxPending:     16384,
 		Publish:        PublishAsync,
 		MaxRecordBytes: defaultMaxRecordBytes,
+		Results:        defaultResultsConfig(),
 		Usage: UsageConfig{
 			Enabled:        true,
 			FreeTierEvents: defaultFreeTierEvents,
@@ -75,12 +76,19 @@ func helperOptions(s *shared.Component[*jsExporter]) []exporterhelper.Option {
 	}
 }
 
+// helperSettings are set with exporterhelper's failure lines about refusals of the
+// client's making moved to debug (refusals.go).
+func helperSettings(set exporter.Settings) exporter.Settings {
+	set.Logger = helperLogger(set.Logger)
+	return set
+}
+
 func createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
 	s, err := instance(set, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return exporterhelper.NewLogs(ctx, set, cfg, s.Value.pushLogs, helperOptions(s)...)
+	return exporterhelper.NewLogs(ctx, helperSettings(set), cfg, countRefusals(s.Value, s.Value.limitResults(s.Value.pushLogs)), helperOptions(s)...)
 }
 
 func createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
@@ -88,7 +96,7 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 	if err != nil {
 		return nil, err
 	}
-	return exporterhelper.NewTraces(ctx, set, cfg, s.Value.pushTraces, helperOptions(s)...)
+	return exporterhelper.NewTraces(ctx, helperSettings(set), cfg, countRefusals(s.Value, s.Value.pushTraces), helperOptions(s)...)
 }
 
 func createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
@@ -96,5 +104,5 @@ func createMetrics(ctx context.Context, set exporter.Settings, cfg component.Con
 	if err != nil {
 		return nil, err
 	}
-	return exporterhelper.NewMetrics(ctx, set, cfg, s.Value.pushMetrics, helperOptions(s)...)
+	return exporterhelper.NewMetrics(ctx, helperSettings(set), cfg, countRefusals(s.Value, s.Value.pushMetrics), helperOptions(s)...)
 }

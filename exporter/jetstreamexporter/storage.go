@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,9 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
 )
 
 // errStorageFull is nats-server itself out of room (its max_store, or the disk): no
@@ -37,12 +41,15 @@ type storageGuard struct {
 	every   time.Duration
 	logger  *zap.Logger
 	streams sync.Map // stream name -> *streamSize
+	// results charges agent results to their allowances (results.go).
+	results resultGate
 }
 
 type streamSize struct {
 	bytes      atomic.Int64 // the server's last figure plus what this process stored since
 	stored     atomic.Int64 // what this process stored, ever (to carry over a refresh)
 	checked    atomic.Int64 // unix nanoseconds of the last refresh's start
+	first      atomic.Int64 // unix nanoseconds of the stream's oldest message, 0 = none
 	refreshing atomic.Bool
 }
 
@@ -59,6 +66,15 @@ func (g *storageGuard) known(info *jetstream.StreamInfo) {
 	s := g.size(info.Config.Name)
 	s.checked.Store(time.Now().UnixNano())
 	s.bytes.Store(int64(info.State.Bytes))
+	s.noteFirst(info)
+}
+
+func (s *streamSize) noteFirst(info *jetstream.StreamInfo) {
+	if info.State.Msgs == 0 {
+		s.first.Store(0)
+		return
+	}
+	s.first.Store(info.State.FirstTime.UnixNano())
 }
 
 // admit refuses a request for a stream that is at its limit.
@@ -77,14 +93,45 @@ func (g *storageGuard) admit(stream string) error {
 	return nil
 }
 
+// admitResults holds a project's output stream to limit (results.max_bytes). Unlike a
+// full raw stream, whose pipeline may catch up, stored results leave only by age, so the
+// refusal is the client's (429 results_limit_exceeded) and says when the oldest results
+// expire, making room; without an age limit it can never pass, and has no Retry-After.
+func (g *storageGuard) admitResults(stream string, limit int64, maxAge time.Duration) error {
+	if g == nil || limit <= 0 {
+		return nil
+	}
+	s := g.size(stream)
+	if time.Since(time.Unix(0, s.checked.Load())) > g.every && s.refreshing.CompareAndSwap(false, true) {
+		go g.refresh(stream, s)
+	}
+	used := s.bytes.Load()
+	if used < limit {
+		return nil
+	}
+	var retry time.Duration
+	when := "never: results are kept without an age limit"
+	if first := s.first.Load(); maxAge > 0 && first > 0 {
+		retry = max(time.Until(time.Unix(0, first).Add(maxAge)), time.Second)
+		when = "as the oldest expire (they are kept " + maxAge.String() + "), the first in about " + retry.Round(time.Second).String()
+	}
+	return &ingestctx.Throttled{Status: http.StatusTooManyRequests, Code: apierror.ResultsLimitExceeded, RetryAfter: retry,
+		Err: fmt.Errorf("the project's stored agent results take %s of their %s limit (results max_bytes, SVC_RESULTS_MAX_BYTES); nothing was stored; room is made %s",
+			humanize.IBytes(uint64(used)), humanize.IBytes(uint64(limit)), when)}
+}
+
 // stored adds what a request stored to the stream's size.
 func (g *storageGuard) stored(stream string, n int64) {
-	if g == nil || g.limit <= 0 {
+	// Tracked without a raw limit too: admitResults reads the output streams' sizes.
+	if g == nil {
 		return
 	}
 	s := g.size(stream)
 	s.stored.Add(n)
 	s.bytes.Add(n)
+	// The first message this process stored into an empty stream is its oldest, near
+	// enough, until a refresh knows.
+	s.first.CompareAndSwap(0, time.Now().UnixNano())
 }
 
 func (g *storageGuard) size(stream string) *streamSize {
@@ -110,6 +157,7 @@ func (g *storageGuard) refresh(stream string, s *streamSize) {
 		return
 	}
 	s.bytes.Store(int64(st.CachedInfo().State.Bytes) + s.stored.Load() - before)
+	s.noteFirst(st.CachedInfo())
 }
 
 // messageOverhead is what a message takes in a stream beyond its payload (subject, headers

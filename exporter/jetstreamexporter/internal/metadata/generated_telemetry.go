@@ -27,6 +27,7 @@ type TelemetryBuilder struct {
 	mu                                sync.Mutex
 	registrations                     []metric.Registration
 	JetstreamExporterRecordsThrottled metric.Int64Counter
+	JetstreamExporterRequestsRefused  metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -62,6 +63,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_jetstream_exporter_records_throttled",
 		metric.WithDescription("Raw records refused whole because their account's monthly quota was used up (quota) or their project was over its ingest rate (rate); nothing of them was stored. [Beta]"),
 		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.JetstreamExporterRequestsRefused, err = builder.meter.Int64Counter(
+		"otelcol_jetstream_exporter_requests_refused",
+		metric.WithDescription("Requests refused for a reason of the client's making (over a limit, a record too large), by the error code they were answered with; nothing of them was stored. Such refusals are logged at debug, not as the operator's errors. [Beta]"),
+		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

@@ -36,3 +36,19 @@ func AssertEqualJetstreamExporterRecordsThrottled(t *testing.T, tt *componenttes
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
+
+func AssertEqualJetstreamExporterRequestsRefused(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_jetstream_exporter_requests_refused",
+		Description: "Requests refused for a reason of the client's making (over a limit, a record too large), by the error code they were answered with; nothing of them was stored. Such refusals are logged at debug, not as the operator's errors. [Beta]",
+		Unit:        "{request}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_jetstream_exporter_requests_refused")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}

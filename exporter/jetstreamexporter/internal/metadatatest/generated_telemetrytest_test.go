@@ -20,7 +20,11 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.JetstreamExporterRecordsThrottled.Add(context.Background(), 1)
+	tb.JetstreamExporterRequestsRefused.Add(context.Background(), 1)
 	AssertEqualJetstreamExporterRecordsThrottled(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualJetstreamExporterRequestsRefused(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 
