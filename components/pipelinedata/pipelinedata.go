@@ -26,6 +26,8 @@ const (
 	// AttrGroup is a window call's group key, present only when not empty: the agent
 	// exporter delivers the calls of one group in order and different groups in parallel.
 	AttrGroup = "svc.group"
+	// AttrError is why a KindFailed item cannot be sent.
+	AttrError = "svc.error"
 
 	// The sink role's items: an agent result bound for one destination.
 	AttrSink      = "svc.sink"       // the destination (sink id) the result is for
@@ -43,6 +45,11 @@ const (
 	// KindWindowCall is a finished window-mode call body, {"trigger": ..., "window": [...]},
 	// sent to the agent on its own.
 	KindWindowCall = "window_call"
+	// KindFailed is a record (or window call) the pipeline cannot send, with why in
+	// AttrError (a transform grew it past the record limit): the agent exporter settles
+	// it as a dead-lettered delivery showing the error, without calling the agent, so it
+	// is neither sent nor redelivered.
+	KindFailed = "failed"
 	// KindResult is an agent result from an output stream, to be delivered to the
 	// destination named by AttrSink.
 	KindResult = "result"
@@ -58,6 +65,8 @@ type Item struct {
 	Suppressed int64
 	// Group is a window call's group key ("" for legacy records and the empty group).
 	Group string
+	// Error is why a KindFailed item cannot be sent.
+	Error string
 
 	// Set on KindResult items only.
 	SinkID    string
@@ -82,6 +91,9 @@ func Append(lrs plog.LogRecordSlice, it Item) {
 	}
 	if it.Group != "" {
 		attrs.PutStr(AttrGroup, it.Group)
+	}
+	if it.Error != "" {
+		attrs.PutStr(AttrError, it.Error)
 	}
 	if it.Kind == KindResult {
 		attrs.PutStr(AttrSink, it.SinkID)
@@ -119,6 +131,9 @@ func Read(lr plog.LogRecord) Item {
 	if v, ok := attrs.Get(AttrGroup); ok {
 		it.Group = v.Str()
 	}
+	if v, ok := attrs.Get(AttrError); ok {
+		it.Error = v.Str()
+	}
 	if it.Kind == KindResult {
 		str := func(name string) string {
 			v, _ := attrs.Get(name)
@@ -146,6 +161,13 @@ func SetSuppressed(lr plog.LogRecord, n int64) {
 	if n > 0 {
 		lr.Attributes().PutInt(AttrSuppressed, n)
 	}
+}
+
+// SetFailed makes a record a KindFailed item: it goes on to the agent exporter as it was
+// stored, to be settled with the error instead of sent.
+func SetFailed(lr plog.LogRecord, reason string) {
+	lr.Attributes().PutStr(AttrKind, KindFailed)
+	lr.Attributes().PutStr(AttrError, reason)
 }
 
 // SetBody replaces a record's bytes, after a transform changed it.

@@ -1,11 +1,13 @@
 package agentexporter
 
 import (
+	"fmt"
 	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/otelcol-svc/otelcol-svc/components/agentbody"
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
 )
 
@@ -27,21 +29,27 @@ type call struct {
 	// suppressed sums what cooldowns held back before the call's legacy records, sent
 	// as X-Suppressed-Count (a window call says it in its body).
 	suppressed int64
+	// failed, when set, is why the call must not be made (a record too large after
+	// transforms, a body over max_call_bytes): it is dead-lettered at once with this as
+	// its error, body and all, and the agent is not called.
+	failed string
 }
 
 // buildCalls turns a pipeline batch into calls, keeping the items' order: records go in
-// JSON arrays of at most size records, a window call goes alone, and records before it
-// are sent before it.
-func buildCalls(ld plog.Logs, size int) []call {
+// JSON arrays of at most size records and at most maxBytes bytes, a window call goes
+// alone, and records before it are sent before it. A failed item, and a body that cannot
+// fit maxBytes, become failed calls.
+func buildCalls(ld plog.Logs, size, maxBytes int) []call {
 	var calls []call
 	var batch [][]byte
 	var seqs []uint64
 	var traceID string
 	var suppressed int64
+	batchBytes := 2 // the array's brackets
 	flush := func() {
 		if len(batch) > 0 {
 			calls = append(calls, call{body: agentbody.Array(batch), records: len(batch), seqs: seqs, traceID: traceID, suppressed: suppressed})
-			batch, seqs, traceID, suppressed = batch[:0], nil, "", 0
+			batch, seqs, traceID, suppressed, batchBytes = batch[:0], nil, "", 0, 2
 		}
 	}
 	pipelinedata.Each(ld, func(lr plog.LogRecord) {
@@ -50,11 +58,34 @@ func buildCalls(ld plog.Logs, size int) []call {
 			// Not JSON: it would make the whole array invalid for the agent.
 			return
 		}
-		if it.Kind == pipelinedata.KindWindowCall {
+		if it.Kind == pipelinedata.KindFailed {
 			flush()
-			calls = append(calls, call{body: it.Body, records: 1, seqs: []uint64{it.Seq}, traceID: recordTraceID(it.Body, true), group: it.Group})
+			calls = append(calls, call{body: agentbody.Array([][]byte{it.Body}), records: 1, seqs: []uint64{it.Seq},
+				traceID: recordTraceID(it.Body, false), group: it.Group, failed: it.Error})
 			return
 		}
+		if it.Kind == pipelinedata.KindWindowCall {
+			flush()
+			c := call{body: it.Body, records: 1, seqs: []uint64{it.Seq}, traceID: recordTraceID(it.Body, true), group: it.Group}
+			if len(it.Body) > maxBytes {
+				c.body, c.failed = agentbody.Marker(it.Body), callTooLarge(len(it.Body), maxBytes)
+			}
+			calls = append(calls, c)
+			return
+		}
+		if len(it.Body)+2 > maxBytes {
+			flush()
+			calls = append(calls, call{body: agentbody.Marker(it.Body), records: 1, seqs: []uint64{it.Seq},
+				traceID: recordTraceID(it.Body, false), failed: callTooLarge(len(it.Body)+2, maxBytes)})
+			return
+		}
+		if len(batch) > 0 && batchBytes+1+len(it.Body) > maxBytes {
+			flush() // a smaller array rather than a body past the limit
+		}
+		if len(batch) > 0 {
+			batchBytes++ // the comma
+		}
+		batchBytes += len(it.Body)
 		batch = append(batch, it.Body)
 		seqs = append(seqs, it.Seq)
 		suppressed += it.Suppressed
@@ -67,6 +98,12 @@ func buildCalls(ld plog.Logs, size int) []call {
 	})
 	flush()
 	return calls
+}
+
+// callTooLarge is the error of a call whose body would pass max_call_bytes.
+func callTooLarge(n, limit int) string {
+	return fmt.Sprintf("%s: the call's body would be %d bytes, over the call body limit of %d bytes (SVC_MAX_CALL_BYTES); the agent was not called",
+		apierror.PayloadTooLarge, n, limit)
 }
 
 // suppressedHeader tells the agent, on a legacy call, how many triggers cooldowns held

@@ -33,6 +33,10 @@ type Config struct {
 	AllowCIDRs string `mapstructure:"allow_cidrs"`
 	// MaxResponseBytes is how much of an answer is read; the rest is discarded.
 	MaxResponseBytes int64 `mapstructure:"max_response_bytes"`
+	// MaxCallBytes bounds an agent call's body (SVC_MAX_CALL_BYTES): a legacy batch
+	// is sent in smaller arrays rather than pass it, and a body that cannot fit it (a
+	// window call of a smaller limit than its window budget) is dead-lettered unsent.
+	MaxCallBytes int `mapstructure:"max_call_bytes"`
 	// DeliveryLog records every call and sink delivery for the console (contract
 	// section 11) and runs the replays it asks for.
 	DeliveryLog DeliveryLogConfig `mapstructure:"delivery_log"`
@@ -147,6 +151,15 @@ type RetryConfig struct {
 	MaxElapsedTime time.Duration `mapstructure:"max_elapsed_time"`
 }
 
+// DefaultMaxCallBytes (12 MiB) holds the largest window call the pipeline settings
+// allow, window_max_bytes at most 10,000,000 plus a trigger of the default record limit
+// (1,000,000), so no window call is refused at the defaults; legacy batches are split
+// under it. minMaxCallBytes leaves room for one record of the default limit.
+const (
+	DefaultMaxCallBytes = 12 << 20
+	minMaxCallBytes     = 1 << 20
+)
+
 func defaultConfig() *Config {
 	return &Config{
 		NATS:             natsclient.DefaultConfig(),
@@ -159,6 +172,7 @@ func defaultConfig() *Config {
 			MaxElapsedTime:  2 * time.Minute,
 		},
 		MaxResponseBytes: 64 << 10,
+		MaxCallBytes:     DefaultMaxCallBytes,
 		DeliveryLog: DeliveryLogConfig{
 			Enabled:            true,
 			MaxPerProject:      deliverylog.DefaultMaxPerProject,
@@ -195,6 +209,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxResponseBytes < 1 {
 		errs = append(errs, errors.New("max_response_bytes must be at least 1"))
+	}
+	if c.MaxCallBytes < minMaxCallBytes {
+		errs = append(errs, fmt.Errorf("max_call_bytes must be at least %d, e.g. %d", minMaxCallBytes, DefaultMaxCallBytes))
 	}
 	if err := c.DeliveryLog.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("delivery_log: %w", err))

@@ -23,6 +23,7 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, 10*time.Second, def.Timeout)
 	assert.Equal(t, RetryConfig{InitialInterval: 500 * time.Millisecond, MaxInterval: 30 * time.Second, MaxElapsedTime: 2 * time.Minute}, def.Retry)
 	assert.Equal(t, int64(64<<10), def.MaxResponseBytes)
+	assert.Equal(t, 12<<20, def.MaxCallBytes)
 	assert.Equal(t, DeliveryLogConfig{Enabled: true, MaxPerProject: deliverylog.DefaultMaxPerProject, MaxBytesPerProject: deliverylog.DefaultMaxBytesPerProject,
 		Stream: DeliveryStreamConfig{MaxBytes: 8 << 30}, Replay: ReplayConfig{Enabled: true}}, def.DeliveryLog)
 	assert.Equal(t, TargetConfig{Circuit: CircuitConfig{Failures: 10, MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}}, def.Target,
@@ -49,6 +50,7 @@ func TestLoadConfig(t *testing.T) {
 			Retry:            RetryConfig{InitialInterval: time.Second, MaxInterval: time.Minute, MaxElapsedTime: 10 * time.Minute},
 			AllowCIDRs:       "127.0.0.0/8, 10.0.0.7",
 			MaxResponseBytes: 4096,
+			MaxCallBytes:     2 << 20,
 			DeliveryLog: DeliveryLogConfig{
 				MaxPerProject: 500, MaxBytesPerProject: 16 << 20,
 				Stream: DeliveryStreamConfig{MaxBytes: 1 << 30, Replicas: 3},
@@ -64,6 +66,7 @@ func TestLoadConfig(t *testing.T) {
 			"max_elapsed_time must be positive",
 			`allow_cidrs: SVC_OUTBOUND_ALLOW entry "localhost"`,
 			"max_response_bytes must be at least 1",
+			"max_call_bytes must be at least 1048576",
 			"delivery_log: max_per_project must be at least 1",
 			"max_bytes_per_project must be at least 1048576",
 			"stream: max_bytes must be at least 1048576",

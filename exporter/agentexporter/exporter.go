@@ -166,7 +166,7 @@ func (e *agentExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
 	if proj.Pipeline.AgentEndpointURL == "" {
 		return fmt.Errorf("project %s has no agent_endpoint_url; the records will be redelivered once it has one", proj.ID)
 	}
-	return e.sendCalls(ctx, proj, buildCalls(ld, batchSize(proj)))
+	return e.sendCalls(ctx, proj, buildCalls(ld, batchSize(proj), e.cfg.MaxCallBytes))
 }
 
 var errNoProject = errors.New("agent exporter: the request carries no project; put it in a pipeline fed by the jetstream receiver")
@@ -218,6 +218,16 @@ func (e *agentExporter) handle(ctx context.Context, proj mirror.Project, c call)
 	if err != nil {
 		return fmt.Errorf("call to the agent of project %s: no request id can be issued yet: %w; the records will be redelivered", proj.ID, err)
 	}
+	if c.failed != "" {
+		// Nothing to call the agent with: settled at once, visible as a dead-lettered
+		// delivery with the error, and never redelivered.
+		deadLettered, err := e.settleFailed(ctx, proj, c, ids.New(proj.ID))
+		if err != nil {
+			return err
+		}
+		deliverylog.OutcomeFrom(ctx).Call(c.seqs, deadLettered)
+		return nil
+	}
 	if ok, err := e.budgetAllows(ctx, proj, c); !ok {
 		return err
 	}
@@ -230,6 +240,28 @@ func (e *agentExporter) handle(ctx context.Context, proj mirror.Project, c call)
 	// The receiver counts the batch's records in the ledger from this before acking.
 	deliverylog.OutcomeFrom(ctx).Call(c.seqs, deadLettered)
 	return nil
+}
+
+// settleFailed dead-letters a call that must not be made, with its reason as the
+// delivery's error; like makeCall, an error means it must be settled again later.
+func (e *agentExporter) settleFailed(ctx context.Context, proj mirror.Project, c call, id string) (bool, error) {
+	traceID := c.traceID
+	if traceID == "" {
+		traceID = newTraceID()
+	}
+	e.log.record(proj.ID, deliverylog.Delivery{ID: id, Kind: deliverylog.KindAgent, RequestID: id, Records: c.records,
+		RequestBody: c.body, Seqs: c.seqs, TraceID: traceID})
+	seq, err := e.deadLetter(ctx, proj, c, id, result{reason: c.failed})
+	if err != nil {
+		e.log.abandon(proj.ID, id, c.failed+"; not dead-lettered (the dead-letter stream was unavailable): settled again later")
+		return false, fmt.Errorf("call %s of project %s cannot be made (%s) and could not be dead-lettered: %w; the records will be redelivered",
+			id, proj.ID, c.failed, err)
+	}
+	e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDeadLettered, DeadLetterSeq: seq, Error: c.failed})
+	e.tel.callEnded(ctx, outcomeDeadLettered, c.records, 0)
+	e.logger.Warn("agent call dead-lettered without calling the agent",
+		zap.String("project", proj.ID), zap.String("request_id", id), zap.String("reason", c.failed))
+	return true, nil
 }
 
 // makeCall sends c under request id id (a replay names the call it replays in

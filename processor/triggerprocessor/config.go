@@ -18,6 +18,10 @@ type Config struct {
 	RedisURL string `mapstructure:"redis_url"`
 	// Mirror names the projectauth extension whose configuration mirror it reads.
 	Mirror component.ID `mapstructure:"mirror"`
+	// MaxRecordBytes bounds a record while the project's transforms run on it
+	// (SVC_MAX_RECORD_BYTES, as the receiver stores no larger one): a statement that
+	// would pass it fails the record, which is dead-lettered with the error.
+	MaxRecordBytes int `mapstructure:"max_record_bytes"`
 }
 
 // Validate implements component.ConfigValidator.
@@ -30,6 +34,9 @@ func (c *Config) Validate() error {
 	}
 	if err := mirrorcache.CheckExtension(c.Mirror); err != nil {
 		errs = append(errs, err)
+	}
+	if c.MaxRecordBytes < 1 {
+		errs = append(errs, errors.New("max_record_bytes must be positive, e.g. 1000000"))
 	}
 	return errors.Join(errs...)
 }

@@ -15,13 +15,16 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/components/windowstore"
 	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor/internal/metadata"
 )
 
 // NewFactory returns the processor's factory.
 func NewFactory() processor.Factory {
-	return processor.NewFactory(metadata.Type, func() component.Config { return &Config{Mirror: mirrorcache.DefaultExtension} },
+	return processor.NewFactory(metadata.Type, func() component.Config {
+		return &Config{Mirror: mirrorcache.DefaultExtension, MaxRecordBytes: ottlevent.DefaultMaxRecordBytes}
+	},
 		processor.WithLogs(createLogs, metadata.LogsStability))
 }
 
@@ -30,7 +33,7 @@ func createLogs(ctx context.Context, set processor.Settings, cfg component.Confi
 	if err != nil {
 		return nil, err
 	}
-	p.mirror, p.redisURL = cfg.(*Config).Mirror, cfg.(*Config).RedisURL
+	p.mirror, p.redisURL, p.maxRecordBytes = cfg.(*Config).Mirror, cfg.(*Config).RedisURL, cfg.(*Config).MaxRecordBytes
 	l, err := processorhelper.NewLogs(ctx, set, cfg, next, p.processLogs,
 		processorhelper.WithStart(p.start),
 		processorhelper.WithShutdown(p.shutdown),

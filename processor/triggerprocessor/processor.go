@@ -28,6 +28,8 @@ type triggerProcessor struct {
 	mirror component.ID
 	// redisURL selects the shared cooldown store; empty: memory.
 	redisURL string
+	// maxRecordBytes bounds a record while it is transformed.
+	maxRecordBytes int
 	// pipelines is this instance's compiled-pipeline cache, following the mirror.
 	pipelines *pipelinecfg.Cache
 	cooldowns windowstore.Cooldowns
@@ -80,6 +82,8 @@ var (
 	outcomeMatched = metric.WithAttributes(attribute.String("outcome", "matched"))
 	outcomeDropped = metric.WithAttributes(attribute.String("outcome", "dropped"))
 	outcomeError   = metric.WithAttributes(attribute.String("outcome", "error"))
+	// outcomeTooLarge: a transform grew the record past the record limit.
+	outcomeTooLarge = metric.WithAttributes(attribute.String("outcome", "too_large"))
 )
 
 func (p *triggerProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
@@ -90,7 +94,7 @@ func (p *triggerProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.
 	if err != nil {
 		return ld, err // the batch is delivered again; an invalid config pauses the project
 	}
-	var matched, dropped, failed, suppressed int64
+	var matched, dropped, failed, tooLarge, suppressed int64
 	var storeErr error
 	outcome := deliverylog.OutcomeFrom(ctx)
 	pipelinedata.RemoveIf(ld, func(lr plog.LogRecord) bool {
@@ -99,6 +103,14 @@ func (p *triggerProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.
 		}
 		keep, rec, err := p.record(ctx, c, lr)
 		switch {
+		case isTooLarge(err):
+			// Neither sent nor dropped unseen: the agent exporter dead-letters it with the
+			// error, as it was stored, and the console shows why.
+			tooLarge++
+			pipelinedata.SetFailed(lr, TooLargeReason(err))
+			p.logger.Warn("record dead-lettered: a transform made it larger than the record limit",
+				zap.String("project_id", project.ID), zap.Error(err))
+			return false
 		case err != nil:
 			failed++
 			p.logger.Debug("record skipped", zap.String("project_id", project.ID), zap.Error(err))
@@ -127,6 +139,9 @@ func (p *triggerProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.
 	p.tel.TriggerRecords.Add(ctx, dropped, outcomeDropped)
 	if suppressed > 0 {
 		p.tel.TriggerSuppressed.Add(ctx, suppressed)
+	}
+	if tooLarge > 0 {
+		p.tel.TriggerRecords.Add(ctx, tooLarge, outcomeTooLarge)
 	}
 	if failed > 0 {
 		p.tel.TriggerRecords.Add(ctx, failed, outcomeError)
@@ -186,6 +201,7 @@ func (p *triggerProcessor) record(ctx context.Context, c *pipelinecfg.Compiled, 
 	if err != nil {
 		return false, nil, err
 	}
+	rec.SetMaxBytes(p.maxRecordBytes)
 	match, err := c.Trigger.Match(ctx, rec)
 	if err != nil || !match {
 		return false, nil, err
@@ -200,6 +216,7 @@ func (p *triggerProcessor) record(ctx context.Context, c *pipelinecfg.Compiled, 
 		if rec, err = ottlevent.DecodeRecord(it.Body, it.Signal); err != nil {
 			return false, nil, err
 		}
+		rec.SetMaxBytes(p.maxRecordBytes)
 	}
 	if err := c.Transforms.Apply(ctx, rec); err != nil {
 		return false, nil, err

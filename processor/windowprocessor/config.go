@@ -20,6 +20,10 @@ type Config struct {
 	SweepInterval time.Duration `mapstructure:"sweep_interval"`
 	// Mirror names the projectauth extension whose configuration mirror it reads.
 	Mirror component.ID `mapstructure:"mirror"`
+	// MaxRecordBytes bounds a record while the project's transforms run on it
+	// (SVC_MAX_RECORD_BYTES): a statement that would pass it fails the record, which is
+	// dead-lettered with the error and neither triggers nor joins a window.
+	MaxRecordBytes int `mapstructure:"max_record_bytes"`
 }
 
 // Validate checks the configuration.
@@ -35,6 +39,9 @@ func (c *Config) Validate() error {
 	}
 	if err := mirrorcache.CheckExtension(c.Mirror); err != nil {
 		errs = append(errs, err)
+	}
+	if c.MaxRecordBytes < 1 {
+		errs = append(errs, errors.New("max_record_bytes must be positive, e.g. 1000000"))
 	}
 	return errors.Join(errs...)
 }

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/components/windowstore"
 	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadata"
 )
@@ -29,7 +30,7 @@ func NewFactory() processor.Factory {
 }
 
 func createDefaultConfig() component.Config {
-	return &Config{SweepInterval: 30 * time.Second, Mirror: mirrorcache.DefaultExtension}
+	return &Config{SweepInterval: 30 * time.Second, Mirror: mirrorcache.DefaultExtension, MaxRecordBytes: ottlevent.DefaultMaxRecordBytes}
 }
 
 func createLogs(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Logs) (processor.Logs, error) {

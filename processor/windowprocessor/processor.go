@@ -2,6 +2,7 @@ package windowprocessor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/agentbody"
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
@@ -115,9 +117,20 @@ func (p *windowProcessor) record(ctx context.Context, project string, c *pipelin
 		p.skip(ctx, project, err)
 		return nil
 	}
+	rec.SetMaxBytes(p.cfg.MaxRecordBytes)
 	body := it.Body
 	if c.Transforms != nil {
 		if err := c.Transforms.Apply(ctx, rec); err != nil {
+			if errors.Is(err, ottlevent.ErrRecordTooLarge) {
+				// Neither a trigger nor in a window, and not dropped unseen: the agent
+				// exporter dead-letters it, as stored, with the error.
+				pipelinedata.Append(calls, pipelinedata.Item{Body: it.Body, Signal: it.Signal, Kind: pipelinedata.KindFailed,
+					Seq: it.Seq, Error: apierror.RecordTooLargeAfterTransforms + ": " + err.Error()})
+				p.tel.WindowRecords.Add(ctx, 1, outcome("too_large"))
+				p.logger.Warn("record dead-lettered: a transform made it larger than the record limit",
+					zap.String("project_id", project), zap.Error(err))
+				return nil
+			}
 			p.skip(ctx, project, err)
 			return nil
 		}

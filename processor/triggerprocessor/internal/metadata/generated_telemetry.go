@@ -61,7 +61,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.TriggerRecords, err = builder.meter.Int64Counter(
 		"otelcol_trigger_records",
-		metric.WithDescription("Records by trigger outcome: matched, dropped, or error (the trigger or a transform failed on the record). [Beta]"),
+		metric.WithDescription("Records by trigger outcome: matched, dropped, error (the trigger or a transform failed on the record), or too_large (a transform grew it past max_record_bytes: dead-lettered with the error). [Beta]"),
 		metric.WithUnit(""),
 	)
 	errs = errors.Join(errs, err)

@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) processor.Settings {
 func AssertEqualTriggerRecords(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_trigger_records",
-		Description: "Records by trigger outcome: matched, dropped, or error (the trigger or a transform failed on the record). [Beta]",
+		Description: "Records by trigger outcome: matched, dropped, error (the trigger or a transform failed on the record), or too_large (a transform grew it past max_record_bytes: dead-lettered with the error). [Beta]",
 		Unit:        "",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -63,7 +63,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.WindowRecords, err = builder.meter.Int64Counter(
 		"otelcol_window_records",
-		metric.WithDescription("Window-mode records by outcome: triggered, stored (passed the context filter), skipped, error. [Beta]"),
+		metric.WithDescription("Window-mode records by outcome: triggered, stored (passed the context filter), skipped, error, too_large (a transform grew it past max_record_bytes: dead-lettered with the error). [Beta]"),
 		metric.WithUnit(""),
 	)
 	errs = errors.Join(errs, err)

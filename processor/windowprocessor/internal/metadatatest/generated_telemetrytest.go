@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) processor.Settings {
 func AssertEqualWindowRecords(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_window_records",
-		Description: "Window-mode records by outcome: triggered, stored (passed the context filter), skipped, error. [Beta]",
+		Description: "Window-mode records by outcome: triggered, stored (passed the context filter), skipped, error, too_large (a transform grew it past max_record_bytes: dead-lettered with the error). [Beta]",
 		Unit:        "",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
