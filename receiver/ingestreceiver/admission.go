@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -79,10 +81,11 @@ func (r *ingestReceiver) busy() *apierror.Error {
 	return e
 }
 
-// readBody reads the (already decompressed) body within the configured limit, after
-// reserving what reading it will hold: the declared length; for a compressed body ten
-// times that (OTLP compresses about that well); the body limit when the length is unknown.
-// The caller corrects the reservation once the body is read.
+// readBody reads the (already decompressed) body within the configured limit. What it
+// holds is charged to the budget as it arrives, not as announced: a client announcing
+// 10 MB and sending a byte now and then holds a small buffer, so a few such clients
+// cannot make every large request of everyone else answer 503. The caller corrects the
+// charge to the request's decoding cost once the body is read.
 func (r *ingestReceiver) readBody(req *http.Request, t *ticket) ([]byte, *apierror.Error) {
 	limit := r.cfg.MaxRequestBodySize
 	expect := req.ContentLength
@@ -92,31 +95,76 @@ func (r *ingestReceiver) readBody(req *http.Request, t *ticket) ([]byte, *apierr
 	if expect < 0 || limit > 0 && expect > limit {
 		expect = limit
 	}
-	if !t.reserve(expect) {
-		_ = req.Body.Close()
-		return nil, r.busy()
-	}
-	body, err := readAll(req.Body, expect)
+	body, err := readAll(req.Body, expect, t.reserve)
 	_ = req.Body.Close()
 	if err != nil {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		var netErr net.Error
+		switch {
+		case errors.Is(err, errNoRoom):
+			return nil, r.busy()
+		case errors.As(err, &tooLarge):
 			return nil, apierror.New(http.StatusRequestEntityTooLarge, apierror.PayloadTooLarge,
 				fmt.Sprintf("the body is larger than %d bytes; send smaller requests", tooLarge.Limit))
+		case errors.As(err, &netErr) && netErr.Timeout():
+			return nil, apierror.New(http.StatusRequestTimeout, apierror.InvalidBody,
+				fmt.Sprintf("the body did not arrive within %s of the headers (read_body_timeout); nothing was stored: send it faster, or in smaller requests", r.cfg.ReadBodyTimeout))
 		}
 		return nil, apierror.New(http.StatusBadRequest, apierror.InvalidBody, "the body could not be read: "+err.Error())
 	}
 	return body, nil
 }
 
-// readAll is io.ReadAll with a size hint: a body read into a buffer grown by appending
-// leaves copies of itself behind (several times the body of garbage for a 10 MB body),
-// which io.ReadAll cannot be told to avoid.
-func readAll(rd io.Reader, hint int64) ([]byte, error) {
-	if hint <= 0 || hint > 64<<20 {
-		return io.ReadAll(rd)
+// bodyDeadline gives each request's body read_body_timeout to arrive, from when its
+// headers have. The deadline is lifted once the body is read (closed): net/http keeps
+// reading the connection in the background while a handler works, and a deadline
+// passing then would cancel the request's context half way through storing it.
+func (r *ingestReceiver) bodyDeadline(next http.Handler) http.Handler {
+	if r.cfg.ReadBodyTimeout <= 0 {
+		return next
 	}
-	buf := make([]byte, 0, hint+1) // +1: reading EOF needs no growth
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Body != nil && req.Body != http.NoBody {
+			rc := http.NewResponseController(w)
+			if err := rc.SetReadDeadline(time.Now().Add(r.cfg.ReadBodyTimeout)); err == nil {
+				req.Body = &deadlineBody{ReadCloser: req.Body, rc: rc}
+			}
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+type deadlineBody struct {
+	io.ReadCloser
+	rc *http.ResponseController
+}
+
+func (b *deadlineBody) Close() error {
+	_ = b.rc.SetReadDeadline(time.Time{})
+	return b.ReadCloser.Close()
+}
+
+// errNoRoom is readAll's charge refused: the budget has no room for the body now.
+var errNoRoom = errors.New("max_inflight_bytes has no room for the body")
+
+// firstChunk is what reading a body starts with: most bodies fit, and a slow sender
+// holds no more than this until its bytes arrive.
+const firstChunk = 64 << 10
+
+// readAll reads rd into a buffer that grows as bytes arrive, each growth charged first
+// (charge gets the buffer's new capacity; false stops the read with errNoRoom). It
+// doubles up to hint, then allocates exactly hint (+1 to read EOF without growing), so a
+// body of the announced size leaves at most its size in smaller buffers behind, where
+// io.ReadAll leaves several times it.
+func readAll(rd io.Reader, hint int64, charge func(int64) bool) ([]byte, error) {
+	size := int64(firstChunk)
+	if hint > 0 && hint+1 < size {
+		size = hint + 1
+	}
+	if !charge(size) {
+		return nil, errNoRoom
+	}
+	buf := make([]byte, 0, size)
 	for {
 		n, err := rd.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -126,8 +174,18 @@ func readAll(rd io.Reader, hint int64) ([]byte, error) {
 		if err != nil {
 			return buf, err
 		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)] // longer than hinted: grow as io.ReadAll would
+		if len(buf) < cap(buf) {
+			continue
 		}
+		next := 2 * int64(cap(buf))
+		if hint > int64(len(buf)) && next > hint+1 {
+			next = hint + 1
+		}
+		if !charge(next) {
+			return nil, errNoRoom
+		}
+		grown := make([]byte, len(buf), next)
+		copy(grown, buf)
+		buf = grown
 	}
 }

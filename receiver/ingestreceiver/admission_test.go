@@ -98,12 +98,16 @@ func TestInflightBytesAreBounded(t *testing.T) {
 func TestReadAllWithHint(t *testing.T) {
 	body := strings.Repeat("abc", 1000)
 	for _, hint := range []int64{0, 10, 2999, 3000, 3001, 1 << 20} {
-		got, err := readAll(strings.NewReader(body), hint)
+		got, err := readAll(strings.NewReader(body), hint, func(int64) bool { return true })
 		require.NoError(t, err)
 		assert.Equal(t, body, string(got), "hint %d", hint)
 	}
-	_, err := readAll(io.MultiReader(strings.NewReader("ab"), errReader{}), 10)
+	_, err := readAll(io.MultiReader(strings.NewReader("ab"), errReader{}), 10, func(int64) bool { return true })
 	assert.Error(t, err)
+	var charged []int64
+	_, err = readAll(strings.NewReader(body), 3000, func(n int64) bool { charged = append(charged, n); return n < 2000 })
+	assert.ErrorIs(t, err, errNoRoom, "a charge refused stops the read")
+	assert.Equal(t, []int64{3001}, charged, "a body smaller than the first chunk is charged its announced size")
 }
 
 type errReader struct{}

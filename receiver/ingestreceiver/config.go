@@ -29,6 +29,11 @@ type Config struct {
 	// that requests being read and decoded may hold at once; past it requests get 503 with
 	// Retry-After.
 	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes"`
+	// ReadBodyTimeout bounds how long a request's body may take to arrive once its headers
+	// have (SVC_READ_BODY_TIMEOUT): a client trickling its body is answered 408 and
+	// disconnected instead of holding a connection, and memory, for as long as it likes.
+	// 0 means no bound.
+	ReadBodyTimeout time.Duration `mapstructure:"read_body_timeout"`
 	// DeliveryLog names what the console's delivery-log endpoints read beside the log.
 	DeliveryLog DeliveryLogConfig `mapstructure:"delivery_log"`
 	// Console configures the console API the dashboard calls from the browser.
@@ -62,6 +67,7 @@ type ownSettings struct {
 	MaxObjectsPerRequest int               `mapstructure:"max_objects_per_request"`
 	MaxRecordsPerRequest int               `mapstructure:"max_records_per_request"`
 	MaxInflightBytes     int64             `mapstructure:"max_inflight_bytes"`
+	ReadBodyTimeout      time.Duration     `mapstructure:"read_body_timeout"`
 	DeliveryLog          DeliveryLogConfig `mapstructure:"delivery_log"`
 	Console              ConsoleConfig     `mapstructure:"console"`
 }
@@ -74,12 +80,13 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 		return err
 	}
 	own := ownSettings{RetryAfter: c.RetryAfter, MaxObjectsPerRequest: c.MaxObjectsPerRequest,
-		MaxRecordsPerRequest: c.MaxRecordsPerRequest, MaxInflightBytes: c.MaxInflightBytes, DeliveryLog: c.DeliveryLog, Console: c.Console}
+		MaxRecordsPerRequest: c.MaxRecordsPerRequest, MaxInflightBytes: c.MaxInflightBytes, ReadBodyTimeout: c.ReadBodyTimeout, DeliveryLog: c.DeliveryLog, Console: c.Console}
 	if err := conf.Unmarshal(&own, confmap.WithIgnoreUnused()); err != nil {
 		return err
 	}
 	c.RetryAfter, c.MaxObjectsPerRequest = own.RetryAfter, own.MaxObjectsPerRequest
 	c.MaxRecordsPerRequest, c.MaxInflightBytes = own.MaxRecordsPerRequest, own.MaxInflightBytes
+	c.ReadBodyTimeout = own.ReadBodyTimeout
 	c.DeliveryLog, c.Console = own.DeliveryLog, own.Console
 	return nil
 }
@@ -107,6 +114,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInflightBytes < 1<<20 {
 		errs = append(errs, errors.New("max_inflight_bytes must be at least 1 MiB, e.g. 134217728"))
+	}
+	if c.ReadBodyTimeout < 0 {
+		errs = append(errs, errors.New("read_body_timeout must be 0 (no bound) or more, e.g. 30s"))
 	}
 	if c.DeliveryLog.PipelineDurable == "" || c.DeliveryLog.SinkDurable == "" {
 		errs = append(errs, errors.New("delivery_log.pipeline_durable and delivery_log.sink_durable must name the pipeline's and the sinks' durable consumers, e.g. svc-pipeline and svc-sink"))

@@ -42,6 +42,9 @@ const defaultMaxInflightBytes = 128 << 20
 const (
 	defaultReadHeaderTimeout = 10 * time.Second
 	defaultIdleTimeout       = time.Minute
+	// defaultReadBodyTimeout lets a 10 MiB body arrive at 3 Mbit/s; a client slower than
+	// that sends smaller requests.
+	defaultReadBodyTimeout = 30 * time.Second
 )
 
 // NewFactory returns the receiver's factory.
@@ -65,8 +68,9 @@ func createDefaultConfig() component.Config {
 	server.Keepalive = configoptional.Some(confighttp.KeepaliveServerConfig{IdleTimeout: defaultIdleTimeout})
 	return &Config{ServerConfig: server, RetryAfter: 5 * time.Second, MaxObjectsPerRequest: defaultMaxObjects,
 		MaxRecordsPerRequest: defaultMaxRecords, MaxInflightBytes: defaultMaxInflightBytes,
-		DeliveryLog: DeliveryLogConfig{PipelineDurable: console.DefaultPipelineDurable, SinkDurable: console.DefaultSinkDurable, ReplayReplicas: 1},
-		Console:     ConsoleConfig{AllowedOrigins: []string{defaultDashboardOrigin}}}
+		ReadBodyTimeout: defaultReadBodyTimeout,
+		DeliveryLog:     DeliveryLogConfig{PipelineDurable: console.DefaultPipelineDurable, SinkDurable: console.DefaultSinkDurable, ReplayReplicas: 1},
+		Console:         ConsoleConfig{AllowedOrigins: []string{defaultDashboardOrigin}}}
 }
 
 // defaultDashboardOrigin is where `make run` serves the dashboard (contract section 13).

@@ -147,7 +147,7 @@ func (r *ingestReceiver) routes() http.Handler {
 		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.NotFound,
 			fmt.Sprintf("no endpoint %s; see the receiver's README for its paths", req.URL.Path)))
 	})
-	return mux
+	return r.bodyDeadline(mux)
 }
 
 func (r *ingestReceiver) newConsole() *console.API {

@@ -1,0 +1,167 @@
+package ingestreceiver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apikey"
+	"github.com/otelcol-svc/otelcol-svc/components/lifecyclehost"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/metadata"
+)
+
+// startReal starts the receiver as a collector does (its confighttp server, the real
+// projectauth extension) with settings, and returns its address and a project's key.
+func startReal(t *testing.T, settings map[string]any) (string, string) {
+	t.Helper()
+	host := lifecyclehost.New(t)
+	url, err := natsclient.DefaultConfig().Resolve(host)
+	require.NoError(t, err)
+	_, js := testenv.Connect(t, url)
+	m, err := mirror.Open(context.Background(), js, 1)
+	require.NoError(t, err)
+	key := apikey.Generate(apikey.KindProject)
+	require.NoError(t, m.PutProject(context.Background(), mirror.Project{ID: "p1", Version: 1, Members: map[string]int64{"user_1": 1}}))
+	require.NoError(t, m.PutKey(context.Background(), apikey.Hash(key), mirror.KeyEntry{KeyID: "k1", ProjectID: "p1", Scope: mirror.ScopeProject}))
+
+	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	conf := map[string]any{"endpoint": addr, "auth": map[string]any{"authenticator": "projectauth"}}
+	for k, v := range settings {
+		conf[k] = v
+	}
+	cfg := createDefaultConfig().(*Config)
+	require.NoError(t, cfg.Unmarshal(confmap.NewFromStringMap(conf)))
+	require.NoError(t, cfg.Validate())
+	rcv, err := NewFactory().CreateLogs(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, new(consumertest.LogsSink))
+	require.NoError(t, err)
+	require.NoError(t, rcv.Start(context.Background(), host))
+	t.Cleanup(func() { _ = rcv.Shutdown(context.Background()) })
+	base := "http://" + addr
+	require.Eventually(t, func() bool {
+		resp, err := http.Post(base+"/v1/logs", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/logs", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-API-Key", key)
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 20*time.Millisecond, "the key was never accepted")
+	return addr, key
+}
+
+// slowSender announces a 10 MiB body and sends it a byte at a time.
+type slowSender struct {
+	conn net.Conn
+	rd   *bufio.Reader
+}
+
+// startSlow opens the connection and returns once the receiver reads the body: the
+// request asks for 100-continue, which net/http sends at the handler's first read.
+func startSlow(t *testing.T, addr, key string) *slowSender {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	_, err = fmt.Fprintf(conn, "POST /v1/logs HTTP/1.1\r\nHost: receiver\r\nX-API-Key: %s\r\nContent-Type: application/x-protobuf\r\n"+
+		"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n", key, 10<<20)
+	require.NoError(t, err)
+	s := &slowSender{conn: conn, rd: bufio.NewReader(conn)}
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(20*time.Second)))
+	line, err := s.rd.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "HTTP/1.1 100 Continue", strings.TrimSpace(line), "the receiver reads the slow body instead of answering at once")
+	_, err = s.rd.ReadString('\n') // the blank line ending the interim answer
+	require.NoError(t, err)
+	return s
+}
+
+// trickle writes a byte every 100 ms until the receiver closes the connection.
+func (s *slowSender) trickle(wg *sync.WaitGroup) {
+	defer wg.Done()
+	for range 600 {
+		if _, err := s.conn.Write([]byte{0x0a}); err != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// answer is the receiver's final status line to the slow request.
+func (s *slowSender) answer(t *testing.T) (int, string) {
+	t.Helper()
+	resp, err := http.ReadResponse(s.rd, nil)
+	require.NoError(t, err, "the receiver never answered the slow body")
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Thirteen connections announcing 10 MiB and trickling their bodies used to reserve 130
+// MiB of max_inflight_bytes (128 MiB) between them before a byte arrived, so every large
+// request of every tenant was answered 503. Memory is now charged as bytes arrive, and a
+// body that does not arrive within read_body_timeout is answered 408 and disconnected.
+func TestSlowBodiesDoNotStarveLargeRequests(t *testing.T) {
+	addr, key := startReal(t, map[string]any{"read_body_timeout": "5s"})
+	var wg sync.WaitGroup
+	var slow []*slowSender
+	for range 13 {
+		s := startSlow(t, addr, key)
+		slow = append(slow, s)
+		wg.Add(1)
+		go s.trickle(&wg)
+	}
+
+	// Another tenant's 8 MB OTLP request, three times.
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	for range 100 {
+		lrs.AppendEmpty().Body().SetStr(strings.Repeat("x", 80_000))
+	}
+	body, err := plogotlp.NewExportRequestFromLogs(ld).MarshalProto()
+	require.NoError(t, err)
+	require.Greater(t, len(body), 8_000_000)
+	for i := range 3 {
+		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/logs", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		req.Header.Set("X-API-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "8 MB request %d while 13 slow bodies are being read", i+1)
+	}
+
+	for i, s := range slow {
+		status, msg := s.answer(t)
+		assert.Equal(t, http.StatusRequestTimeout, status, "slow sender %d: %s", i, msg)
+		assert.Contains(t, msg, "read_body_timeout", "slow sender %d", i)
+	}
+	wg.Wait() // each trickle ends when its connection is closed
+}
