@@ -251,7 +251,10 @@ func TestSinkKill9LosesNothing(t *testing.T) {
 	for _, d := range []*testAgent{hook, chat} {
 		d.setRespond(func(int, *http.Request) (int, time.Duration) { return http.StatusOK, 2 * time.Millisecond })
 	}
-	vars := map[string]string{"NATS_URL": nt.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1"}
+	vars := map[string]string{"NATS_URL": nt.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1",
+		// Its results come under made-up request ids, hundreds of them: past the hourly
+		// allowance for those (100) they would be refused.
+		"SVC_UNMATCHED_RESULTS_PER_HOUR": "0"}
 	recv := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/receiver.yaml", Env: vars})
 	key, _ := sinkProject(t, m, recv.HTTP, "sinks-crash",
 		mirror.Sink{ID: "s_hook", Kind: "webhook", URL: hook.URL},
