@@ -71,6 +71,9 @@ type resultGate struct {
 }
 
 func (e *jsExporter) resultGate(ctx context.Context) (*usage.ResultLimiter, *requestid.Issuer, error) {
+	if e.storage == nil { // not started
+		return nil, nil, errNotConnected
+	}
 	e.storage.results.mu.Lock()
 	defer e.storage.results.mu.Unlock()
 	if e.storage.results.lim != nil && e.storage.results.ids != nil {
