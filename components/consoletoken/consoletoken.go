@@ -13,6 +13,12 @@
 // A token also names the membership it was issued under (claim "grant"); receivers honour
 // it only while the project's mirror entry lists that grant for the user, so removing a
 // member ends their tokens within the mirror's latency, not at expiry.
+//
+// And it names the credential it was minted with (claim "cred": a personal access token's,
+// a dashboard session's or an OAuth grant's id): when that credential is revoked or its
+// session logged out, the control plane publishes the id in the mirror's revocations
+// (mirror.BucketRevocations), and receivers refuse every token naming it, so a console
+// token never outlives what minted it by more than the mirror's latency.
 package consoletoken
 
 import (
@@ -46,6 +52,10 @@ type Claims struct {
 	// milliseconds; mirror.Project.Members): receivers honour the token only while the
 	// project's mirror entry lists the same grant for the user.
 	Grant int64
+	// Credential is the id of the credential the token was minted with (empty for a
+	// login token, which cannot be revoked): receivers refuse the token once the mirror
+	// lists it as revoked.
+	Credential string
 	// ExpiresAt is set by Issue (now + ttl) and returned by Verify.
 	ExpiresAt time.Time
 }
@@ -59,6 +69,7 @@ var (
 type jwtClaims struct {
 	ProjectID string `json:"project_id"`
 	Grant     int64  `json:"grant"`
+	Cred      string `json:"cred,omitempty"`
 	Purpose   string `json:"purpose"`
 	jwt.RegisteredClaims
 }
@@ -78,6 +89,7 @@ func Issue(priv ed25519.PrivateKey, c Claims, ttl time.Duration, now time.Time) 
 	claims := jwtClaims{
 		ProjectID: c.ProjectID,
 		Grant:     c.Grant,
+		Cred:      c.Credential,
 		Purpose:   Purpose,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    Issuer,
@@ -130,5 +142,5 @@ func Verify(keys []ed25519.PublicKey, token string, now time.Time) (Claims, erro
 	if c.IssuedAt == nil || c.ExpiresAt.Sub(c.IssuedAt.Time) > MaxTTL {
 		return Claims{}, fmt.Errorf("%w: lifetime longer than %s", ErrInvalid, MaxTTL)
 	}
-	return Claims{UserID: c.Subject, ProjectID: c.ProjectID, Grant: c.Grant, ExpiresAt: c.ExpiresAt.Time.UTC()}, nil
+	return Claims{UserID: c.Subject, ProjectID: c.ProjectID, Grant: c.Grant, Credential: c.Cred, ExpiresAt: c.ExpiresAt.Time.UTC()}, nil
 }

@@ -25,11 +25,11 @@ func keyPair(t *testing.T) (ed25519.PublicKey, ed25519.PrivateKey) {
 
 func TestIssueVerify(t *testing.T) {
 	pub, priv := keyPair(t)
-	tok, err := Issue(priv, Claims{UserID: "u1", ProjectID: "p1", Grant: 7}, 10*time.Minute, now)
+	tok, err := Issue(priv, Claims{UserID: "u1", ProjectID: "p1", Grant: 7, Credential: "pat_1"}, 10*time.Minute, now)
 	require.NoError(t, err)
 	c, err := Verify([]ed25519.PublicKey{pub}, tok, now.Add(time.Minute))
 	require.NoError(t, err)
-	assert.Equal(t, Claims{UserID: "u1", ProjectID: "p1", Grant: 7, ExpiresAt: now.Add(10 * time.Minute)}, c)
+	assert.Equal(t, Claims{UserID: "u1", ProjectID: "p1", Grant: 7, Credential: "pat_1", ExpiresAt: now.Add(10 * time.Minute)}, c)
 
 	// Expired (past the leeway).
 	_, err = Verify([]ed25519.PublicKey{pub}, tok, now.Add(10*time.Minute+Leeway+time.Second))

@@ -9,6 +9,7 @@
 //	bucket svc-sources   key: a push source's ingest key  value: Source
 //	bucket svc-key-usage key: key id                      value: unix milliseconds of last use
 //	bucket svc-settings  key: console-token-keys           value: ConsoleKeys
+//	bucket svc-revocations key: a credential's id          value: Revocation
 //
 // The control plane is the only writer in production; it re-publishes its whole state on
 // start, so a new or wiped NATS recovers. Tests write through the same Store.
@@ -31,7 +32,20 @@ const (
 	BucketKeyUsage = "svc-key-usage"
 	// BucketSettings holds instance-wide settings, one entry per Key* name below.
 	BucketSettings = "svc-settings"
+	// BucketRevocations lists credentials (personal access tokens, dashboard sessions,
+	// OAuth grants) revoked or logged out: console tokens minted with one are refused.
+	// Entries expire after RevocationTTL, by when every such token has expired too.
+	BucketRevocations = "svc-revocations"
 )
+
+// RevocationTTL is how long a revocation is kept: longer than any console token lives
+// (consoletoken.MaxTTL, an hour, plus its clock leeway).
+const RevocationTTL = 2 * time.Hour
+
+// Revocation is an entry of BucketRevocations.
+type Revocation struct {
+	RevokedAt time.Time `json:"revoked_at"`
+}
 
 // Entries of BucketSettings.
 const (

@@ -17,7 +17,7 @@ import (
 // Store writes the mirror. Every write is a KV put acknowledged by JetStream, so when a
 // call returns, every watching data-plane process sees the change within milliseconds.
 type Store struct {
-	keys, projects, sources, usage, settings jetstream.KeyValue
+	keys, projects, sources, usage, settings, revocations jetstream.KeyValue
 }
 
 // Open binds to (creating when missing) the mirror's buckets.
@@ -39,16 +39,24 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 	if s.settings, err = bucket(ctx, js, BucketSettings, replicas); err != nil {
 		return nil, err
 	}
+	if s.revocations, err = bucketTTL(ctx, js, BucketRevocations, replicas, RevocationTTL); err != nil {
+		return nil, err
+	}
 	return &s, nil
 }
 
 // Watched returns the buckets the data plane keeps in memory (keys, projects, sources,
-// settings; not the usage it writes), in that order.
+// settings, revocations; not the usage it writes), in that order.
 func (s *Store) Watched() []jetstream.KeyValue {
-	return []jetstream.KeyValue{s.keys, s.projects, s.sources, s.settings}
+	return []jetstream.KeyValue{s.keys, s.projects, s.sources, s.settings, s.revocations}
 }
 
 func bucket(ctx context.Context, js jetstream.JetStream, name string, replicas int) (jetstream.KeyValue, error) {
+	return bucketTTL(ctx, js, name, replicas, 0)
+}
+
+// bucketTTL is bucket whose entries expire after ttl (0: never).
+func bucketTTL(ctx context.Context, js jetstream.JetStream, name string, replicas int, ttl time.Duration) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, name)
 	if err == nil {
 		return raise(ctx, js, kv, replicas)
@@ -65,6 +73,7 @@ func bucket(ctx context.Context, js jetstream.JetStream, name string, replicas i
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    replicas,
+		TTL:         ttl,
 	})
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		// Another process created it between our two calls.
@@ -96,6 +105,7 @@ func raise(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, r
 	cfg := bs.StreamInfo().Config
 	kv, err = js.UpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: kv.Bucket(), Description: cfg.Description, History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
+		TTL: cfg.MaxAge,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s has %d replica(s); raising it to %d failed: %w", bs.Bucket(), cfg.Replicas, replicas, err)
@@ -329,4 +339,10 @@ func (s *Store) ConsoleKeys(ctx context.Context) (ConsoleKeys, error) {
 		return k, fmt.Errorf("mirror %s/%s: %w", BucketSettings, KeyConsoleTokenKeys, err)
 	}
 	return k, nil
+}
+
+// Revoke lists a credential (a personal access token's, a session's or an OAuth grant's
+// id) as revoked: receivers refuse the console tokens minted with it from now on.
+func (s *Store) Revoke(ctx context.Context, credentialID string, at time.Time) error {
+	return put(ctx, s.revocations, credentialID, Revocation{RevokedAt: at.UTC()})
 }

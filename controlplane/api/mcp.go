@@ -100,13 +100,15 @@ func (s *Server) mcpHandler() http.Handler {
 		if ok && viaAccessToken(r) {
 			// authed has just checked it against the database; a revoked token fails
 			// there on its next request. A short expiry keeps the SDK from caching more.
-			return &mcpauth.TokenInfo{UserID: u.ID, Expiration: time.Now().Add(time.Minute)}, nil
+			return &mcpauth.TokenInfo{UserID: u.ID, Expiration: time.Now().Add(time.Minute),
+				Extra: map[string]any{credentialExtra: currentCredential(r.Context())}}, nil
 		}
 		claims, err := s.Tokens.Parse(token)
 		if !ok || err != nil || claims.Subject != u.ID {
 			return nil, mcpauth.ErrInvalidToken
 		}
-		return &mcpauth.TokenInfo{UserID: u.ID, Expiration: claims.ExpiresAt.Time}, nil
+		return &mcpauth.TokenInfo{UserID: u.ID, Expiration: claims.ExpiresAt.Time,
+			Extra: map[string]any{credentialExtra: service.Credential{ExpiresAt: claims.ExpiresAt.Time}}}, nil
 	}
 	return mcpauth.RequireBearerToken(verify, nil)(h)
 }
@@ -184,6 +186,19 @@ func testSourceSchema() *jsonschema.Schema {
 	sc.Properties["payload"] = &jsonschema.Schema{Type: "object",
 		Description: "a sample payload: one JSON object as your system would post it"}
 	return sc
+}
+
+// credentialExtra is the TokenInfo.Extra entry holding the service.Credential a tool
+// call was authenticated with.
+const credentialExtra = "credential"
+
+// toolCredential is the credential of a tool call, which console tokens it mints name.
+func toolCredential(req *mcp.CallToolRequest) service.Credential {
+	if req.Extra == nil || req.Extra.TokenInfo == nil {
+		return service.Credential{}
+	}
+	c, _ := req.Extra.TokenInfo.Extra[credentialExtra].(service.Credential)
+	return c
 }
 
 // toolUser returns the tool call's user, once the call names a project: the service's
@@ -429,7 +444,7 @@ func (s *Server) toolConsoleToken(ctx context.Context, req *mcp.CallToolRequest,
 	if err != nil {
 		return nil, out, err
 	}
-	if out.ConsoleToken, err = s.Svc.IssueConsoleToken(ctx, userID, in.ProjectID); err != nil {
+	if out.ConsoleToken, err = s.Svc.IssueConsoleToken(ctx, userID, in.ProjectID, toolCredential(req)); err != nil {
 		return nil, out, s.toolError(err, "project")
 	}
 	consoleAPI := s.Svc.ReceiverURL + "/console/v1/projects/" + url.PathEscape(in.ProjectID)

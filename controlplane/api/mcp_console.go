@@ -126,7 +126,7 @@ func consoleTool[In consoleArgs](s *Server) mcp.ToolHandlerFor[In, consoleReques
 				return nil, out, errors.New("forbidden: this needs the project's owner or an admin; you are a member, who may read it but not change it")
 			}
 		}
-		ct, err := s.Svc.IssueConsoleToken(ctx, userID, in.project())
+		ct, err := s.Svc.IssueConsoleToken(ctx, userID, in.project(), toolCredential(req))
 		if err != nil {
 			return nil, out, s.toolError(err, "project")
 		}

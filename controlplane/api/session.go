@@ -71,9 +71,11 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, status int
 	now := time.Now().UTC()
 	ses := store.Session{ID: service.NewID(sessionIDPrefix), UserID: u.ID, Hash: apikey.Hash(secret),
 		CreatedAt: now, ExpiresAt: now.Add(auth.SessionTTL)}
+	var ended []string
 	err := s.Svc.Store.InTx(r.Context(), func(tx *store.Tx) error {
 		// Room for this one: the oldest go, so repeated logins cannot grow the table.
-		if err := tx.PruneSessions(r.Context(), u.ID, now, maxSessions-1); err != nil {
+		var err error
+		if ended, err = tx.PruneSessions(r.Context(), u.ID, now, maxSessions-1); err != nil {
 			return err
 		}
 		return tx.CreateSession(r.Context(), ses)
@@ -82,6 +84,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, status int
 		s.internal(w, r, err)
 		return
 	}
+	s.Svc.RevokeCredentials(r.Context(), ended...)
 	http.SetCookie(w, auth.SessionCookie(r, secret))
 	writeJSON(w, status, s.sessionJSON(u, secret))
 }
@@ -121,7 +124,7 @@ func (s *Server) sessionUser(ctx context.Context, secret string) (store.Session,
 
 // sessionAuthed serves h for the session's user; writes must pass the CSRF check.
 func (s *Server) sessionAuthed(w http.ResponseWriter, r *http.Request, secret string, h http.HandlerFunc) {
-	_, u, err := s.sessionUser(r.Context(), secret)
+	ses, u, err := s.sessionUser(r.Context(), secret)
 	if errors.Is(err, store.ErrNotFound) {
 		http.SetCookie(w, auth.ClearSessionCookie(r))
 		fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "your session has ended; log in again"))
@@ -138,6 +141,7 @@ func (s *Server) sessionAuthed(w http.ResponseWriter, r *http.Request, secret st
 		}
 	}
 	ctx := context.WithValue(r.Context(), userKey{}, u)
+	ctx = context.WithValue(ctx, credentialKey{}, service.Credential{ID: ses.ID, ExpiresAt: ses.ExpiresAt})
 	h(w, r.WithContext(context.WithValue(ctx, sessionKey{}, true)))
 }
 
@@ -158,7 +162,8 @@ func (s *Server) sessionInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 // sessionLogout ends the session: its row goes, so the cookie stops working at once even
-// if a copy of it survives in the browser.
+// if a copy of it survives in the browser, and the console tokens it minted stop at the
+// receivers within a second.
 func (s *Server) sessionLogout(w http.ResponseWriter, r *http.Request) {
 	secret := auth.SessionFromCookie(r)
 	if secret == "" {
@@ -178,6 +183,7 @@ func (s *Server) sessionLogout(w http.ResponseWriter, r *http.Request) {
 			s.internal(w, r, err)
 			return
 		}
+		s.Svc.RevokeCredentials(r.Context(), currentCredential(r.Context()).ID)
 		http.SetCookie(w, auth.ClearSessionCookie(r))
 		w.WriteHeader(http.StatusNoContent)
 	})

@@ -194,6 +194,12 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			u, err = tx.UserByID(r.Context(), claims.Subject)
 			return err
 		})
+		// A login token cannot be revoked: what it mints names no credential, and
+		// ends when it does.
+		cred := service.Credential{}
+		if claims.ExpiresAt != nil {
+			cred.ExpiresAt = claims.ExpiresAt.Time
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "the account of this token no longer exists"))
 			return
@@ -202,11 +208,22 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			s.internal(w, r, err)
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+		ctx := context.WithValue(r.Context(), userKey{}, u)
+		h(w, r.WithContext(context.WithValue(ctx, credentialKey{}, cred)))
 	}
 }
 
 func currentUser(r *http.Request) store.User { return r.Context().Value(userKey{}).(store.User) }
+
+// credentialKey holds the service.Credential a request was authenticated with.
+type credentialKey struct{}
+
+// currentCredential is the credential a request was authenticated with: console tokens
+// it mints name it, and end when it is revoked.
+func currentCredential(ctx context.Context) service.Credential {
+	c, _ := ctx.Value(credentialKey{}).(service.Credential)
+	return c
+}
 
 // oauthAuthed serves h at /mcp for the user of an OAuth access token, which acts as
 // their personal access token would. The token was issued for the MCP resource (RFC
@@ -223,8 +240,8 @@ func (s *Server) oauthAuthed(w http.ResponseWriter, r *http.Request, tok string,
 // accessTokenAuthed serves h for the user a personal or OAuth access token resolved to,
 // marked as acting through a token; an invalid token is refused with the message given.
 func (s *Server) accessTokenAuthed(w http.ResponseWriter, r *http.Request, h http.HandlerFunc, tok string,
-	resolve func(context.Context, string) (store.User, error), invalid string) {
-	u, err := resolve(r.Context(), tok)
+	resolve func(context.Context, string) (store.User, service.Credential, error), invalid string) {
+	u, cred, err := resolve(r.Context(), tok)
 	if errors.Is(err, service.ErrTokenInvalid) {
 		fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, invalid))
 		return
@@ -234,6 +251,7 @@ func (s *Server) accessTokenAuthed(w http.ResponseWriter, r *http.Request, h htt
 		return
 	}
 	ctx := context.WithValue(r.Context(), userKey{}, u)
+	ctx = context.WithValue(ctx, credentialKey{}, cred)
 	h(w, r.WithContext(context.WithValue(ctx, accessTokenKey{}, true)))
 }
 

@@ -458,6 +458,7 @@ func (s *Service) Token(ctx context.Context, issuer string, r TokenRequest) (Tok
 func (s *Service) exchangeCode(ctx context.Context, r TokenRequest) (TokenResponse, error) {
 	var resp TokenResponse
 	var refusal *OAuthError
+	var revoked string // a grant revoked because its code or refresh token was replayed
 	hash := apikey.Hash(r.Code)
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		c, err := tx.OAuthCodeByHash(ctx, hash)
@@ -470,6 +471,7 @@ func (s *Service) exchangeCode(ctx context.Context, r TokenRequest) (TokenRespon
 		}
 		if c.GrantID != "" {
 			refusal = invalidGrant("the code was used already; the tokens issued for it are revoked")
+			revoked = c.GrantID
 			return tx.RevokeOAuthGrant(ctx, c.GrantID)
 		}
 		if !time.Now().Before(c.ExpiresAt) {
@@ -507,6 +509,9 @@ func (s *Service) exchangeCode(ctx context.Context, r TokenRequest) (TokenRespon
 	if errors.Is(err, errRollback) {
 		err = nil
 	}
+	if err == nil && revoked != "" {
+		s.RevokeCredentials(ctx, revoked)
+	}
 	if refusal != nil {
 		return TokenResponse{}, refusal
 	}
@@ -526,6 +531,7 @@ func pkceMatches(verifier, challenge string) bool {
 func (s *Service) refresh(ctx context.Context, r TokenRequest) (TokenResponse, error) {
 	var resp TokenResponse
 	var refusal *OAuthError
+	var revoked string // a grant revoked because its code or refresh token was replayed
 	hash := apikey.Hash(r.RefreshToken)
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		k, err := tx.OAuthTokenByHash(ctx, hash)
@@ -550,6 +556,7 @@ func (s *Service) refresh(ctx context.Context, r TokenRequest) (TokenResponse, e
 		}
 		if !k.RotatedAt.IsZero() {
 			refusal = invalidGrant("the refresh token was used already; the grant is revoked, authorize again")
+			revoked = g.ID
 			return tx.RevokeOAuthGrant(ctx, g.ID)
 		}
 		now := time.Now().UTC()
@@ -571,6 +578,9 @@ func (s *Service) refresh(ctx context.Context, r TokenRequest) (TokenResponse, e
 	})
 	if errors.Is(err, errRollback) {
 		err = nil
+	}
+	if err == nil && revoked != "" {
+		s.RevokeCredentials(ctx, revoked)
 	}
 	if refusal != nil {
 		return TokenResponse{}, refusal
@@ -600,7 +610,8 @@ func (s *Service) RevokeOAuthToken(ctx context.Context, token, clientID string) 
 		return nil
 	}
 	hash := apikey.Hash(token)
-	return s.Store.InTx(ctx, func(tx *store.Tx) error {
+	var revoked string
+	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		k, err := tx.OAuthTokenByHash(ctx, hash)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
@@ -619,10 +630,15 @@ func (s *Service) RevokeOAuthToken(ctx context.Context, token, clientID string) 
 			return nil
 		}
 		if k.Kind == store.OAuthRefresh {
+			revoked = g.ID
 			return tx.RevokeOAuthGrant(ctx, g.ID)
 		}
 		return tx.DeleteOAuthToken(ctx, hash)
 	})
+	if err == nil && revoked != "" {
+		s.RevokeCredentials(ctx, revoked)
+	}
+	return err
 }
 
 // --- grants and access tokens ---------------------------------------------------------
@@ -645,6 +661,9 @@ func (s *Service) RevokeOAuthGrant(ctx context.Context, userID, id string) error
 	if errors.Is(err, store.ErrNotFound) {
 		return NotFound("grant")
 	}
+	if err == nil {
+		s.RevokeCredentials(ctx, id)
+	}
 	return err
 }
 
@@ -653,8 +672,9 @@ func IsOAuthAccessToken(tok string) bool { return strings.HasPrefix(tok, apikey.
 
 // UserByOAuthToken resolves an OAuth access token to its user, or ErrTokenInvalid; it
 // is looked up on every request, so a revoked grant stops at once.
-func (s *Service) UserByOAuthToken(ctx context.Context, tok string) (store.User, error) {
+func (s *Service) UserByOAuthToken(ctx context.Context, tok string) (store.User, Credential, error) {
 	var u store.User
+	var cred Credential
 	hash := apikey.Hash(tok)
 	expired := false
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
@@ -682,6 +702,9 @@ func (s *Service) UserByOAuthToken(ctx context.Context, tok string) (store.User,
 				return err
 			}
 		}
+		// Revoking the grant (the connected app) ends what this token minted; the token
+		// itself expires within the hour.
+		cred = Credential{ID: g.ID, ExpiresAt: k.ExpiresAt}
 		u, err = tx.UserByID(ctx, g.UserID)
 		if errors.Is(err, store.ErrNotFound) {
 			return ErrTokenInvalid
@@ -689,9 +712,9 @@ func (s *Service) UserByOAuthToken(ctx context.Context, tok string) (store.User,
 		return err
 	})
 	if expired {
-		return u, ErrTokenInvalid
+		return u, cred, ErrTokenInvalid
 	}
-	return u, err
+	return u, cred, err
 }
 
 // SweepOAuth deletes expired requests, codes and tokens, grants left without tokens, and

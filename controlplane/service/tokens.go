@@ -64,15 +64,20 @@ func (s *Service) RevokeAccessToken(ctx context.Context, userID, id string) erro
 	if errors.Is(err, store.ErrNotFound) {
 		return NotFound("token")
 	}
+	if err == nil {
+		s.RevokeCredentials(ctx, id)
+	}
 	return err
 }
 
 // IsAccessToken tells an access token from a login token by its kind prefix.
 func IsAccessToken(tok string) bool { return strings.HasPrefix(tok, apikey.KindAccess) }
 
-// UserByAccessToken resolves a token to its user, or ErrTokenInvalid.
-func (s *Service) UserByAccessToken(ctx context.Context, tok string) (store.User, error) {
+// UserByAccessToken resolves a token to its user and itself as a Credential, or
+// ErrTokenInvalid.
+func (s *Service) UserByAccessToken(ctx context.Context, tok string) (store.User, Credential, error) {
 	var u store.User
+	var cred Credential
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		a, err := tx.AccessTokenByHash(ctx, apikey.Hash(tok))
 		if errors.Is(err, store.ErrNotFound) {
@@ -85,6 +90,7 @@ func (s *Service) UserByAccessToken(ctx context.Context, tok string) (store.User
 		if !now.Before(a.ExpiresAt) {
 			return ErrTokenInvalid
 		}
+		cred = Credential{ID: a.ID, ExpiresAt: a.ExpiresAt}
 		if now.Sub(a.LastUsedAt) >= lastUsedEvery {
 			if err := tx.TouchAccessToken(ctx, a.ID, now); err != nil {
 				return err
@@ -96,7 +102,7 @@ func (s *Service) UserByAccessToken(ctx context.Context, tok string) (store.User
 		}
 		return err
 	})
-	return u, err
+	return u, cred, err
 }
 
 // NoTokenFromToken refuses managing tokens with an access token: a leaked token must not

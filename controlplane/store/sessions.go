@@ -51,12 +51,34 @@ func (t *Tx) TouchSession(ctx context.Context, id string, at time.Time) error {
 }
 
 // PruneSessions deletes the user's sessions that expired by now and, of the rest, all but
-// the newest keep: called before a login adds one, with keep one less than the bound.
-func (t *Tx) PruneSessions(ctx context.Context, userID string, now time.Time, keep int) error {
+// the newest keep: called before a login adds one, with keep one less than the bound. It
+// returns the ids of the live sessions it ended, whose console tokens must end too.
+func (t *Tx) PruneSessions(ctx context.Context, userID string, now time.Time, keep int) ([]string, error) {
 	if _, err := t.exec(ctx, `DELETE FROM sessions WHERE user_id = ? AND expires_at <= ?`, userID, now.UnixMilli()); err != nil {
-		return err
+		return nil, err
 	}
-	_, err := t.exec(ctx, `DELETE FROM sessions WHERE user_id = ? AND id NOT IN (
+	rows, err := t.query(ctx, `SELECT id FROM sessions WHERE user_id = ? AND id NOT IN (
 		SELECT id FROM sessions WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?)`, userID, userID, keep)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	var ended []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ended = append(ended, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, id := range ended {
+		if _, err := t.exec(ctx, `DELETE FROM sessions WHERE id = ?`, id); err != nil {
+			return nil, err
+		}
+	}
+	return ended, nil
 }

@@ -108,7 +108,9 @@ func TestSessions(t *testing.T) {
 					CreatedAt: now.Add(time.Duration(i) * time.Second), ExpiresAt: now.Add(time.Hour)}))
 			}
 			require.NoError(t, tx.CreateSession(ctx, Session{ID: "ses_b", UserID: "u_b", Hash: "h-b", CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour)}))
-			return tx.PruneSessions(ctx, "u_a", now, 3)
+			ended, err := tx.PruneSessions(ctx, "u_a", now, 3)
+			assert.ElementsMatch(t, []string{"ses_a0", "ses_a1"}, ended, "the live sessions ended, whose console tokens must end too")
+			return err
 		})
 		inTx(t, s, func(ctx context.Context, tx *Tx) error {
 			for hash, live := range map[string]bool{"h-expired": false, "h-a0": false, "h-a1": false, "h-a2": true, "h-a3": true, "h-a4": true, "h-b": true} {

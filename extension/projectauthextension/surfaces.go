@@ -125,6 +125,7 @@ const (
 	msgConsoleIngestKey = "an ingest key (osi_...) only posts to its source's ingest URL; read with the project's API key or a console token"
 	msgConsoleNoKeys    = "console tokens cannot be checked yet: the control plane has not published its token keys; retry in a moment"
 	msgConsoleOldGrant  = "the console token was issued for an earlier membership of this project; get a new one from the control plane"
+	msgConsoleRevoked   = "the console token was minted with a credential that has since been revoked or logged out; sign in again and get a new one"
 )
 
 // AuthenticateConsole authorizes a read of projectID's records through the console read
@@ -170,6 +171,11 @@ func (a *authenticator) console(headers map[string][]string, projectID string) (
 		}
 		if grant != c.Grant {
 			return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidToken, msgConsoleOldGrant)
+		}
+		// Nor does it outlive the personal access token, session or OAuth grant that
+		// minted it.
+		if c.Credential != "" && a.cache.Revoked(c.Credential) {
+			return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidToken, msgConsoleRevoked)
 		}
 		return tenant.Principal{ProjectID: c.ProjectID, Scope: tenant.ScopeConsole, KeyID: consoleUserPrefix + c.UserID}, nil
 	}

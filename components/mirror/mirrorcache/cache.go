@@ -42,6 +42,11 @@ type Cache struct {
 	sources  map[string]mirror.Source
 	// consoleKeys verify console tokens (mirror.BucketSettings, mirror.KeyConsoleTokenKeys).
 	consoleKeys []ed25519.PublicKey
+	// revoked maps a revoked credential's id to when it was revoked
+	// (mirror.BucketRevocations); prunedAt is when entries past mirror.RevocationTTL,
+	// which NATS expires without telling watchers, were last dropped.
+	revoked  map[string]time.Time
+	prunedAt time.Time
 
 	ready atomic.Bool
 
@@ -57,6 +62,7 @@ func NewCache(logger *zap.Logger) *Cache {
 		keys:     map[string]mirror.KeyEntry{},
 		projects: map[string]mirror.Project{},
 		sources:  map[string]mirror.Source{},
+		revoked:  map[string]time.Time{},
 		subs:     map[int]func(Change){},
 	}
 }
@@ -106,6 +112,15 @@ func (c *Cache) ConsoleKeys() []ed25519.PublicKey {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.consoleKeys
+}
+
+// Revoked reports whether a credential (the id a console token names as its minter) has
+// been revoked.
+func (c *Cache) Revoked(credentialID string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.revoked[credentialID]
+	return ok
 }
 
 // Subscribe calls fn after each change is applied (from the watching goroutine; fn must
@@ -238,9 +253,29 @@ func (c *Cache) apply(bucket string, e jetstream.KeyValueEntry) {
 		deleted = decodeInto(c.sources, key, e.Value(), deleted, c.logger, bucket)
 	case mirror.BucketSettings:
 		deleted = c.applySetting(key, e.Value(), deleted)
+	case mirror.BucketRevocations:
+		c.applyRevocation(key, e.Created(), deleted)
 	}
 	c.mu.Unlock()
 	c.notify(Change{Bucket: bucket, Key: key, Deleted: deleted})
+}
+
+// applyRevocation records a revoked credential (c.mu held). Any value counts: a
+// revocation that cannot be decoded must not let the credential's tokens back in.
+func (c *Cache) applyRevocation(key string, stored time.Time, deleted bool) {
+	if deleted {
+		delete(c.revoked, key)
+		return
+	}
+	c.revoked[key] = stored
+	if now := time.Now(); now.Sub(c.prunedAt) >= time.Minute {
+		c.prunedAt = now
+		for k, at := range c.revoked {
+			if now.Sub(at) > mirror.RevocationTTL {
+				delete(c.revoked, k)
+			}
+		}
+	}
 }
 
 // applySetting applies one entry of mirror.BucketSettings (c.mu held). Unknown entries are
