@@ -144,6 +144,9 @@ func run(logger *slog.Logger) error {
 			return validation.Check(ctx, nc, p)
 		}}
 	srv := &api.Server{Svc: svc, Tokens: tokens, Logger: logger, MirrorSynced: synced.Load}
+	if srv.TrustedProxies, err = auth.ParseTrustedProxies(os.Getenv("SVC_TRUSTED_PROXIES")); err != nil {
+		return err
+	}
 	if v := os.Getenv("SVC_PUBLIC_URL"); v != "" {
 		if srv.PublicURL, err = publicURL(v); err != nil {
 			return fmt.Errorf("SVC_PUBLIC_URL: %w", err)

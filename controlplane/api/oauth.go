@@ -133,7 +133,7 @@ const formType = "application/x-www-form-urlencoded"
 
 // registerClient is RFC 7591 registration of a public client.
 func (s *Server) registerClient(w http.ResponseWriter, r *http.Request) {
-	if ok, wait := s.registerByAddr.Take(limitAddr(r), time.Now()); !ok {
+	if ok, wait := s.registerByAddr.Take(s.limitAddr(r), time.Now()); !ok {
 		e := rateLimited("too many client registrations from your address", wait)
 		w.Header().Set("Retry-After", apierror.RetryAfterSeconds(e.RetryAfter))
 		writeJSON(w, http.StatusTooManyRequests, &service.OAuthError{Code: "rate_limited", Description: e.Message})

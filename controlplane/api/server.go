@@ -11,10 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/netip"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
@@ -37,8 +38,13 @@ type Server struct {
 	// PublicURL is SVC_PUBLIC_URL: the address clients reach the control plane at
 	// (no trailing slash), the OAuth issuer; empty means the request's own address.
 	PublicURL string
+	// TrustedProxies are SVC_TRUSTED_PROXIES: peers whose X-Forwarded-For names the
+	// client (auth.ClientAddr). Empty: every client is its peer address.
+	TrustedProxies []netip.Prefix
 
 	loginByAddrAccount *auth.Limiter
+	loginByDevice      *auth.Limiter
+	warnedForwarded    atomic.Bool
 	loginByAddr        *auth.Limiter
 	signupByAddr       *auth.Limiter
 	registerByAddr     *auth.Limiter
@@ -48,6 +54,7 @@ type Server struct {
 func (s *Server) Handler() http.Handler {
 	s.loginByAddrAccount = auth.NewLimiter(10, 15*time.Minute)
 	s.loginByAddr = auth.NewLimiter(50, 15*time.Minute)
+	s.loginByDevice = auth.NewLimiter(10, 15*time.Minute)
 	s.signupByAddr = auth.NewLimiter(10, time.Hour)
 	s.registerByAddr = auth.NewLimiter(registerPerHour, time.Hour)
 	mux := http.NewServeMux()
@@ -268,12 +275,13 @@ func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 	fail(w, apierror.New(http.StatusInternalServerError, apierror.Internal, "something went wrong on our side; try again"))
 }
 
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
+// clientAddr is the request's client address, through trusted proxies.
+func (s *Server) clientAddr(r *http.Request) string {
+	if peer, yes := auth.ForwardedByUntrusted(r, s.TrustedProxies); yes && !s.warnedForwarded.Swap(true) {
+		s.Logger.Warn("requests carry X-Forwarded-For from a peer not in SVC_TRUSTED_PROXIES: the header is ignored, and if that peer is your reverse proxy every client behind it is counted as its address for login and signup limits; list it in SVC_TRUSTED_PROXIES",
+			"peer", peer)
 	}
-	return host
+	return auth.ClientAddr(r, s.TrustedProxies)
 }
 
 func ts(t time.Time) any {

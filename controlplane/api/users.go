@@ -36,10 +36,11 @@ func rateLimited(what string, wait time.Duration) *apierror.Error {
 // limitAddr is the client address rate limits count by: an IPv6 client by its /64, the
 // block one host or customer line usually gets, or it could take a fresh address for
 // every try.
-func limitAddr(r *http.Request) string {
-	a, err := netip.ParseAddr(clientAddr(r))
+func (s *Server) limitAddr(r *http.Request) string {
+	client := s.clientAddr(r)
+	a, err := netip.ParseAddr(client)
 	if err != nil {
-		return clientAddr(r)
+		return client
 	}
 	if a = a.Unmap(); a.Is6() {
 		return netip.PrefixFrom(a.WithZone(""), 64).Masked().String()
@@ -56,7 +57,7 @@ func (s *Server) signup(w http.ResponseWriter, r *http.Request) {
 // createAccount creates the account the request asks for, or answers why not.
 func (s *Server) createAccount(w http.ResponseWriter, r *http.Request) (store.User, bool) {
 	// Every attempt counts, refused ones too: a 409 tells whether an email has an account.
-	if ok, wait := s.signupByAddr.Take(limitAddr(r), time.Now()); !ok {
+	if ok, wait := s.signupByAddr.Take(s.limitAddr(r), time.Now()); !ok {
 		fail(w, rateLimited("too many signups from your address", wait))
 		return store.User{}, false
 	}
@@ -107,18 +108,28 @@ func (s *Server) verifyLogin(w http.ResponseWriter, r *http.Request) (store.User
 	}
 	email, _ := service.NormalizeEmail(c.Email)
 	now := time.Now()
-	// Failures are limited per address and account, and per address: whoever guesses
-	// slows down themselves, while the account's owner, from their own address, still
-	// logs in. (A limit per account alone let anyone lock any user out.)
-	addr := limitAddr(r)
+	// Failures are limited per address and account, and per address, never per account
+	// alone: whoever guesses slows down themselves, not the account's owner. A browser
+	// that logged in to this account before (its device cookie, auth.Device) is limited
+	// on its own instead, so not even failures from the owner's own address (a shared
+	// NAT, or a proxy missing from SVC_TRUSTED_PROXIES) stop the owner there.
+	addr := s.limitAddr(r)
 	pair := addr + " " + email
-	if ok, wait := s.loginByAddrAccount.Allow(pair, now); !ok {
-		fail(w, rateLimited("too many failed logins for this account from your address", wait))
-		return store.User{}, false
-	}
-	if ok, wait := s.loginByAddr.Allow(addr, now); !ok {
-		fail(w, rateLimited("too many failed logins from your address", wait))
-		return store.User{}, false
+	device, known := s.Tokens.Device(r, email, now)
+	if known {
+		if ok, wait := s.loginByDevice.Allow(device, now); !ok {
+			fail(w, rateLimited("too many failed logins for this account from this browser", wait))
+			return store.User{}, false
+		}
+	} else {
+		if ok, wait := s.loginByAddrAccount.Allow(pair, now); !ok {
+			fail(w, rateLimited("too many failed logins for this account from your address", wait))
+			return store.User{}, false
+		}
+		if ok, wait := s.loginByAddr.Allow(addr, now); !ok {
+			fail(w, rateLimited("too many failed logins from your address", wait))
+			return store.User{}, false
+		}
 	}
 	var u store.User
 	err := s.Svc.Store.InTx(r.Context(), func(tx *store.Tx) error {
@@ -136,12 +147,20 @@ func (s *Server) verifyLogin(w http.ResponseWriter, r *http.Request) (store.User
 		err = auth.CheckPassword(c.Password, u.PasswordHash)
 	}
 	if err != nil {
-		s.loginByAddrAccount.Fail(pair, now)
-		s.loginByAddr.Fail(addr, now)
+		if known {
+			s.loginByDevice.Fail(device, now)
+		} else {
+			s.loginByAddrAccount.Fail(pair, now)
+			s.loginByAddr.Fail(addr, now)
+		}
 		fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "wrong email or password"))
 		return store.User{}, false
 	}
+	if known {
+		s.loginByDevice.Reset(device)
+	}
 	s.loginByAddrAccount.Reset(pair)
+	http.SetCookie(w, s.Tokens.DeviceCookie(r, email, now))
 	return u, true
 }
 
