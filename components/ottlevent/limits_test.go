@@ -181,3 +181,41 @@ func TestReplacementsCannotMultiplyPastTheLimit(t *testing.T) {
 	assert.Equal(t, strings.Repeat("b", 100), r.m.AsRaw()["b"])
 	assert.Equal(t, "y", r.m.AsRaw()["_event_type"])
 }
+
+// FuzzApplyBounded feeds statements a user could save (the transforms are outside input)
+// through compile and Apply under a small limit: whatever they are, nothing panics, and a
+// record Apply did not fail for being too large is within the limit.
+func FuzzApplyBounded(f *testing.F) {
+	for _, s := range []string{
+		`set(event["b"], Concat([event["b"], event["b"]], ""))`,
+		`set(event["b"], Format("%[1]s%[1]s%[1]s", [b]))`,
+		`set(event["b"], Format("%*s", [5000, b]))`,
+		`replace_pattern(event["b"], "", "$0$0$0")`,
+		`replace_all_patterns(event, "key", ".", "xxxxxxxxxx")`,
+		`set(event["c"], event)`,
+		`merge_maps(event, ParseJSON(Concat(["{\"x\":\"", b, "\"}"], "")), "upsert")`,
+		`set(event["h"], Hex(Hex(Hex(b))))`,
+		`set(event["l"], Split(Concat([b, b, b], ","), ""))`,
+	} {
+		f.Add(s, 3)
+	}
+	f.Fuzz(func(t *testing.T, stmt string, times int) {
+		times = min(max(times, 1), 8)
+		stmts := make([]string, times)
+		for i := range stmts {
+			stmts[i] = stmt
+		}
+		s, err := CompileStatements(stmts, settings())
+		if err != nil {
+			return
+		}
+		r := decode(t, `{"_event_type":"x","b":"`+strings.Repeat("ab", 300)+`"}`, SignalEvent)
+		r.SetMaxBytes(4000)
+		if err := s.Apply(context.Background(), r); errors.Is(err, ErrRecordTooLarge) {
+			return
+		}
+		if n := r.Size(); n > 4000 {
+			t.Fatalf("%q ×%d left a record of %d bytes, over the limit of 4000, without failing it", stmt, times, n)
+		}
+	})
+}
