@@ -68,6 +68,9 @@ var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Re
 type message struct {
 	text   string
 	fenced bool // text is the inside of a code block, whose closing fence a cut keeps
+	// spans are the byte ranges of text that came from the payload (all of it for a
+	// default text), which a result's author chose.
+	spans [][2]int
 }
 
 // ChatBody renders a result (payload, and doc decoded from it by Decode) as the JSON body
@@ -78,23 +81,27 @@ type message struct {
 // all name missing fields, or that renders nothing but punctuation and spaces, gets that
 // default text instead. For Slack, text from the payload is escaped so it renders
 // literally and pings nobody, while the template's own text is sent as written: a
-// template opts in to mentions and links by writing them, e.g. "<!here> {summary}".
+// template opts in to mentions by writing them, e.g. "<!here> {summary}". On every
+// platform a link whose text or address comes from the payload is shown with its
+// address, and bidirectional control characters are removed (links.go).
 func ChatBody(platform, tpl string, payload []byte, doc any) ([]byte, error) {
 	lim, ok := limits[platform]
 	if !ok {
 		platform, lim = Slack, limits[Slack]
 	}
-	esc := func(s string) string { return s }
+	esc := stripBidi
 	if platform == Slack {
-		esc = slackEscape
+		esc = func(s string) string { return slackEscape(stripBidi(s)) }
 	}
 	m := defaultMessage(payload, doc, esc)
-	if tpl != "" {
-		text, found, _ := render(tpl, doc, esc)
+	if tpl = stripBidi(tpl); tpl != "" {
+		text, found, _, spans := render(tpl, doc, esc)
 		if (found > 0 || len(Placeholders(tpl)) == 0) && hasContent(text) {
-			m = message{text: text}
+			m = message{text: text, spans: spans}
 		}
 	}
+	m = clip(m, lim.bytes+16)
+	m.text = showLinks(platform, m)
 	return fit(platform, m, lim)
 }
 
@@ -105,7 +112,8 @@ func defaultMessage(payload []byte, doc any, esc func(string) string) message {
 	if m, ok := doc.(map[string]any); ok {
 		for _, k := range []string{"text", "summary", "message"} {
 			if s, ok := m[k].(string); ok && hasContent(s) {
-				return message{text: esc(s)}
+				s = esc(s)
+				return message{text: s, spans: [][2]int{{0, len(s)}}}
 			}
 		}
 	}
@@ -116,7 +124,30 @@ func defaultMessage(payload []byte, doc any, esc func(string) string) message {
 	}
 	// A backtick can only be inside a JSON string, where \u0060 means the same: so no
 	// value can close the code block early.
-	return message{text: esc(strings.ReplaceAll(code, "`", `\u0060`)), fenced: true}
+	code = esc(strings.ReplaceAll(code, "`", `\u0060`))
+	return message{text: code, fenced: true, spans: [][2]int{{0, len(code)}}}
+}
+
+// clip drops what lies past n bytes of m's text (at a character boundary), which no
+// message has room for: the links of what is sent are then found in time bounded by the
+// platform's limit, whatever the result's size. What is left is still longer than the
+// limit, so fit cuts it and marks the cut as before.
+func clip(m message, n int) message {
+	if len(m.text) <= n {
+		return m
+	}
+	for n > 0 && !utf8.RuneStart(m.text[n]) {
+		n--
+	}
+	m.text = m.text[:n]
+	spans := m.spans[:0:0]
+	for _, s := range m.spans {
+		if s[0] < n {
+			spans = append(spans, [2]int{s[0], min(s[1], n)})
+		}
+	}
+	m.spans = spans
+	return m
 }
 
 // hasContent reports whether text says anything: a letter, a digit or a symbol such as

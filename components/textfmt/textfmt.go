@@ -76,15 +76,17 @@ func String(v any) string {
 // placeholders that named no field (rendered empty), for a preview to warn about. "{{"
 // and "}}" write literal braces; a "{" without its "}" is kept as written.
 func Render(tpl string, doc any) (string, []string) {
-	text, _, missing := render(tpl, doc, func(s string) string { return s })
+	text, _, missing, _ := render(tpl, doc, func(s string) string { return s })
 	return text, missing
 }
 
 // render is Render with each substituted value passed through esc (the template's own
-// text is kept as written), also counting the placeholders that named a field.
-func render(tpl string, doc any, esc func(string) string) (string, int, []string) {
+// text is kept as written), also counting the placeholders that named a field and
+// returning where the substituted values are in the text (byte ranges, in order).
+func render(tpl string, doc any, esc func(string) string) (string, int, []string, [][2]int) {
 	var b strings.Builder
 	var missing []string
+	var spans [][2]int
 	found := 0
 	for i := 0; i < len(tpl); {
 		c := tpl[i]
@@ -99,11 +101,13 @@ func render(tpl string, doc any, esc func(string) string) (string, int, []string
 			end := strings.IndexByte(tpl[i+1:], '}')
 			if end < 0 {
 				b.WriteString(tpl[i:])
-				return b.String(), found, missing
+				return b.String(), found, missing, spans
 			}
 			path := strings.TrimSpace(tpl[i+1 : i+1+end])
 			if v, ok := Resolve(doc, path); ok {
+				start := b.Len()
 				b.WriteString(esc(String(v)))
+				spans = append(spans, [2]int{start, b.Len()})
 				found++
 			} else {
 				missing = append(missing, path)
@@ -114,7 +118,7 @@ func render(tpl string, doc any, esc func(string) string) (string, int, []string
 			i++
 		}
 	}
-	return b.String(), found, missing
+	return b.String(), found, missing, spans
 }
 
 // Placeholders lists a template's placeholders, for checking a template when it is saved.

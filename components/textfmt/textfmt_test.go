@@ -116,7 +116,10 @@ func TestChatSlackEscapesPayloadText(t *testing.T) {
 	assert.Equal(t, "<!here> &lt;!everyone&gt; says: &lt;!channel&gt; &lt;@U123&gt; &amp; &lt;b&gt;x&lt;/b&gt;", text,
 		"a mention written in the template is kept, substituted values are escaped")
 	_, text = chatBody(t, Slack, "<{url}|details>", `{"url":"https://ci.example.com/run?id=1&attempt=2"}`)
-	assert.Equal(t, "<https://ci.example.com/run?id=1&amp;attempt=2|details>", text, "a template links to a payload's URL")
+	assert.Equal(t, "details (<https://ci.example.com/run?id=1&amp;attempt=2>)", text,
+		"a template links to a payload's URL, shown with the address")
+	_, text = chatBody(t, Slack, "<https://status.example.com|status> {text}", `{"text":"down"}`)
+	assert.Equal(t, "<https://status.example.com|status> down", text, "a link the template writes in full is kept")
 	_, text = chatBody(t, Slack, "", `{"a":"<@U1>"}`)
 	assert.Equal(t, "```\n{\"a\":\"&lt;@U1&gt;\"}\n```", text, "the JSON fallback is escaped too")
 	b, text := chatBody(t, Discord, "", hostile)
@@ -208,6 +211,40 @@ func FuzzResolve(f *testing.F) {
 	})
 }
 
+// Issue 22, finding 11: a result's author cannot pass a link off as another, nor reorder
+// what is shown, on any platform.
+func TestChatShowsWhereLinksGo(t *testing.T) {
+	const masked = `{"text":"Build failed: [click](https://evil.example) to see why"}`
+	for _, p := range []string{Discord, Teams} {
+		_, text := chatBody(t, p, "", masked)
+		assert.Equal(t, "Build failed: [click] (https://evil.example) to see why", text, "%s: no masked link, the address shows", p)
+		_, text = chatBody(t, p, "{text}", masked)
+		assert.Equal(t, "Build failed: [click] (https://evil.example) to see why", text, p)
+		_, text = chatBody(t, p, "[details]({url})", `{"url":"https://evil.example"}`)
+		assert.Equal(t, "[details] (https://evil.example)", text, "%s: the payload's address behind the template's text shows", p)
+		_, text = chatBody(t, p, "[docs]{x}", `{"x":"(https://evil.example)"}`)
+		assert.Equal(t, "[docs] (https://evil.example)", text, "%s: a link the template starts and the payload ends", p)
+		_, text = chatBody(t, p, "[runbook](https://wiki.example/r) {text}", `{"text":"disk full"}`)
+		assert.Equal(t, "[runbook](https://wiki.example/r) disk full", text, "%s: the template's own link is kept", p)
+		// Discord reads both as links, CommonMark neither.
+		_, text = chatBody(t, p, "", `{"text":"[a]]](https://evil.example) [b](https://e(vil.example)"}`)
+		assert.NotContains(t, text, "](", p)
+	}
+	_, text := chatBody(t, Slack, "", masked)
+	assert.Equal(t, "Build failed: [click](https://evil.example) to see why", text, "Slack shows Markdown literally")
+	_, text = chatBody(t, Discord, "", `{"a":"[click](https://evil.example)"}`)
+	assert.Equal(t, "```\n{\"a\":\"[click](https://evil.example)\"}\n```", text, "Discord renders no link in a code block")
+	_, text = chatBody(t, Teams, "", `{"a":"[click](https://evil.example)"}`)
+	assert.Equal(t, "```\n{\"a\":\"[click] (https://evil.example)\"}\n```", text, "a Teams card has no code blocks")
+
+	for _, p := range []string{Slack, Discord, Teams} {
+		_, text := chatBody(t, p, "", `{"text":"invoice\u202egpj.exe \u2066x\u2069 \u200fy"}`)
+		assert.Equal(t, "invoicegpj.exe x y", text, "%s: bidirectional controls removed", p)
+		_, text = chatBody(t, p, "\u202e{text}", `{"text":"ok"}`)
+		assert.Equal(t, "ok", text, "%s: from the template too", p)
+	}
+}
+
 // FuzzChatBody checks what every chat message must hold, from any template and result
 // text: a valid JSON body within the platform's byte limit, substituted text with no
 // Slack control sequence, and a JSON fallback whose code block is closed.
@@ -217,6 +254,8 @@ func FuzzChatBody(f *testing.F) {
 	f.Add(":  ({nope})", "漢", uint16(12500))
 	f.Add("{text}", "```", uint16(5000))
 	f.Add("{{", "a\xffb\x00<", uint16(9000))
+	f.Add("[x]({text})", "[click](https://evil.example)\u202e", uint16(2))
+	f.Add("{text}", "[a]]](https://e(vil)", uint16(700))
 	f.Fuzz(func(t *testing.T, tpl, value string, repeat uint16) {
 		if len(value)*int(repeat) > 32<<10 {
 			return
@@ -229,7 +268,7 @@ func FuzzChatBody(f *testing.F) {
 				tpl                string
 				payload            []byte
 				substituted, fence bool
-			}{{tpl, text, false, false}, {"{text}", text, true, false}, {"", other, true, true}} {
+			}{{tpl, text, false, false}, {"{text}", text, true, false}, {"", other, true, true}, {"[see]({text})", text, true, false}, {"<{text}|details>", text, false, false}} {
 				doc, err := Decode(c.payload)
 				if err != nil {
 					t.Fatal(err)
@@ -248,12 +287,34 @@ func FuzzChatBody(f *testing.F) {
 				if c.substituted && platform == Slack && !slackSafe(got) {
 					t.Fatalf("substituted text reaches Slack unescaped: %q", got)
 				}
+				if strings.IndexFunc(got, isBidiControl) >= 0 {
+					t.Fatalf("%s text keeps a bidirectional control: %q", platform, got)
+				}
+				if c.substituted && (platform == Teams || platform == Discord && !c.fence) && maskedLink(got) {
+					t.Fatalf("%s text may hold a masked link from the payload: %q", platform, got)
+				}
+				// (A value starting with !, @ or # makes the template's sequence a mention,
+				// which the template opted in to.)
+				if platform == Slack && c.tpl == "<{text}|details>" && strings.Contains(got, "|details>") && !strings.ContainsAny(value[:min(1, len(value))], "!@#") {
+					t.Fatalf("slack link to the payload's address keeps its mask: %q", got)
+				}
 				if c.fence && (!strings.HasPrefix(got, "```\n") || !strings.HasSuffix(got, "\n```") || strings.Count(got, "```") != 2) {
 					t.Fatalf("%s code block not closed: %q", platform, got)
 				}
 			}
 		}
 	})
+}
+
+// maskedLink reports whether text has a "](" that a "[" before it and a ")" after it
+// could make a link.
+func maskedLink(text string) bool {
+	first := strings.IndexByte(text, '[')
+	if first < 0 {
+		return false
+	}
+	i := strings.Index(text[first:], "](")
+	return i >= 0 && strings.Contains(text[first+i:], ")")
 }
 
 // slackSafe reports whether text has no < or > and an & only as an entity.
