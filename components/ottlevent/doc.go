@@ -74,4 +74,16 @@
 // record: Match returns false with it, Apply skips the failing statement, runs the
 // rest and returns the failures as *EvalError, ValueExpr.String returns it; the
 // caller reports it and goes on with the next record.
+//
+// # Limits
+//
+// A record has a size limit while it is evaluated (Record.SetMaxBytes; 0 is
+// DefaultMaxRecordBytes, the receiver's SVC_MAX_RECORD_BYTES default): writes past it are
+// refused, the record is measured after each statement that wrote, and converters fail
+// when their result passes it (Concat and Format before building it, regex replacements
+// before replacing). Apply stops at the first statement that passes the limit and returns
+// a *TooLargeError (errors.Is ErrRecordTooLarge) in an *EvalError naming it; the caller
+// must not send that record. Sizes are approximate JSON (see Record.Size). OTTL itself
+// bounds nothing: contrib's transform processor runs its operator's statements, these
+// are every project's own.
 package ottlevent
