@@ -77,16 +77,16 @@ func (c refusalCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore
 }
 
 func (c refusalCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
-	if strings.HasPrefix(ent.Message, helperFailureMessage) {
-		for _, f := range fields {
-			if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType && refusalCode(err) != "" {
-				ent.Level, ent.Message = zapcore.DebugLevel, "request refused for a reason of the client's making; the client was told"
-				break
-			}
+	for _, f := range fields {
+		if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType && refusalCode(err) != "" {
+			ent.Level, ent.Message = zapcore.DebugLevel, "request refused for a reason of the client's making; the client was told"
+			break
 		}
 	}
-	if !c.Core.Enabled(ent.Level) {
-		return nil
+	// Through the wrapped core's Check, so that its sampling still thins out a flood of
+	// the operator's errors (NATS away under load).
+	if ce := c.Core.Check(ent, nil); ce != nil {
+		ce.Write(fields...)
 	}
-	return c.Core.Write(ent, fields)
+	return nil
 }
