@@ -196,5 +196,3 @@ func TestClientRefusalsAreNotLoggedAsErrors(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int64{"quota_exceeded": 30, "payload_too_large": 4}, got)
 }
-
-
