@@ -71,6 +71,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "the reference and ingest phases alternate in this many rounds")
 	perfDir := flag.String("perf", "", "record the collector with Linux perf during each timed phase, into this directory")
 	jsonOut := flag.String("json", "", "also write the figures to this file as JSON")
+	flag.StringVar(&altMode, "alt-mode", "", "also run the ingest phase, in every round, against a second collector publishing in this mode (SVC_PUBLISH_MODE: async, fast_batch, atomic_batch), and report its ratio to the first")
 	flag.Parse()
 	if *conc < 1 || *batch < 1 || *distinct < 1 || *rounds < 1 || *rssRate <= 0 {
 		fmt.Fprintln(os.Stderr, "bench/ingest: -concurrency, -batch, -distinct, -rounds and -rss-rate must be positive")
@@ -91,6 +92,9 @@ func main() {
 // from 4 requests in flight per core the ingest rate no longer grows (both cores are
 // busy), only the latency does.
 func defaultConcurrency() int { return 4 * runtime.GOMAXPROCS(0) }
+
+// altMode is the -alt-mode flag: a publish mode compared with the default in the same run.
+var altMode string
 
 func bench(r *benchkit.Runner, perfDir string, d time.Duration, rounds, conc, batch, distinct int, rssRate float64, rssD time.Duration) *report {
 	rep := &report{Duration: d.String(), Rounds: rounds, Concurrency: conc, Batch: batch, Distinct: distinct, GOMAXPROCS: runtime.GOMAXPROCS(0), CPUs: runtime.NumCPU()}
@@ -124,6 +128,19 @@ func bench(r *benchkit.Runner, perfDir string, d time.Duration, rounds, conc, ba
 
 	pid := col.Pid()
 	fmt.Fprintf(os.Stderr, "collector pid %d, receiver %s, embedded NATS %s, metrics %s\n", pid, col.HTTP, col.EmbeddedNATSURL(), col.Metrics)
+	// The compared mode runs in a collector of its own (the mode is per process), idle
+	// while the other phases run.
+	var altSender *sender
+	var altPid int
+	if altMode != "" {
+		rep.AltMode = altMode
+		alt := testenv.StartCollector(r, testenv.CollectorOptions{
+			Config: "configs/embedded.yaml",
+			Env:    map[string]string{"SVC_STREAM_MAX_BYTES": strconv.Itoa(streamMax), "SVC_PUBLISH_MODE": altMode},
+		})
+		altKey, _, _ := provision(r, alt)
+		altSender, altPid = newSender(alt.HTTP, altKey, conc), alt.Pid()
+	}
 
 	// RSS first, on the fresh process: after the full-speed phases the Go heap and the
 	// JetStream caches would still hold memory grown there, which is not what the
@@ -145,8 +162,8 @@ func bench(r *benchkit.Runner, perfDir string, d time.Duration, rounds, conc, ba
 	// The reference and the ingest phase alternate in rounds, so that both see the same
 	// conditions (other work on the machine, the kernel writing back earlier phases'
 	// data, the streams' growing files), which keeps the ratio meaningful.
-	var ref, ing, met result
-	var refCPU, ingCPU, metCPU benchkit.CPUSnap
+	var ref, ing, met, alt result
+	var refCPU, ingCPU, metCPU, altCPU benchkit.CPUSnap
 	slice := d / time.Duration(rounds)
 	for i := 1; i <= rounds; i++ {
 		fmt.Fprintf(os.Stderr, "round %d/%d: reference (JetStream async publish, %d goroutines, %s)...\n", i, rounds, conc, slice)
@@ -174,6 +191,16 @@ func bench(r *benchkit.Runner, perfDir string, d time.Duration, rounds, conc, ba
 		stop()
 		time.Sleep(time.Second)
 		unmetered(slice/2, "b")
+		if altSender != nil {
+			fmt.Fprintf(os.Stderr, "round %d/%d: ingest, publish mode %s (second collector, %s)...\n", i, rounds, altMode, slice)
+			c0 := benchkit.ReadCPU(altPid)
+			alt = alt.merge(ingest(altSender, reqs, conc, slice))
+			altCPU = altCPU.Add(c0, benchkit.ReadCPU(altPid))
+			time.Sleep(time.Second)
+		}
+	}
+	if altSender != nil {
+		rep.Alt = phaseReport(alt, cpuUseOf(altCPU, alt.Elapsed))
 	}
 	rep.Reference = phaseReport(ref, cpuUseOf(refCPU, ref.Elapsed))
 	rep.Ingest = phaseReport(ing, cpuUseOf(ingCPU, ing.Elapsed))
@@ -184,6 +211,9 @@ func bench(r *benchkit.Runner, perfDir string, d time.Duration, rounds, conc, ba
 
 	if rep.Reference.RecordsPerSec > 0 {
 		rep.Ratio = rep.Ingest.RecordsPerSec / rep.Reference.RecordsPerSec
+	}
+	if rep.Ingest.RecordsPerSec > 0 && altSender != nil {
+		rep.AltRatio = rep.Alt.RecordsPerSec / rep.Ingest.RecordsPerSec
 	}
 	rep.Goals = goals{
 		RatioOK:   rep.Ratio >= goalRatio,
@@ -275,6 +305,11 @@ type report struct {
 	MeteredRatio float64   `json:"metered_ratio"` // metered / ingest records/s
 	RSS          rssReport `json:"rss"`
 	Goals        goals     `json:"goals"`
+	// -alt-mode: the ingest phase against a collector in that publish mode, and its
+	// records/s as a ratio of the ingest phase's.
+	AltMode  string  `json:"alt_mode,omitempty"`
+	Alt      phase   `json:"alt,omitempty"`
+	AltRatio float64 `json:"alt_ratio,omitempty"`
 }
 
 type phase struct {
@@ -349,6 +384,9 @@ func (rep *report) print(w io.Writer) {
 	line("reference (JetStream async publish)", rep.Reference)
 	line("ingest (OTLP/HTTP protobuf)", rep.Ingest)
 	line("metered ingest (usage meter on)", rep.Metered)
+	if rep.AltMode != "" {
+		line("ingest, publish mode "+rep.AltMode, rep.Alt)
+	}
 	goal := func(name, measured, target string, met bool, note string) {
 		line := fmt.Sprintf("  %-36s %12s   %-11s %-6s %s", name, measured, target, ok(met), note)
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
@@ -357,6 +395,10 @@ func (rep *report) print(w io.Writer) {
 	goal("ingest requests not answered 200", strconv.Itoa(total(rep.Ingest.Failures)), "= 0", len(rep.Ingest.Failures) == 0, "")
 	goal("metered requests not answered 200", strconv.Itoa(total(rep.Metered.Failures)), "= 0", len(rep.Metered.Failures) == 0, "")
 	goal("ratio ingest / reference", fmt.Sprintf("%.2f", rep.Ratio), fmt.Sprintf(">= %.1f", goalRatio), rep.Goals.RatioOK, "")
+	if rep.AltMode != "" {
+		fmt.Fprintf(w, "  %-36s %12.3f   (same run; collector CPU per record %.1f / %.1f µs)\n", "ratio "+rep.AltMode+" / ingest",
+			rep.AltRatio, rep.Alt.CollectorUsPerRecord, rep.Ingest.CollectorUsPerRecord)
+	}
 	goal("ratio metered / ingest", fmt.Sprintf("%.3f", rep.MeteredRatio), fmt.Sprintf(">= %.2f", goalMetered), rep.Goals.MeteredOK, "")
 	goal("ingest records/s", fmt.Sprintf("%.0f", rep.Ingest.RecordsPerSec), fmt.Sprintf(">= %.0f", goalRate), rep.Goals.RateOK, "")
 	goal(fmt.Sprintf("RSS peak at %.0f records/s", rep.RSS.TargetRecordsPerSec), fmt.Sprintf("%.1f MiB", rep.RSS.Peak.RSS),

@@ -560,15 +560,6 @@ func missing(want map[int]bool, have map[int]int) []int {
 	return out
 }
 
-// duplicates counts deliveries beyond the first.
-func duplicates[K comparable](seen map[K]int) int {
-	d := 0
-	for _, c := range seen {
-		d += c - 1
-	}
-	return d
-}
-
 func sum[K comparable](m map[K]int) int {
 	s := 0
 	for _, c := range m {
@@ -576,5 +567,3 @@ func sum[K comparable](m map[K]int) int {
 	}
 	return s
 }
-
-func head(ns []int) []int { return ns[:min(len(ns), 20)] }

@@ -58,6 +58,15 @@ func (e *jsExporter) publishChunk(ctx context.Context, projectID, stream, subjec
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.PublishTimeout)
 	defer cancel()
+	// Requests past atomicbatch.InFlight wait here, where a crash stores nothing of them,
+	// rather than at the server, where it would store them unanswered.
+	slots, _ := e.atomicSlots.LoadOrStore(stream, make(chan struct{}, atomicbatch.InFlight(e.cfg.Stream.Replicas)))
+	select {
+	case slots.(chan struct{}) <- struct{}{}:
+		defer func() { <-slots.(chan struct{}) }()
+	case <-cctx.Done():
+		return 0, errAckTimeout
+	}
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
 		err := e.atomic.Publish(cctx, subject, chunk)
 		if err == nil {

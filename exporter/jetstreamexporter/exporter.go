@@ -51,6 +51,8 @@ type jsExporter struct {
 	fast *fastbatch.Publisher
 	// atomic publishes atomic batches; nil unless cfg.Publish is PublishAtomicBatch.
 	atomic *atomicbatch.Publisher
+	// atomicSlots holds each stream's atomic batches in flight (atomic.go).
+	atomicSlots sync.Map
 	// idem binds Idempotency-Keys to their request (idempotency.go).
 	idem idempotency
 

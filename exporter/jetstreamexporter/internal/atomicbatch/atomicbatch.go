@@ -11,12 +11,12 @@
 //
 //   - Every message carries Nats-Batch-Id (at most 64 characters, unique per stream: the
 //     server keys batches by it) and Nats-Batch-Sequence, counting from 1. The last one
-//     also carries Nats-Batch-Commit: 1.
+//     also carries Nats-Batch-Commit: 1, or, as here, a message of its own without data
+//     ends the batch with Nats-Batch-Commit: eob (end of batch, not stored).
 //   - A batch starts only at sequence 1. A refusal of that first message (atomic publish
 //     disabled 10174, too many batches in flight 10210) is answered on its reply subject,
 //     and the later messages of that batch then match no batch: nothing is stored. A
-//     staged message is answered with an empty body when it has a reply subject; here only
-//     the first one has one.
+//     staged message is answered with an empty body when it has a reply subject.
 //   - The commit is answered with a PubAck that has "batch" and "count", once every
 //     message is stored, or with an error and nothing stored: a gap (10176), a batch over
 //     max_batch_size (10199; 1000 by default), a message id the stream's duplicate window
@@ -25,7 +25,17 @@
 //   - Limits (server options): at most 1000 messages per batch, 50 batches in flight per
 //     stream and 1000 per server, each abandoned after 10 s without a message.
 //
-// conformance_test.go pins what this relies on against the go.mod nats-server.
+// Here a batch is published in two steps: every record, with an answer asked for the first
+// (a refusal comes there) and the last (staged: the server holds the whole batch); then,
+// once the last is staged, the end-of-batch commit. A publisher that dies before the
+// commit leaves nothing stored. One that dies after sending it leaves the batch stored
+// whole and its request unanswered, which a client retrying without a key stores again:
+// the time from the commit to its answer is all of that window, so the commit goes only
+// after the staging (which on an R1 file stream is the slow part), and the exporter keeps
+// few batches in flight per stream, so that a commit does not wait at the server behind
+// other requests' records (a stream processes its messages in order).
+//
+// The tests pin what this relies on against the go.mod nats-server.
 package atomicbatch
 
 import (
@@ -52,6 +62,20 @@ const (
 // MaxSize is nats-server's default max_batch_size: the most messages one batch may hold.
 // A server configured lower refuses larger batches whole (ErrCodeTooLarge).
 const MaxSize = 1000
+
+// InFlight is how many batches one publisher keeps in flight per stream (the exporter
+// queues the others): a stream processes its messages in order, so a commit sent while
+// other batches' records wait ahead of it waits too, and a publisher that dies meanwhile
+// leaves a stored batch unanswered. On an R1 file stream nats-server stages batches one
+// at a time anyway (each in a file store of its own, created and synced under the
+// stream's lock), so one in flight costs nothing there; a replicated stream stages in
+// memory and gains from a few (BenchmarkPublishModes).
+func InFlight(replicas int) int {
+	if replicas <= 1 {
+		return 1
+	}
+	return 4
+}
 
 // Error codes of nats-server's answers.
 const (
@@ -109,8 +133,8 @@ type Publisher struct {
 }
 
 type answer struct {
-	first bool // the answer to the first message, else to the commit
-	msg   *nats.Msg
+	kind string // "f" the first message, "s" the last (staged), "c" the commit
+	msg  *nats.Msg
 }
 
 // New subscribes to the answers of the batches it will publish over nc.
@@ -142,7 +166,7 @@ func (p *Publisher) onReply(m *nats.Msg) {
 		return
 	}
 	select {
-	case ch <- answer{first: kind == "f", msg: m}:
+	case ch <- answer{kind: kind, msg: m}:
 	default:
 	}
 }
@@ -155,7 +179,7 @@ func (p *Publisher) Publish(ctx context.Context, subject string, recs []Record) 
 		return nil
 	}
 	id := p.token + strconv.FormatUint(p.next.Add(1), 36)
-	ch := make(chan answer, 2)
+	ch := make(chan answer, 3)
 	p.mu.Lock()
 	p.batches[id] = ch
 	p.mu.Unlock()
@@ -168,41 +192,54 @@ func (p *Publisher) Publish(ctx context.Context, subject string, recs []Record) 
 	last := len(recs)
 	for i, r := range recs {
 		seq := i + 1
-		h := make(nats.Header, len(r.Header)+3)
+		h := make(nats.Header, len(r.Header)+2)
 		for k, v := range r.Header {
 			h[k] = v
 		}
 		h[HeaderBatchID] = []string{id}
 		h[HeaderBatchSeq] = []string{strconv.Itoa(seq)}
 		msg := &nats.Msg{Subject: subject, Data: r.Data, Header: h}
-		switch {
-		case seq == last:
-			h[HeaderBatchCommit] = []string{"1"}
-			msg.Reply = p.prefix + "." + id + ".c"
-		case seq == 1:
-			// Only the first staged message asks for an answer: a refusal of the batch
-			// comes there, and acks of the others would cost a message each for nothing.
+		switch seq {
+		case 1:
+			// A refusal of the batch is answered here; acks of the messages between
+			// would cost a message each for nothing.
 			msg.Reply = p.prefix + "." + id + ".f"
+		case last:
+			msg.Reply = p.prefix + "." + id + ".s"
 		}
 		if err := p.nc.PublishMsg(msg); err != nil {
 			return err
 		}
 	}
-
-	var refused *Error
+	staged := last == 1 // the first message's answer is then the staging's
+	for !staged {
+		select {
+		case <-ctx.Done():
+			return ErrAckTimeout // nothing is committed: the server drops the batch
+		case a := <-ch:
+			if a.kind == "s" && len(a.msg.Data) == 0 && a.msg.Header.Get("Status") == "503" {
+				return nats.ErrNoResponders // no stream listens on the subject
+			}
+			if e := apiError(a.msg); e != nil {
+				return &Error{API: e, NotStarted: a.kind == "f"}
+			}
+			staged = staged || a.kind == "s"
+		}
+	}
+	eob := nats.Header{HeaderBatchID: []string{id}, HeaderBatchSeq: []string{strconv.Itoa(last + 1)}, HeaderBatchCommit: []string{"eob"}}
+	if err := p.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: p.prefix + "." + id + ".c", Header: eob}); err != nil {
+		return err
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return ErrAckTimeout
 		case a := <-ch:
-			if a.first {
-				if e := apiError(a.msg); e != nil {
-					refused = &Error{API: e, NotStarted: true}
-				}
-				continue
+			if a.kind != "c" {
+				continue // the first message's empty answer, when last == 1
 			}
 			if len(a.msg.Data) == 0 && a.msg.Header.Get("Status") == "503" {
-				return nats.ErrNoResponders // no stream listens on the subject
+				return nats.ErrNoResponders
 			}
 			var ack struct {
 				Error *jetstream.APIError `json:"error"`
@@ -213,12 +250,7 @@ func (p *Publisher) Publish(ctx context.Context, subject string, recs []Record) 
 				return fmt.Errorf("%w: %q", ErrProtocol, a.msg.Data)
 			}
 			if ack.Error != nil {
-				if refused != nil {
-					// The commit is refused as incomplete because the first message was
-					// refused: report the cause.
-					return refused
-				}
-				return &Error{API: ack.Error, NotStarted: last == 1}
+				return &Error{API: ack.Error}
 			}
 			if ack.Batch != id || ack.Count != last {
 				return fmt.Errorf("%w: %q", ErrProtocol, a.msg.Data)
