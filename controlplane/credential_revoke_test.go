@@ -11,8 +11,9 @@ import (
 
 // TestConsoleTokensEndWithTheirCredential: a console token lives ten minutes, but no
 // longer than what minted it. One minted with a personal access token stops reading and
-// replaying within a second of the token's revocation; one minted by a dashboard session
-// stops within a second of logout; one minted by a login token is untouched by both.
+// replaying within a second of the token's revocation; one minted by an MCP client's
+// OAuth token within a second of the connected app's removal; one minted by a dashboard
+// session within a second of logout; one minted by a login token is untouched by all.
 func TestConsoleTokensEndWithTheirCredential(t *testing.T) {
 	databases(t, func(t *testing.T, db map[string]string) {
 		s := startStack(t, db)
@@ -37,7 +38,15 @@ func TestConsoleTokensEndWithTheirCredential(t *testing.T) {
 		byPAT := mint(call(t, cp, "POST", p+"/console-token", pat.str("token"), nil))
 		bySession := mint(b.do("POST", p+"/console-token", nil, true))
 		byLogin := mint(call(t, cp, "POST", p+"/console-token", login, nil))
-		for _, tok := range []string{byPAT, bySession, byLogin} {
+		redirect := "http://127.0.0.1:9/callback"
+		f := &oauthFlow{t: t, cp: cp, clientID: registerOAuthClient(t, cp, redirect), redirect: redirect, state: "st"}
+		access, _ := f.tokens(b)
+		cs, err := mcpSession(t, cp, access)
+		require.NoError(t, err)
+		out, errText := tool(t, cs, "get_console_token", map[string]any{"project_id": pid})
+		require.Empty(t, errText)
+		byApp, _ := out["token"].(string)
+		for _, tok := range []string{byPAT, bySession, byLogin, byApp} {
 			require.Eventually(t, func() bool { st, _ := consoleRead(t, col.HTTP, pid, tok); return st == http.StatusOK },
 				10*time.Second, 20*time.Millisecond, "a console token reads the project")
 		}
@@ -68,10 +77,16 @@ func TestConsoleTokensEndWithTheirCredential(t *testing.T) {
 		revoked(byPAT, "personal access token revoked")
 		r = replay(byPAT)
 		assert.Equal(t, http.StatusUnauthorized, r.Status, "a replay with it: %s", r.Raw)
-		for _, tok := range []string{bySession, byLogin} {
+		for _, tok := range []string{bySession, byLogin, byApp} {
 			st, _ := consoleRead(t, col.HTTP, pid, tok)
 			assert.Equal(t, http.StatusOK, st, "tokens minted by other credentials are untouched")
 		}
+
+		grants := call(t, cp, "GET", "/api/v1/oauth/grants", login, nil)
+		require.Len(t, grants.Body["grants"], 1, "%s", grants.Raw)
+		grant := grants.Body["grants"].([]any)[0].(map[string]any)["id"].(string)
+		require.Equal(t, http.StatusNoContent, call(t, cp, "DELETE", "/api/v1/oauth/grants/"+grant, login, nil).Status)
+		revoked(byApp, "connected app removed")
 
 		require.Equal(t, http.StatusNoContent, b.do("DELETE", "/api/v1/auth/session", nil, true).Status)
 		revoked(bySession, "logged out")
