@@ -28,7 +28,7 @@ import (
 // answered: a few requests per kill at most, never the part-stored batches of every
 // request in flight (3% of the records with per-record publishing).
 // `make test-cluster` runs the same with 100,000 records and a kill of each role
-// (TestUnpacedKeylessLoadSurvivesKill9OfEachRole).
+// (TestClusterUnpacedKeylessLoadSurvivesKill9OfEachRole).
 func TestKeylessRetriesAfterReceiverKill9(t *testing.T) {
 	const records, batch, workers = 20_000, 100, 16
 	e := startReceiver(t, map[string]string{"SVC_USAGE_METERING": "false"})
