@@ -86,3 +86,24 @@ func TestEnsureInfoConcurrentCreates(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, info.Config.AllowBatchPublish)
 }
+
+// Receivers in different publish modes share a project's streams: one that does not
+// batch leaves the batch flags as they are, so it never drops another's open batches
+// (nats-server deletes a stream's in-progress batches when its flag is switched off).
+func TestEnsureInfoNeverSwitchesBatchPublishingOff(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, srv.URL())
+	ctx := context.Background()
+	batching := RawConfig("flags", DefaultLimits())
+	batching.AllowAtomicPublish, batching.AllowBatchPublish = true, true
+	_, err := EnsureInfo(ctx, js, batching)
+	require.NoError(t, err)
+
+	longer := DefaultLimits()
+	longer.MaxAge = 14 * 24 * time.Hour
+	info, err := EnsureInfo(ctx, js, RawConfig("flags", longer)) // an async-mode receiver, new limits
+	require.NoError(t, err)
+	assert.Equal(t, 14*24*time.Hour, info.Config.MaxAge)
+	assert.True(t, info.Config.AllowAtomicPublish, "atomic publishing kept")
+	assert.True(t, info.Config.AllowBatchPublish, "fast batch publishing kept")
+}

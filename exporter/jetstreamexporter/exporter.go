@@ -480,8 +480,9 @@ func outputHeader(requestID string, unmatched bool, payload []byte) nats.Header 
 }
 
 // ensureStream creates or updates the stream once per process and reports whether it
-// takes fast batches: in fast batch mode the stream is created or updated with
-// AllowBatchPublish, and a server older than 2.14 does not keep that flag.
+// takes the batches of the publish mode: in fast batch mode the stream is created or
+// updated with AllowBatchPublish (kept by nats-server 2.14+), in atomic batch mode with
+// AllowAtomicPublish (2.12+); an older server drops the flag.
 func (e *jsExporter) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (bool, error) {
 	if v, ok := e.ensured.Load(cfg.Name); ok {
 		return v.(bool), nil
