@@ -46,6 +46,9 @@ type ConsoleConfig struct {
 	// (CORS): the dashboard's, e.g. http://localhost:8080. A page of any other origin gets
 	// no Access-Control-Allow-Origin. An entry may list several, separated by commas.
 	AllowedOrigins []string `mapstructure:"allowed_origins"`
+	// MaxRecordBytes bounds a record while a dry run transforms it, as the pipeline does
+	// (SVC_MAX_RECORD_BYTES); 0 is the default, 1,000,000.
+	MaxRecordBytes int `mapstructure:"max_record_bytes"`
 }
 
 // DeliveryLogConfig names the consumers whose backlog the console's ledger shows as

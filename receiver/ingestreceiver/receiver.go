@@ -153,7 +153,7 @@ func (r *ingestReceiver) routes() http.Handler {
 func (r *ingestReceiver) newConsole() *console.API {
 	set := console.Settings{Refuse: r.authRefusal, RetryAfter: r.cfg.RetryAfter, Logger: r.settings.Logger,
 		PipelineDurable: r.cfg.DeliveryLog.PipelineDurable, SinkDurable: r.cfg.DeliveryLog.SinkDurable,
-		ReplayReplicas: r.cfg.DeliveryLog.ReplayReplicas}
+		ReplayReplicas: r.cfg.DeliveryLog.ReplayReplicas, MaxRecordBytes: r.cfg.Console.MaxRecordBytes}
 	// Validate checked them.
 	set.AllowedOrigins, _ = console.ParseOrigins(r.cfg.Console.AllowedOrigins)
 	if r.dp != nil {

@@ -92,3 +92,17 @@ func TestDryRunRefusesTooManyStatements(t *testing.T) {
 	assert.Equal(t, apierror.InvalidPipeline, e.Error.Code)
 	assert.Equal(t, "transforms: 101 statements; a pipeline has at most 100", e.Error.Message)
 }
+
+// The receiver's record limit (console max_record_bytes, SVC_MAX_RECORD_BYTES) is the dry
+// run's, as the pipeline's is the pipeline's.
+func TestDryRunUsesTheConfiguredRecordLimit(t *testing.T) {
+	c, err := pipelinecfg.Compile(mirror.Pipeline{Transforms: []string{
+		`set(event["b"], Concat([event["b"], event["b"]], ""))`, `set(event["b"], Concat([event["b"], event["b"]], ""))`}})
+	require.NoError(t, err)
+	recs := []storedRecord{{seq: 1, signal: "event", data: []byte(`{"b":"` + strings.Repeat("a", 1000) + `"}`)}}
+	ans := evaluate(context.Background(), c, recs, dryRunLimits{evalTime: time.Minute, callBytes: 1 << 20, recordBytes: 1 << 20, errors: 10, maxRecordBytes: 3000})
+	require.Len(t, ans.Errors, 1)
+	assert.Equal(t, apierror.RecordTooLargeAfterTransforms, ans.Errors[0].Code)
+	assert.Contains(t, ans.Errors[0].Message, "statement 1 ")
+	assert.Contains(t, ans.Errors[0].Message, "limit of 3000 bytes")
+}
