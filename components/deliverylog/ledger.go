@@ -66,6 +66,14 @@ type Destination struct {
 	DeadLettered int64 `json:"dead_lettered"`
 	// Pending is filled by View from the destination's consumer.
 	Pending int64 `json:"pending"`
+	// Results, Since and Exact are filled by View: when Exact, the figures are derived
+	// from the destination's cursor (destination.go) and run from Since, when it
+	// started, and Results is what was owed since then (= delivered + dead_lettered +
+	// pending); else they are the counts sink processes wrote, each once a second, which
+	// miss the last second of a process that was killed.
+	Results int64      `json:"results,omitempty"`
+	Since   *time.Time `json:"since,omitempty"`
+	Exact   bool       `json:"exact"`
 }
 
 // LedgerBucket holds one key per project.
@@ -144,10 +152,16 @@ func OpenLedger(ctx context.Context, js jetstream.JetStream, interval time.Durat
 // Add counts c for project; it costs a map update under a mutex.
 func (l *Ledger) Add(project string, c Counters) { l.add(project, c, "", Destination{}) }
 
-// AddDestination counts a destination's deliveries (and c for the project).
+// AddDestination counts a destination's deliveries (and c for the project). A dead
+// letter is also written at once to the destination's cursor entry, from which View
+// derives the delivered figure (destination.go); the caller acknowledges the result
+// after this returns.
 func (l *Ledger) AddDestination(project, sink string, c Counters, d Destination) {
-	if !validToken(sink) {
+	if !validToken(sink) || !validToken(project) {
 		return
+	}
+	if d.DeadLettered > 0 {
+		_ = l.deadLettered(project, sink)
 	}
 	l.add(project, c, sink, d)
 }

@@ -19,6 +19,11 @@ type LedgerView struct {
 	// records the raw stream's limits removed before the pipeline read them).
 	Balanced    bool  `json:"balanced"`
 	Unaccounted int64 `json:"unaccounted"`
+	// Approximate names the figures that are counts processes wrote once a second, not
+	// derived from the streams, and so miss the last second's of a process that was
+	// killed: "unmatched" and "replayed" always, "delivered" and "sink_dead_lettered"
+	// when a destination's figures are not exact (then "destinations.<id>" too).
+	Approximate []string `json:"approximate"`
 }
 
 // ViewOptions name the consumers whose backlog is "pending".
@@ -83,21 +88,52 @@ func View(ctx context.Context, js jetstream.JetStream, project string, o ViewOpt
 			v.Pending = v.Received - (v.Dropped + v.AgentCalls + v.DeadLettered)
 		}
 	}
-	if len(o.Sinks) > 0 {
-		out, err := js.Stream(ctx, streams.OutputStream(project))
-		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return v, err
-		}
+	// Results are the output stream's messages ever stored (its last sequence), whatever
+	// process stored them and whether or not it lived to count them: agent results,
+	// and the usage notices that go to the destinations the same way.
+	out, err := js.Stream(ctx, streams.OutputStream(project))
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+	case err != nil:
+		return v, err
+	default:
+		v.Results = int64(out.CachedInfo().State.LastSeq)
+	}
+	v.Approximate = []string{"unmatched", "replayed"}
+	if o.Sinks != nil {
+		// The enabled destinations, each from its cursor when its start is known.
+		counted := v.Destinations
+		v.Destinations = map[string]Destination{}
+		v.Delivered, v.SinkDeadLettered = 0, 0
+		exact := true
 		for _, s := range o.Sinks {
-			dv := v.Destinations[s]
+			dv := counted[s]
+			dv.Exact = false
 			if out != nil {
 				if c, err := out.Consumer(ctx, o.SinkDurable+"-"+s); err == nil {
 					ci := c.CachedInfo()
-					dv.Pending = int64(ci.NumPending) + int64(ci.NumAckPending)
+					if d, ok := destinationFigures(ctx, kv, project, s, ci, out.CachedInfo().State.LastSeq); ok {
+						dv = d
+					} else {
+						dv.Pending = int64(ci.NumPending) + int64(ci.NumAckPending)
+					}
+				} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+					return v, err
 				}
 			}
+			if !dv.Exact {
+				exact = false
+				v.Approximate = append(v.Approximate, "destinations."+s)
+			}
+			v.Delivered += dv.Delivered
+			v.SinkDeadLettered += dv.DeadLettered
 			v.Destinations[s] = dv
 		}
+		if !exact {
+			v.Approximate = append(v.Approximate, "delivered", "sink_dead_lettered")
+		}
+	} else if len(v.Destinations) > 0 {
+		v.Approximate = append(v.Approximate, "delivered", "sink_dead_lettered")
 	}
 	v.Unaccounted = v.Received - (v.Dropped + v.AgentCalls + v.DeadLettered + v.Pending)
 	v.Balanced = v.Unaccounted == 0

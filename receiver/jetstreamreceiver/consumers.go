@@ -37,6 +37,7 @@ func (r *jsReceiver) consumer(ctx context.Context, t target) (jetstream.Consumer
 	// An existing cursor is kept as it is: its start was fixed when the destination was
 	// created or enabled, and other sink processes share it.
 	if c, err := r.js.Consumer(ctx, stream, name); err == nil {
+		r.recordStart(ctx, t, c)
 		return c, nil
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, err
@@ -59,7 +60,10 @@ func (r *jsReceiver) consumer(ctx context.Context, t target) (jetstream.Consumer
 	c, err := r.js.CreateConsumer(ctx, stream, cfg)
 	if errors.Is(err, jetstream.ErrConsumerExists) {
 		// Another sink process created it first.
-		return r.js.Consumer(ctx, stream, name)
+		c, err = r.js.Consumer(ctx, stream, name)
+	}
+	if err == nil {
+		r.recordStart(ctx, t, c)
 	}
 	return c, err
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
 	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 )
 
@@ -28,6 +31,38 @@ func (r *jsReceiver) settle(ctx context.Context, project string, seqs []uint64, 
 		return fmt.Errorf("the batch cannot be counted in the ledger: %w", err)
 	}
 	return nil
+}
+
+// recordStart writes where a destination's cursor starts into the ledger, from which
+// the ledger derives the destination's figures (deliverylog.StartDestination): by the
+// process that created the cursor, or, should it have died first, by the next one to
+// find the cursor before it delivered anything. Once per cursor and process. A start
+// that cannot be written leaves the destination's figures counted (shown approximate),
+// and never holds up deliveries.
+func (r *jsReceiver) recordStart(ctx context.Context, t target, c jetstream.Consumer) {
+	if !r.cfg.Ledger {
+		return
+	}
+	ci := c.CachedInfo()
+	if ci == nil {
+		return
+	}
+	key := t.key()
+	if v, ok := r.started.Load(key); ok && v.(time.Time).Equal(ci.Created) {
+		return
+	}
+	if ci.Delivered.Consumer != 0 {
+		// Too late to tell the start (it is recorded, or it never will be).
+		r.started.Store(key, ci.Created)
+		return
+	}
+	err := deliverylog.StartDestination(ctx, r.js, t.project, t.sink, ci)
+	if err != nil {
+		r.settings.Logger.Warn("could not record where a destination's cursor starts; its ledger figures stay approximate",
+			append(t.logFields(), zap.Error(err))...)
+		return
+	}
+	r.started.Store(key, ci.Created)
 }
 
 func (r *jsReceiver) openLedger(ctx context.Context) (*deliverylog.Ledger, error) {

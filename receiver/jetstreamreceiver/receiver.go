@@ -61,6 +61,9 @@ type jsReceiver struct {
 	// ledger counts settled batches (ledger.go); opened on first use.
 	ledgerMu sync.Mutex
 	ledger   *deliverylog.Ledger
+	// started holds, per destination target, the creation time of the cursor whose
+	// start this process has seen recorded in the ledger (ledger.go).
+	started sync.Map
 }
 
 type worker struct {
