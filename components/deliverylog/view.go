@@ -14,7 +14,8 @@ import (
 type LedgerView struct {
 	Counters
 	Destinations map[string]Destination `json:"destinations"`
-	// Balanced says whether received = dropped + agent_calls + dead_lettered + pending;
+	// Balanced says whether received = dropped + agent_calls + dead_lettered + pending,
+	// and every enabled destination's figures are exact;
 	// Unaccounted is the difference (records in flight between a settle and its ack, or
 	// records the raw stream's limits removed before the pipeline read them).
 	Balanced    bool  `json:"balanced"`
@@ -100,6 +101,7 @@ func View(ctx context.Context, js jetstream.JetStream, project string, o ViewOpt
 		v.Results = int64(out.CachedInfo().State.LastSeq)
 	}
 	v.Approximate = []string{"unmatched", "replayed"}
+	destinationsExact := true
 	if o.Sinks != nil {
 		// The enabled destinations, each from its cursor when its start is known.
 		counted := v.Destinations
@@ -130,12 +132,14 @@ func View(ctx context.Context, js jetstream.JetStream, project string, o ViewOpt
 			v.Destinations[s] = dv
 		}
 		if !exact {
+			destinationsExact = false
 			v.Approximate = append(v.Approximate, "delivered", "sink_dead_lettered")
 		}
 	} else if len(v.Destinations) > 0 {
 		v.Approximate = append(v.Approximate, "delivered", "sink_dead_lettered")
 	}
 	v.Unaccounted = v.Received - (v.Dropped + v.AgentCalls + v.DeadLettered + v.Pending)
-	v.Balanced = v.Unaccounted == 0
+	// Never balanced while a destination's figures are counts that may miss some.
+	v.Balanced = v.Unaccounted == 0 && destinationsExact
 	return v, nil
 }
