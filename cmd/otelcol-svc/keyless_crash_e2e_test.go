@@ -167,20 +167,38 @@ func countNumbers(t *testing.T, js jetstream.JetStream, stream string, atLeast i
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, info.State.Msgs, uint64(atLeast), "the stream holds fewer records than were sent")
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	require.NoError(t, err)
 	seen := map[int]int{}
+	var c jetstream.Consumer
+	var last uint64 // stream sequence of the last message read
+	failures := 0
 	for read := uint64(0); read < info.State.Msgs; {
-		batch, err := c.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
-		require.NoError(t, err)
-		for m := range batch.Messages() {
-			read++
-			var rec struct{ N *int }
-			require.NoError(t, json.Unmarshal(m.Data(), &rec), "%s", m.Data())
-			require.NotNil(t, rec.N, "%s", m.Data())
-			seen[*rec.N]++
+		if c == nil {
+			// On a cluster the ephemeral consumer may not answer at once ("no
+			// responders"): start again after the last message read.
+			c, err = s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+				DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: last + 1})
+			require.NoError(t, err)
 		}
-		require.NoError(t, batch.Error())
+		batch, err := c.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+		if err == nil {
+			for m := range batch.Messages() {
+				read++
+				meta, merr := m.Metadata()
+				require.NoError(t, merr)
+				last = meta.Sequence.Stream
+				var rec struct{ N *int }
+				require.NoError(t, json.Unmarshal(m.Data(), &rec), "%s", m.Data())
+				require.NotNil(t, rec.N, "%s", m.Data())
+				seen[*rec.N]++
+			}
+			err = batch.Error()
+		}
+		if err != nil {
+			failures++
+			require.Less(t, failures, 10, "reading %s: %v", stream, err)
+			c = nil
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 	return seen
 }
