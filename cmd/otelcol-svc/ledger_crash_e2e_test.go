@@ -43,7 +43,10 @@ func TestLedgerExactAfterReceiverAndSinkKills(t *testing.T) {
 	hook := startAgent(t)
 	// Slow enough that the sink is killed mid-run.
 	hook.setRespond(func(int, *http.Request) (int, time.Duration) { return http.StatusOK, time.Millisecond })
-	vars := map[string]string{"NATS_URL": nt.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1"}
+	// The results' request ids are made up (no agent call issued them): unmatched ones
+	// are limited per hour by default.
+	vars := map[string]string{"NATS_URL": nt.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1",
+		"SVC_UNMATCHED_RESULTS_PER_HOUR": "0"}
 	recv := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/receiver.yaml", Env: vars})
 	key, _ := sinkProject(t, m, recv.HTTP, "tally", mirror.Sink{ID: "s_hook", Kind: "webhook", URL: hook.URL})
 	sink := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/sink.yaml", Env: vars})
