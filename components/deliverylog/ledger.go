@@ -166,6 +166,16 @@ func (l *Ledger) AddDestination(project, sink string, c Counters, d Destination)
 	l.add(project, c, sink, d)
 }
 
+// AddReplayedDestination counts a replayed delivery to a destination: like
+// AddDestination, but a replay is none of the cursor's results, so the figures derived
+// from the cursor are left as they are.
+func (l *Ledger) AddReplayedDestination(project, sink string, c Counters, d Destination) {
+	if !validToken(sink) || !validToken(project) {
+		return
+	}
+	l.add(project, c, sink, d)
+}
+
 func (l *Ledger) add(project string, c Counters, sink string, d Destination) {
 	if !validToken(project) {
 		return

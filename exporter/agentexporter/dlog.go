@@ -129,8 +129,9 @@ func (l *dlog) getReader() *deliverylog.Reader {
 	return l.reader
 }
 
-// addDestination counts a sink delivery in the ledger.
-func (l *dlog) addDestination(ctx context.Context, project, sink string, delivered bool) {
+// addDestination counts a sink delivery in the ledger; a replay's is none of the
+// destination cursor's results (deliverylog.AddReplayedDestination).
+func (l *dlog) addDestination(ctx context.Context, project, sink string, delivered, replay bool) {
 	if l == nil {
 		return
 	}
@@ -138,11 +139,15 @@ func (l *dlog) addDestination(ctx context.Context, project, sink string, deliver
 	if err != nil {
 		return
 	}
+	add := led.AddDestination
+	if replay {
+		add = led.AddReplayedDestination
+	}
 	if delivered {
-		led.AddDestination(project, sink, deliverylog.Counters{Delivered: 1}, deliverylog.Destination{Delivered: 1})
+		add(project, sink, deliverylog.Counters{Delivered: 1}, deliverylog.Destination{Delivered: 1})
 		return
 	}
-	led.AddDestination(project, sink, deliverylog.Counters{SinkDeadLettered: 1}, deliverylog.Destination{DeadLettered: 1})
+	add(project, sink, deliverylog.Counters{SinkDeadLettered: 1}, deliverylog.Destination{DeadLettered: 1})
 }
 
 func (l *dlog) ledgerNow(ctx context.Context) (*deliverylog.Ledger, error) {

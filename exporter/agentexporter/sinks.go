@@ -91,7 +91,7 @@ func (e *agentExporter) deliverResult(ctx context.Context, proj mirror.Project, 
 	switch {
 	case res.delivered:
 		e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDelivered})
-		e.log.addDestination(ctx, proj.ID, sink.ID, true)
+		e.log.addDestination(ctx, proj.ID, sink.ID, true, replayOf != "")
 		e.tel.deliveryEnded(ctx, sink.Kind, outcomeDelivered, time.Since(start))
 		return true, nil
 	case res.aborted:
@@ -111,7 +111,7 @@ func (e *agentExporter) deliverResult(ctx context.Context, proj mirror.Project, 
 			it.RequestID, sink.ID, proj.ID, res.reason, err)
 	}
 	e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDeadLettered, DeadLetterSeq: seq, Error: res.reason})
-	e.log.addDestination(ctx, proj.ID, sink.ID, false)
+	e.log.addDestination(ctx, proj.ID, sink.ID, false, replayOf != "")
 	e.tel.deliveryEnded(ctx, sink.Kind, outcomeDeadLettered, time.Since(start))
 	e.logger.Warn("sink delivery dead-lettered",
 		zap.String("project", proj.ID),
