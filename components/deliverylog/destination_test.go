@@ -54,6 +54,9 @@ func TestDestinationFiguresSurviveALostProcess(t *testing.T) {
 	}
 	require.Equal(t, 12, i)
 
+	// A replay's dead letter is none of the cursor's results.
+	crashed.AddReplayedDestination("p", "s1", Counters{SinkDeadLettered: 1}, Destination{DeadLettered: 1})
+
 	// The start entry is the cursor's own: recording it again (another process finding
 	// the cursor) changes nothing.
 	c2, err := js.Consumer(ctx, streams.OutputStream("p"), "svc-sink-s1")
