@@ -49,7 +49,7 @@ func TestKeylessRetriesAfterReceiverKill9(t *testing.T) {
 		records, load.retried.Load(), len(lost), dups, 100*float64(dups)/records)
 	require.Empty(t, lost, "records answered 2xx (after retries) missing from the stream: %v", head(lost))
 	// A duplicate needs a whole request stored and its answer cut off by the kill. The
-	// receiver keeps one batch per R1 stream at the server (atomicbatch.InFlight), and
+	// receiver keeps one batch per stream at the server (atomicbatch.InFlight), and
 	// only a batch whose commit was sent can be stored: at most one request per kill.
 	// Per-record or fast-batch publishing stored part of every request in flight (8% here).
 	assert.LessOrEqual(t, dups, 2*batch, "more duplicates than one whole request per kill: part-stored requests were stored again by the retries")

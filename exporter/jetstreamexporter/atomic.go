@@ -60,7 +60,7 @@ func (e *jsExporter) publishChunk(ctx context.Context, projectID, stream, subjec
 	defer cancel()
 	// Requests past atomicbatch.InFlight wait here, where a crash stores nothing of them,
 	// rather than at the server, where it would store them unanswered.
-	slots, _ := e.atomicSlots.LoadOrStore(stream, make(chan struct{}, atomicbatch.InFlight(e.cfg.Stream.Replicas)))
+	slots, _ := e.atomicSlots.LoadOrStore(stream, make(chan struct{}, atomicbatch.InFlight))
 	select {
 	case slots.(chan struct{}) <- struct{}{}:
 		defer func() { <-slots.(chan struct{}) }()

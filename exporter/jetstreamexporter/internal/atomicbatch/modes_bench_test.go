@@ -54,7 +54,7 @@ func benchModes(b *testing.B, url string, replicas int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	slots := make(chan struct{}, InFlight(replicas))
+	slots := make(chan struct{}, InFlight)
 	recs := abRecords("r", size, func(int) nats.Header { return nats.Header{streams.HeaderSignal: []string{"log"}} })
 	modes := []struct {
 		name string
