@@ -100,41 +100,36 @@ func (l *ResultLimiter) admitMatched(ctx context.Context, project, requestID str
 	key := "id." + project + "." + hex.EncodeToString(id[:12])
 	sum := sha256.Sum256(payload)
 	h := []byte(hex.EncodeToString(sum[:8]))
-	for {
-		e, err := l.kv.Get(ctx, key)
+	_, err := streams.UpdateKV(ctx, l.kv, key, func(old []byte, exists bool) ([]byte, error) {
 		var have [][]byte
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return fmt.Errorf("usage: read %s: %w", key, err)
-		default:
-			have = bytes.Split(e.Value(), []byte(","))
+		if exists {
+			have = bytes.Split(old, []byte(","))
 		}
 		for _, x := range have {
 			if bytes.Equal(x, h) {
-				return nil
+				return nil, streams.ErrKVUnchanged // the same result again: charged once
 			}
 		}
 		if len(have) >= l.limits.PerRequestID {
-			return &ResultLimitError{Limit: LimitPerRequestID, Max: l.limits.PerRequestID, msg: fmt.Sprintf(
+			return nil, &ResultLimitError{Limit: LimitPerRequestID, Max: l.limits.PerRequestID, msg: fmt.Sprintf(
 				"request id %s already has %d results, the most one agent call may answer (results per_request_id, %d); nothing was stored",
 				requestID, len(have), l.limits.PerRequestID)}
 		}
-		if e == nil {
-			_, err = l.kv.Create(ctx, key, h)
-		} else {
-			_, err = l.kv.Update(ctx, key, append(append(bytes.Clone(e.Value()), ','), h...), e.Revision())
+		if !exists {
+			return h, nil
 		}
-		if err == nil {
-			return nil
-		}
-		if !streams.IsKVConflict(err) {
-			return fmt.Errorf("usage: write %s: %w", key, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+		return append(append(bytes.Clone(old), ','), h...), nil
+	})
+	return l.kvError(err)
+}
+
+// kvError names the bucket in NATS's failures and passes refusals as they are.
+func (l *ResultLimiter) kvError(err error) error {
+	var refused *ResultLimitError
+	if err == nil || errors.As(err, &refused) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
 	}
+	return fmt.Errorf("usage: %s: %w", ResultsBucket, err)
 }
 
 func (l *ResultLimiter) admitUnmatched(ctx context.Context, project string) (func(), error) {
@@ -164,35 +159,18 @@ func (l *ResultLimiter) admitUnmatched(ctx context.Context, project string) (fun
 
 // add adds d to the counter at key once check accepts its current value.
 func (l *ResultLimiter) add(ctx context.Context, key string, d int64, check func(int64) error) error {
-	for {
-		e, err := l.kv.Get(ctx, key)
+	_, err := streams.UpdateKV(ctx, l.kv, key, func(old []byte, exists bool) ([]byte, error) {
 		var n int64
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return fmt.Errorf("usage: read %s: %w", key, err)
-		default:
-			if n, err = strconv.ParseInt(string(e.Value()), 10, 64); err != nil {
-				return fmt.Errorf("usage: %s holds %q: %w", key, e.Value(), err)
+		if exists {
+			var err error
+			if n, err = strconv.ParseInt(string(old), 10, 64); err != nil {
+				return nil, fmt.Errorf("%s holds %q: %w", key, old, err)
 			}
 		}
 		if err := check(n); err != nil {
-			return err
+			return nil, err
 		}
-		v := []byte(strconv.FormatInt(max(n+d, 0), 10))
-		if e == nil {
-			_, err = l.kv.Create(ctx, key, v)
-		} else {
-			_, err = l.kv.Update(ctx, key, v, e.Revision())
-		}
-		if err == nil {
-			return nil
-		}
-		if !streams.IsKVConflict(err) {
-			return fmt.Errorf("usage: write %s: %w", key, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
+		return []byte(strconv.FormatInt(max(n+d, 0), 10)), nil
+	})
+	return l.kvError(err)
 }

@@ -95,32 +95,21 @@ func (e *jsExporter) bindKey(ctx context.Context, projectID string, info ingestc
 	sum := sha256.Sum256([]byte(info.IdempotencyKey))
 	key := projectID + "." + hex.EncodeToString(sum[:16])
 	digest := []byte(info.RequestDigest)
-	for range 3 {
-		if _, err = kv.Create(cctx, key, digest); err == nil {
-			return nil
-		}
-		if !streams.IsKVConflict(err) {
-			break
-		}
-		var entry jetstream.KeyValueEntry
-		entry, err = kv.Get(cctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // expired between the two: bind it afresh
-		}
-		if err != nil {
-			break
-		}
-		if !bytes.Equal(entry.Value(), digest) {
-			return &ingestctx.Throttled{Status: http.StatusUnprocessableEntity, Code: apierror.IdempotencyKeyReused,
+	// Create when the key is free (also once its binding expired), else the same digest
+	// renews it, so that the binding outlives what this attempt stores (idempotencyTTL);
+	// losing a round to another attempt of the same request reads its renewal and renews
+	// again, which serves as well.
+	_, err = streams.UpdateKV(cctx, kv, key, func(old []byte, exists bool) ([]byte, error) {
+		if exists && !bytes.Equal(old, digest) {
+			return nil, &ingestctx.Throttled{Status: http.StatusUnprocessableEntity, Code: apierror.IdempotencyKeyReused,
 				Err: fmt.Errorf("this Idempotency-Key was sent within the last %s with a different request (another body, path or X-Event-Type/X-Source); nothing was stored: send a new request with a new key, or this one exactly as it was",
 					e.idempotencyTTL().Round(time.Second))}
 		}
-		// Renew, so that the binding outlives what this attempt stores (idempotencyTTL).
-		// A conflict means another attempt renewed it meanwhile, which serves as well.
-		if _, err = kv.Update(cctx, key, digest, entry.Revision()); err != nil && !streams.IsKVConflict(err) {
-			break
-		}
-		return nil
+		return digest, nil
+	})
+	var reused *ingestctx.Throttled
+	if err == nil || errors.As(err, &reused) {
+		return err
 	}
 	e.logger.Warn("cannot check an Idempotency-Key", zap.String("project_id", projectID), zap.Error(err))
 	return errKeyCheck
