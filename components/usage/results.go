@@ -31,7 +31,8 @@ import (
 // Counts live in the KV bucket ResultsBucket, shared by every receiver (exact across
 // processes: each charge is a compare-and-set). A request id's count lives as long as
 // results do on the output stream (the bucket's TTL is the stream's max age), so the
-// stream never holds more than the allowance per id.
+// stream never holds more than the allowance per id; results kept for ever still give the
+// bucket a TTL, ResultsTTLUnlimited, so that its keys do not grow without bound.
 
 // ResultsBucket holds what each project's agent results used of their allowances.
 const ResultsBucket = "svc-results"
@@ -66,12 +67,29 @@ type ResultLimiter struct {
 	now    func() time.Time
 }
 
-// OpenResultLimiter opens (or creates) ResultsBucket; keep is how long results stay on
-// the output stream (its max age; 0 = forever).
+// ResultsTTLUnlimited is how long ResultsBucket keeps a count when results themselves are
+// kept without an age limit. Without one, every request id ever answered would stay a key
+// for good. Past it a request id may take its allowance again, once per period: results
+// then grow by at most PerRequestID per issued id and 8 days, and results.max_bytes still
+// holds the stream whatever the ids.
+const ResultsTTLUnlimited = 8 * 24 * time.Hour
+
+// ResultsTTL is ResultsBucket's TTL for results kept keep (the output stream's max age,
+// 0 = forever): as long as results, so that a request id never holds more than its
+// allowance on the stream, or ResultsTTLUnlimited.
+func ResultsTTL(keep time.Duration) time.Duration {
+	if keep <= 0 {
+		return ResultsTTLUnlimited
+	}
+	return keep
+}
+
+// OpenResultLimiter opens (or creates) ResultsBucket, bringing its TTL to ResultsTTL(keep);
+// keep is how long results stay on the output stream (its max age; 0 = forever).
 func OpenResultLimiter(ctx context.Context, js jetstream.JetStream, limits ResultLimits, keep time.Duration, replicas int) (*ResultLimiter, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: ResultsBucket, Description: "otelcol-svc agent results per request id and unmatched results per hour",
-		History: 1, TTL: keep, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
+		History: 1, TTL: ResultsTTL(keep), Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("usage: open bucket %s: %w", ResultsBucket, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -64,4 +65,29 @@ func TestResultAllowances(t *testing.T) {
 	_, err = a.Admit(ctx, "p1", "made-up", false, []byte(`1`))
 	assert.NoError(t, err, "a new hour")
 	assert.False(t, errors.As(err, &le))
+}
+
+// The counts expire in every case: with results kept without an age limit the bucket
+// used to have no TTL, so every request id ever answered stayed a key for good. A bucket
+// made so before is given the TTL when a receiver opens it.
+func TestResultsBucketAlwaysExpires(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	ctx := context.Background()
+	_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ResultsBucket, History: 1})
+	require.NoError(t, err)
+
+	_, err = OpenResultLimiter(ctx, js, ResultLimits{PerRequestID: 3}, 0, 1)
+	require.NoError(t, err)
+	kv, err := js.KeyValue(ctx, ResultsBucket)
+	require.NoError(t, err)
+	st, err := kv.Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 8*24*time.Hour, st.TTL(), "results kept for ever: counts kept 8 days")
+
+	_, err = OpenResultLimiter(ctx, js, ResultLimits{PerRequestID: 3}, 72*time.Hour, 1)
+	require.NoError(t, err)
+	st, err = kv.Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 72*time.Hour, st.TTL(), "counts live as long as results")
 }
