@@ -173,6 +173,14 @@ func (p *fieldPath) Set(ctx context.Context, r *Record, val any) error {
 	if err := checkWrite(r, val); err != nil {
 		return err
 	}
+	for i := range p.keys {
+		if k := &p.keys[i]; k.kind == keyInt {
+			// Refused before anything along the path is created.
+			if err := checkListIndex(r, k.i); err != nil {
+				return err
+			}
+		}
+	}
 	r.writes++
 	r.changed = true
 	r.unindex()
@@ -223,6 +231,12 @@ func (p *fieldPath) Set(ctx context.Context, r *Record, val any) error {
 			v = v.Slice().At(int(idx))
 		case pcommon.ValueTypeEmpty:
 			if isInt {
+				// set(event["x"][2000000], 1) would make two million empty values
+				// before any size is measured: an index the record's limit cannot
+				// hold fails first, allocating nothing.
+				if err := checkListIndex(r, idx); err != nil {
+					return err
+				}
 				sl := v.SetEmptySlice()
 				for j := int64(0); j < idx; j++ {
 					sl.AppendEmpty()
@@ -485,6 +499,8 @@ var functions = sync.OnceValue(func() map[string]ottl.Factory[*Record] {
 	fs["Concat"] = newConcatFactory()
 	fs["Format"] = newFormatFactory()
 	for name, f := range fs {
+		// Refused functions stay in the map so that their use is answered with why.
+		f = restrict(name, f)
 		if name == "" || name[0] < 'a' || name[0] > 'z' {
 			// Converters only read, but may make a value larger than the record.
 			fs[name] = boundConverter(name, f)
@@ -497,6 +513,9 @@ var functions = sync.OnceValue(func() map[string]ottl.Factory[*Record] {
 		create := f.CreateFunction
 		if name == "replace_pattern" || name == "replace_all_patterns" {
 			create = boundReplace(name, create)
+		}
+		if name == "flatten" {
+			create = boundFlatten(create)
 		}
 		fs[name] = ottl.NewFactory(name, f.CreateDefaultArguments(),
 			func(fCtx ottl.FunctionContext, args ottl.Arguments) (ottl.ExprFunc[*Record], error) {

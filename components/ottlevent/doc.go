@@ -86,4 +86,21 @@
 // must not send that record. Sizes are approximate JSON (see Record.Size). OTTL itself
 // bounds nothing: contrib's transform processor runs its operator's statements, these
 // are every project's own.
+//
+// # Functions
+//
+// Only reviewed OTTL standard functions are available (allowlist.go,
+// allowedFunctions): those that make at most a constant factor of what they read, which
+// the record limit then bounds. Refused when a statement is compiled (a save or a dry
+// run answers 400 invalid_pipeline naming the function and why): InsertXML (inserts at
+// every match: a record times its own size), GetXML (nested matches are written out
+// once per ancestor: quadratic), and any function a contrib upgrade adds until it is
+// reviewed. Allowed on conditions: ExtractGrokPatterns with a literal pattern of at most
+// 1,024 bytes and 16 %{...} references and no pattern definitions (the library expands
+// definitions in place: 16 nested levels made 150 MB while compiling);
+// ConvertTextToElementsXML with an element name of at most 32 bytes; flatten with a
+// prefix of at most 64 bytes, failing a record whose flattened form would pass the
+// record limit (keys are whole paths: quadratic in depth) or hold more than 2,000
+// values (each insert looks the key up). set(x[i], v) fails, as too large, an index
+// the record limit could not hold, before growing the list.
 package ottlevent

@@ -172,6 +172,23 @@ func checkWrite(r *Record, val any) error {
 	return nil
 }
 
+// emptyElemSize is what an empty list element counts in Size: a null and its comma.
+const emptyElemSize = 9
+
+// checkListIndex refuses to grow a new list up to index idx when the empty values before
+// it alone would pass the record's limit. A negative index is left to Set's own error.
+func checkListIndex(r *Record, idx int64) error {
+	limit := r.MaxBytes()
+	if idx >= 0 && idx >= int64(limit/emptyElemSize) {
+		n := limit + 1
+		if idx < int64(maxInt/emptyElemSize) {
+			n = max(n, int(idx+1)*emptyElemSize)
+		}
+		return &TooLargeError{Bytes: n, Limit: limit, What: fmt.Sprintf("a list grown to index %d", idx)}
+	}
+	return nil
+}
+
 // checkRecord fails r once it passes its limit.
 func checkRecord(r *Record) error {
 	limit := r.MaxBytes()

@@ -196,6 +196,18 @@ func FuzzApplyBounded(f *testing.F) {
 		`merge_maps(event, ParseJSON(Concat(["{\"x\":\"", b, "\"}"], "")), "upsert")`,
 		`set(event["h"], Hex(Hex(Hex(b))))`,
 		`set(event["l"], Split(Concat([b, b, b], ","), ""))`,
+		// The other functions that build from their input (issue 22 review).
+		`flatten(event, "prefix")`,
+		`set(event["n"], {"a": {"b": event, "c": [event, event]}})`,
+		`set(event["x"][400], b)`,
+		`set(event["kv"], ParseKeyValue(Concat(["a=", b, " c=", b], "")))`,
+		`set(event["s"], ToKeyValueString(event))`,
+		`set(event["g"], ExtractGrokPatterns(b, "%{WORD:w}"))`,
+		`set(event["x"], ConvertAttributesToElementsXML(Concat(["<a x=\"", b, "\" y=\"", b, "\"/>"], "")))`,
+		`set(event["x"], ConvertTextToElementsXML(Concat(["<a>", b, "<b/>", b, "</a>"], "")))`,
+		`append(event["l"], [b, b, b])`,
+		`merge_maps(event, ParseJSON(ToKeyValueString(event)), "insert")`,
+		`set(event["c"], ParseCSV(Concat([b, b], ","), "a,b"))`,
 	} {
 		f.Add(s, 3)
 	}
