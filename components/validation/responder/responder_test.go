@@ -68,3 +68,18 @@ func TestCheckOverNATS(t *testing.T) {
 		assert.True(t, res.OK)
 	}
 }
+
+// Issue 22 review: every data-plane process answers saves by compiling, so a statement
+// that expands while compiling (grok pattern definitions referring to themselves ran a
+// process out of memory) is refused by name, and the process stays well.
+func TestCheckRefusesFunctionsThatExpand(t *testing.T) {
+	res := Check(mirror.Pipeline{Transforms: []string{`set(event["a"], 1)`, `set(event["g"], ExtractGrokPatterns(b, "%{X}", false, ["X=%{X}%{X}"]))`}})
+	assert.False(t, res.OK)
+	assert.Equal(t, "transforms", res.Field)
+	assert.Contains(t, res.Message, `statement 1`)
+	assert.Contains(t, res.Message, `"ExtractGrokPatterns": pattern definitions are not allowed`)
+
+	res = Check(mirror.Pipeline{Trigger: `Len(GetXML(body, "//*")) > 0`})
+	assert.Equal(t, "trigger", res.Field)
+	assert.Contains(t, res.Message, `"GetXML" is not available in pipelines`)
+}

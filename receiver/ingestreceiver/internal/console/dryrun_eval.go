@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"time"
 	"unicode/utf8"
 
@@ -64,7 +65,11 @@ type dryRunError struct {
 	Seq uint64 `json:"seq"`
 	// Code is set for errors a program may act on: record_too_large_after_transforms
 	// (a transform grew the record past the record limit; the pipeline dead-letters it).
-	Code    string `json:"code,omitempty"`
+	Code string `json:"code,omitempty"`
+	// Status is the HTTP status the contract gives the code (413 for
+	// record_too_large_after_transforms), so a program reads the same figure here as
+	// on the dead-lettered delivery; absent for errors without a code.
+	Status  int    `json:"status,omitempty"`
 	Message string `json:"message"`
 }
 
@@ -290,9 +295,9 @@ func (d *dryRun) fail(seq uint64, step string, err error) {
 		d.ans.ErrorsLeftOut++
 		return
 	}
-	msg, code := step+": "+err.Error(), ""
+	msg, code, status := step+": "+err.Error(), "", 0
 	if errors.Is(err, ottlevent.ErrRecordTooLarge) {
-		code = apierror.RecordTooLargeAfterTransforms
+		code, status = apierror.RecordTooLargeAfterTransforms, http.StatusRequestEntityTooLarge
 	}
 	if len(msg) > maxErrorMessage {
 		msg = msg[:maxErrorMessage]
@@ -300,5 +305,5 @@ func (d *dryRun) fail(seq uint64, step string, err error) {
 			msg = msg[:len(msg)-1]
 		}
 	}
-	d.ans.Errors = append(d.ans.Errors, dryRunError{Seq: seq, Code: code, Message: msg})
+	d.ans.Errors = append(d.ans.Errors, dryRunError{Seq: seq, Code: code, Status: status, Message: msg})
 }

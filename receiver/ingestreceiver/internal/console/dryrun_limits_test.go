@@ -52,6 +52,7 @@ func TestDryRunDoublingsStopAtTheRecordLimit(t *testing.T) {
 		require.Len(t, r.Errors, 2, "%+v", r.Errors)
 		for _, e := range r.Errors {
 			assert.Equal(t, apierror.RecordTooLargeAfterTransforms, e.Code)
+			assert.Equal(t, 413, e.Status, "the contract's status for the code, beside it")
 			assert.True(t, strings.HasPrefix(e.Message, `transforms: statement 9 "set(event[\"b\"]`), e.Message)
 			assert.Contains(t, e.Message, "over the record limit of 1000000 bytes (SVC_MAX_RECORD_BYTES)")
 		}
@@ -103,6 +104,44 @@ func TestDryRunUsesTheConfiguredRecordLimit(t *testing.T) {
 	ans := evaluate(context.Background(), c, recs, dryRunLimits{evalTime: time.Minute, callBytes: 1 << 20, recordBytes: 1 << 20, errors: 10, maxRecordBytes: 3000})
 	require.Len(t, ans.Errors, 1)
 	assert.Equal(t, apierror.RecordTooLargeAfterTransforms, ans.Errors[0].Code)
+	assert.Equal(t, 413, ans.Errors[0].Status)
 	assert.Contains(t, ans.Errors[0].Message, "statement 1 ")
 	assert.Contains(t, ans.Errors[0].Message, "limit of 3000 bytes")
+}
+
+// Issue 22 review: ExtractGrokPatterns with 16 levels of pattern definitions allocated
+// 150 MB in the receiver while the dry run compiled it, and a definition that refers to
+// itself ran it out of memory. Refused before compiling, naming the function and why.
+func TestDryRunRefusesFunctionsThatExpand(t *testing.T) {
+	c := startConsole(t)
+	defs := make([]string, 17)
+	for i := range defs {
+		defs[i] = fmt.Sprintf("A%02d=%%{A%02d}%%{A%02d}", i, i+1, i+1)
+	}
+	defs[16] = "A16=x"
+	for _, stmt := range []string{
+		`set(event["g"], ExtractGrokPatterns(b, "%{A00}", false, ` + mustJSON(defs) + `))`,
+		`set(event["g"], ExtractGrokPatterns(b, "%{X}", false, ["X=%{X}%{X}"]))`,
+		`set(event["x"], InsertXML(b, "//*", b))`,
+	} {
+		body, _ := json.Marshal(map[string]any{"pipeline": map[string]any{"transforms": []string{stmt}}})
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		a := postJSON(t, dryRunURL(c.url, "p1"), string(body), map[string]string{"X-API-Key": "key-p1"})
+		runtime.ReadMemStats(&after)
+		require.Equal(t, 400, a.status, "%s", a.body)
+		var e apierror.Body
+		require.NoError(t, json.Unmarshal(a.body, &e))
+		assert.Equal(t, apierror.InvalidPipeline, e.Error.Code)
+		assert.Regexp(t, `^transforms: .*"(ExtractGrokPatterns|InsertXML)".*(pattern definitions are not allowed|not available in pipelines)`, e.Error.Message)
+		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20))
+	}
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
