@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
@@ -249,9 +251,16 @@ func (e *agentExporter) settleFailed(ctx context.Context, proj mirror.Project, c
 	if traceID == "" {
 		traceID = newTraceID()
 	}
+	// A record too large after transforms has the contract's status, 413, as its
+	// delivery's status_code: no agent answered, but a program reading deliveries
+	// tells it from the rest by the same figure the dry run gives it.
+	status := 0
+	if strings.HasPrefix(c.failed, apierror.RecordTooLargeAfterTransforms+":") {
+		status = http.StatusRequestEntityTooLarge
+	}
 	e.log.record(proj.ID, deliverylog.Delivery{ID: id, Kind: deliverylog.KindAgent, RequestID: id, Records: c.records,
-		RequestBody: c.body, Seqs: c.seqs, TraceID: traceID})
-	seq, err := e.deadLetter(ctx, proj, c, id, result{reason: c.failed})
+		RequestBody: c.body, Seqs: c.seqs, TraceID: traceID, StatusCode: status})
+	seq, err := e.deadLetter(ctx, proj, c, id, result{reason: c.failed, status: status})
 	if err != nil {
 		e.log.abandon(proj.ID, id, c.failed+"; not dead-lettered (the dead-letter stream was unavailable): settled again later")
 		return false, fmt.Errorf("call %s of project %s cannot be made (%s) and could not be dead-lettered: %w; the records will be redelivered",
