@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -74,6 +75,12 @@ type Destination struct {
 	Results int64      `json:"results,omitempty"`
 	Since   *time.Time `json:"since,omitempty"`
 	Exact   bool       `json:"exact"`
+	// ApproximateReason says why figures are not exact: ApproxStartUnknown (counted,
+	// no cursor start recorded yet) or ApproxResultsRemoved (derived, but the output
+	// stream removed results before this destination settled them, which count in
+	// delivered; since ApproximateSince).
+	ApproximateReason string     `json:"approximate_reason,omitempty"`
+	ApproximateSince  *time.Time `json:"approximate_since,omitempty"`
 }
 
 // LedgerBucket holds one key per project.
@@ -155,15 +162,21 @@ func (l *Ledger) Add(project string, c Counters) { l.add(project, c, "", Destina
 // AddDestination counts a destination's deliveries (and c for the project). A dead
 // letter is also written at once to the destination's cursor entry, from which View
 // derives the delivered figure (destination.go); the caller acknowledges the result
-// after this returns.
-func (l *Ledger) AddDestination(project, sink string, c Counters, d Destination) {
+// only when this returns nil. An error means the dead letter is not counted: acked
+// anyway, the result would show as delivered while the figures say exact, so it must
+// be delivered again instead (and dead-lettered again, counted then). Nothing is added
+// to the counted figures then either.
+func (l *Ledger) AddDestination(project, sink string, c Counters, d Destination) error {
 	if !validToken(sink) || !validToken(project) {
-		return
+		return ErrInvalidID
 	}
 	if d.DeadLettered > 0 {
-		_ = l.deadLettered(project, sink)
+		if err := l.deadLettered(project, sink); err != nil {
+			return fmt.Errorf("the dead letter cannot be counted in the ledger: %w", err)
+		}
 	}
 	l.add(project, c, sink, d)
+	return nil
 }
 
 // AddReplayedDestination counts a replayed delivery to a destination: like

@@ -2,6 +2,7 @@ package agentexporter
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -130,24 +131,33 @@ func (l *dlog) getReader() *deliverylog.Reader {
 }
 
 // addDestination counts a sink delivery in the ledger; a replay's is none of the
-// destination cursor's results (deliverylog.AddReplayedDestination).
-func (l *dlog) addDestination(ctx context.Context, project, sink string, delivered, replay bool) {
+// destination cursor's results (deliverylog.AddReplayedDestination). An error means a
+// dead letter of the cursor's could not be counted: the caller must not ack the result
+// (acked, it would show as delivered in figures said to be exact). A delivery's count is
+// never an error: the delivered figure is derived from the cursor.
+func (l *dlog) addDestination(ctx context.Context, project, sink string, delivered, replay bool) error {
 	if l == nil {
-		return
+		return nil
 	}
 	led, err := l.ledgerNow(ctx)
 	if err != nil {
-		return
+		if delivered || replay {
+			return nil
+		}
+		return fmt.Errorf("the ledger is not open to count the dead letter: %w", err)
 	}
-	add := led.AddDestination
 	if replay {
-		add = led.AddReplayedDestination
+		if delivered {
+			led.AddReplayedDestination(project, sink, deliverylog.Counters{Delivered: 1}, deliverylog.Destination{Delivered: 1})
+		} else {
+			led.AddReplayedDestination(project, sink, deliverylog.Counters{SinkDeadLettered: 1}, deliverylog.Destination{DeadLettered: 1})
+		}
+		return nil
 	}
 	if delivered {
-		add(project, sink, deliverylog.Counters{Delivered: 1}, deliverylog.Destination{Delivered: 1})
-		return
+		return led.AddDestination(project, sink, deliverylog.Counters{Delivered: 1}, deliverylog.Destination{Delivered: 1})
 	}
-	add(project, sink, deliverylog.Counters{SinkDeadLettered: 1}, deliverylog.Destination{DeadLettered: 1})
+	return led.AddDestination(project, sink, deliverylog.Counters{SinkDeadLettered: 1}, deliverylog.Destination{DeadLettered: 1})
 }
 
 func (l *dlog) ledgerNow(ctx context.Context) (*deliverylog.Ledger, error) {
