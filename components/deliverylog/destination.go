@@ -35,26 +35,51 @@ type destStart struct {
 	// Created is the consumer's creation time as the server reports it: an entry whose
 	// Created is not the consumer's belongs to an earlier cursor.
 	Created time.Time `json:"created"`
-	// Base is the output sequence before the cursor's first result.
+	// Base is the output sequence the figures count from: before the cursor's first
+	// result, or, for a cursor found after it had delivered (one a previous release
+	// created, or whose creator died first), its settled point when it was found.
 	Base uint64 `json:"base"`
-	// DeadLettered counts the results dead-lettered from this cursor.
+	// Since is when the figures start when that is not Created: the moment a cursor
+	// that had delivered already was found (the server's clock).
+	Since time.Time `json:"since,omitzero"`
+	// DeadLettered counts the results dead-lettered from this cursor since Base.
 	DeadLettered int64 `json:"dead_lettered"`
+	// RemovedAt is when the output stream was first seen to have removed results this
+	// cursor had not settled (its max_age): the server then counts them as settled,
+	// and nothing tells delivered from removed any more, so the figures are
+	// approximate from then on.
+	RemovedAt time.Time `json:"removed_at,omitzero"`
 }
+
+// Reasons a destination's figures are approximate (Destination.ApproximateReason).
+const (
+	// ApproxStartUnknown: no start entry could be recorded for the cursor yet; the
+	// figures are the counts sink processes wrote.
+	ApproxStartUnknown = "start_unknown"
+	// ApproxResultsRemoved: the output stream removed results (older than its max_age)
+	// before this destination settled them, and they count as settled.
+	ApproxResultsRemoved = "results_removed_before_delivery"
+)
 
 func destKey(project, sink string) string { return project + "." + sink }
 
-// StartDestination records where a newly created destination cursor starts, from the
-// consumer's info as creating it returned it (a consumer that has delivered nothing yet
-// reports the sequence before its first as delivered). An entry of the same cursor is
-// kept; one of an earlier cursor is replaced. A cursor that has delivered already
-// cannot tell its start any more, and is left without one (its figures show as
-// counted, approximate).
+// StartDestination records where a destination cursor's figures start, from the
+// consumer's info as just read. A cursor that has delivered nothing starts before its
+// first result (a new consumer reports the sequence before its first as delivered) and
+// its figures run from its creation. One found after it delivered (created by a
+// previous release, which recorded no start, or by a process that died before
+// recording it) starts where it has settled to, at the moment of the info: settled =
+// delivered sequence - base - awaiting ack, and with base = delivered - awaiting ack
+// as of that moment, the results it settles from then on are counted exactly (those
+// awaiting ack then included) and owed = last sequence - base is its backlog then plus
+// what came since; the figures say since that moment.
+//
+// An entry of the same cursor is kept; one of an earlier cursor is replaced. Every
+// write is a compare-and-set on the entry, so when several sink processes find the
+// cursor at once the first one's start stands.
 func StartDestination(ctx context.Context, js jetstream.JetStream, project, sink string, ci *jetstream.ConsumerInfo) error {
 	if !validToken(project) || !validToken(sink) || ci == nil {
 		return ErrInvalidID
-	}
-	if ci.Delivered.Consumer != 0 {
-		return nil
 	}
 	kv, err := js.KeyValue(ctx, LedgerBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -63,11 +88,24 @@ func StartDestination(ctx context.Context, js jetstream.JetStream, project, sink
 	if err != nil {
 		return err
 	}
+	start := destStart{Created: ci.Created, Base: ci.Delivered.Stream}
+	if ci.Delivered.Consumer != 0 {
+		if uint64(ci.NumAckPending) > ci.Delivered.Stream {
+			return fmt.Errorf("deliverylog: cursor of %s reports more awaiting ack than delivered", sink)
+		}
+		start.Base = ci.Delivered.Stream - uint64(ci.NumAckPending)
+		start.Since = ci.TimeStamp
+		if start.Since.IsZero() {
+			start.Since = time.Now()
+		}
+	}
 	return updateJSON(ctx, kv, destKey(project, sink), func(d *destStart) bool {
-		if d.Created.Equal(ci.Created) {
+		if !d.Created.Before(ci.Created) {
+			// This cursor's own start is recorded already, or a later cursor's (the
+			// info read here is of one deleted since).
 			return false
 		}
-		*d = destStart{Created: ci.Created, Base: ci.Delivered.Stream}
+		*d = start
 		return true
 	})
 }
@@ -126,9 +164,56 @@ func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, f
 	return fmt.Errorf("deliverylog: %s kept conflicting", key)
 }
 
-// destinationFigures derives a destination's figures from its cursor and start entry;
-// ok is false when the entry is missing or belongs to another cursor.
-func destinationFigures(ctx context.Context, kv jetstream.KeyValue, project, sink string, ci *jetstream.ConsumerInfo, lastSeq uint64) (Destination, bool) {
+// removedUnsettled reports whether the output stream (first sequence firstSeq) has
+// removed results the cursor had not settled since base: the stream's limits policy
+// removes results older than its max_age whether consumed or not (its byte and count
+// limits refuse new results instead, so only age removes). The server then counts them
+// as settled: a removed result awaiting ack is terminated like an ack, and the cursor
+// skips removed results it had not delivered. Either shows, until the cursor moves
+// past them, as a first sequence past the cursor's ack floor or its delivered sequence.
+func removedUnsettled(ci *jetstream.ConsumerInfo, firstSeq, base uint64) bool {
+	if firstSeq <= 1 || firstSeq-1 <= base {
+		return false // nothing removed since the figures started
+	}
+	return firstSeq-1 > ci.AckFloor.Stream || firstSeq-1 > ci.Delivered.Stream
+}
+
+// MarkRemoved records in a destination cursor's start entry that the output stream
+// removed results it had not settled (removedUnsettled), once: its figures are
+// approximate from then on. View calls it when it sees that; so does a sink process
+// when it opens the cursor. It reports whether it marked the entry now.
+func MarkRemoved(ctx context.Context, js jetstream.JetStream, project, sink string, ci *jetstream.ConsumerInfo, firstSeq uint64) (bool, error) {
+	if !validToken(project) || !validToken(sink) || ci == nil {
+		return false, ErrInvalidID
+	}
+	kv, err := js.KeyValue(ctx, LedgerBucket)
+	if err != nil {
+		return false, err
+	}
+	return markRemoved(ctx, kv, project, sink, ci, firstSeq)
+}
+
+func markRemoved(ctx context.Context, kv jetstream.KeyValue, project, sink string, ci *jetstream.ConsumerInfo, firstSeq uint64) (bool, error) {
+	marked := false
+	err := updateJSON(ctx, kv, destKey(project, sink), func(d *destStart) bool {
+		if !d.Created.Equal(ci.Created) || !d.RemovedAt.IsZero() || !removedUnsettled(ci, firstSeq, d.Base) {
+			return false
+		}
+		d.RemovedAt = ci.TimeStamp
+		if d.RemovedAt.IsZero() {
+			d.RemovedAt = time.Now()
+		}
+		marked = true
+		return true
+	})
+	return marked, err
+}
+
+// destinationFigures derives a destination's figures from its cursor and start entry
+// (firstSeq and lastSeq are the output stream's); exact is false, with the reason in
+// the figures, when the entry is missing or belongs to another cursor (the counted
+// figures stand then) or the stream removed results the cursor had not settled.
+func destinationFigures(ctx context.Context, kv jetstream.KeyValue, project, sink string, ci *jetstream.ConsumerInfo, firstSeq, lastSeq uint64) (Destination, bool) {
 	if kv == nil {
 		return Destination{}, false
 	}
@@ -143,7 +228,23 @@ func destinationFigures(ctx context.Context, kv jetstream.KeyValue, project, sin
 	var d Destination
 	d.Exact = true
 	since := ci.Created
+	if !st.Since.IsZero() {
+		since = st.Since
+	}
 	d.Since = &since
+	if st.RemovedAt.IsZero() && removedUnsettled(ci, firstSeq, st.Base) {
+		// Seen now, while it still shows: kept, because it stops showing once the
+		// cursor moves past the removed results. A failed write leaves it to the next
+		// look; these figures are approximate either way.
+		_, _ = markRemoved(ctx, kv, project, sink, ci, firstSeq)
+		st.RemovedAt = time.Now()
+	}
+	if !st.RemovedAt.IsZero() {
+		d.Exact = false
+		d.ApproximateReason = ApproxResultsRemoved
+		at := st.RemovedAt
+		d.ApproximateSince = &at
+	}
 	d.Pending = int64(ci.NumPending) + int64(ci.NumAckPending)
 	if lastSeq > st.Base {
 		d.Results = int64(lastSeq - st.Base)

@@ -89,3 +89,189 @@ func TestDestinationFiguresSurviveALostProcess(t *testing.T) {
 	assert.Subset(t, v.Approximate, []string{"destinations.s2", "delivered", "sink_dead_lettered"})
 	assert.False(t, v.Balanced, "never balanced with figures that may miss counts")
 }
+
+// outputWithCursor makes project p's output stream (limits l) and a destination cursor
+// on it that delivers from the start, as the previous release created them: no start
+// entry.
+func outputWithCursor(t *testing.T, js jetstream.JetStream, l streams.Limits) jetstream.Consumer {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, streams.Create(ctx, js, streams.OutputConfig("p", l)))
+	c, err := js.CreateConsumer(ctx, streams.OutputStream("p"), jetstream.ConsumerConfig{
+		Durable: "svc-sink-s1", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy})
+	require.NoError(t, err)
+	return c
+}
+
+func publishResults(t *testing.T, js jetstream.JetStream, k int) {
+	t.Helper()
+	for i := range k {
+		_, err := js.Publish(context.Background(), streams.OutputSubject("p"), fmt.Appendf(nil, `{"n":%d}`, i))
+		require.NoError(t, err)
+	}
+}
+
+// fetch takes k results from the cursor, in order.
+func fetch(t *testing.T, c jetstream.Consumer, k int) []jetstream.Msg {
+	t.Helper()
+	var out []jetstream.Msg
+	for len(out) < k {
+		b, err := c.Fetch(k-len(out), jetstream.FetchMaxWait(5*time.Second))
+		require.NoError(t, err)
+		for m := range b.Messages() {
+			out = append(out, m)
+		}
+		require.NoError(t, b.Error())
+	}
+	return out
+}
+
+// Issue 22, finding 7 (review): a destination cursor a previous release created has
+// delivered already and has no start entry. The first sink process to find it records
+// one from where the cursor stands (several at once: the first one's stands), and the
+// destination's figures are exact from then on, saying since when; before, it stayed
+// approximate, and the ledger never balanced again after an upgrade.
+func TestDestinationFromAPreviousReleaseIsExactSinceFound(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	c := outputWithCursor(t, js, streams.DefaultLimits())
+	publishResults(t, js, 10)
+	// The previous release's sink: 6 results taken, 4 settled (one of them
+	// dead-lettered, which it did not count anywhere), 2 still in its hands.
+	held := fetch(t, c, 6)
+	for _, m := range held[:4] {
+		require.NoError(t, m.Ack())
+	}
+	held = held[4:]
+
+	// Upgraded sink processes find the cursor, all at once.
+	errs := make(chan error, 4)
+	for range cap(errs) {
+		go func() {
+			c, err := js.Consumer(ctx, streams.OutputStream("p"), "svc-sink-s1")
+			if err == nil {
+				err = StartDestination(ctx, js, "p", "s1", c.CachedInfo())
+			}
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		require.NoError(t, <-errs)
+	}
+	found := time.Now()
+
+	v, err := View(ctx, js, "p", ViewOptions{SinkDurable: "svc-sink", Sinks: []string{"s1"}})
+	require.NoError(t, err)
+	d := v.Destinations["s1"]
+	require.True(t, d.Exact, "%+v", d)
+	require.NotNil(t, d.Since)
+	assert.False(t, d.Since.Before(c.CachedInfo().Created), "since when the cursor was found, not when it was created")
+	assert.False(t, d.Since.After(found), "since when the cursor was found")
+	assert.Equal(t, int64(6), d.Results, "owed since then: the 2 in hand and the 4 never taken")
+	assert.Equal(t, int64(0), d.Delivered+d.DeadLettered)
+	assert.Equal(t, int64(6), d.Pending)
+	assert.True(t, v.Balanced, "%+v", v)
+
+	// From then on each result settled is counted: the 2 that were in hand, and the
+	// rest with 5 more, one of them dead-lettered.
+	led, err := OpenLedger(ctx, js, time.Hour)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = led.Close(ctx) })
+	for _, m := range held {
+		require.NoError(t, m.Ack())
+	}
+	publishResults(t, js, 5)
+	for i, m := range fetch(t, c, 9) {
+		if i == 2 {
+			require.NoError(t, led.AddDestination("p", "s1", Counters{SinkDeadLettered: 1}, Destination{DeadLettered: 1}))
+		}
+		require.NoError(t, m.Ack())
+	}
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		v, err = View(ctx, js, "p", ViewOptions{SinkDurable: "svc-sink", Sinks: []string{"s1"}})
+		require.NoError(ct, err)
+		assert.Zero(ct, v.Destinations["s1"].Pending) // acks are asynchronous
+	}, 10*time.Second, 10*time.Millisecond)
+	d = v.Destinations["s1"]
+	assert.True(t, d.Exact)
+	assert.Equal(t, int64(11), d.Results, "owed since found: 6 then, 5 since")
+	assert.Equal(t, int64(10), d.Delivered)
+	assert.Equal(t, int64(1), d.DeadLettered)
+	assert.True(t, v.Balanced)
+}
+
+// Issue 22, finding 7 (review): a dead letter the ledger cannot count is refused, so the
+// caller does not ack the result: acked, it would show as delivered in figures said to
+// be exact. Here the ledger bucket is gone when the dead letter comes.
+func TestADeadLetterThatCannotBeCountedIsRefused(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	c := outputWithCursor(t, js, streams.DefaultLimits())
+	require.NoError(t, StartDestination(ctx, js, "p", "s1", c.CachedInfo()))
+	led, err := OpenLedger(ctx, js, time.Hour)
+	require.NoError(t, err)
+	t.Cleanup(func() { led.once.Do(func() { close(led.stop) }); <-led.done })
+
+	require.NoError(t, js.DeleteKeyValue(ctx, LedgerBucket))
+	err = led.AddDestination("p", "s1", Counters{SinkDeadLettered: 1}, Destination{DeadLettered: 1})
+	require.Error(t, err, "a dead letter that was not counted")
+	led.mu.Lock()
+	assert.Empty(t, led.pending, "nothing counted for it either")
+	led.mu.Unlock()
+	require.NoError(t, led.AddDestination("p", "s1", Counters{Delivered: 1}, Destination{Delivered: 1}),
+		"a delivery's count is derived from the cursor: never refused")
+}
+
+// Issue 22, finding 7 (review): results the output stream removed (older than its
+// max_age) before the destination settled them are counted as settled by the server;
+// the ledger cannot tell them from deliveries, so it says the destination's figures
+// are approximate, why and since when, from then on, and is not balanced. Before, they
+// counted as delivered in figures said to be exact.
+func TestResultsRemovedBeforeDeliveryMakeTheFiguresApproximate(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	l := streams.DefaultLimits()
+	l.MaxAge, l.DuplicateWindow = time.Second, 100*time.Millisecond
+	c := outputWithCursor(t, js, l)
+	require.NoError(t, StartDestination(ctx, js, "p", "s1", c.CachedInfo()))
+	publishResults(t, js, 5)
+	for _, m := range fetch(t, c, 2) {
+		require.NoError(t, m.Ack())
+	}
+	// The destination stalls; the 3 results it had not taken age out.
+	require.Eventually(t, func() bool {
+		s, err := js.Stream(ctx, streams.OutputStream("p"))
+		require.NoError(t, err)
+		return s.CachedInfo().State.Msgs == 0
+	}, 30*time.Second, 50*time.Millisecond)
+	view := func() LedgerView {
+		v, err := View(ctx, js, "p", ViewOptions{SinkDurable: "svc-sink", Sinks: []string{"s1"}})
+		require.NoError(t, err)
+		return v
+	}
+	v := view()
+	d := v.Destinations["s1"]
+	assert.False(t, d.Exact, "%+v", d)
+	assert.Equal(t, ApproxResultsRemoved, d.ApproximateReason)
+	assert.NotNil(t, d.ApproximateSince)
+	assert.Contains(t, v.Approximate, "destinations.s1")
+	assert.False(t, v.Balanced)
+
+	// The destination recovers and the cursor moves past the removed results, which no
+	// longer shows in its state: the figures stay approximate.
+	publishResults(t, js, 2)
+	for _, m := range fetch(t, c, 2) {
+		require.NoError(t, m.Ack())
+	}
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		v = view()
+		assert.Zero(ct, v.Destinations["s1"].Pending)
+	}, 10*time.Second, 10*time.Millisecond)
+	d = v.Destinations["s1"]
+	assert.False(t, d.Exact, "%+v", d)
+	assert.Equal(t, ApproxResultsRemoved, d.ApproximateReason)
+	assert.False(t, v.Balanced)
+}

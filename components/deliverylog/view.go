@@ -114,7 +114,8 @@ func View(ctx context.Context, js jetstream.JetStream, project string, o ViewOpt
 			if out != nil {
 				if c, err := out.Consumer(ctx, o.SinkDurable+"-"+s); err == nil {
 					ci := c.CachedInfo()
-					if d, ok := destinationFigures(ctx, kv, project, s, ci, out.CachedInfo().State.LastSeq); ok {
+					st := out.CachedInfo().State
+					if d, ok := destinationFigures(ctx, kv, project, s, ci, st.FirstSeq, st.LastSeq); ok {
 						dv = d
 					} else {
 						dv.Pending = int64(ci.NumPending) + int64(ci.NumAckPending)
@@ -124,6 +125,9 @@ func View(ctx context.Context, js jetstream.JetStream, project string, o ViewOpt
 				}
 			}
 			if !dv.Exact {
+				if dv.ApproximateReason == "" {
+					dv.ApproximateReason = ApproxStartUnknown
+				}
 				exact = false
 				v.Approximate = append(v.Approximate, "destinations."+s)
 			}
