@@ -2,6 +2,7 @@ package ottlevent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -119,6 +120,17 @@ func checkFlatten(args ottl.Arguments) error {
 	return nil
 }
 
+// ErrFunctionRefused is what a statement refused by the allow-list fails with
+// (errors.Is): a function not available in pipelines, or arguments past its bounds. A
+// pipeline saved before the allow-list existed can fail with it after an upgrade.
+var ErrFunctionRefused = errors.New("function refused in pipelines")
+
+// refusal is a refused call's message, which is(ErrFunctionRefused).
+type refusal struct{ msg string }
+
+func (e *refusal) Error() string        { return e.msg }
+func (e *refusal) Is(target error) bool { return target == ErrFunctionRefused }
+
 // restrict gives f its review: a refused function compiles to an error naming it and
 // why; an allowed one with conditions has its arguments checked first.
 func restrict(name string, f ottl.Factory[*Record]) ottl.Factory[*Record] {
@@ -137,10 +149,10 @@ func restrict(name string, f ottl.Factory[*Record]) ottl.Factory[*Record] {
 	return ottl.NewFactory(name, f.CreateDefaultArguments(),
 		func(fCtx ottl.FunctionContext, args ottl.Arguments) (ottl.ExprFunc[*Record], error) {
 			if !allowed {
-				return nil, fmt.Errorf("%q is not available in pipelines: %s", name, why)
+				return nil, &refusal{fmt.Sprintf("%q is not available in pipelines: %s", name, why)}
 			}
 			if err := check(args); err != nil {
-				return nil, fmt.Errorf("%q: %w", name, err)
+				return nil, &refusal{fmt.Sprintf("%q: %v", name, err)}
 			}
 			return f.CreateFunction(fCtx, args)
 		}, opts...)

@@ -71,6 +71,7 @@ func TestExpandingFunctionsAreRefusedWhenCompiled(t *testing.T) {
 			alloc := allocated(func() { _, err = CompileStatements([]string{c.stmt}, settings()) })
 			var ce *CompileError
 			require.ErrorAs(t, err, &ce)
+			assert.ErrorIs(t, err, ErrFunctionRefused)
 			assert.Contains(t, err.Error(), c.why)
 			assert.Less(t, alloc, uint64(32<<20), "compiling allocated %d bytes", alloc)
 		})

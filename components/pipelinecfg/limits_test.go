@@ -6,8 +6,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/components/validation"
 )
@@ -43,4 +46,41 @@ func TestCompileRefusesPastTheLimits(t *testing.T) {
 	_, err := pipelinecfg.Compile(mirror.Pipeline{Transforms: stmts[:validation.MaxStatements],
 		Trigger: `body == "` + strings.Repeat("x", validation.MaxExpressionBytes-11) + `"`})
 	require.NoError(t, err)
+}
+
+// Issue 22 review: a pipeline saved before the statement, length and function limits
+// existed no longer compiles after the upgrade, and its project pauses. The operator
+// hears it once per project and configuration version, at WARN, with the limit; the
+// checks repeated at every reconcile say nothing more.
+func TestPipelineOverTheLimitsIsWarnedOncePerVersion(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	c := pipelinecfg.NewCache(mirrorcache.NewCache(zap.NewNop()))
+	defer c.Close()
+	c.SetLogger(zap.New(core))
+
+	over := mirror.Project{ID: "prj_old", Version: 3, Pipeline: mirror.Pipeline{Transforms: make([]string, 101)}}
+	for range 5 {
+		err := c.Check(over)
+		require.Error(t, err)
+		assert.True(t, pipelinecfg.IsOverLimits(err))
+	}
+	grok := mirror.Project{ID: "prj_grok", Version: 1, Pipeline: mirror.Pipeline{
+		Transforms: []string{`set(event["g"], ExtractGrokPatterns(body, "%{X}", false, ["X=%{WORD}"]))`}}}
+	require.Error(t, c.Check(grok))
+	require.Error(t, c.Check(grok))
+	// A mistake of the ordinary kind is the user's, shown when saved: not logged here.
+	require.Error(t, c.Check(mirror.Project{ID: "prj_typo", Version: 1, Pipeline: mirror.Pipeline{Trigger: `status ==`}}))
+
+	warns := logs.FilterMessageSnippet("past the limits of this version").All()
+	require.Len(t, warns, 2, "one per project and version")
+	assert.Equal(t, zap.WarnLevel, warns[0].Level)
+	assert.Equal(t, "prj_old", warns[0].ContextMap()["project_id"])
+	assert.Contains(t, warns[0].ContextMap()["error"], "101 statements; a pipeline has at most 100")
+	assert.Equal(t, "prj_grok", warns[1].ContextMap()["project_id"])
+	assert.Contains(t, warns[1].ContextMap()["error"], `"ExtractGrokPatterns": pattern definitions are not allowed`)
+
+	// The next version, still over, is said again.
+	over.Version = 4
+	require.Error(t, c.Check(over))
+	assert.Len(t, logs.FilterMessageSnippet("past the limits of this version").All(), 3)
 }

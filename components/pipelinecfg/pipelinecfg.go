@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -87,7 +88,7 @@ func Compile(p mirror.Pipeline) (*Compiled, error) {
 		return nil, err
 	}
 	if res, ok := validation.CheckLimits(p); !ok {
-		return nil, &FieldError{res.Field, errors.New(res.Message)}
+		return nil, &FieldError{res.Field, &limitError{res.Message}}
 	}
 	var err error
 	if c.Trigger, err = ottlevent.CompileCondition(p.Trigger, settings); err != nil {
@@ -117,6 +118,38 @@ func Compile(p mirror.Pipeline) (*Compiled, error) {
 	return c, nil
 }
 
+// ErrOverLimits is what a pipeline past the limits of this version fails with
+// (errors.Is): too many statements, an expression too long (components/validation), or
+// a function or argument the allow-list refuses (ottlevent.ErrFunctionRefused). Such a
+// pipeline may have been saved before an upgrade brought the limits: its project pauses
+// until it is edited, and Cache logs it once per version (SetLogger).
+var ErrOverLimits = errors.New("pipeline over the limits of this version")
+
+type limitError struct{ msg string }
+
+func (e *limitError) Error() string        { return e.msg }
+func (e *limitError) Is(target error) bool { return target == ErrOverLimits }
+
+// IsOverLimits reports whether err is a pipeline past this version's limits.
+func IsOverLimits(err error) bool {
+	return errors.Is(err, ErrOverLimits) || errors.Is(err, ottlevent.ErrFunctionRefused)
+}
+
+// Once answers true the first time it is asked about a project's configuration
+// version, so that a tenant's mistake is logged at WARN once per version, not once per
+// record, while each record is still counted in a metric. Safe for concurrent use; it
+// holds one entry per project asked about.
+type Once struct{ seen sync.Map }
+
+// First reports whether this is the first call for project at version.
+func (o *Once) First(project string, version int64) bool {
+	prev, loaded := o.seen.Swap(project, version)
+	return !loaded || prev.(int64) != version
+}
+
+// Forget drops a project (deleted).
+func (o *Once) Forget(project string) { o.seen.Delete(project) }
+
 type entry struct {
 	version  int64
 	compiled *Compiled
@@ -131,7 +164,16 @@ type Cache struct {
 	mirror  *mirrorcache.Cache
 	entries sync.Map // project id -> *entry; read on every batch, written on changes
 	stop    func()
+	logger  atomic.Pointer[zap.Logger]
+	warned  Once // two batches may compile one version at once; one says it
 }
+
+// SetLogger has the cache log, at WARN, each project whose pipeline is past this
+// version's limits (IsOverLimits), once per configuration version, naming the project
+// and the limit: after an upgrade that brought a limit, such a project pauses until its
+// pipeline is edited, and the operator should know which and why. The component that
+// pauses projects on Check sets it.
+func (c *Cache) SetLogger(l *zap.Logger) { c.logger.Store(l) }
 
 // NewCache returns a cache that drops the entries of projects deleted from m. Close it
 // when its component shuts down.
@@ -180,6 +222,10 @@ func (c *Cache) Get(p mirror.Project) (*Compiled, error) {
 	compiled, err := Compile(p.Pipeline)
 	if compiled != nil {
 		compiled.Version = p.Version
+	}
+	if l := c.logger.Load(); l != nil && IsOverLimits(err) && c.warned.First(p.ID, p.Version) {
+		l.Warn("project paused until its pipeline is edited: it is past the limits of this version",
+			zap.String("project_id", p.ID), zap.Int64("config_version", p.Version), zap.Error(err))
 	}
 	c.entries.Store(p.ID, &entry{version: p.Version, compiled: compiled, err: err})
 	return compiled, err
