@@ -78,6 +78,9 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, status int
 		if ended, err = tx.PruneSessions(r.Context(), u.ID, now, maxSessions-1); err != nil {
 			return err
 		}
+		if err := service.RecordRevocations(r.Context(), tx, ended...); err != nil {
+			return err
+		}
 		return tx.CreateSession(r.Context(), ses)
 	})
 	if err != nil {
@@ -177,7 +180,10 @@ func (s *Server) sessionLogout(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return err
 			}
-			return tx.DeleteSession(r.Context(), ses.ID)
+			if err := tx.DeleteSession(r.Context(), ses.ID); err != nil {
+				return err
+			}
+			return service.RecordRevocations(r.Context(), tx, ses.ID)
 		})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			s.internal(w, r, err)

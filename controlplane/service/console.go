@@ -67,48 +67,133 @@ func (s *Service) IssueConsoleToken(ctx context.Context, userID, id string, cred
 	return ct, err
 }
 
-// RevokeCredentials tells the receivers that credentials (personal access tokens,
-// sessions, OAuth grants, by id) are revoked, so the console tokens they minted stop
-// working within the mirror's latency. Called once the revocation is committed: the
-// credential itself already fails at the control plane. While NATS is unreachable the
-// publish is retried in the background for as long as such a token can live.
+// revocationKeep is how long a revocation is kept and published after it was made: as
+// long as a console token minted with the credential can be honoured. That is the
+// token's lifetime, plus the receivers' clock leeway, plus a minute for a token minted by
+// a request that was checked just before the revocation committed and for the clocks of
+// control planes sharing the database.
+const revocationKeep = consoleTokenTTL + consoletoken.Leeway + time.Minute
+
+// RecordRevocations records that credentials (personal access tokens, sessions, OAuth
+// grants, by id) are revoked, inside the transaction that revokes them: once that
+// commits, the revocation reaches the receivers even if NATS is down and the control
+// plane restarts before it is back (Resync publishes every recorded one). Call
+// RevokeCredentials after the commit to publish at once.
+func RecordRevocations(ctx context.Context, tx *store.Tx, ids ...string) error {
+	now := time.Now()
+	return tx.AddRevocations(ctx, now, now.Add(revocationKeep), ids...)
+}
+
+// RevokeCredentials tells the receivers that credentials, revoked and recorded with
+// RecordRevocations in a committed transaction, are revoked, so the console tokens they
+// minted stop working within the mirror's latency (the credential itself already fails at
+// the control plane). While NATS is unreachable the recorded revocations are published by
+// a retry in the background, or by the next start's Resync.
 func (s *Service) RevokeCredentials(ctx context.Context, ids ...string) {
 	if len(ids) == 0 || s.Mirror == nil { // nil: a service without a data plane (unit tests)
 		return
 	}
 	now := time.Now()
-	left := s.revoke(ctx, ids, now)
-	if len(left) == 0 {
-		return
+	revs := make([]store.Revocation, len(ids))
+	for i, id := range ids {
+		revs[i] = store.Revocation{CredentialID: id, RevokedAt: now}
 	}
-	s.Logger.Warn("revocation not yet published to the data plane; retrying", "credentials", len(left))
-	go func() {
-		deadline := now.Add(consoletoken.MaxTTL + consoletoken.Leeway)
-		wait := 100 * time.Millisecond
-		for len(left) > 0 && time.Now().Before(deadline) {
-			time.Sleep(wait)
-			wait = min(2*wait, 10*time.Second)
-			left = s.revoke(context.Background(), left, now)
-		}
-		if len(left) > 0 {
-			s.Logger.Error("revocation never reached the data plane; console tokens minted with these credentials lived until they expired", "credentials", len(left))
-		}
-	}()
+	if left, _ := s.publishRevocations(ctx, revs); left > 0 {
+		s.Logger.Warn("revocation not yet published to the data plane; retrying", "credentials", left)
+		s.drainRevocations()
+	}
 }
 
-// revoke publishes revocations and returns the ids it could not.
-func (s *Service) revoke(ctx context.Context, ids []string, at time.Time) []string {
+// publishRevocations writes revocations to the mirror and records which it took; left is
+// how many it did not.
+func (s *Service) publishRevocations(ctx context.Context, revs []store.Revocation) (left int, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	ms, _, err := s.Mirror(ctx)
 	if err != nil {
-		return ids
+		return len(revs), err
 	}
-	var left []string
-	for _, id := range ids {
-		if err := ms.Revoke(ctx, id, at); err != nil {
-			left = append(left, id)
+	var done []string
+	for _, r := range revs {
+		if err = ms.Revoke(ctx, r.CredentialID, r.RevokedAt); err != nil {
+			// One failed write means NATS is away: the rest would wait out their timeouts.
+			break
+		}
+		done = append(done, r.CredentialID)
+	}
+	if len(done) > 0 {
+		if merr := s.Store.InTx(ctx, func(tx *store.Tx) error { return tx.RevocationsPublished(ctx, time.Now(), done...) }); merr != nil {
+			// Published all the same; unmarked, they are only published again.
+			s.Logger.Warn("revocations published but not marked so", "error", merr)
 		}
 	}
-	return left
+	return len(revs) - len(done), err
+}
+
+// PublishPendingRevocations publishes the recorded revocations not yet published and
+// still in force; left is how many are still unpublished.
+func (s *Service) PublishPendingRevocations(ctx context.Context) (left int, err error) {
+	pending, err := s.revocationsInForce(ctx, true)
+	if err != nil || len(pending) == 0 {
+		return 0, err
+	}
+	return s.publishRevocations(ctx, pending)
+}
+
+// revocationsInForce lists the recorded revocations still in force (pendingOnly: those
+// not yet published), after deleting the expired ones.
+func (s *Service) revocationsInForce(ctx context.Context, pendingOnly bool) ([]store.Revocation, error) {
+	now := time.Now()
+	var revs []store.Revocation
+	var lost int64
+	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
+		var err error
+		if _, lost, err = tx.SweepRevocations(ctx, now); err != nil {
+			return err
+		}
+		revs, err = tx.Revocations(ctx, now, pendingOnly)
+		return err
+	})
+	if lost > 0 && err == nil {
+		s.Logger.Error("revocation never reached the data plane; console tokens minted with these credentials lived until they expired", "credentials", lost)
+	}
+	return revs, err
+}
+
+// drainRevocations starts (unless it runs) the background retry that publishes the
+// recorded revocations until none is pending. The database, not this goroutine, holds
+// what is pending: a revocation recorded while it runs is drained too, and one left when
+// the process stops is published by the next start's Resync.
+func (s *Service) drainRevocations() {
+	s.revMu.Lock()
+	defer s.revMu.Unlock()
+	s.revAgain = true
+	if s.revDraining {
+		return
+	}
+	s.revDraining = true
+	go func() {
+		wait := 100 * time.Millisecond
+		for {
+			time.Sleep(wait)
+			s.revMu.Lock()
+			s.revAgain = false
+			s.revMu.Unlock()
+			left, err := s.PublishPendingRevocations(context.Background())
+			if err == nil && left == 0 {
+				s.revMu.Lock()
+				// A failure reported during this pass may be of a revocation recorded
+				// after it read the table: one more pass.
+				if !s.revAgain {
+					s.revDraining = false
+					s.revMu.Unlock()
+					s.Logger.Info("pending revocations published to the data plane")
+					return
+				}
+				s.revMu.Unlock()
+				continue
+			}
+			wait = min(2*wait, 10*time.Second)
+		}
+	}()
 }

@@ -472,7 +472,10 @@ func (s *Service) exchangeCode(ctx context.Context, r TokenRequest) (TokenRespon
 		if c.GrantID != "" {
 			refusal = invalidGrant("the code was used already; the tokens issued for it are revoked")
 			revoked = c.GrantID
-			return tx.RevokeOAuthGrant(ctx, c.GrantID)
+			if err := tx.RevokeOAuthGrant(ctx, c.GrantID); err != nil {
+				return err
+			}
+			return RecordRevocations(ctx, tx, c.GrantID)
 		}
 		if !time.Now().Before(c.ExpiresAt) {
 			refusal = invalidGrant("the code is unknown, used or expired; authorize again")
@@ -557,7 +560,10 @@ func (s *Service) refresh(ctx context.Context, r TokenRequest) (TokenResponse, e
 		if !k.RotatedAt.IsZero() {
 			refusal = invalidGrant("the refresh token was used already; the grant is revoked, authorize again")
 			revoked = g.ID
-			return tx.RevokeOAuthGrant(ctx, g.ID)
+			if err := tx.RevokeOAuthGrant(ctx, g.ID); err != nil {
+				return err
+			}
+			return RecordRevocations(ctx, tx, g.ID)
 		}
 		now := time.Now().UTC()
 		if !now.Before(k.ExpiresAt) {
@@ -631,7 +637,10 @@ func (s *Service) RevokeOAuthToken(ctx context.Context, token, clientID string) 
 		}
 		if k.Kind == store.OAuthRefresh {
 			revoked = g.ID
-			return tx.RevokeOAuthGrant(ctx, g.ID)
+			if err := tx.RevokeOAuthGrant(ctx, g.ID); err != nil {
+				return err
+			}
+			return RecordRevocations(ctx, tx, g.ID)
 		}
 		return tx.DeleteOAuthToken(ctx, hash)
 	})
@@ -657,7 +666,12 @@ func (s *Service) OAuthGrants(ctx context.Context, userID string) ([]store.OAuth
 // RevokeOAuthGrant deletes one of the user's grants with its tokens; another user's
 // grant is "not found".
 func (s *Service) RevokeOAuthGrant(ctx context.Context, userID, id string) error {
-	err := s.Store.InTx(ctx, func(tx *store.Tx) error { return tx.DeleteOAuthGrant(ctx, userID, id) })
+	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.DeleteOAuthGrant(ctx, userID, id); err != nil {
+			return err
+		}
+		return RecordRevocations(ctx, tx, id)
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return NotFound("grant")
 	}

@@ -32,6 +32,17 @@ func (s *Service) Resync(ctx context.Context) error {
 			return err
 		}
 	}
+	// Every revocation in force, first: the console tokens of a credential revoked while
+	// NATS was unreachable are ended by nothing else if the control plane that revoked it
+	// stopped since, and those of one revoked before a wipe of NATS are back in force.
+	// (The prune below lists only keys, sources and projects: it never deletes one.)
+	revs, err := s.revocationsInForce(ctx, false)
+	if err != nil {
+		return err
+	}
+	if left, err := s.publishRevocations(ctx, revs); left > 0 {
+		return fmt.Errorf("publish revocations: %w", err)
+	}
 	// What the mirror holds is listed before the database is read: an entry the API adds
 	// meanwhile is then either in the database snapshot or not in the listing, and never
 	// pruned (listing after the snapshot removed keys created during a re-publish).

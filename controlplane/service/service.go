@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -59,6 +60,11 @@ type Service struct {
 	// PruneGrace spares mirror entries written this recently when a publish prunes what
 	// the database does not know (resync.go); SVC_MIRROR_PRUNE_GRACE, 1m.
 	PruneGrace time.Duration
+
+	// revMu guards the background publish of pending revocations (console.go):
+	// revDraining while it runs, revAgain when a failure was reported since its last read.
+	revMu                 sync.Mutex
+	revDraining, revAgain bool
 }
 
 // Access is the level an operation needs on a project.

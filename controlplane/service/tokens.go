@@ -60,7 +60,12 @@ func (s *Service) AccessTokens(ctx context.Context, userID string) ([]store.Acce
 
 // RevokeAccessToken deletes one of the user's tokens; another user's token is "not found".
 func (s *Service) RevokeAccessToken(ctx context.Context, userID, id string) error {
-	err := s.Store.InTx(ctx, func(tx *store.Tx) error { return tx.DeleteAccessToken(ctx, userID, id) })
+	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.DeleteAccessToken(ctx, userID, id); err != nil {
+			return err
+		}
+		return RecordRevocations(ctx, tx, id)
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return NotFound("token")
 	}

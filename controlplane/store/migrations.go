@@ -156,4 +156,14 @@ var migrations = []string{
 	// SVC_MAX_PROJECTS_PER_ACCOUNT), set by the operator with `accounts set-limit`.
 	`ALTER TABLE users ADD COLUMN max_projects BIGINT;
 	CREATE INDEX projects_owner ON projects(owner_id)`,
+	// 8: revoked credentials whose console tokens may still be alive (store/revocations.go),
+	// kept until those tokens have expired: a revocation NATS could not take when it was
+	// made is published from here, by a later retry or by the next control plane's start.
+	`CREATE TABLE revocations (
+		credential_id TEXT PRIMARY KEY,
+		revoked_at    BIGINT NOT NULL,
+		expires_at    BIGINT NOT NULL,
+		published_at  BIGINT NOT NULL DEFAULT 0
+	);
+	CREATE INDEX revocations_expires ON revocations(expires_at)`,
 }
