@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
 )
 
 // settleTimeout bounds counting one batch; past it the batch is redelivered.
@@ -35,10 +36,18 @@ func (r *jsReceiver) settle(ctx context.Context, project string, seqs []uint64, 
 
 // recordStart writes where a destination's cursor starts into the ledger, from which
 // the ledger derives the destination's figures (deliverylog.StartDestination): by the
-// process that created the cursor, or, should it have died first, by the next one to
-// find the cursor before it delivered anything. Once per cursor and process. A start
-// that cannot be written leaves the destination's figures counted (shown approximate),
-// and never holds up deliveries.
+// process that created the cursor, or by the first one to find a cursor without a start
+// entry: one a previous release created (which recorded none), or one whose creator
+// died first. A cursor found after it delivered starts its figures then, so they are
+// exact from that moment on (and say since when). Once per cursor and process; the
+// entry is written with compare-and-set, so of several processes finding the cursor at
+// once the first one's start stands. A start that cannot be written leaves the
+// destination's figures counted (shown approximate) until a next try, and never holds
+// up deliveries.
+//
+// The cursor is also checked for results the output stream removed (its max_age)
+// before they were settled, which would otherwise count as delivered
+// (deliverylog.MarkRemoved): the ledger's reader checks the same.
 func (r *jsReceiver) recordStart(ctx context.Context, t target, c jetstream.Consumer) {
 	if !r.cfg.Ledger {
 		return
@@ -48,21 +57,34 @@ func (r *jsReceiver) recordStart(ctx context.Context, t target, c jetstream.Cons
 		return
 	}
 	key := t.key()
-	if v, ok := r.started.Load(key); ok && v.(time.Time).Equal(ci.Created) {
-		return
-	}
-	if ci.Delivered.Consumer != 0 {
-		// Too late to tell the start (it is recorded, or it never will be).
+	if v, ok := r.started.Load(key); !ok || !v.(time.Time).Equal(ci.Created) {
+		if err := deliverylog.StartDestination(ctx, r.js, t.project, t.sink, ci); err != nil {
+			r.settings.Logger.Warn("could not record where a destination's cursor starts; its ledger figures stay approximate",
+				append(t.logFields(), zap.Error(err))...)
+			return
+		}
 		r.started.Store(key, ci.Created)
-		return
 	}
-	err := deliverylog.StartDestination(ctx, r.js, t.project, t.sink, ci)
+	r.checkRemoved(ctx, t, ci)
+}
+
+// checkRemoved marks a destination's figures approximate when the output stream has
+// removed results its cursor had not settled. It costs a stream info, once per opening
+// of the cursor.
+func (r *jsReceiver) checkRemoved(ctx context.Context, t target, ci *jetstream.ConsumerInfo) {
+	s, err := r.js.Stream(ctx, streams.OutputStream(t.project))
 	if err != nil {
-		r.settings.Logger.Warn("could not record where a destination's cursor starts; its ledger figures stay approximate",
-			append(t.logFields(), zap.Error(err))...)
-		return
+		return // the next opening, or the ledger's reader, looks again
 	}
-	r.started.Store(key, ci.Created)
+	first := s.CachedInfo().State.FirstSeq
+	if first <= 1 || (first-1 <= ci.AckFloor.Stream && first-1 <= ci.Delivered.Stream) {
+		return // the usual case, told without reading the ledger: nothing unsettled removed
+	}
+	marked, err := deliverylog.MarkRemoved(ctx, r.js, t.project, t.sink, ci, first)
+	if err == nil && marked {
+		r.settings.Logger.Warn("the output stream removed results before this destination settled them (older than its max_age); the ledger shows its figures as approximate",
+			t.logFields()...)
+	}
 }
 
 func (r *jsReceiver) openLedger(ctx context.Context) (*deliverylog.Ledger, error) {
