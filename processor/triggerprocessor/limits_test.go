@@ -1,6 +1,7 @@
 package triggerprocessor
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,9 +9,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor/internal/metadatatest"
 )
 
 func doublings(n int) []string {
@@ -54,4 +61,62 @@ func TestDoublingRecordBecomesAVisibleError(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Contains(t, got[0].Error, "statement 2 ")
 	assert.Contains(t, got[0].Error, "limit of 5000 bytes")
+}
+
+// recordsBy sums otelcol_trigger_records of one outcome.
+func recordsBy(t *testing.T, tt *componenttest.Telemetry, outcome string) int64 {
+	t.Helper()
+	m, err := tt.GetMetric("otelcol_trigger_records")
+	require.NoError(t, err)
+	var n int64
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		if v, _ := dp.Attributes.Value("outcome"); v.AsString() == outcome {
+			n += dp.Value
+		}
+	}
+	return n
+}
+
+// Issue 22 review: a tenant's failing transform logged a WARN for every record, so one
+// project's mistake filled the operator's log. Each record is counted by outcome; the
+// operator hears it once per project and configuration version, the rest at debug.
+func TestTenantFailuresAreCountedAndWarnedOncePerVersion(t *testing.T) {
+	h := newHarness(t)
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	set := metadatatest.NewSettings(tt)
+	core, logs := observer.New(zap.DebugLevel)
+	set.Logger = zap.New(core)
+	p, err := newProcessor(set)
+	require.NoError(t, err)
+	p.mirror = mirrorcache.DefaultExtension
+	require.NoError(t, p.start(context.Background(), h.host))
+	t.Cleanup(func() { require.NoError(t, p.shutdown(context.Background())) })
+
+	project := fmt.Sprintf("prj_failing_%d", time.Now().UnixNano())
+	stmts := append([]string{`set(event["p"], ParseJSON(event["raw"])) where event["raw"] != nil`}, doublings(30)...)
+	h.put(t, mirror.Project{ID: project, Version: 1, Pipeline: mirror.Pipeline{Transforms: stmts}})
+	big := `{"b":"` + strings.Repeat("a", 1000) + `"}`
+	send := func(seq uint64) {
+		ld, lrs := pipelinedata.New()
+		for i := range uint64(5) {
+			pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(`{"raw":"not json"}`), Signal: "event", Seq: seq + 2*i})
+			pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(big), Signal: "event", Seq: seq + 2*i + 1})
+		}
+		_ = kept(t, p, request(project, nil), ld)
+	}
+	send(1)
+	send(11)
+
+	assert.Equal(t, int64(10), recordsBy(t, tt, "error"))
+	assert.Equal(t, int64(10), recordsBy(t, tt, "too_large"))
+	assert.Equal(t, 1, logs.FilterLevelExact(zap.WarnLevel).Len(), "one WARN for the version: %v", logs.FilterLevelExact(zap.WarnLevel).All())
+	assert.Equal(t, project, logs.FilterLevelExact(zap.WarnLevel).All()[0].ContextMap()["project_id"])
+	assert.GreaterOrEqual(t, logs.FilterLevelExact(zap.DebugLevel).FilterMessageSnippet("failed on them").Len()+
+		logs.FilterLevelExact(zap.DebugLevel).FilterMessageSnippet("larger than the record limit").Len(), 10)
+
+	// A new version of the pipeline, still failing, is worth telling once more.
+	h.put(t, mirror.Project{ID: project, Version: 2, Pipeline: mirror.Pipeline{Transforms: stmts}})
+	send(21)
+	assert.Equal(t, 2, logs.FilterLevelExact(zap.WarnLevel).Len())
 }

@@ -34,6 +34,10 @@ type triggerProcessor struct {
 	pipelines *pipelinecfg.Cache
 	cooldowns windowstore.Cooldowns
 	tel       *metadata.TelemetryBuilder
+	// warned: a tenant's failing transform is its own mistake, not the operator's, so
+	// it is counted per record (outcome error or too_large) and logged at debug, with
+	// one WARN per project and configuration version.
+	warned pipelinecfg.Once
 }
 
 // sweepInterval is how often the in-memory cooldowns drop the keys they no longer need.
@@ -108,8 +112,7 @@ func (p *triggerProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.
 			// error, as it was stored, and the console shows why.
 			tooLarge++
 			pipelinedata.SetFailed(lr, TooLargeReason(err))
-			p.logger.Warn("record dead-lettered: a transform made it larger than the record limit",
-				zap.String("project_id", project.ID), zap.Error(err))
+			p.logFailure(project.ID, c.Version, "record dead-lettered: a transform made it larger than the record limit", err)
 			return false
 		case err != nil:
 			failed++
@@ -145,13 +148,27 @@ func (p *triggerProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.
 	}
 	if failed > 0 {
 		p.tel.TriggerRecords.Add(ctx, failed, outcomeError)
-		p.logger.Warn("records dropped: the trigger or a transform failed on them",
-			zap.String("project_id", project.ID), zap.Int64("records", failed))
+		p.logFailure(project.ID, c.Version, "records dropped: the trigger or a transform failed on them", nil, zap.Int64("records", failed))
 	}
 	if ld.LogRecordCount() == 0 {
 		return ld, processorhelper.ErrSkipProcessingData
 	}
 	return ld, nil
+}
+
+// logFailure logs a failure of a project's own expressions: at WARN the first time for
+// the project's configuration version, saying that the rest are only counted, and at
+// debug after that.
+func (p *triggerProcessor) logFailure(project string, version int64, msg string, err error, fields ...zap.Field) {
+	fields = append(fields, zap.String("project_id", project), zap.Int64("config_version", version))
+	if err != nil {
+		fields = append(fields, zap.Error(err))
+	}
+	if p.warned.First(project, version) {
+		p.logger.Warn(msg+" (further failures of this pipeline version are counted in otelcol_trigger_records and logged at debug)", fields...)
+		return
+	}
+	p.logger.Debug(msg, fields...)
 }
 
 // cooldown decides a matched record under the project's cooldown: it passes when its

@@ -1,6 +1,7 @@
 package windowprocessor
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,9 +9,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadatatest"
 )
 
 // Issue 22 in window mode: a record that 30 doublings would grow past the record limit
@@ -46,4 +52,63 @@ func TestDoublingRecordBecomesAVisibleErrorInWindowMode(t *testing.T) {
 
 	assert.Equal(t, pipelinedata.KindWindowCall, items[1].Kind)
 	assert.Equal(t, `{"trigger":{"n":3,"t":true},"window":[{"n":2}]}`, string(items[1].Body), "the failed record is in no window")
+}
+
+// recordsBy sums otelcol_window_records of one outcome.
+func recordsBy(t *testing.T, tt *componenttest.Telemetry, outcome string) int64 {
+	t.Helper()
+	m, err := tt.GetMetric("otelcol_window_records")
+	require.NoError(t, err)
+	var n int64
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		if v, _ := dp.Attributes.Value("outcome"); v.AsString() == outcome {
+			n += dp.Value
+		}
+	}
+	return n
+}
+
+// Issue 22 review: a tenant's failing transform logged a WARN for every record. Each is
+// counted by outcome; the operator hears it once per project and configuration version.
+func TestTenantFailuresAreCountedAndWarnedOncePerVersionInWindowMode(t *testing.T) {
+	h := newHarness(t)
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	set := metadatatest.NewSettings(tt)
+	core, logs := observer.New(zap.DebugLevel)
+	set.Logger = zap.New(core)
+	p, err := newProcessor(createDefaultConfig().(*Config), set)
+	require.NoError(t, err)
+	require.NoError(t, p.start(context.Background(), h.host))
+	t.Cleanup(func() { require.NoError(t, p.shutdown(context.Background())) })
+
+	project := fmt.Sprintf("prj_failing_%d", time.Now().UnixNano())
+	stmts := []string{`set(event["p"], ParseJSON(event["raw"])) where event["raw"] != nil`}
+	for range 30 {
+		stmts = append(stmts, `set(event["b"], Concat([event["b"], event["b"]], "")) where event["b"] != nil`)
+	}
+	pipeline := mirror.Pipeline{WindowEnabled: true, Trigger: `event["t"] == true`, Transforms: stmts}
+	h.put(t, mirror.Project{ID: project, Version: 1, Pipeline: pipeline})
+	big := `{"b":"` + strings.Repeat("a", 1000) + `"}`
+	send := func(seq uint64) {
+		ld, lrs := pipelinedata.New()
+		for i := range uint64(5) {
+			pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(`{"raw":"not json"}`), Signal: "event", Seq: seq + 2*i})
+			pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(big), Signal: "event", Seq: seq + 2*i + 1})
+		}
+		_, err := p.processLogs(request(project, nil), ld)
+		require.NoError(t, err)
+	}
+	send(1)
+	send(11)
+
+	assert.Equal(t, int64(10), recordsBy(t, tt, "error"))
+	assert.Equal(t, int64(10), recordsBy(t, tt, "too_large"))
+	warns := logs.FilterLevelExact(zap.WarnLevel).FilterField(zap.String("project_id", project))
+	assert.Equal(t, 1, warns.Len(), "one WARN for the version: %v", warns.All())
+	assert.Equal(t, 19, logs.FilterLevelExact(zap.DebugLevel).FilterField(zap.String("project_id", project)).Len(), "the others at debug")
+
+	h.put(t, mirror.Project{ID: project, Version: 2, Pipeline: pipeline})
+	send(21)
+	assert.Equal(t, 2, logs.FilterLevelExact(zap.WarnLevel).FilterField(zap.String("project_id", project)).Len())
 }

@@ -33,6 +33,10 @@ type windowProcessor struct {
 	store     windowstore.Store
 
 	tel *metadata.TelemetryBuilder
+	// warned: a tenant's failing transform is its own mistake, not the operator's, so
+	// it is counted per record (outcome error or too_large) and logged at debug, with
+	// one WARN per project and configuration version.
+	warned pipelinecfg.Once
 }
 
 func newProcessor(cfg *Config, set processor.Settings) (*windowProcessor, error) {
@@ -114,7 +118,7 @@ func (p *windowProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.L
 func (p *windowProcessor) record(ctx context.Context, project string, c *pipelinecfg.Compiled, it pipelinedata.Item, calls plog.LogRecordSlice) error {
 	rec, err := ottlevent.DecodeRecord(it.Body, it.Signal)
 	if err != nil {
-		p.skip(ctx, project, err)
+		p.skip(ctx, project, c.Version, err)
 		return nil
 	}
 	rec.SetMaxBytes(p.cfg.MaxRecordBytes)
@@ -127,11 +131,10 @@ func (p *windowProcessor) record(ctx context.Context, project string, c *pipelin
 				pipelinedata.Append(calls, pipelinedata.Item{Body: it.Body, Signal: it.Signal, Kind: pipelinedata.KindFailed,
 					Seq: it.Seq, Error: apierror.RecordTooLargeAfterTransforms + ": " + err.Error()})
 				p.tel.WindowRecords.Add(ctx, 1, outcome("too_large"))
-				p.logger.Warn("record dead-lettered: a transform made it larger than the record limit",
-					zap.String("project_id", project), zap.Error(err))
+				p.logFailure(project, c.Version, "record dead-lettered: a transform made it larger than the record limit", err)
 				return nil
 			}
-			p.skip(ctx, project, err)
+			p.skip(ctx, project, c.Version, err)
 			return nil
 		}
 		if rec.Changed() {
@@ -204,7 +207,19 @@ func (p *windowProcessor) trigger(ctx context.Context, project string, c *pipeli
 	return nil
 }
 
-func (p *windowProcessor) skip(ctx context.Context, project string, err error) {
+func (p *windowProcessor) skip(ctx context.Context, project string, version int64, err error) {
 	p.tel.WindowRecords.Add(ctx, 1, outcome("error"))
-	p.logger.Warn("record skipped: a transform or expression failed on it", zap.String("project_id", project), zap.Error(err))
+	p.logFailure(project, version, "record skipped: a transform or expression failed on it", err)
+}
+
+// logFailure logs a failure of a project's own expressions: at WARN the first time for
+// the project's configuration version, saying that the rest are only counted, and at
+// debug after that.
+func (p *windowProcessor) logFailure(project string, version int64, msg string, err error) {
+	fields := []zap.Field{zap.String("project_id", project), zap.Int64("config_version", version), zap.Error(err)}
+	if p.warned.First(project, version) {
+		p.logger.Warn(msg+" (further failures of this pipeline version are counted in otelcol_window_records and logged at debug)", fields...)
+		return
+	}
+	p.logger.Debug(msg, fields...)
 }
