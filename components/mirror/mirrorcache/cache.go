@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 )
 
 // Change tells a subscriber which entry changed. Deleted is true when it was removed.
@@ -163,6 +164,11 @@ func (c *Cache) Run(ctx context.Context, js jetstream.JetStream) {
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errReconnected) {
+			c.logger.Debug("NATS connection back; configuration mirror watched again")
+			b.Reset()
+			continue
+		}
 		wait := b.NextBackOff()
 		// Early failures are normal at start (the embedded NATS may start after us).
 		log := c.logger.Debug
@@ -178,13 +184,24 @@ func (c *Cache) Run(ctx context.Context, js jetstream.JetStream) {
 	}
 }
 
+// errReconnected ends a watch when its NATS connection is back after losing its server.
+// A server that restarted has lost the watches' consumers, and the client notices only
+// when their heartbeats have been missing for a while (18 s measured): until then no
+// change reached the cache, so a key deleted or a credential revoked right after the
+// restart (the control plane publishes as soon as NATS is back) stayed in force. Watching
+// again replays every bucket's current values at once.
+var errReconnected = errors.New("NATS connection re-established")
+
 func (c *Cache) watch(ctx context.Context, js jetstream.JetStream) error {
 	store, err := mirror.Open(ctx, js, 1)
 	if err != nil {
 		return err
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if nc := js.Conn(); nc != nil {
+		defer natsclient.OnReconnect(nc, func() { cancel(errReconnected) })()
+	}
 	type watched struct {
 		name string
 		w    jetstream.KeyWatcher
@@ -231,6 +248,8 @@ func (c *Cache) watch(ctx context.Context, js jetstream.JetStream) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-wctx.Done():
+		return context.Cause(wctx)
 	case err := <-errc:
 		return err
 	}

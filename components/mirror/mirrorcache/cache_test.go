@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -131,4 +132,37 @@ func putRaw(t *testing.T, js jetstream.JetStream, p mirror.Project) error {
 	require.NoError(t, err)
 	_, err = kv.Put(context.Background(), p.ID, b)
 	return err
+}
+
+// TestCacheSeesChangesRightAfterNATSRestarts: a NATS server that restarts takes the
+// cache's watches with it. A change written as soon as the server is back (the control
+// plane's publish when NATS returns: a revoked credential, a deleted key) is in the cache
+// within a second of the write, not when the client notices the watch went silent.
+func TestCacheSeesChangesRightAfterNATSRestarts(t *testing.T) {
+	n := testenv.StartNATS(t)
+	// Reconnecting as the data plane's connections do (components/natsclient).
+	nc, err := nats.Connect(n.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	c := NewCache(zap.NewNop())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx, js) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, c.Ready, 10*time.Second, 10*time.Millisecond)
+
+	n.Stop()
+	require.Eventually(t, func() bool { return !nc.IsConnected() }, 10*time.Second, 5*time.Millisecond)
+	n.Start(t)
+	require.Eventually(t, nc.IsConnected, 10*time.Second, 5*time.Millisecond)
+	_, wjs := testenv.Connect(t, n.URL())
+	store, err := mirror.Open(context.Background(), wjs, 1)
+	require.NoError(t, err)
+	require.NoError(t, store.Revoke(context.Background(), "pat_after_restart", time.Now()))
+	written := time.Now()
+	require.Eventually(t, func() bool { return c.Revoked("pat_after_restart") }, time.Second, 5*time.Millisecond,
+		"the revocation written after the restart is not in the cache")
+	t.Logf("in the cache %s after the write", time.Since(written).Round(time.Millisecond))
 }
