@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -44,6 +45,12 @@ type destStart struct {
 	Since time.Time `json:"since,omitzero"`
 	// DeadLettered counts the results dead-lettered from this cursor since Base.
 	DeadLettered int64 `json:"dead_lettered"`
+	// Recent are the output sequences of the latest dead letters counted: a result
+	// dead-lettered and counted, then not acked (its sink process killed in between, or
+	// the count's answer lost), comes again and is dead-lettered again, and is not
+	// counted twice. A destination takes its results one at a time and in order, so the
+	// one that comes again is among the latest.
+	Recent []uint64 `json:"recent,omitempty"`
 	// RemovedAt is when the output stream was first seen to have removed results this
 	// cursor had not settled (its max_age): the server then counts them as settled,
 	// and nothing tells delivered from removed any more, so the figures are
@@ -110,15 +117,28 @@ func StartDestination(ctx context.Context, js jetstream.JetStream, project, sink
 	})
 }
 
+// recentDeadLetters bounds destStart.Recent.
+const recentDeadLetters = 64
+
 // deadLettered counts one dead letter of a destination's current cursor, at once: the
 // delivered figure is derived from it, so a count lost to a crash would show as a
-// delivery.
-func (l *Ledger) deadLettered(project, sink string) error {
+// delivery. seq is the result's output sequence (0: unknown, not deduplicated).
+func (l *Ledger) deadLettered(project, sink string, seq uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return updateJSON(ctx, l.kv, destKey(project, sink), func(d *destStart) bool {
 		if d.Created.IsZero() {
 			return false // no cursor start known: the counted figures stand
+		}
+		if seq != 0 {
+			if slices.Contains(d.Recent, seq) {
+				return false // counted already (a result awaiting ack when the
+				// figures started may be below Base, and is counted: it settles since)
+			}
+			d.Recent = append(d.Recent, seq)
+			if len(d.Recent) > recentDeadLetters {
+				d.Recent = d.Recent[len(d.Recent)-recentDeadLetters:]
+			}
 		}
 		d.DeadLettered++
 		return true

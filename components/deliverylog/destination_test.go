@@ -275,3 +275,42 @@ func TestResultsRemovedBeforeDeliveryMakeTheFiguresApproximate(t *testing.T) {
 	assert.Equal(t, ApproxResultsRemoved, d.ApproximateReason)
 	assert.False(t, v.Balanced)
 }
+
+// Issue 22, finding 7 (review): a result dead-lettered and counted, whose sink process
+// was killed before it acked it, comes again and is dead-lettered again: counted once,
+// or the destination would show one delivery fewer than it took.
+func TestADeadLetterThatComesAgainIsCountedOnce(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	c := outputWithCursor(t, js, streams.DefaultLimits())
+	require.NoError(t, StartDestination(ctx, js, "p", "s1", c.CachedInfo()))
+	publishResults(t, js, 3)
+	killed, err := OpenLedger(ctx, js, time.Hour)
+	require.NoError(t, err)
+	t.Cleanup(func() { killed.once.Do(func() { close(killed.stop) }); <-killed.done })
+	first := fetch(t, c, 1)[0]
+	meta, err := first.Metadata()
+	require.NoError(t, err)
+	require.NoError(t, killed.AddDestinationResult("p", "s1", meta.Sequence.Stream, Counters{SinkDeadLettered: 1}, Destination{DeadLettered: 1}))
+	require.NoError(t, first.Nak()) // not acked: the process died; it comes again
+
+	next, err := OpenLedger(ctx, js, time.Hour)
+	require.NoError(t, err)
+	t.Cleanup(func() { next.once.Do(func() { close(next.stop) }); <-next.done })
+	for _, m := range fetch(t, c, 3) {
+		meta, err := m.Metadata()
+		require.NoError(t, err)
+		if meta.Sequence.Stream == 1 {
+			require.NoError(t, next.AddDestinationResult("p", "s1", 1, Counters{SinkDeadLettered: 1}, Destination{DeadLettered: 1}))
+		}
+		require.NoError(t, m.DoubleAck(ctx))
+	}
+	v, err := View(ctx, js, "p", ViewOptions{SinkDurable: "svc-sink", Sinks: []string{"s1"}})
+	require.NoError(t, err)
+	d := v.Destinations["s1"]
+	assert.True(t, d.Exact, "%+v", d)
+	assert.Equal(t, int64(1), d.DeadLettered)
+	assert.Equal(t, int64(2), d.Delivered)
+	assert.True(t, v.Balanced)
+}

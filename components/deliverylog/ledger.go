@@ -167,11 +167,17 @@ func (l *Ledger) Add(project string, c Counters) { l.add(project, c, "", Destina
 // be delivered again instead (and dead-lettered again, counted then). Nothing is added
 // to the counted figures then either.
 func (l *Ledger) AddDestination(project, sink string, c Counters, d Destination) error {
+	return l.AddDestinationResult(project, sink, 0, c, d)
+}
+
+// AddDestinationResult is AddDestination for the result at output sequence seq: its
+// dead letter is counted in the cursor's figures once however often it comes again.
+func (l *Ledger) AddDestinationResult(project, sink string, seq uint64, c Counters, d Destination) error {
 	if !validToken(sink) || !validToken(project) {
 		return ErrInvalidID
 	}
 	if d.DeadLettered > 0 {
-		if err := l.deadLettered(project, sink); err != nil {
+		if err := l.deadLettered(project, sink, seq); err != nil {
 			return fmt.Errorf("the dead letter cannot be counted in the ledger: %w", err)
 		}
 	}

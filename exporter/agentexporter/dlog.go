@@ -131,11 +131,12 @@ func (l *dlog) getReader() *deliverylog.Reader {
 }
 
 // addDestination counts a sink delivery in the ledger; a replay's is none of the
-// destination cursor's results (deliverylog.AddReplayedDestination). An error means a
+// destination cursor's results (deliverylog.AddReplayedDestination). seq is the result's
+// output sequence, by which a dead letter that comes again is counted once. An error means a
 // dead letter of the cursor's could not be counted: the caller must not ack the result
 // (acked, it would show as delivered in figures said to be exact). A delivery's count is
 // never an error: the delivered figure is derived from the cursor.
-func (l *dlog) addDestination(ctx context.Context, project, sink string, delivered, replay bool) error {
+func (l *dlog) addDestination(ctx context.Context, project, sink string, seq uint64, delivered, replay bool) error {
 	if l == nil {
 		return nil
 	}
@@ -155,9 +156,9 @@ func (l *dlog) addDestination(ctx context.Context, project, sink string, deliver
 		return nil
 	}
 	if delivered {
-		return led.AddDestination(project, sink, deliverylog.Counters{Delivered: 1}, deliverylog.Destination{Delivered: 1})
+		return led.AddDestinationResult(project, sink, seq, deliverylog.Counters{Delivered: 1}, deliverylog.Destination{Delivered: 1})
 	}
-	return led.AddDestination(project, sink, deliverylog.Counters{SinkDeadLettered: 1}, deliverylog.Destination{DeadLettered: 1})
+	return led.AddDestinationResult(project, sink, seq, deliverylog.Counters{SinkDeadLettered: 1}, deliverylog.Destination{DeadLettered: 1})
 }
 
 func (l *dlog) ledgerNow(ctx context.Context) (*deliverylog.Ledger, error) {

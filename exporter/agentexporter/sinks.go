@@ -91,7 +91,7 @@ func (e *agentExporter) deliverResult(ctx context.Context, proj mirror.Project, 
 	switch {
 	case res.delivered:
 		e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDelivered})
-		_ = e.log.addDestination(ctx, proj.ID, sink.ID, true, replayOf != "") // never fails: derived from the cursor
+		_ = e.log.addDestination(ctx, proj.ID, sink.ID, it.Seq, true, replayOf != "") // never fails: derived from the cursor
 		e.tel.deliveryEnded(ctx, sink.Kind, outcomeDelivered, time.Since(start))
 		return true, nil
 	case res.aborted:
@@ -112,7 +112,7 @@ func (e *agentExporter) deliverResult(ctx context.Context, proj mirror.Project, 
 	}
 	// Counted before the ack: the delivered figure is the cursor's settled results less
 	// the dead letters counted, so one acked uncounted would show as delivered.
-	if err := e.log.addDestination(ctx, proj.ID, sink.ID, false, replayOf != ""); err != nil {
+	if err := e.log.addDestination(ctx, proj.ID, sink.ID, it.Seq, false, replayOf != ""); err != nil {
 		e.log.abandon(proj.ID, id, res.reason+"; dead-lettered but not counted in the ledger: the result is delivered again")
 		return false, fmt.Errorf("result %s for sink %s of project %s was dead-lettered (%s) but %w; it will be delivered again",
 			it.RequestID, sink.ID, proj.ID, res.reason, err)
