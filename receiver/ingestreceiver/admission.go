@@ -1,16 +1,20 @@
 package ingestreceiver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 )
 
 // Memory a request costs while it is read, decoded and stored, as estimated before it is
@@ -28,55 +32,104 @@ const (
 // (max_inflight_bytes): a request that would go past it is answered 503 with Retry-After
 // at once (it can succeed once others are done), so that concurrent large requests cannot
 // take the process's memory, whatever their number.
+//
+// Within it, one tenant (an account, or a project whose key names none) holds at most
+// perTenant (max_inflight_bytes_per_account): a sender that makes its requests slow or
+// many fills only its own share, and its next request is the one answered 503, while the
+// other tenants keep the rest. A tenant's request alone may still take the whole budget,
+// so one at the body limit is never refused forever.
 type admission struct {
-	sem    *semaphore.Weighted
-	budget int64
+	sem       *semaphore.Weighted
+	budget    int64
+	perTenant int64
+
+	mu   sync.Mutex
+	held map[string]int64 // tenant -> bytes its tickets hold; absent when none
 }
 
-func newAdmission(budget int64) *admission {
-	return &admission{sem: semaphore.NewWeighted(budget), budget: budget}
+func newAdmission(budget, perTenant int64) *admission {
+	if perTenant <= 0 || perTenant > budget {
+		perTenant = budget
+	}
+	return &admission{sem: semaphore.NewWeighted(budget), budget: budget, perTenant: perTenant, held: map[string]int64{}}
 }
 
 // ticket is what one request holds of the budget; release it when the request is done.
 type ticket struct {
-	a    *admission
-	held int64
+	a      *admission
+	tenant string
+	held   int64
 }
 
-func (a *admission) ticket() *ticket { return &ticket{a: a} }
+func (a *admission) ticket(tenant string) *ticket { return &ticket{a: a, tenant: tenant} }
+
+// tenantOf is whose share of max_inflight_bytes a request takes: its account, the unit
+// that signs up (one account may make many projects), or its project when the credential
+// names no account (keys minted before keys carried it).
+func tenantOf(ctx context.Context) string {
+	p, _ := tenant.FromContext(ctx)
+	if p.AccountID != "" {
+		return "account:" + p.AccountID
+	}
+	return "project:" + p.ProjectID
+}
+
+// Why reserve refused: the whole budget, or the tenant's share of it.
+var (
+	errNoRoom       = errors.New("max_inflight_bytes has no room for the request")
+	errTenantNoRoom = errors.New("max_inflight_bytes_per_account has no room for the request")
+)
 
 // reserve sets what the request holds to total bytes (a guess made before reading is
-// corrected once the body is read, downwards too); false when the budget has no room now.
-// A request alone may always have the whole budget, so one at the body limit is never
-// refused forever.
-func (t *ticket) reserve(total int64) bool {
-	n := min(total, t.a.budget) - t.held
-	if n < 0 {
-		t.a.sem.Release(-n)
-		t.held += n
-		return true
-	}
+// corrected once the body is read, downwards too); errNoRoom or errTenantNoRoom when
+// there is no room now.
+func (t *ticket) reserve(total int64) error {
+	a := t.a
+	n := min(total, a.budget) - t.held
 	if n == 0 {
-		return true
+		return nil
 	}
-	if !t.a.sem.TryAcquire(n) {
-		return false
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n < 0 {
+		a.sem.Release(-n)
+		t.held += n
+		a.adjust(t.tenant, n)
+		return nil
+	}
+	if others := a.held[t.tenant] - t.held; others > 0 && others+t.held+n > a.perTenant {
+		return errTenantNoRoom
+	}
+	if !a.sem.TryAcquire(n) {
+		return errNoRoom
 	}
 	t.held += n
-	return true
+	a.adjust(t.tenant, n)
+	return nil
+}
+
+// adjust adds d to what tenant holds; a.mu is held.
+func (a *admission) adjust(tenant string, d int64) {
+	if v := a.held[tenant] + d; v > 0 {
+		a.held[tenant] = v
+	} else {
+		delete(a.held, tenant)
+	}
 }
 
 func (t *ticket) release() {
 	if t.held > 0 {
-		t.a.sem.Release(t.held)
-		t.held = 0
+		_ = t.reserve(0)
 	}
 }
 
-// busy is the answer to a request the budget has no room for.
-func (r *ingestReceiver) busy() *apierror.Error {
-	e := apierror.New(http.StatusServiceUnavailable, apierror.Unavailable,
-		fmt.Sprintf("the receiver is already reading and decoding as many bytes as it may hold at once (max_inflight_bytes, %d MiB); retry in a few seconds", r.cfg.MaxInflightBytes>>20))
+// busy is the answer to a request that reserve found no room for (why).
+func (r *ingestReceiver) busy(why error) *apierror.Error {
+	msg := fmt.Sprintf("the receiver is already reading and decoding as many bytes as it may hold at once (max_inflight_bytes, %d MiB); retry in a few seconds", r.cfg.MaxInflightBytes>>20)
+	if errors.Is(why, errTenantNoRoom) {
+		msg = fmt.Sprintf("your account's other requests already hold its share of what the receiver reads and decodes at once (max_inflight_bytes_per_account, %d MiB); retry in a few seconds, once they are done, or send fewer requests at once", r.admit.perTenant>>20)
+	}
+	e := apierror.New(http.StatusServiceUnavailable, apierror.Unavailable, msg)
 	e.RetryAfter = r.cfg.RetryAfter
 	return e
 }
@@ -101,11 +154,14 @@ func (r *ingestReceiver) readBody(req *http.Request, t *ticket) ([]byte, *apierr
 		var tooLarge *http.MaxBytesError
 		var netErr net.Error
 		switch {
-		case errors.Is(err, errNoRoom):
-			return nil, r.busy()
+		case errors.Is(err, errNoRoom), errors.Is(err, errTenantNoRoom):
+			return nil, r.busy(err)
 		case errors.As(err, &tooLarge):
 			return nil, apierror.New(http.StatusRequestEntityTooLarge, apierror.PayloadTooLarge,
 				fmt.Sprintf("the body is larger than %d bytes; send smaller requests", tooLarge.Limit))
+		case errors.Is(err, errBodyTooSlow):
+			return nil, apierror.New(http.StatusRequestTimeout, apierror.InvalidBody,
+				fmt.Sprintf("the body arrived at less than %d bytes a second over %s (min_body_rate); nothing was stored: send it faster, or in smaller requests", r.cfg.MinBodyRate, bodyRateWindow))
 		case errors.As(err, &netErr) && netErr.Timeout():
 			return nil, apierror.New(http.StatusRequestTimeout, apierror.InvalidBody,
 				fmt.Sprintf("the body did not arrive within %s of the headers (read_body_timeout); nothing was stored: send it faster, or in smaller requests", r.cfg.ReadBodyTimeout))
@@ -115,54 +171,152 @@ func (r *ingestReceiver) readBody(req *http.Request, t *ticket) ([]byte, *apierr
 	return body, nil
 }
 
-// bodyDeadline gives each request's body read_body_timeout to arrive, from when its
-// headers have. The deadline is lifted once the body is read (closed): net/http keeps
-// reading the connection in the background while a handler works, and a deadline
-// passing then would cancel the request's context half way through storing it.
-func (r *ingestReceiver) bodyDeadline(next http.Handler) http.Handler {
-	if r.cfg.ReadBodyTimeout <= 0 {
+// A body must keep arriving at min_body_rate: after bodyRateGrace (for the connection's
+// first round trips, and a 100-continue's), the bytes of the last bodyRateWindow, checked
+// every bodyRateCheck, must come to min_body_rate a second. read_body_timeout alone let a
+// client send most of a 10 MiB body at once and trickle the rest, holding its buffer for
+// the whole timeout: thirteen such filled max_inflight_bytes. The window is a few seconds
+// so that a pause of a congested network is not refused, while such a client is.
+const (
+	bodyRateGrace  = time.Second
+	bodyRateWindow = 3 * time.Second
+	bodyRateCheck  = 250 * time.Millisecond
+)
+
+// errBodyTooSlow is a body read stopped for arriving under min_body_rate.
+var errBodyTooSlow = errors.New("the body arrived under min_body_rate")
+
+// bodyLimits gives each request's body read_body_timeout to arrive, from when its
+// headers have, and holds it to min_body_rate. The deadline is lifted once the body is
+// read (closed): net/http keeps reading the connection in the background while a handler
+// works, and a deadline passing then would cancel the request's context half way through
+// storing it.
+func (r *ingestReceiver) bodyLimits(next http.Handler) http.Handler {
+	if r.cfg.ReadBodyTimeout <= 0 && r.cfg.MinBodyRate <= 0 {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Body != nil && req.Body != http.NoBody {
 			rc := http.NewResponseController(w)
-			if err := rc.SetReadDeadline(time.Now().Add(r.cfg.ReadBodyTimeout)); err == nil {
-				req.Body = &deadlineBody{ReadCloser: req.Body, rc: rc}
+			var deadline time.Time
+			if r.cfg.ReadBodyTimeout > 0 {
+				deadline = time.Now().Add(r.cfg.ReadBodyTimeout)
+			}
+			// Without read deadlines (a transport that has none) neither bound can be held.
+			if err := rc.SetReadDeadline(deadline); err == nil {
+				b := &limitedBody{ReadCloser: req.Body, rc: rc, minRate: r.cfg.MinBodyRate}
+				// A handler that returns without closing the body leaves no check running
+				// to set a deadline on the connection's next request.
+				defer b.stop()
+				req.Body = b
 			}
 		}
 		next.ServeHTTP(w, req)
 	})
 }
 
-type deadlineBody struct {
+// limitedBody counts what arrives and, while it is read, checks the rate every
+// bodyRateCheck; a body under min_body_rate has its read deadline moved to now, which
+// ends the read waiting for it.
+type limitedBody struct {
 	io.ReadCloser
-	rc *http.ResponseController
+	rc      *http.ResponseController
+	minRate int64
+	n       atomic.Int64
+
+	mu      sync.Mutex
+	timer   *time.Timer // nil until the first read
+	start   time.Time
+	stopped bool
+	tooSlow bool
+	samples []rateSample // oldest first: the base of the window, then one per check
 }
 
-func (b *deadlineBody) Close() error {
+type rateSample struct {
+	at time.Time
+	n  int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.minRate > 0 {
+		b.mu.Lock()
+		// The clock starts at the first read: net/http sends a 100-continue only then.
+		if b.timer == nil && !b.stopped {
+			b.start = time.Now()
+			b.samples = []rateSample{{at: b.start}}
+			b.timer = time.AfterFunc(bodyRateCheck, b.check)
+		}
+		b.mu.Unlock()
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		slow := b.tooSlow
+		b.mu.Unlock()
+		if slow {
+			return n, errBodyTooSlow
+		}
+	}
+	return n, err
+}
+
+func (b *limitedBody) check() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return
+	}
+	now := time.Now()
+	b.samples = append(b.samples, rateSample{at: now, n: b.n.Load()})
+	// The base is the newest sample at least a window old (or the start).
+	for len(b.samples) > 1 && !b.samples[1].at.After(now.Add(-bodyRateWindow)) {
+		b.samples = b.samples[1:]
+	}
+	if base := b.samples[0]; now.Sub(b.start) >= bodyRateGrace &&
+		float64(b.n.Load()-base.n) < float64(b.minRate)*now.Sub(base.at).Seconds() {
+		b.tooSlow = true
+		_ = b.rc.SetReadDeadline(now) // the read waiting for the body returns a timeout
+		return
+	}
+	b.timer.Reset(bodyRateCheck)
+}
+
+// stop ends the checks; the body's deadline is lifted with it.
+func (b *limitedBody) stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return
+	}
+	b.stopped = true
+	if b.timer != nil {
+		b.timer.Stop()
+	}
 	_ = b.rc.SetReadDeadline(time.Time{})
+}
+
+func (b *limitedBody) Close() error {
+	b.stop()
 	return b.ReadCloser.Close()
 }
-
-// errNoRoom is readAll's charge refused: the budget has no room for the body now.
-var errNoRoom = errors.New("max_inflight_bytes has no room for the body")
 
 // firstChunk is what reading a body starts with: most bodies fit, and a slow sender
 // holds no more than this until its bytes arrive.
 const firstChunk = 64 << 10
 
 // readAll reads rd into a buffer that grows as bytes arrive, each growth charged first
-// (charge gets the buffer's new capacity; false stops the read with errNoRoom). It
-// doubles up to hint, then allocates exactly hint (+1 to read EOF without growing), so a
-// body of the announced size leaves at most its size in smaller buffers behind, where
-// io.ReadAll leaves several times it.
-func readAll(rd io.Reader, hint int64, charge func(int64) bool) ([]byte, error) {
+// (charge gets the buffer's new capacity; its error stops the read). It doubles up to
+// hint, then allocates exactly hint (+1 to read EOF without growing), so a body of the
+// announced size leaves at most its size in smaller buffers behind, where io.ReadAll
+// leaves several times it.
+func readAll(rd io.Reader, hint int64, charge func(int64) error) ([]byte, error) {
 	size := int64(firstChunk)
 	if hint > 0 && hint+1 < size {
 		size = hint + 1
 	}
-	if !charge(size) {
-		return nil, errNoRoom
+	if err := charge(size); err != nil {
+		return nil, err
 	}
 	buf := make([]byte, 0, size)
 	for {
@@ -181,11 +335,21 @@ func readAll(rd io.Reader, hint int64, charge func(int64) bool) ([]byte, error) 
 		if hint > int64(len(buf)) && next > hint+1 {
 			next = hint + 1
 		}
-		if !charge(next) {
-			return nil, errNoRoom
+		if err := charge(next); err != nil {
+			return nil, err
 		}
 		grown := make([]byte, len(buf), next)
 		copy(grown, buf)
 		buf = grown
 	}
+}
+
+// perAccount is max_inflight_bytes_per_account, a quarter of max_inflight_bytes unless
+// set: with the default 128 MiB, an account's 32 MiB take about one request at the body
+// limit, or hundreds of ordinary ones, while three quarters stay for everyone else.
+func perAccount(cfg *Config) int64 {
+	if cfg.MaxInflightBytesPerAccount > 0 {
+		return cfg.MaxInflightBytesPerAccount
+	}
+	return cfg.MaxInflightBytes / 4
 }

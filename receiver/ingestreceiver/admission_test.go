@@ -98,14 +98,20 @@ func TestInflightBytesAreBounded(t *testing.T) {
 func TestReadAllWithHint(t *testing.T) {
 	body := strings.Repeat("abc", 1000)
 	for _, hint := range []int64{0, 10, 2999, 3000, 3001, 1 << 20} {
-		got, err := readAll(strings.NewReader(body), hint, func(int64) bool { return true })
+		got, err := readAll(strings.NewReader(body), hint, func(int64) error { return nil })
 		require.NoError(t, err)
 		assert.Equal(t, body, string(got), "hint %d", hint)
 	}
-	_, err := readAll(io.MultiReader(strings.NewReader("ab"), errReader{}), 10, func(int64) bool { return true })
+	_, err := readAll(io.MultiReader(strings.NewReader("ab"), errReader{}), 10, func(int64) error { return nil })
 	assert.Error(t, err)
 	var charged []int64
-	_, err = readAll(strings.NewReader(body), 3000, func(n int64) bool { charged = append(charged, n); return n < 2000 })
+	_, err = readAll(strings.NewReader(body), 3000, func(n int64) error {
+		charged = append(charged, n)
+		if n < 2000 {
+			return nil
+		}
+		return errNoRoom
+	})
 	assert.ErrorIs(t, err, errNoRoom, "a charge refused stops the read")
 	assert.Equal(t, []int64{3001}, charged, "a body smaller than the first chunk is charged its announced size")
 }
@@ -117,17 +123,48 @@ func (errReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 // A reservation made before reading is corrected to the real cost, downwards too: a
 // compressed or unsized request does not keep holding the body limit once read.
 func TestTicketReservationFollowsTheRealCost(t *testing.T) {
-	a := newAdmission(100)
-	t1 := a.ticket()
-	require.True(t, t1.reserve(80))
-	assert.False(t, a.ticket().reserve(30), "no room")
-	require.True(t, t1.reserve(10), "corrected down")
-	t2 := a.ticket()
-	require.True(t, t2.reserve(90))
-	assert.False(t, t2.reserve(91), "past the budget while t1 holds 10")
+	a := newAdmission(100, 100)
+	t1 := a.ticket("a")
+	require.NoError(t, t1.reserve(80))
+	assert.ErrorIs(t, a.ticket("b").reserve(30), errNoRoom)
+	require.NoError(t, t1.reserve(10), "corrected down")
+	t2 := a.ticket("b")
+	require.NoError(t, t2.reserve(90))
+	assert.ErrorIs(t, t2.reserve(91), errNoRoom, "past the budget while t1 holds 10")
 	t1.release()
-	require.True(t, t2.reserve(500), "alone, a request may have the whole budget")
+	require.NoError(t, t2.reserve(500), "alone, a request may have the whole budget")
 	assert.Equal(t, int64(100), t2.held)
 	t2.release()
-	assert.True(t, a.ticket().reserve(100))
+	assert.NoError(t, a.ticket("a").reserve(100))
+}
+
+// One tenant's requests together hold at most its share: its next one is refused for the
+// share (503, its own doing), another tenant's goes through, and a tenant's request alone
+// may still take more than the share.
+func TestTenantHoldsAtMostItsShare(t *testing.T) {
+	a := newAdmission(100, 25)
+	var held []*ticket
+	for range 2 {
+		tk := a.ticket("greedy")
+		require.NoError(t, tk.reserve(12))
+		held = append(held, tk)
+	}
+	third := a.ticket("greedy")
+	assert.ErrorIs(t, third.reserve(12), errTenantNoRoom)
+	assert.Zero(t, third.held, "a refused reservation holds nothing")
+	other := a.ticket("other")
+	require.NoError(t, other.reserve(70), "another tenant has the rest")
+	other.release()
+
+	for _, tk := range held {
+		tk.release()
+	}
+	alone := a.ticket("greedy")
+	require.NoError(t, alone.reserve(60), "alone, past its share")
+	assert.ErrorIs(t, a.ticket("greedy").reserve(1), errTenantNoRoom)
+	last := a.ticket("other")
+	require.NoError(t, last.reserve(40))
+	alone.release()
+	last.release()
+	assert.Empty(t, a.held, "nothing left held")
 }

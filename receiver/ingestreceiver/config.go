@@ -29,6 +29,18 @@ type Config struct {
 	// that requests being read and decoded may hold at once; past it requests get 503 with
 	// Retry-After.
 	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes"`
+	// MaxInflightBytesPerAccount is the most of MaxInflightBytes that one account's
+	// requests may hold at once (a project's, when its key names no account); past it
+	// that account's next request gets 503 with Retry-After and the others' are not
+	// affected. A request alone may still take the whole of MaxInflightBytes. 0 means a
+	// quarter of MaxInflightBytes.
+	MaxInflightBytesPerAccount int64 `mapstructure:"max_inflight_bytes_per_account"`
+	// MinBodyRate is the rate, in bytes a second, at which a request's body must keep
+	// arriving after its first second, measured over the last 3 seconds
+	// (SVC_MIN_BODY_RATE): slower is answered 408 and disconnected, so that a client
+	// cannot send most of a body at once and then hold its buffer for read_body_timeout.
+	// 0 means no minimum.
+	MinBodyRate int64 `mapstructure:"min_body_rate"`
 	// ReadBodyTimeout bounds how long a request's body may take to arrive once its headers
 	// have (SVC_READ_BODY_TIMEOUT): a client trickling its body is answered 408 and
 	// disconnected instead of holding a connection, and memory, for as long as it likes.
@@ -70,6 +82,8 @@ type ownSettings struct {
 	MaxObjectsPerRequest int               `mapstructure:"max_objects_per_request"`
 	MaxRecordsPerRequest int               `mapstructure:"max_records_per_request"`
 	MaxInflightBytes     int64             `mapstructure:"max_inflight_bytes"`
+	PerAccount           int64             `mapstructure:"max_inflight_bytes_per_account"`
+	MinBodyRate          int64             `mapstructure:"min_body_rate"`
 	ReadBodyTimeout      time.Duration     `mapstructure:"read_body_timeout"`
 	DeliveryLog          DeliveryLogConfig `mapstructure:"delivery_log"`
 	Console              ConsoleConfig     `mapstructure:"console"`
@@ -83,13 +97,13 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 		return err
 	}
 	own := ownSettings{RetryAfter: c.RetryAfter, MaxObjectsPerRequest: c.MaxObjectsPerRequest,
-		MaxRecordsPerRequest: c.MaxRecordsPerRequest, MaxInflightBytes: c.MaxInflightBytes, ReadBodyTimeout: c.ReadBodyTimeout, DeliveryLog: c.DeliveryLog, Console: c.Console}
+		MaxRecordsPerRequest: c.MaxRecordsPerRequest, MaxInflightBytes: c.MaxInflightBytes, PerAccount: c.MaxInflightBytesPerAccount, MinBodyRate: c.MinBodyRate, ReadBodyTimeout: c.ReadBodyTimeout, DeliveryLog: c.DeliveryLog, Console: c.Console}
 	if err := conf.Unmarshal(&own, confmap.WithIgnoreUnused()); err != nil {
 		return err
 	}
 	c.RetryAfter, c.MaxObjectsPerRequest = own.RetryAfter, own.MaxObjectsPerRequest
 	c.MaxRecordsPerRequest, c.MaxInflightBytes = own.MaxRecordsPerRequest, own.MaxInflightBytes
-	c.ReadBodyTimeout = own.ReadBodyTimeout
+	c.ReadBodyTimeout, c.MaxInflightBytesPerAccount, c.MinBodyRate = own.ReadBodyTimeout, own.PerAccount, own.MinBodyRate
 	c.DeliveryLog, c.Console = own.DeliveryLog, own.Console
 	return nil
 }
@@ -117,6 +131,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInflightBytes < 1<<20 {
 		errs = append(errs, errors.New("max_inflight_bytes must be at least 1 MiB, e.g. 134217728"))
+	}
+	if c.MaxInflightBytesPerAccount < 0 || c.MaxInflightBytesPerAccount > c.MaxInflightBytes {
+		errs = append(errs, errors.New("max_inflight_bytes_per_account must be 0 (a quarter of max_inflight_bytes) or up to max_inflight_bytes, e.g. 33554432"))
+	}
+	if c.MinBodyRate < 0 {
+		errs = append(errs, errors.New("min_body_rate must be 0 (no minimum) or more bytes a second, e.g. 65536"))
 	}
 	if c.ReadBodyTimeout < 0 {
 		errs = append(errs, errors.New("read_body_timeout must be 0 (no bound) or more, e.g. 30s"))

@@ -22,6 +22,9 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, 10000, def.MaxObjectsPerRequest)
 	assert.Equal(t, 10000, def.MaxRecordsPerRequest)
 	assert.Equal(t, int64(128<<20), def.MaxInflightBytes)
+	assert.Zero(t, def.MaxInflightBytesPerAccount)
+	assert.Equal(t, int64(32<<20), perAccount(def), "an account holds at most a quarter")
+	assert.Equal(t, int64(64<<10), def.MinBodyRate)
 	assert.Equal(t, 10*time.Second, def.ReadHeaderTimeout, "a client trickling headers is cut off")
 	require.True(t, def.Keepalive.HasValue())
 	assert.Equal(t, time.Minute, def.Keepalive.Get().IdleTimeout)
@@ -47,6 +50,8 @@ func TestLoadConfig(t *testing.T) {
 			assert.Equal(t, 500, cfg.MaxObjectsPerRequest)
 			assert.Equal(t, 2000, cfg.MaxRecordsPerRequest)
 			assert.Equal(t, int64(64<<20), cfg.MaxInflightBytes)
+			assert.Equal(t, int64(8<<20), perAccount(cfg))
+			assert.Equal(t, int64(1024), cfg.MinBodyRate)
 			assert.True(t, cfg.TLS.HasValue())
 			assert.Equal(t, DeliveryLogConfig{PipelineDurable: "pipe", SinkDurable: "out", ReplayReplicas: 3}, cfg.DeliveryLog)
 			// One environment variable may name several origins.
@@ -59,6 +64,8 @@ func TestLoadConfig(t *testing.T) {
 			"max_objects_per_request must be positive",
 			"max_records_per_request must be positive",
 			"max_inflight_bytes must be at least 1 MiB",
+			"max_inflight_bytes_per_account must be 0",
+			"min_body_rate must be 0",
 			"delivery_log.pipeline_durable and delivery_log.sink_durable must name",
 			`console.allowed_origins: "https://dash.example.com/app" is not an origin`,
 		}},

@@ -65,14 +65,14 @@ func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request,
 	if aerr != nil {
 		return aerr
 	}
-	t := r.admit.ticket()
+	t := r.admit.ticket(tenantOf(ctx))
 	defer t.release()
 	body, aerr := r.readBody(req, t)
 	if aerr != nil {
 		return aerr
 	}
-	if !t.reserve(costPerBodyByte * int64(len(body))) {
-		return r.busy()
+	if err := t.reserve(costPerBodyByte * int64(len(body))); err != nil {
+		return r.busy(err)
 	}
 	var objs [][]byte
 	var err error

@@ -45,6 +45,10 @@ const (
 	// defaultReadBodyTimeout lets a 10 MiB body arrive at 3 Mbit/s; a client slower than
 	// that sends smaller requests.
 	defaultReadBodyTimeout = 30 * time.Second
+	// defaultMinBodyRate, 64 KiB/s (512 kbit/s), is under any connection that uploads at
+	// all, and makes a trickling sender's 10 MiB buffer cost it a sending rate: holding it
+	// for read_body_timeout takes sending at least 2 MB more.
+	defaultMinBodyRate = 64 << 10
 )
 
 // NewFactory returns the receiver's factory.
@@ -68,9 +72,9 @@ func createDefaultConfig() component.Config {
 	server.Keepalive = configoptional.Some(confighttp.KeepaliveServerConfig{IdleTimeout: defaultIdleTimeout})
 	return &Config{ServerConfig: server, RetryAfter: 5 * time.Second, MaxObjectsPerRequest: defaultMaxObjects,
 		MaxRecordsPerRequest: defaultMaxRecords, MaxInflightBytes: defaultMaxInflightBytes,
-		ReadBodyTimeout: defaultReadBodyTimeout,
-		DeliveryLog:     DeliveryLogConfig{PipelineDurable: console.DefaultPipelineDurable, SinkDurable: console.DefaultSinkDurable, ReplayReplicas: 1},
-		Console:         ConsoleConfig{AllowedOrigins: []string{defaultDashboardOrigin}}}
+		ReadBodyTimeout: defaultReadBodyTimeout, MinBodyRate: defaultMinBodyRate,
+		DeliveryLog: DeliveryLogConfig{PipelineDurable: console.DefaultPipelineDurable, SinkDurable: console.DefaultSinkDurable, ReplayReplicas: 1},
+		Console:     ConsoleConfig{AllowedOrigins: []string{defaultDashboardOrigin}}}
 }
 
 // defaultDashboardOrigin is where `make run` serves the dashboard (contract section 13).

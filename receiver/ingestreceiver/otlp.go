@@ -62,7 +62,7 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 			"unsupported Content-Type "+strconv.Quote(req.Header.Get("Content-Type"))+"; send application/x-protobuf or application/json"))
 		return
 	}
-	t := r.admit.ticket()
+	t := r.admit.ticket(tenantOf(ctx))
 	defer t.release()
 	body, aerr := r.readBody(req, t)
 	if aerr != nil {
@@ -86,8 +86,8 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 		fail(tooManyRecords(r.cfg.MaxRecordsPerRequest))
 		return
 	}
-	if !t.reserve(costPerBodyByte*int64(len(body)) + costPerRecord*int64(n)) {
-		fail(r.busy())
+	if err := t.reserve(costPerBodyByte*int64(len(body)) + costPerRecord*int64(n)); err != nil {
+		fail(r.busy(err))
 		return
 	}
 	if err := or.unmarshal(enc, body); err != nil {

@@ -53,14 +53,14 @@ func (r *ingestReceiver) agentOutput(w http.ResponseWriter, req *http.Request) (
 		return "", apierror.New(http.StatusUnsupportedMediaType, apierror.UnsupportedMediaType,
 			fmt.Sprintf("unsupported Content-Type %q; send application/json", req.Header.Get("Content-Type")))
 	}
-	t := r.admit.ticket()
+	t := r.admit.ticket(tenantOf(ctx))
 	defer t.release()
 	body, aerr := r.readBody(req, t)
 	if aerr != nil {
 		return "", aerr
 	}
-	if !t.reserve(costPerBodyByte * int64(len(body))) {
-		return "", r.busy()
+	if err := t.reserve(costPerBodyByte * int64(len(body))); err != nil {
+		return "", r.busy(err)
 	}
 	out, aerr := parseAgentOutput(body, req.Header.Get("X-Request-Id"))
 	if aerr != nil {

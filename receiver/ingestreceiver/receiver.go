@@ -69,7 +69,7 @@ func newReceiver(cfg *Config, set receiver.Settings) (*ingestReceiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ingestReceiver{cfg: cfg, settings: set, obs: obs, admit: newAdmission(cfg.MaxInflightBytes)}, nil
+	return &ingestReceiver{cfg: cfg, settings: set, obs: obs, admit: newAdmission(cfg.MaxInflightBytes, perAccount(cfg))}, nil
 }
 
 func (r *ingestReceiver) Start(ctx context.Context, host component.Host) error {
@@ -147,7 +147,7 @@ func (r *ingestReceiver) routes() http.Handler {
 		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.NotFound,
 			fmt.Sprintf("no endpoint %s; see the receiver's README for its paths", req.URL.Path)))
 	})
-	return r.bodyDeadline(mux)
+	return r.bodyLimits(mux)
 }
 
 func (r *ingestReceiver) newConsole() *console.API {

@@ -31,8 +31,9 @@ import (
 )
 
 // startReal starts the receiver as a collector does (its confighttp server, the real
-// projectauth extension) with settings, and returns its address and a project's key.
-func startReal(t *testing.T, settings map[string]any) (string, string) {
+// projectauth extension) with settings, and returns its address and the keys of two
+// projects of two accounts.
+func startReal(t *testing.T, settings map[string]any) (string, [2]string) {
 	t.Helper()
 	host := lifecyclehost.New(t)
 	url, err := natsclient.DefaultConfig().Resolve(host)
@@ -40,9 +41,13 @@ func startReal(t *testing.T, settings map[string]any) (string, string) {
 	_, js := testenv.Connect(t, url)
 	m, err := mirror.Open(context.Background(), js, 1)
 	require.NoError(t, err)
-	key := apikey.Generate(apikey.KindProject)
-	require.NoError(t, m.PutProject(context.Background(), mirror.Project{ID: "p1", Version: 1, Members: map[string]int64{"user_1": 1}}))
-	require.NoError(t, m.PutKey(context.Background(), apikey.Hash(key), mirror.KeyEntry{KeyID: "k1", ProjectID: "p1", Scope: mirror.ScopeProject}))
+	var keys [2]string
+	for i := range keys {
+		n := strconv.Itoa(i + 1)
+		keys[i] = apikey.Generate(apikey.KindProject)
+		require.NoError(t, m.PutProject(context.Background(), mirror.Project{ID: "p" + n, AccountID: "acct_" + n, Version: 1, Members: map[string]int64{"user_" + n: 1}}))
+		require.NoError(t, m.PutKey(context.Background(), apikey.Hash(keys[i]), mirror.KeyEntry{KeyID: "k" + n, ProjectID: "p" + n, AccountID: "acct_" + n, Scope: mirror.ScopeProject}))
+	}
 
 	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	conf := map[string]any{"endpoint": addr, "auth": map[string]any{"authenticator": "projectauth"}}
@@ -57,23 +62,20 @@ func startReal(t *testing.T, settings map[string]any) (string, string) {
 	require.NoError(t, rcv.Start(context.Background(), host))
 	t.Cleanup(func() { _ = rcv.Shutdown(context.Background()) })
 	base := "http://" + addr
-	require.Eventually(t, func() bool {
-		resp, err := http.Post(base+"/v1/logs", "application/json", strings.NewReader(`{}`))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		req, _ := http.NewRequest(http.MethodPost, base+"/v1/logs", strings.NewReader(`{}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-API-Key", key)
-		resp, err = http.DefaultClient.Do(req)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 20*time.Second, 20*time.Millisecond, "the key was never accepted")
-	return addr, key
+	for _, key := range keys {
+		require.Eventually(t, func() bool {
+			req, _ := http.NewRequest(http.MethodPost, base+"/v1/logs", strings.NewReader(`{}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-API-Key", key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}, 20*time.Second, 20*time.Millisecond, "the key was never accepted")
+	}
+	return addr, keys
 }
 
 // slowSender announces a 10 MiB body and sends it a byte at a time.
@@ -128,7 +130,9 @@ func (s *slowSender) answer(t *testing.T) (int, string) {
 // request of every tenant was answered 503. Memory is now charged as bytes arrive, and a
 // body that does not arrive within read_body_timeout is answered 408 and disconnected.
 func TestSlowBodiesDoNotStarveLargeRequests(t *testing.T) {
-	addr, key := startReal(t, map[string]any{"read_body_timeout": "5s"})
+	// No minimum rate: what ends these bodies is read_body_timeout.
+	addr, keys := startReal(t, map[string]any{"read_body_timeout": "5s", "min_body_rate": 0})
+	key := keys[0]
 	var wg sync.WaitGroup
 	var slow []*slowSender
 	for range 13 {
@@ -138,24 +142,10 @@ func TestSlowBodiesDoNotStarveLargeRequests(t *testing.T) {
 		go s.trickle(&wg)
 	}
 
-	// Another tenant's 8 MB OTLP request, three times.
-	ld := plog.NewLogs()
-	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
-	for range 100 {
-		lrs.AppendEmpty().Body().SetStr(strings.Repeat("x", 80_000))
-	}
-	body, err := plogotlp.NewExportRequestFromLogs(ld).MarshalProto()
-	require.NoError(t, err)
-	require.Greater(t, len(body), 8_000_000)
+	// An 8 MB OTLP request, three times.
 	for i := range 3 {
-		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/logs", bytes.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/x-protobuf")
-		req.Header.Set("X-API-Key", key)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, http.StatusOK, resp.StatusCode, "8 MB request %d while 13 slow bodies are being read", i+1)
+		status, msg := postLarge(t, addr, key)
+		assert.Equal(t, http.StatusOK, status, "8 MB request %d while 13 slow bodies are being read: %s", i+1, msg)
 	}
 
 	for i, s := range slow {
@@ -164,4 +154,128 @@ func TestSlowBodiesDoNotStarveLargeRequests(t *testing.T) {
 		assert.Contains(t, msg, "read_body_timeout", "slow sender %d", i)
 	}
 	wg.Wait() // each trickle ends when its connection is closed
+}
+
+// postLarge posts an 8 MB OTLP request with key and returns the answer.
+func postLarge(t *testing.T, addr, key string) (int, string) {
+	t.Helper()
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	for range 100 {
+		lrs.AppendEmpty().Body().SetStr(strings.Repeat("x", 80_000))
+	}
+	body, err := plogotlp.NewExportRequestFromLogs(ld).MarshalProto()
+	require.NoError(t, err)
+	require.Greater(t, len(body), 8_000_000)
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/logs", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("X-API-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// burstThenTrickle announces a 10 MiB body, sends 9.5 MB of it at once and then a byte
+// every 100 ms, reading the answer meanwhile; it returns the answer (0 when the
+// connection ended without one) and closes done once its burst was sent or refused.
+func burstThenTrickle(t *testing.T, addr, key string, done chan<- struct{}) (int, http.Header, string) {
+	conn, err := net.Dial("tcp", addr)
+	if !assert.NoError(t, err) {
+		close(done)
+		return 0, nil, ""
+	}
+	defer conn.Close()
+	type answer struct {
+		status int
+		header http.Header
+		body   string
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			answered <- answer{}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		answered <- answer{resp.StatusCode, resp.Header, string(b)}
+	}()
+	_, err = fmt.Fprintf(conn, "POST /v1/logs HTTP/1.1\r\nHost: receiver\r\nX-API-Key: %s\r\nContent-Type: application/x-protobuf\r\n"+
+		"Content-Length: %d\r\n\r\n", key, 10<<20)
+	if err == nil {
+		_, err = conn.Write(bytes.Repeat([]byte{0x0a}, 9_500_000))
+	}
+	close(done)
+	for err == nil {
+		select {
+		case a := <-answered:
+			return a.status, a.header, a.body
+		case <-time.After(100 * time.Millisecond):
+		}
+		_, err = conn.Write([]byte{0x0a})
+	}
+	select {
+	case a := <-answered:
+		return a.status, a.header, a.body
+	case <-time.After(20 * time.Second):
+		return 0, nil, ""
+	}
+}
+
+// The review's attack on read_body_timeout alone: thirteen connections of one account
+// each send 9.5 MB of a 10 MiB body at once and then trickle the rest. Each held a 10 MiB
+// buffer for the whole timeout, together all of max_inflight_bytes, and another account's
+// 8 MB requests got 503. Now one account holds at most its share
+// (max_inflight_bytes_per_account; its own further connections get 503 with Retry-After),
+// and a body slower than min_body_rate after its first second is answered 408: another
+// account's three 8 MB requests succeed.
+func TestBurstThenTrickleDoesNotStarveOtherAccounts(t *testing.T) {
+	// read_body_timeout is long, so that it is not what ends the trickling bodies.
+	addr, keys := startReal(t, map[string]any{"read_body_timeout": "1m"})
+	type result struct {
+		status int
+		header http.Header
+		body   string
+	}
+	results := make(chan result, 13)
+	var sent []chan struct{}
+	for range 13 {
+		done := make(chan struct{})
+		sent = append(sent, done)
+		go func() {
+			s, h, b := burstThenTrickle(t, addr, keys[0], done)
+			results <- result{s, h, b}
+		}()
+	}
+	for _, done := range sent {
+		<-done
+	}
+
+	for i := range 3 {
+		status, msg := postLarge(t, addr, keys[1])
+		assert.Equal(t, http.StatusOK, status, "another account's 8 MB request %d while 13 connections burst and trickle: %s", i+1, msg)
+	}
+
+	var slow, refused int
+	for range 13 {
+		r := <-results
+		switch r.status {
+		case 0: // refused while it was still sending, and the connection reset before the answer was read
+		case http.StatusServiceUnavailable:
+			refused++
+			assert.Contains(t, r.body, "max_inflight_bytes_per_account")
+			assert.NotEmpty(t, r.header.Get("Retry-After"), "it can pass later: %s", r.body)
+		case http.StatusRequestTimeout:
+			slow++
+			assert.Contains(t, r.body, "min_body_rate")
+		default:
+			t.Errorf("a trickling connection was answered %d: %s", r.status, r.body)
+		}
+	}
+	t.Logf("of 13 connections bursting and trickling, %d were refused for the account's share and %d answered 408 for min_body_rate", refused, slow)
+	assert.Positive(t, slow, "the connections admitted are ended by min_body_rate, not read_body_timeout")
 }

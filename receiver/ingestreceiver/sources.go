@@ -66,14 +66,14 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *i
 	if len(idem) > maxHeaderValue {
 		return 0, apierror.New(http.StatusBadRequest, apierror.InvalidBody, fmt.Sprintf("Idempotency-Key is longer than %d bytes", maxHeaderValue))
 	}
-	t := r.admit.ticket()
+	t := r.admit.ticket(tenantOf(ctx))
 	defer t.release()
 	body, aerr := r.readBody(req, t)
 	if aerr != nil {
 		return 0, aerr
 	}
-	if !t.reserve(costPerBodyByte * int64(len(body))) {
-		return 0, r.busy()
+	if err := t.reserve(costPerBodyByte * int64(len(body))); err != nil {
+		return 0, r.busy(err)
 	}
 	objs, err := eventjson.Objects(body, r.cfg.MaxObjectsPerRequest)
 	if err != nil {
