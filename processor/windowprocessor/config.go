@@ -24,6 +24,11 @@ type Config struct {
 	// (SVC_MAX_RECORD_BYTES): a statement that would pass it fails the record, which is
 	// dead-lettered with the error and neither triggers nor joins a window.
 	MaxRecordBytes int `mapstructure:"max_record_bytes"`
+	// MemoryMaxProjectBytes bounds what one project's windows hold in this process's
+	// memory (the in-memory store; Redis is bounded by its own maxmemory). Each group
+	// is held to 50,000 records, but a project may make any number of groups; past
+	// this bound its oldest entries are evicted first, whatever their group.
+	MemoryMaxProjectBytes int `mapstructure:"memory_max_project_bytes"`
 }
 
 // Validate checks the configuration.
@@ -39,6 +44,9 @@ func (c *Config) Validate() error {
 	}
 	if err := mirrorcache.CheckExtension(c.Mirror); err != nil {
 		errs = append(errs, err)
+	}
+	if c.MemoryMaxProjectBytes < 1 {
+		errs = append(errs, errors.New("memory_max_project_bytes must be positive, e.g. 67108864"))
 	}
 	if c.MaxRecordBytes < 1 {
 		errs = append(errs, errors.New("max_record_bytes must be positive, e.g. 1000000"))

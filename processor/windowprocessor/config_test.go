@@ -18,6 +18,7 @@ func TestDefaultConfig(t *testing.T) {
 	def := NewFactory().CreateDefaultConfig().(*Config)
 	assert.Empty(t, def.RedisURL, "windows are kept in memory unless Redis is configured")
 	assert.Equal(t, 30*time.Second, def.SweepInterval)
+	assert.Equal(t, 64<<20, def.MemoryMaxProjectBytes, "a project's in-memory windows are bounded by default")
 }
 
 func withDefaults(change func(*Config)) *Config {

@@ -30,7 +30,8 @@ func NewFactory() processor.Factory {
 }
 
 func createDefaultConfig() component.Config {
-	return &Config{SweepInterval: 30 * time.Second, Mirror: mirrorcache.DefaultExtension, MaxRecordBytes: ottlevent.DefaultMaxRecordBytes}
+	return &Config{SweepInterval: 30 * time.Second, Mirror: mirrorcache.DefaultExtension, MaxRecordBytes: ottlevent.DefaultMaxRecordBytes,
+		MemoryMaxProjectBytes: windowstore.DefaultMaxProjectBytes}
 }
 
 func createLogs(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Logs) (processor.Logs, error) {

@@ -10,12 +10,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/components/windowstore"
+	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadata"
 	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadatatest"
 )
 
@@ -111,4 +115,42 @@ func TestTenantFailuresAreCountedAndWarnedOncePerVersionInWindowMode(t *testing.
 	h.put(t, mirror.Project{ID: project, Version: 2, Pipeline: pipeline})
 	send(21)
 	assert.Equal(t, 2, logs.FilterLevelExact(zap.WarnLevel).FilterField(zap.String("project_id", project)).Len())
+}
+
+// Issue 22 review: a project's in-memory windows are held to memory_max_project_bytes,
+// whatever the number of its groups: a trigger's window lacks the oldest context once
+// the project passed it, and has the newest.
+func TestProjectWindowsAreHeldToTheirMemoryBound(t *testing.T) {
+	h := newHarness(t)
+	cfg := createDefaultConfig().(*Config)
+	cfg.MemoryMaxProjectBytes = 50_000
+	p, err := newProcessor(cfg, processortest.NewNopSettings(metadata.Type))
+	require.NoError(t, err)
+	require.NoError(t, p.start(context.Background(), h.host))
+	t.Cleanup(func() { require.NoError(t, p.shutdown(context.Background())) })
+
+	project := fmt.Sprintf("prj_groups_%d", time.Now().UnixNano())
+	h.put(t, mirror.Project{ID: project, Version: 1, Pipeline: mirror.Pipeline{WindowEnabled: true,
+		Trigger: `event["t"] == true`, GroupKey: `event["g"]`}})
+	pad := strings.Repeat("x", 1000)
+	ld, lrs := pipelinedata.New()
+	for i := range 200 {
+		pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(fmt.Sprintf(`{"g":"%d","pad":"%s"}`, i, pad)), Signal: "event", Seq: uint64(i + 1)})
+	}
+	_, err = p.processLogs(request(project, nil), ld)
+	require.ErrorIs(t, err, processorhelper.ErrSkipProcessingData, "no trigger yet")
+	assert.LessOrEqual(t, p.store.(*windowstore.Memory).ProjectBytes(project), 50_000)
+
+	ld, lrs = pipelinedata.New()
+	pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(`{"g":"0","t":true}`), Signal: "event", Seq: 1000})
+	pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(`{"g":"199","t":true}`), Signal: "event", Seq: 1001})
+	out, err := p.processLogs(request(project, nil), ld)
+	require.NoError(t, err)
+	var bodies []string
+	for lr := range pipelinedata.All(out) {
+		bodies = append(bodies, string(pipelinedata.Read(lr).Body))
+	}
+	require.Len(t, bodies, 2)
+	assert.Equal(t, `{"trigger":{"g":"0","t":true},"window":[]}`, bodies[0], "the oldest group was evicted")
+	assert.Contains(t, bodies[1], `"window":[{"g":"199","pad":"`)
 }

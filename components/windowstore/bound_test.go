@@ -1,0 +1,93 @@
+package windowstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// Issue 22 review: each group was bounded (MaxPerGroup) but a project was not, so a free
+// tenant could hold any number of groups of 1 MB records in a shared process. A
+// project's windows are now held to a byte bound, evicting its oldest entries first,
+// whatever their group; another project's windows are untouched.
+func TestMemoryHoldsEachProjectToItsBoundOldestFirst(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	m := NewMemory(time.Minute, WithMaxProjectBytes(100_000), WithLogger(zap.New(core)))
+	t.Cleanup(func() { _ = m.Close() })
+	ctx := context.Background()
+	ttl := time.Hour
+	t0 := time.Now()
+	rec := func(i int) []byte { return []byte(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, strings.Repeat("x", 1000))) }
+
+	require.NoError(t, m.Add(ctx, "quiet", "g", 1, rec(0), t0, ttl))
+	// 500 groups of one 1 KB record each: five times the bound.
+	for i := range 500 {
+		require.NoError(t, m.Add(ctx, "noisy", fmt.Sprintf("trace-%d", i), uint64(i+1), rec(i), t0.Add(time.Duration(i)*time.Millisecond), ttl))
+		require.LessOrEqual(t, m.ProjectBytes("noisy"), 100_000, "after record %d", i)
+	}
+	// The newest groups are whole, the oldest gone.
+	got, total, err := m.Window(ctx, "noisy", "trace-499", t0, 10)
+	require.NoError(t, err)
+	assert.Equal(t, 1, total)
+	assert.Equal(t, string(rec(499)), string(got[0]))
+	_, total, err = m.Window(ctx, "noisy", "trace-0", t0, 10)
+	require.NoError(t, err)
+	assert.Zero(t, total, "the oldest context went first")
+	kept := 0
+	for i := range 500 {
+		if _, n, _ := m.Window(ctx, "noisy", fmt.Sprintf("trace-%d", i), t0, 10); n > 0 {
+			kept++
+			assert.Greater(t, i, 400, "only the newest are kept")
+		}
+	}
+	assert.Greater(t, kept, 50)
+	assert.Equal(t, int64(500-kept), m.Evicted())
+
+	// Within one group too: the window keeps its newest records.
+	for i := range 300 {
+		require.NoError(t, m.Add(ctx, "noisy", "one", uint64(1000+i), rec(1000+i), t0.Add(time.Second+time.Duration(i)*time.Millisecond), ttl))
+	}
+	got, total, err = m.Window(ctx, "noisy", "one", t0, 1000)
+	require.NoError(t, err)
+	assert.Equal(t, len(got), total)
+	assert.Less(t, total, 100)
+	assert.Equal(t, string(rec(1299)), string(got[len(got)-1]))
+	assert.Equal(t, string(rec(1300-total)), string(got[0]), "a contiguous run of the newest")
+
+	// The other project kept its window.
+	got, _, err = m.Window(ctx, "quiet", "g", t0, 10)
+	require.NoError(t, err)
+	assert.Equal(t, []string{string(rec(0))}, strs(got))
+
+	evictions := logs.FilterMessageSnippet("evicted").All()
+	require.NotEmpty(t, evictions)
+	assert.Equal(t, zap.DebugLevel, evictions[0].Level)
+	assert.Equal(t, "noisy", evictions[0].ContextMap()["project_id"])
+}
+
+// Entries that expire, and groups the sweep drops, give their bytes back, and the
+// order of a project that never reaches its bound stays small.
+func TestMemoryBoundCountsWhatExpires(t *testing.T) {
+	m := NewMemory(time.Hour, WithMaxProjectBytes(1<<20))
+	t.Cleanup(func() { _ = m.Close() })
+	ctx := context.Background()
+	t0 := time.Now()
+	for i := range 10_000 {
+		require.NoError(t, m.Add(ctx, "p", "g", uint64(i+1), []byte(`{"n":1}`), t0.Add(time.Duration(i)*time.Second), 10*time.Second))
+	}
+	assert.Less(t, m.ProjectBytes("p"), 20*(7+entryOverhead), "only the last 10 seconds are held")
+	m.mu.Lock()
+	assert.Less(t, len(m.projects["p"].order), 3000, "the order forgets what expired")
+	m.mu.Unlock()
+	assert.Zero(t, m.Evicted())
+
+	m.sweep(t0.Add(24 * time.Hour))
+	assert.Zero(t, m.ProjectBytes("p"))
+}
