@@ -189,7 +189,7 @@ func accounts(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s set-limit: %v\n", accountsCmd, err)
 		return exitFailed
 	}
-	before := limitText(was, had, def)
+	before := limitText(was, had, def, "unlimited")
 	if useDefault {
 		err = rd.Limits().Delete(ctx, u.ID)
 	} else {
@@ -200,7 +200,7 @@ func accounts(args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "%s: limit %s (was %s); every receiver applies it within a second\n",
-		email, limitText(limit, !useDefault, def), before)
+		email, limitText(limit, !useDefault, def, "unlimited"), before)
 	if setProjects {
 		return setProjectLimit(ctx, db, email, projects, defProjects, stdout, stderr)
 	}
@@ -239,29 +239,17 @@ func setProjectLimit(ctx context.Context, db *store.Store, email string, limit *
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "%s: project limit %s (was %s); it owns %d\n", email,
-		projectLimitText(now, limit != nil, def), projectLimitText(was, wasOwn, def), owned)
+		limitText(now, limit != nil, def, "none"), limitText(was, wasOwn, def, "none"), owned)
 	return exitOK
 }
 
-// projectLimitText shows an account's project limit as limitText shows its event limit.
-func projectLimitText(n int64, own bool, def int64) string {
+// limitText shows an account's limit: its own, or the default's with the word default;
+// zero (0 or less, no limit) is shown as the word zero: "unlimited" events, "none" for
+// projects.
+func limitText(n int64, own bool, def int64, zero string) string {
 	show := func(n int64) string {
 		if n <= 0 {
-			return "none"
-		}
-		return strconv.FormatInt(n, 10)
-	}
-	if !own {
-		return "default (" + show(def) + ")"
-	}
-	return show(n)
-}
-
-// limitText shows an account's limit: its own, or the default's with the word default.
-func limitText(n int64, own bool, def int64) string {
-	show := func(n int64) string {
-		if n <= 0 {
-			return "unlimited"
+			return zero
 		}
 		return strconv.FormatInt(n, 10)
 	}
@@ -313,7 +301,7 @@ func listAccounts(ctx context.Context, db *store.Store, rd *usage.Reader, def, d
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", r.u.Email, limitText(n, ok, def), a.Events, r.owned, projectLimitText(r.limit, r.ownLimit, defProjects))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", r.u.Email, limitText(n, ok, def, "unlimited"), a.Events, r.owned, limitText(r.limit, r.ownLimit, defProjects, "none"))
 	}
 	return tw.Flush()
 }
