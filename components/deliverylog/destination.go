@@ -145,43 +145,23 @@ func (l *Ledger) deadLettered(project, sink string, seq uint64) error {
 	})
 }
 
-// updateJSON applies fn to the JSON entry at key with compare-and-set, retrying on
-// conflict; fn returns false when there is nothing to write.
+// updateJSON applies fn to the JSON entry at key with compare-and-set
+// (streams.UpdateKV, which retries on conflict); fn returns false when there is nothing
+// to write.
 func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, fn func(*T) bool) error {
-	for range 100 {
+	_, err := streams.UpdateKV(ctx, kv, key, func(old []byte, exists bool) ([]byte, error) {
 		var v T
-		var rev uint64
-		e, err := kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return err
-		default:
-			if err := json.Unmarshal(e.Value(), &v); err != nil {
-				return err
+		if exists {
+			if err := json.Unmarshal(old, &v); err != nil {
+				return nil, err
 			}
-			rev = e.Revision()
 		}
 		if !fn(&v) {
-			return nil
+			return nil, streams.ErrKVUnchanged
 		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		if rev == 0 {
-			_, err = kv.Create(ctx, key, b)
-		} else {
-			_, err = kv.Update(ctx, key, b, rev)
-		}
-		if err == nil {
-			return nil
-		}
-		if !streams.IsKVConflict(err) && !errors.Is(err, jetstream.ErrKeyExists) {
-			return err
-		}
-	}
-	return fmt.Errorf("deliverylog: %s kept conflicting", key)
+		return json.Marshal(v)
+	})
+	return err
 }
 
 // removedUnsettled reports whether the output stream (first sequence firstSeq) has
@@ -216,6 +196,7 @@ func MarkRemoved(ctx context.Context, js jetstream.JetStream, project, sink stri
 func markRemoved(ctx context.Context, kv jetstream.KeyValue, project, sink string, ci *jetstream.ConsumerInfo, firstSeq uint64) (bool, error) {
 	marked := false
 	err := updateJSON(ctx, kv, destKey(project, sink), func(d *destStart) bool {
+		marked = false // called again after a conflict
 		if !d.Created.Equal(ci.Created) || !d.RemovedAt.IsZero() || !removedUnsettled(ci, firstSeq, d.Base) {
 			return false
 		}
