@@ -402,8 +402,9 @@ func resyncLoop(ctx context.Context, svc *service.Service, m *mirrorConn, logger
 	}
 }
 
-// oauthSweepLoop deletes expired OAuth requests, codes and tokens every hour. Each is
-// refused once expired anyway (and deleted when read); this bounds the rows nobody reads.
+// oauthSweepLoop deletes expired OAuth requests, codes and tokens, and expired
+// revocations, every hour. Each is refused (or has no token left to end) once expired
+// anyway; this bounds the rows nobody reads.
 func oauthSweepLoop(ctx context.Context, svc *service.Service, logger *slog.Logger) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
@@ -417,6 +418,11 @@ func oauthSweepLoop(ctx context.Context, svc *service.Service, logger *slog.Logg
 			logger.Warn("OAuth sweep failed; next in an hour", "error", err)
 		} else if n > 0 {
 			logger.Info("OAuth sweep", "deleted", n)
+		}
+		// Expired revocations go too; without a failed publish or a restart nothing else
+		// deletes them before the next full publish.
+		if err := svc.SweepRevocations(ctx); err != nil {
+			logger.Warn("revocation sweep failed; next in an hour", "error", err)
 		}
 	}
 }

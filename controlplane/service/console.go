@@ -140,6 +140,12 @@ func (s *Service) PublishPendingRevocations(ctx context.Context) (left int, err 
 	return s.publishRevocations(ctx, pending)
 }
 
+// SweepRevocations deletes the recorded revocations that have expired.
+func (s *Service) SweepRevocations(ctx context.Context) error {
+	_, err := s.revocationsInForce(ctx, true)
+	return err
+}
+
 // revocationsInForce lists the recorded revocations still in force (pendingOnly: those
 // not yet published), after deleting the expired ones.
 func (s *Service) revocationsInForce(ctx context.Context, pendingOnly bool) ([]store.Revocation, error) {
