@@ -85,12 +85,35 @@ var refusedFunctions = map[string]string{
 	"GetXML":    "it writes out every matching node with its whole subtree, so nested matches make a result quadratic in the document",
 }
 
+// errUnreviewedArgs: the function's arguments are not those reviewed (an OTTL upgrade
+// changed them), so it is refused rather than run unchecked.
+var errUnreviewedArgs = errors.New("its arguments changed since it was reviewed for pipelines")
+
+// optionalField reads an ottl.Optional argument by name; ok is false when the
+// arguments have no such field of that type.
+func optionalField[T any](v reflect.Value, name string) (*ottl.Optional[T], bool) {
+	f := v.FieldByName(name)
+	if !f.IsValid() || !f.CanAddr() {
+		return nil, false
+	}
+	o, ok := f.Addr().Interface().(*ottl.Optional[T])
+	return o, ok
+}
+
 func checkGrok(args ottl.Arguments) error {
 	v := reflect.ValueOf(args).Elem()
-	if defs, ok := v.FieldByName("PatternDefinitions").Addr().Interface().(*ottl.Optional[[]string]); ok && !defs.IsEmpty() {
+	defs, ok := optionalField[[]string](v, "PatternDefinitions")
+	if !ok {
+		return errUnreviewedArgs
+	}
+	if !defs.IsEmpty() {
 		return fmt.Errorf("pattern definitions are not allowed: the library expands each reference in place, so a few nested definitions make gigabytes while compiling; use the built-in patterns or ExtractPatterns with a regex")
 	}
-	pattern, _ := v.FieldByName("Pattern").Interface().(ottl.StringGetter[*Record])
+	f := v.FieldByName("Pattern")
+	if !f.IsValid() || f.IsNil() {
+		return errUnreviewedArgs
+	}
+	pattern, _ := f.Interface().(ottl.StringGetter[*Record])
 	p, ok := ottl.GetLiteralValue(pattern)
 	if !ok {
 		return fmt.Errorf("the pattern must be a string literal: a pattern read from the record would be compiled for every record")
@@ -106,7 +129,11 @@ func checkGrok(args ottl.Arguments) error {
 
 func checkTextToElementsXML(args ottl.Arguments) error {
 	v := reflect.ValueOf(args).Elem()
-	if name, ok := v.FieldByName("ElementName").Addr().Interface().(*ottl.Optional[string]); ok && !name.IsEmpty() && len(name.Get()) > maxXMLElementName {
+	name, ok := optionalField[string](v, "ElementName")
+	if !ok {
+		return errUnreviewedArgs
+	}
+	if !name.IsEmpty() && len(name.Get()) > maxXMLElementName {
 		return fmt.Errorf("the element name is %d bytes; at most %d, since it is written around every text node", len(name.Get()), maxXMLElementName)
 	}
 	return nil
@@ -114,7 +141,11 @@ func checkTextToElementsXML(args ottl.Arguments) error {
 
 func checkFlatten(args ottl.Arguments) error {
 	v := reflect.ValueOf(args).Elem()
-	if p, ok := v.FieldByName("Prefix").Addr().Interface().(*ottl.Optional[string]); ok && !p.IsEmpty() && len(p.Get()) > maxFlattenPrefix {
+	p, ok := optionalField[string](v, "Prefix")
+	if !ok {
+		return errUnreviewedArgs
+	}
+	if !p.IsEmpty() && len(p.Get()) > maxFlattenPrefix {
 		return fmt.Errorf("the prefix is %d bytes; at most %d, since it starts every key flatten makes", len(p.Get()), maxFlattenPrefix)
 	}
 	return nil
@@ -176,7 +207,7 @@ func boundFlatten(create ottl.CreateFunctionFunc[*Record]) ottl.CreateFunctionFu
 			return nil, fmt.Errorf("flatten: unexpected arguments %T", args)
 		}
 		prefix := 0
-		if p, ok := v.FieldByName("Prefix").Addr().Interface().(*ottl.Optional[string]); ok && !p.IsEmpty() {
+		if p, ok := optionalField[string](v, "Prefix"); ok && !p.IsEmpty() {
 			prefix = len(p.Get()) + 1
 		}
 		return func(ctx context.Context, r *Record) (any, error) {

@@ -147,3 +147,12 @@ func TestListIndexPastTheRecordLimitFailsBeforeAllocating(t *testing.T) {
 	r = apply(t, []string{`set(event["x"][2], "c")`}, `{}`, SignalEvent)
 	assert.Equal(t, []any{nil, nil, "c"}, r.m.AsRaw()["x"])
 }
+
+// An upgrade that renames a reviewed function's arguments refuses the function instead
+// of running it unchecked (or panicking while compiling, in a shared process).
+func TestChangedArgumentsAreRefused(t *testing.T) {
+	type other struct{ Target string }
+	for name, check := range map[string]argCheck{"flatten": checkFlatten, "grok": checkGrok, "xml": checkTextToElementsXML} {
+		assert.ErrorIs(t, check(&other{}), errUnreviewedArgs, name)
+	}
+}
