@@ -42,6 +42,11 @@ const (
 	// maxXMLElementName bounds ConvertTextToElementsXML's element name, written twice
 	// around every text node.
 	maxXMLElementName = 32
+	// maxReplacementFormat bounds the replace functions' replacementFormat, written
+	// around every replacement (each match, each value).
+	maxReplacementFormat = 256
+	// maxKVDelimiter bounds ToKeyValueString's delimiters, written at every pair.
+	maxKVDelimiter = 16
 )
 
 // allowedFunctions are the OTTL standard functions user pipelines may call, with the
@@ -52,8 +57,8 @@ const (
 var allowedFunctions = map[string]argCheck{
 	// Editors.
 	"clear": nil, "delete_key": nil, "delete_matching_keys": nil, "keep_matching_keys": nil, "keep_keys": nil,
-	"limit": nil, "merge_maps": nil, "replace_all_matches": nil, "replace_all_patterns": nil,
-	"replace_match": nil, "replace_pattern": nil, "set": nil, "stringify_all": nil, "truncate_all": nil, "append": nil, "delete_index": nil,
+	"limit": nil, "merge_maps": nil, "replace_all_matches": checkReplacementFormat, "replace_all_patterns": checkReplacementFormat,
+	"replace_match": checkReplacementFormat, "replace_pattern": checkReplacementFormat, "set": nil, "stringify_all": nil, "truncate_all": nil, "append": nil, "delete_index": nil,
 	"flatten": checkFlatten,
 	// Converters that read, test, hash or convert one value.
 	"Base64Encode": nil, "Bool": nil, "Decode": nil, "Coalesce": nil, "CommunityID": nil, "Concat": nil,
@@ -65,7 +70,7 @@ var allowedFunctions = map[string]argCheck{
 	"Nanosecond": nil, "Nanoseconds": nil, "Now": nil, "ParseCSV": nil, "ParseJSON": nil, "ParseKeyValue": nil,
 	"Second": nil, "Seconds": nil, "SHA1": nil, "SHA256": nil, "SHA512": nil, "Sort": nil, "SpanID": nil,
 	"Split": nil, "Format": nil, "String": nil, "Substring": nil, "Time": nil, "FormatTime": nil, "Trim": nil,
-	"TrimPrefix": nil, "TrimSuffix": nil, "ToKeyValueString": nil, "ToCamelCase": nil, "ToLowerCase": nil,
+	"TrimPrefix": nil, "TrimSuffix": nil, "ToKeyValueString": checkKeyValueDelimiters, "ToCamelCase": nil, "ToLowerCase": nil,
 	"ToSnakeCase": nil, "ToUpperCase": nil, "TruncateTime": nil, "TraceID": nil, "Unix": nil, "UnixMicro": nil,
 	"UnixMilli": nil, "UnixNano": nil, "UnixSeconds": nil, "UUID": nil, "UUIDv7": nil, "URL": nil, "Values": nil,
 	"Weekday": nil, "UserAgent": nil, "Year": nil, "Hex": nil,
@@ -123,6 +128,50 @@ func checkGrok(args ottl.Arguments) error {
 	}
 	if n := strings.Count(p, "%{"); n > maxGrokRefs {
 		return fmt.Errorf("the pattern refers to %d patterns (%%{...}); at most %d, since each expands to the library's regex", n, maxGrokRefs)
+	}
+	return nil
+}
+
+func checkReplacementFormat(args ottl.Arguments) error {
+	v := reflect.ValueOf(args).Elem()
+	f, ok := optionalField[ottl.StringGetter[*Record]](v, "ReplacementFormat")
+	if !ok {
+		return errUnreviewedArgs
+	}
+	if f.IsEmpty() {
+		return nil
+	}
+	format, ok := ottl.GetLiteralValue(f.Get())
+	if !ok {
+		return errors.New("the replacement format must be a string literal: one read from the record would be written around every replacement")
+	}
+	if len(format) > maxReplacementFormat {
+		return fmt.Errorf("the replacement format is %d bytes; at most %d, since it is written around every replacement", len(format), maxReplacementFormat)
+	}
+	return nil
+}
+
+// replacementFormatLen is the length of a replace function's literal replacementFormat
+// (checkReplacementFormat made it literal), 0 without one.
+func replacementFormatLen(v reflect.Value) int {
+	if f, ok := optionalField[ottl.StringGetter[*Record]](v, "ReplacementFormat"); ok && !f.IsEmpty() {
+		if format, ok := ottl.GetLiteralValue(f.Get()); ok {
+			return len(format)
+		}
+	}
+	return 0
+}
+
+func checkKeyValueDelimiters(args ottl.Arguments) error {
+	v := reflect.ValueOf(args).Elem()
+	for _, name := range []string{"Delimiter", "PairDelimiter"} {
+		d, ok := optionalField[string](v, name)
+		if !ok {
+			return errUnreviewedArgs
+		}
+		if !d.IsEmpty() && len(d.Get()) > maxKVDelimiter {
+			return fmt.Errorf("a delimiter is %d bytes; at most %d, since it is written at every pair", len(d.Get()), maxKVDelimiter)
+		}
 	}
 	return nil
 }

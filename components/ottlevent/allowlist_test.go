@@ -60,6 +60,9 @@ func TestExpandingFunctionsAreRefusedWhenCompiled(t *testing.T) {
 		{`flatten(event, "` + long + `")`, "the prefix is 3000 bytes"},
 		{`set(event["x"], ConvertTextToElementsXML(b, "//a", "` + long + `"))`, "the element name is 3000 bytes"},
 		{`set(event["x"], InsertXML(b, "//*", b))`, "is not available in pipelines"},
+		{`replace_pattern(event["b"], ".", "x", SHA256, event["f"])`, "the replacement format must be a string literal"},
+		{`replace_all_matches(event, "*", "x", SHA256, "` + long + `%s")`, "the replacement format is 3002 bytes"},
+		{`set(event["s"], ToKeyValueString(event, "` + long + `"))`, "a delimiter is 3000 bytes"},
 		{`set(event["x"], GetXML(b, "//*"))`, "is not available in pipelines"},
 	} {
 		name := c.stmt[:strings.IndexByte(c.stmt, '(')]
@@ -88,11 +91,15 @@ func TestRestrictedFunctionsWorkWithinTheirBounds(t *testing.T) {
 		`set(event["x"], ConvertTextToElementsXML("<a>hi<b/></a>", "/a", "v"))`,
 		`set(event["n"], {"a": {"b": 1, "c": [1, 2]}})`,
 		`flatten(event["n"], "p")`,
-	}, `{"body":"GET 200"}`, SignalEvent)
+		`replace_pattern(event["r"], "secret", "x", SHA256, "sha:%s")`,
+		`set(event["kv"], ToKeyValueString({"a": "1"}, ":", ";"))`,
+	}, `{"body":"GET 200","r":"the secret"}`, SignalEvent)
 	got := r.m.AsRaw()
 	assert.Equal(t, map[string]any{"verb": "GET", "code": "200"}, got["g"])
 	assert.Contains(t, got["x"], "<v>hi</v>")
 	assert.Equal(t, map[string]any{"p.a.b": int64(1), "p.a.c.0": int64(1), "p.a.c.1": int64(2)}, got["n"])
+	assert.Regexp(t, `^the sha:[0-9a-f]{64}$`, got["r"])
+	assert.Equal(t, "a:1", got["kv"])
 }
 
 // flatten writes each value's whole path as its key: a deep record's flattened form
@@ -155,4 +162,19 @@ func TestChangedArgumentsAreRefused(t *testing.T) {
 	for name, check := range map[string]argCheck{"flatten": checkFlatten, "grok": checkGrok, "xml": checkTextToElementsXML} {
 		assert.ErrorIs(t, check(&other{}), errUnreviewedArgs, name)
 	}
+}
+
+// A replacement format is written around every hashed replacement: it counts in the
+// bound checked before replacing, so the replacement is refused before it is built.
+func TestReplacementFormatCountsBeforeReplacing(t *testing.T) {
+	format := strings.Repeat("f", 200) + "%s"
+	s, err := CompileStatements([]string{`replace_pattern(event["b"], ".", "x", SHA256, "` + format + `")`}, settings())
+	require.NoError(t, err)
+	r := kibRecord(t)
+	r.SetMaxBytes(200_000) // 1,000 matches of 64 + 200 bytes pass it; of 128 bytes alone would not
+	var applyErr error
+	alloc := allocated(func() { applyErr = s.Apply(context.Background(), r) })
+	require.ErrorIs(t, applyErr, ErrRecordTooLarge)
+	assert.Less(t, alloc, uint64(150_000), "refused before replacing: allocated %d bytes", alloc)
+	assert.Equal(t, strings.Repeat("a", 1000), r.m.AsRaw()["b"])
 }

@@ -98,7 +98,10 @@
 // reviewed. Allowed on conditions: ExtractGrokPatterns with a literal pattern of at most
 // 1,024 bytes and 16 %{...} references and no pattern definitions (the library expands
 // definitions in place: 16 nested levels made 150 MB while compiling);
-// ConvertTextToElementsXML with an element name of at most 32 bytes; flatten with a
+// ConvertTextToElementsXML with an element name of at most 32 bytes; the replace
+// functions with a replacement format that is a literal of at most 256 bytes (written
+// around every replacement; counted before replacing); ToKeyValueString with delimiters
+// of at most 16 bytes; flatten with a
 // prefix of at most 64 bytes, failing a record whose flattened form would pass the
 // record limit (keys are whole paths: quadratic in depth) or hold more than 2,000
 // values (each insert looks the key up). set(x[i], v) fails, as too large, an index

@@ -373,7 +373,9 @@ func boundReplace(name string, create ottl.CreateFunctionFunc[*Record]) ottl.Cre
 		}
 		slack := 0
 		if fv := v.FieldByName("Function"); fv.IsValid() && fv.CanAddr() && !fv.Addr().Interface().(*ottl.Optional[ottl.FunctionGetter[*Record]]).IsEmpty() {
-			slack = 128 // the hash functions it takes answer at most 128 hex digits
+			// The hash functions it takes answer at most 128 hex digits, written in
+			// the replacement format when there is one.
+			slack = 128 + replacementFormatLen(v)
 		}
 		byKey := false
 		if m := v.FieldByName("Mode"); m.IsValid() && m.Kind() == reflect.String {
