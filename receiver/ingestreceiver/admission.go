@@ -198,12 +198,12 @@ func (r *ingestReceiver) bodyLimits(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Body != nil && req.Body != http.NoBody {
 			rc := http.NewResponseController(w)
-			var deadline time.Time
+			var err error
 			if r.cfg.ReadBodyTimeout > 0 {
-				deadline = time.Now().Add(r.cfg.ReadBodyTimeout)
+				err = rc.SetReadDeadline(time.Now().Add(r.cfg.ReadBodyTimeout))
 			}
 			// Without read deadlines (a transport that has none) neither bound can be held.
-			if err := rc.SetReadDeadline(deadline); err == nil {
+			if err == nil {
 				b := &limitedBody{ReadCloser: req.Body, rc: rc, minRate: r.cfg.MinBodyRate}
 				// A handler that returns without closing the body leaves no check running
 				// to set a deadline on the connection's next request.
