@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
@@ -123,5 +126,84 @@ func TestLedgerExactAfterReceiverAndSinkKills(t *testing.T) {
 	assert.Zero(t, d.DeadLettered)
 	assert.Equal(t, d.Results, d.Delivered+d.DeadLettered+d.Pending, "the destination's figures add up")
 	assert.True(t, d.Exact, "derived from the cursor, not counted")
+	assert.NotContains(t, l.Approximate, "delivered")
+}
+
+// Issue 22, finding 7 (review): after an upgrade, a destination whose cursor the
+// previous release created (and recorded no start for) gets exact figures from when the
+// upgraded sink finds it, saying since when, and the ledger balances again; before, its
+// figures stayed counted and `balanced` false for good.
+func TestLedgerExactAfterUpgradeForACursorWithoutAStart(t *testing.T) {
+	nt := testenv.StartNATS(t)
+	js, m := connectMirror(t, nt.URL())
+	hook := startAgent(t)
+	vars := map[string]string{"NATS_URL": nt.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1",
+		"SVC_UNMATCHED_RESULTS_PER_HOUR": "0"}
+	recv := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/receiver.yaml", Env: vars})
+	key, _ := sinkProject(t, m, recv.HTTP, "upgr", mirror.Sink{ID: "s_hook", Kind: "webhook", URL: hook.URL})
+	post := func(from, to int) {
+		for i := from; i < to; i++ {
+			body := fmt.Sprintf(`{"request_id": "req_upgr_%03d", "payload": {"text": "result %d"}}`, i, i)
+			require.True(t, postOK(recv.HTTP+"/internal/agent-output", key, body))
+		}
+	}
+
+	// The previous release's sink: its cursor took 3 of 5 results, settled 2 and went
+	// away holding the third (it comes again after the ack wait).
+	post(0, 5)
+	ctx := context.Background()
+	old, err := js.CreateConsumer(ctx, streams.OutputStream("upgr"), jetstream.ConsumerConfig{
+		Durable: "svc-sink-s_hook", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second,
+		DeliverPolicy: jetstream.DeliverAllPolicy, MaxDeliver: -1})
+	require.NoError(t, err)
+	b, err := old.Fetch(3, jetstream.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	taken := 0
+	for msg := range b.Messages() {
+		if taken < 2 {
+			require.NoError(t, msg.DoubleAck(ctx))
+		}
+		taken++
+	}
+	require.Equal(t, 3, taken)
+
+	// The upgraded sink starts, and results keep coming.
+	testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/sink.yaml", Env: vars})
+	post(5, 10)
+
+	hooked := func() int64 {
+		ids := map[string]bool{}
+		for _, c := range hook.delivered() {
+			ids[c.Header.Get("webhook-id")] = true
+		}
+		return int64(len(ids))
+	}
+	type dest struct {
+		Delivered    int64      `json:"delivered"`
+		DeadLettered int64      `json:"dead_lettered"`
+		Pending      int64      `json:"pending"`
+		Results      int64      `json:"results"`
+		Since        *time.Time `json:"since"`
+		Exact        bool       `json:"exact"`
+	}
+	var l struct {
+		Balanced     bool            `json:"balanced"`
+		Approximate  []string        `json:"approximate"`
+		Destinations map[string]dest `json:"destinations"`
+		WebhookTook  int64           `json:"-"` // not the ledger's: for the failure message
+	}
+	require.Eventually(t, func() bool {
+		r := get(t, recv.HTTP+"/console/v1/projects/upgr/ledger", map[string]string{"X-API-Key": key})
+		require.Equal(t, http.StatusOK, r.StatusCode, "%s", r.Body)
+		require.NoError(t, json.Unmarshal(r.Body, &l), "%s", r.Body)
+		l.WebhookTook = hooked()
+		return l.Destinations["s_hook"].Pending == 0 && l.WebhookTook == 8 && l.Balanced
+	}, 60*time.Second, 100*time.Millisecond, "the ledger never balanced after the upgrade: %+v", &l)
+	d := l.Destinations["s_hook"]
+	assert.True(t, d.Exact)
+	require.NotNil(t, d.Since)
+	assert.True(t, d.Since.After(old.CachedInfo().Created), "since the upgraded sink found the cursor")
+	assert.Equal(t, hooked(), d.Delivered, "what the webhook took since: the result held, the 2 never taken, the 5 new")
+	assert.Equal(t, d.Results, d.Delivered+d.DeadLettered+d.Pending)
 	assert.NotContains(t, l.Approximate, "delivered")
 }
