@@ -498,10 +498,14 @@ func TestLedgerAnswersTheContractsKeys(t *testing.T) {
 	require.NoError(t, json.Unmarshal(a.body, &v))
 	assert.EqualValues(t, 3, v.Received)
 	assert.EqualValues(t, 3, v.Pending, "no pipeline has read them")
-	assert.True(t, v.Balanced)
+	// s1's figures were only counted (no cursor start was recorded for it), so the
+	// ledger may not call itself balanced and says why.
+	assert.False(t, v.Balanced, "a destination with counted figures")
+	assert.NotEmpty(t, v.Approximate)
 	assert.EqualValues(t, 2, v.Results)
 	assert.EqualValues(t, 1, v.Unmatched)
-	assert.Equal(t, map[string]deliverylog.Destination{"s1": {Delivered: 1}}, v.Destinations, "the enabled sink; s2 is off")
+	assert.Equal(t, map[string]deliverylog.Destination{"s1": {Delivered: 1, ApproximateReason: "start_unknown"}},
+		v.Destinations, "the enabled sink; s2 is off")
 
 	a = s.get(t, projB+"/ledger", s.key(projB))
 	require.Equal(t, http.StatusOK, a.status, "%s", a.body)
