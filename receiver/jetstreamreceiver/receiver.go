@@ -126,6 +126,8 @@ func (r *jsReceiver) Start(_ context.Context, host component.Host) error {
 	}
 	r.nc, r.js, r.cache = nc, js, cache
 	r.pipelines = pipelinecfg.NewCache(cache)
+	// Pipelines stored before a limit existed and now over it pause; the cache names them once per version.
+	r.pipelines.SetLogger(r.settings.Logger)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.kick = make(chan struct{}, 1)
 	r.checks = newCheckQueue()
