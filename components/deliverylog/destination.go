@@ -45,11 +45,13 @@ type destStart struct {
 	Since time.Time `json:"since,omitzero"`
 	// DeadLettered counts the results dead-lettered from this cursor since Base.
 	DeadLettered int64 `json:"dead_lettered"`
-	// Recent are the output sequences of the latest dead letters counted: a result
-	// dead-lettered and counted, then not acked (its sink process killed in between, or
-	// the count's answer lost), comes again and is dead-lettered again, and is not
-	// counted twice. A destination takes its results one at a time and in order, so the
-	// one that comes again is among the latest.
+	// Recent are the output sequences of the dead letters counted that the cursor may
+	// still deliver: a result dead-lettered and counted, then not acked (its sink
+	// process killed in between, or the count's answer lost), comes again after its ack
+	// wait and is dead-lettered again, and is not counted twice. Meanwhile up to the
+	// consumer's max ack pending others are delivered, any number of them dead letters
+	// too, so a count of the latest is no bound; the cursor's ack floor is: a result at
+	// or below it is settled and never comes again, and is pruned (pruneRecent).
 	Recent []uint64 `json:"recent,omitempty"`
 	// RemovedAt is when the output stream was first seen to have removed results this
 	// cursor had not settled (its max_age): the server then counts them as settled,
@@ -117,8 +119,16 @@ func StartDestination(ctx context.Context, js jetstream.JetStream, project, sink
 	})
 }
 
-// recentDeadLetters bounds destStart.Recent.
+// recentDeadLetters is how many entries destStart.Recent holds before a dead letter
+// looks up the cursor's ack floor to prune it: below it, counting costs no more than
+// the entry's update.
 const recentDeadLetters = 64
+
+// maxRecentDeadLetters bounds destStart.Recent when its cursor cannot be found to
+// prune it (or its ack floor is held for long by one result): the entry must stay well
+// below NATS's payload limit. Past it the oldest go, and such a result, if it came
+// again, would be counted twice.
+const maxRecentDeadLetters = 20000
 
 // deadLettered counts one dead letter of a destination's current cursor, at once: the
 // delivered figure is derived from it, so a count lost to a crash would show as a
@@ -126,6 +136,8 @@ const recentDeadLetters = 64
 func (l *Ledger) deadLettered(project, sink string, seq uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	var floor uint64
+	looked := false
 	return updateJSON(ctx, l.kv, destKey(project, sink), func(d *destStart) bool {
 		if d.Created.IsZero() {
 			return false // no cursor start known: the counted figures stand
@@ -135,14 +147,41 @@ func (l *Ledger) deadLettered(project, sink string, seq uint64) error {
 				return false // counted already (a result awaiting ack when the
 				// figures started may be below Base, and is counted: it settles since)
 			}
+			if len(d.Recent) >= recentDeadLetters {
+				if !looked { // once, whatever the compare-and-set retries
+					floor, looked = l.ackFloor(ctx, project, d.Created), true
+				}
+				d.Recent = slices.DeleteFunc(d.Recent, func(s uint64) bool { return s <= floor })
+			}
 			d.Recent = append(d.Recent, seq)
-			if len(d.Recent) > recentDeadLetters {
-				d.Recent = d.Recent[len(d.Recent)-recentDeadLetters:]
+			if len(d.Recent) > maxRecentDeadLetters {
+				d.Recent = d.Recent[len(d.Recent)-maxRecentDeadLetters:]
 			}
 		}
 		d.DeadLettered++
 		return true
 	})
+}
+
+// ackFloor is the ack floor (stream sequence) of the project's destination cursor
+// created at created, found among the output stream's consumers by its creation time
+// (the ledger does not know the sink role's durable names); 0 when it cannot be read,
+// which prunes nothing. A floor read a moment ago is safe to prune with: it only rises.
+func (l *Ledger) ackFloor(ctx context.Context, project string, created time.Time) uint64 {
+	if l.js == nil {
+		return 0
+	}
+	s, err := l.js.Stream(ctx, streams.OutputStream(project))
+	if err != nil {
+		return 0
+	}
+	cs := s.ListConsumers(ctx)
+	for ci := range cs.Info() {
+		if ci.Created.Equal(created) {
+			return ci.AckFloor.Stream
+		}
+	}
+	return 0
 }
 
 // updateJSON applies fn to the JSON entry at key with compare-and-set

@@ -2,6 +2,7 @@ package deliverylog
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -313,4 +314,64 @@ func TestADeadLetterThatComesAgainIsCountedOnce(t *testing.T) {
 	assert.Equal(t, int64(1), d.DeadLettered)
 	assert.Equal(t, int64(2), d.Delivered)
 	assert.True(t, v.Balanced)
+}
+
+// Issue 22, finding 7 (second review): a dead letter whose sink process died before
+// the ack comes again only after its ack wait, and meanwhile the cursor hands out up to
+// its max ack pending others, here 70 more dead letters. Remembering only the latest
+// 64 counted it twice, and the destination showed one delivery short while its figures
+// said exact.
+func TestADeadLetterThatComesAgainAfterManyOthersIsCountedOnce(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	c := outputWithCursor(t, js, streams.DefaultLimits())
+	require.NoError(t, StartDestination(ctx, js, "p", "s1", c.CachedInfo()))
+	const others, delivered = 70, 29
+	publishResults(t, js, 1+others+delivered)
+	l, err := OpenLedger(ctx, js, time.Hour)
+	require.NoError(t, err)
+	t.Cleanup(func() { l.once.Do(func() { close(l.stop) }); <-l.done })
+	deadLetter := func(m jetstream.Msg) {
+		t.Helper()
+		meta, err := m.Metadata()
+		require.NoError(t, err)
+		require.NoError(t, l.AddDestinationResult("p", "s1", meta.Sequence.Stream, Counters{SinkDeadLettered: 1}, Destination{DeadLettered: 1}))
+	}
+
+	first := fetch(t, c, 1)[0]
+	deadLetter(first) // counted; its process dies before the ack
+	for _, m := range fetch(t, c, others) {
+		deadLetter(m)
+		require.NoError(t, m.DoubleAck(ctx))
+	}
+	require.NoError(t, first.Nak()) // its ack wait over: it comes again
+	for range 1 + delivered { // it and the rest, in whatever order the cursor gives
+		m := fetch(t, c, 1)[0]
+		meta, err := m.Metadata()
+		require.NoError(t, err)
+		if meta.Sequence.Stream == 1 {
+			deadLetter(m)
+		}
+		require.NoError(t, m.DoubleAck(ctx))
+	}
+
+	v, err := View(ctx, js, "p", ViewOptions{SinkDurable: "svc-sink", Sinks: []string{"s1"}})
+	require.NoError(t, err)
+	d := v.Destinations["s1"]
+	assert.True(t, d.Exact, "%+v", d)
+	assert.Equal(t, int64(1+others), d.DeadLettered)
+	assert.Equal(t, int64(delivered), d.Delivered)
+	assert.Equal(t, int64(0), d.Pending)
+	assert.True(t, v.Balanced)
+
+	// All settled: the next dead letter prunes what can never come again, so the entry
+	// stays small.
+	publishResults(t, js, 1)
+	deadLetter(fetch(t, c, 1)[0])
+	e, err := l.kv.Get(ctx, destKey("p", "s1"))
+	require.NoError(t, err)
+	var st destStart
+	require.NoError(t, json.Unmarshal(e.Value(), &st))
+	assert.Equal(t, []uint64{uint64(1 + others + delivered + 1)}, st.Recent)
 }

@@ -108,6 +108,7 @@ const maxIntervals = 4096
 // once per interval. Every write is a compare-and-set, so processes add up exactly.
 type Ledger struct {
 	kv      jetstream.KeyValue
+	js      jetstream.JetStream // reads destination cursors' ack floors (deadLettered)
 	mu      sync.Mutex
 	pending map[string]delta
 	stop    chan struct{}
@@ -139,7 +140,7 @@ func OpenLedger(ctx context.Context, js jetstream.JetStream, interval time.Durat
 	if interval <= 0 {
 		interval = time.Second
 	}
-	l := &Ledger{kv: kv, pending: map[string]delta{}, stop: make(chan struct{}), done: make(chan struct{}), last: map[string]cached{}}
+	l := &Ledger{kv: kv, js: js, pending: map[string]delta{}, stop: make(chan struct{}), done: make(chan struct{}), last: map[string]cached{}}
 	go func() {
 		defer close(l.done)
 		t := time.NewTicker(interval)
