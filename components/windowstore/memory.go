@@ -1,6 +1,7 @@
 package windowstore
 
 import (
+	"container/heap"
 	"context"
 	"sort"
 	"sync"
@@ -33,6 +34,7 @@ type memProject struct {
 	bytes, live int
 	order       []memRef
 	head        int
+	index       int // in Memory.largest; -1 when not there
 }
 
 type memRef struct {
@@ -49,6 +51,15 @@ const entryOverhead = 96
 // of groups: 64 MiB holds a 50,000-record window of 1 KB records with room to spare.
 const DefaultMaxProjectBytes = 64 << 20
 
+// DefaultMaxBytes is the in-memory windows' bound for the whole process when none is
+// set. The per-project bound alone does not hold a process: an account may own several
+// projects (10 on the free tier), each at its own bound. 256 MiB is a quarter of the
+// memory_limiter's 1024 MiB in embedded.yaml, which refuses ingest at 768 MiB (limit -
+// spike) but frees nothing the windows hold: it leaves the rest for batches in flight,
+// call bodies and the garbage collector's headroom, and still lets four projects sit at
+// their full 64 MiB at once.
+const DefaultMaxBytes = 256 << 20
+
 // MemoryOption configures NewMemory.
 type MemoryOption func(*Memory)
 
@@ -59,6 +70,18 @@ func WithMaxProjectBytes(n int) MemoryOption {
 	return func(m *Memory) {
 		if n > 0 {
 			m.maxProjectBytes = n
+		}
+	}
+}
+
+// WithMaxBytes bounds the bytes all projects' windows hold in this process's memory
+// (n <= 0: DefaultMaxBytes). Past it the entries evicted are the oldest of the project
+// holding the most, until the process is back within it: the tenant that fills the
+// memory loses context, not the small ones.
+func WithMaxBytes(n int) MemoryOption {
+	return func(m *Memory) {
+		if n > 0 {
+			m.maxBytes = n
 		}
 	}
 }
@@ -85,6 +108,9 @@ type Memory struct {
 	projects        map[string]*memProject
 	cooldowns       map[string]*memCooldown
 	maxProjectBytes int
+	maxBytes        int
+	total           int         // every project's bytes
+	largest         projectHeap // the projects holding entries, the most bytes first
 	logger          *zap.Logger
 	evicted         atomic.Int64
 	stop            chan struct{}
@@ -94,7 +120,7 @@ type Memory struct {
 // NewMemory returns a store that also drops idle groups every sweep interval.
 func NewMemory(sweep time.Duration, opts ...MemoryOption) *Memory {
 	m := &Memory{groups: map[string]*memGroup{}, projects: map[string]*memProject{}, cooldowns: map[string]*memCooldown{},
-		maxProjectBytes: DefaultMaxProjectBytes, logger: zap.NewNop(), stop: make(chan struct{})}
+		maxProjectBytes: DefaultMaxProjectBytes, maxBytes: DefaultMaxBytes, logger: zap.NewNop(), stop: make(chan struct{})}
 	for _, o := range opts {
 		o(m)
 	}
@@ -135,7 +161,7 @@ func (m *Memory) Add(_ context.Context, project, group string, seq uint64, rec [
 	defer m.mu.Unlock()
 	pr := m.projects[project]
 	if pr == nil {
-		pr = &memProject{id: project}
+		pr = &memProject{id: project, index: -1}
 		m.projects[project] = pr
 	}
 	g := m.groups[k]
@@ -150,6 +176,7 @@ func (m *Memory) Add(_ context.Context, project, group string, seq uint64, rec [
 		return nil // redelivered
 	}
 	g.seqs[seq] = struct{}{}
+	before := pr.bytes
 	pr.bytes += len(rec) + entryOverhead
 	pr.live++
 	pr.order = append(pr.order, memRef{group: k, seq: seq})
@@ -174,17 +201,71 @@ func (m *Memory) Add(_ context.Context, project, group string, seq uint64, rec [
 	if exp := t.Add(ttl); exp.After(g.expires) {
 		g.expires = exp
 	}
+	m.resized(pr, before)
 	if pr.bytes > m.maxProjectBytes {
-		m.evict(project, pr)
+		n, freed := 0, 0
+		for pr.bytes > m.maxProjectBytes {
+			size, ok := m.evictOldest(pr)
+			if !ok {
+				break
+			}
+			n, freed = n+1, freed+size
+		}
+		m.evictedFrom(pr, n, freed, "the project's windows passed their memory bound (memory_max_project_bytes), oldest first",
+			zap.Int("max_project_bytes", m.maxProjectBytes))
+	}
+	if m.total > m.maxBytes {
+		m.evictLargest()
 	}
 	pr.compact(m.groups)
 	return nil
 }
 
-// evict drops the project's oldest entries until it is back within its bound.
-func (m *Memory) evict(project string, pr *memProject) {
-	n, freed := 0, 0
-	for pr.bytes > m.maxProjectBytes && pr.head < len(pr.order) {
+// evictLargest evicts the oldest entries of whichever project holds the most, one at a
+// time, until the process is back within its bound: the project that filled the memory
+// gives back first, and a small project loses nothing while a larger one holds more.
+func (m *Memory) evictLargest() {
+	type tally struct{ n, freed int }
+	var from map[*memProject]*tally
+	for m.total > m.maxBytes && len(m.largest) > 0 {
+		pr := m.largest[0]
+		size, ok := m.evictOldest(pr)
+		if !ok {
+			// Its order names no live entry although it counts bytes: it cannot give
+			// any back, so it stops being a candidate rather than stall every Add.
+			heap.Remove(&m.largest, pr.index)
+			continue
+		}
+		if from == nil {
+			from = map[*memProject]*tally{}
+		}
+		t := from[pr]
+		if t == nil {
+			t = &tally{}
+			from[pr] = t
+		}
+		t.n, t.freed = t.n+1, t.freed+size
+	}
+	for pr, t := range from {
+		m.evictedFrom(pr, t.n, t.freed, "the process's windows passed their memory bound (memory_max_bytes): the project holding the most loses its oldest first",
+			zap.Int("max_bytes", m.maxBytes))
+		pr.compact(m.groups)
+	}
+}
+
+func (m *Memory) evictedFrom(pr *memProject, n, freed int, why string, bound zap.Field) {
+	if n == 0 {
+		return
+	}
+	m.evicted.Add(int64(n))
+	m.logger.Debug("window entries evicted: "+why,
+		zap.String("project_id", pr.id), zap.Int("entries", n), zap.Int("bytes", freed), bound)
+}
+
+// evictOldest drops the project's oldest live entry and says its size; false when the
+// project holds none.
+func (m *Memory) evictOldest(pr *memProject) (int, bool) {
+	for pr.head < len(pr.order) {
 		ref := pr.order[pr.head]
 		pr.order[pr.head] = memRef{}
 		pr.head++
@@ -212,19 +293,53 @@ func (m *Memory) evict(project string, pr *memProject) {
 		} else {
 			g.entries = append(g.entries[:i], g.entries[i+1:]...)
 		}
+		before := pr.bytes
 		pr.bytes -= size
 		pr.live--
-		n++
-		freed += size
+		m.resized(pr, before)
 		if len(g.entries) == 0 {
 			delete(m.groups, ref.group)
 		}
+		return size, true
 	}
-	if n > 0 {
-		m.evicted.Add(int64(n))
-		m.logger.Debug("window entries evicted: the project's windows passed their memory bound, oldest first",
-			zap.String("project_id", project), zap.Int("entries", n), zap.Int("bytes", freed), zap.Int("max_project_bytes", m.maxProjectBytes))
+	return 0, false
+}
+
+// resized accounts a change of the project's bytes from before: the process's total,
+// and the project's place among the largest (it leaves them when it holds nothing).
+func (m *Memory) resized(pr *memProject, before int) {
+	m.total += pr.bytes - before
+	switch {
+	case pr.bytes <= 0 && pr.index >= 0:
+		heap.Remove(&m.largest, pr.index)
+	case pr.bytes > 0 && pr.index < 0:
+		heap.Push(&m.largest, pr)
+	case pr.bytes > 0 && pr.bytes != before:
+		heap.Fix(&m.largest, pr.index)
 	}
+}
+
+// projectHeap orders projects by the bytes they hold, the most first.
+type projectHeap []*memProject
+
+func (h projectHeap) Len() int           { return len(h) }
+func (h projectHeap) Less(i, j int) bool { return h[i].bytes > h[j].bytes }
+func (h projectHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *projectHeap) Push(x any) {
+	pr := x.(*memProject)
+	pr.index = len(*h)
+	*h = append(*h, pr)
+}
+func (h *projectHeap) Pop() any {
+	old := *h
+	pr := old[len(old)-1]
+	old[len(old)-1] = nil
+	pr.index = -1
+	*h = old[:len(old)-1]
+	return pr
 }
 
 // compact drops the project's order's consumed head and, when they outnumber the live
@@ -253,10 +368,12 @@ func (pr *memProject) compact(groups map[string]*memGroup) {
 func (m *Memory) dropGroup(k string, g *memGroup) {
 	delete(m.groups, k)
 	pr := g.project
+	before := pr.bytes
 	for _, e := range g.entries {
 		pr.bytes -= len(e.rec) + entryOverhead
 		pr.live--
 	}
+	m.resized(pr, before)
 	if pr.live <= 0 {
 		if m.projects[pr.id] == pr {
 			delete(m.projects, pr.id)
@@ -266,8 +383,16 @@ func (m *Memory) dropGroup(k string, g *memGroup) {
 	}
 }
 
-// Evicted is how many entries the per-project bound has evicted since the store began.
+// Evicted is how many entries the bounds (per project and per process) have evicted
+// since the store began.
 func (m *Memory) Evicted() int64 { return m.evicted.Load() }
+
+// TotalBytes is what every project's windows hold, as the process's bound counts it.
+func (m *Memory) TotalBytes() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.total
+}
 
 // ProjectBytes is what a project's windows hold, as the bound counts it.
 func (m *Memory) ProjectBytes(project string) int {

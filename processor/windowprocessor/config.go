@@ -29,6 +29,11 @@ type Config struct {
 	// is held to 50,000 records, but a project may make any number of groups; past
 	// this bound its oldest entries are evicted first, whatever their group.
 	MemoryMaxProjectBytes int `mapstructure:"memory_max_project_bytes"`
+	// MemoryMaxBytes bounds what all projects' windows hold in this process's memory
+	// together (SVC_WINDOW_MAX_BYTES): one account may own several projects, each at its
+	// own bound. Past it the oldest entries of the project holding the most are evicted
+	// first, so the tenants that filled the memory lose context, not the small ones.
+	MemoryMaxBytes int `mapstructure:"memory_max_bytes"`
 }
 
 // Validate checks the configuration.
@@ -47,6 +52,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MemoryMaxProjectBytes < 1 {
 		errs = append(errs, errors.New("memory_max_project_bytes must be positive, e.g. 67108864"))
+	}
+	if c.MemoryMaxBytes < 1 {
+		errs = append(errs, errors.New("memory_max_bytes must be positive, e.g. 268435456"))
 	}
 	if c.MaxRecordBytes < 1 {
 		errs = append(errs, errors.New("max_record_bytes must be positive, e.g. 1000000"))

@@ -19,6 +19,7 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Empty(t, def.RedisURL, "windows are kept in memory unless Redis is configured")
 	assert.Equal(t, 30*time.Second, def.SweepInterval)
 	assert.Equal(t, 64<<20, def.MemoryMaxProjectBytes, "a project's in-memory windows are bounded by default")
+	assert.Equal(t, 256<<20, def.MemoryMaxBytes, "and so are the process's, whatever the number of projects")
 }
 
 func withDefaults(change func(*Config)) *Config {
@@ -37,7 +38,8 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		{id: component.NewID(metadata.Type), expected: withDefaults(func(*Config) {})},
 		{id: component.NewIDWithName(metadata.Type, "redis"), expected: withDefaults(func(c *Config) { c.RedisURL = "redis://:secret@redis.internal:6379/2" })},
-		{id: component.NewIDWithName(metadata.Type, "bad"), errs: []string{"redis_url must look like", "sweep_interval must be positive"}},
+		{id: component.NewIDWithName(metadata.Type, "bad"), errs: []string{"redis_url must look like", "sweep_interval must be positive", "memory_max_bytes must be positive"}},
+		{id: component.NewIDWithName(metadata.Type, "bounded"), expected: withDefaults(func(c *Config) { c.MemoryMaxBytes = 134217728 })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {

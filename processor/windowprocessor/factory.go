@@ -31,7 +31,7 @@ func NewFactory() processor.Factory {
 
 func createDefaultConfig() component.Config {
 	return &Config{SweepInterval: 30 * time.Second, Mirror: mirrorcache.DefaultExtension, MaxRecordBytes: ottlevent.DefaultMaxRecordBytes,
-		MemoryMaxProjectBytes: windowstore.DefaultMaxProjectBytes}
+		MemoryMaxProjectBytes: windowstore.DefaultMaxProjectBytes, MemoryMaxBytes: windowstore.DefaultMaxBytes}
 }
 
 func createLogs(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Logs) (processor.Logs, error) {

@@ -154,3 +154,61 @@ func TestProjectWindowsAreHeldToTheirMemoryBound(t *testing.T) {
 	assert.Equal(t, `{"trigger":{"g":"0","t":true},"window":[]}`, bodies[0], "the oldest group was evicted")
 	assert.Contains(t, bodies[1], `"window":[{"g":"199","pad":"`)
 }
+
+// Issue 22, second review: one account's projects, each within memory_max_project_bytes,
+// held the process's memory ten times over. memory_max_bytes holds the process: the
+// projects that filled it lose their oldest context, and a small project's trigger
+// still gets its whole window.
+func TestProcessWindowsAreHeldToTheirMemoryBoundLargestProjectFirst(t *testing.T) {
+	h := newHarness(t)
+	cfg := createDefaultConfig().(*Config)
+	cfg.MemoryMaxProjectBytes = 100_000
+	cfg.MemoryMaxBytes = 250_000
+	p, err := newProcessor(cfg, processortest.NewNopSettings(metadata.Type))
+	require.NoError(t, err)
+	require.NoError(t, p.start(context.Background(), h.host))
+	t.Cleanup(func() { require.NoError(t, p.shutdown(context.Background())) })
+
+	run := time.Now().UnixNano()
+	pipeline := mirror.Pipeline{WindowEnabled: true, Trigger: `event["t"] == true`, GroupKey: `event["g"]`}
+	small := fmt.Sprintf("prj_small_%d", run)
+	h.put(t, mirror.Project{ID: small, Version: 1, Pipeline: pipeline})
+	pad := strings.Repeat("x", 1000)
+	store := func(project string, n int) {
+		ld, lrs := pipelinedata.New()
+		for i := range n {
+			pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(fmt.Sprintf(`{"g":"%d","pad":"%s"}`, i, pad)), Signal: "event", Seq: uint64(i + 1)})
+		}
+		_, err := p.processLogs(request(project, nil), ld)
+		require.ErrorIs(t, err, processorhelper.ErrSkipProcessingData, "no trigger yet")
+	}
+	trigger := func(project, group string) string {
+		ld, lrs := pipelinedata.New()
+		pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(fmt.Sprintf(`{"g":%q,"t":true}`, group)), Signal: "event", Seq: 100_000})
+		out, err := p.processLogs(request(project, nil), ld)
+		require.NoError(t, err)
+		var bodies []string
+		for lr := range pipelinedata.All(out) {
+			bodies = append(bodies, string(pipelinedata.Read(lr).Body))
+		}
+		require.Len(t, bodies, 1)
+		return bodies[0]
+	}
+	store(small, 10)
+	var big []string
+	for i := range 6 {
+		id := fmt.Sprintf("prj_acct_%d_%d", i, run)
+		big = append(big, id)
+		h.put(t, mirror.Project{ID: id, Version: 1, Pipeline: pipeline})
+		store(id, 90) // each within its own bound
+	}
+	mem := p.store.(*windowstore.Memory)
+	assert.LessOrEqual(t, mem.TotalBytes(), 250_000)
+	for i := range 10 {
+		assert.Contains(t, trigger(small, fmt.Sprint(i)), `"window":[{"g":"`, "the small project kept group %d", i)
+	}
+	for _, id := range big {
+		assert.Equal(t, `{"trigger":{"g":"0","t":true},"window":[]}`, trigger(id, "0"), "%s lost its oldest", id)
+		assert.Contains(t, trigger(id, "89"), `"window":[{"g":"89","pad":"`, "%s kept its newest", id)
+	}
+}

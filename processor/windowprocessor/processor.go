@@ -55,7 +55,7 @@ func (p *windowProcessor) start(ctx context.Context, host component.Host) error 
 	p.pipelines = pipelinecfg.NewCache(cache)
 	if p.cfg.RedisURL == "" {
 		p.store = windowstore.NewMemory(p.cfg.SweepInterval, windowstore.WithMaxProjectBytes(p.cfg.MemoryMaxProjectBytes),
-			windowstore.WithLogger(p.logger))
+			windowstore.WithMaxBytes(p.cfg.MemoryMaxBytes), windowstore.WithLogger(p.logger))
 		p.logger.Info("window store: in memory (set REDIS_URL to share windows between pipeline processes)")
 		return nil
 	}
