@@ -354,6 +354,13 @@ func (m *mirrorConn) reset() {
 // every SVC_MIRROR_CHECK_INTERVAL (1m), so such a NATS is repaired without anyone noticing. Between those only
 // the API's own writes change the mirror: rewriting every entry on a timer would make
 // every data-plane process re-read thousands of projects each time.
+//
+// Each check also publishes the recorded revocations not yet published. The control
+// plane that records one publishes it and retries, but one killed after the commit, or
+// cut off from NATS while the others are not, leaves it unpublished, and console tokens
+// of the revoked credential would live out their ten minutes; every control plane
+// sharing the database picks it up within a check instead. With nothing unpublished it
+// is one small query.
 func resyncLoop(ctx context.Context, svc *service.Service, m *mirrorConn, logger *slog.Logger, published *atomic.Bool, checkEvery time.Duration) {
 	// Retries after a failed publish back off from a second to checkEvery. No jitter: one
 	// control plane per NATS has nobody to fall in step with.
@@ -372,6 +379,9 @@ func resyncLoop(ctx context.Context, svc *service.Service, m *mirrorConn, logger
 		if synced {
 			gen, err := svc.MirrorGeneration(ctx)
 			if err == nil && gen == generation && time.Since(lastFull) < fullResyncEvery {
+				if left, err := svc.PublishPendingRevocations(ctx); err != nil {
+					logger.Warn("pending revocations not published; next check retries", "credentials", left, "error", err)
+				}
 				wait = checkEvery
 				continue
 			}
