@@ -408,7 +408,7 @@ func boundReplace(name string, create ottl.CreateFunctionFunc[*Record]) ottl.Cre
 			perMatch, dollars := len(rs)+slack, strings.Count(rs, "$")
 			total := 0
 			add := func(s string) bool {
-				total += replacedSize(re, s, perMatch, dollars, limit-total)
+				total += replacedSize(re, s, perMatch, dollars)
 				return total <= limit
 			}
 			ok := true
@@ -436,31 +436,20 @@ func boundReplace(name string, create ottl.CreateFunctionFunc[*Record]) ottl.Cre
 }
 
 // replacedSize is at most the length of s with every match of re replaced by a
-// replacement of perMatch bytes holding dollars group references, stopping once past
-// stopAt. It holds one match at a time, whatever the number of matches.
-func replacedSize(re *regexp.Regexp, s string, perMatch, dollars, stopAt int) int {
-	n, pos := 0, 0
-	for pos <= len(s) {
-		loc := re.FindStringIndex(s[pos:])
-		if loc == nil {
-			break
-		}
-		start, end := pos+loc[0], pos+loc[1]
-		n += start - pos + perMatch + dollars*(end-start)
-		if n > stopAt {
-			return n
-		}
-		if end == start {
-			// An empty match: Go's regexp moves on by one character, keeping it.
-			if start < len(s) {
-				n++
-			}
-			end++
-		}
-		pos = end
-	}
-	if pos < len(s) {
-		n += len(s) - pos
-	}
-	return n
+// replacement of perMatch bytes holding dollars group references.
+//
+// The matches are found over the whole string, as the replacement finds them: searching
+// each rest of s on its own would lose the context of "^", "\b" and the like (every rest
+// starts a text), counting "^" once per character. ReplaceAllStringFunc walks them one at
+// a time and, handed "", holds only the unmatched text, at most s; FindAllStringIndex
+// would hold every match's indices at once, about 40 bytes each, and a one-byte
+// replacement may find a million within the record limit.
+func replacedSize(re *regexp.Regexp, s string, perMatch, dollars int) int {
+	matches, matched := 0, 0
+	re.ReplaceAllStringFunc(s, func(m string) string {
+		matches++
+		matched += len(m)
+		return ""
+	})
+	return len(s) - matched + matches*perMatch + dollars*matched
 }

@@ -182,6 +182,26 @@ func TestReplacementsCannotMultiplyPastTheLimit(t *testing.T) {
 	assert.Equal(t, "y", r.m.AsRaw()["_event_type"])
 }
 
+// Issue 22, second review: the bounded replacement searched each rest of the string on
+// its own, so "^" and "\b" matched at the start of every rest: replace_pattern(m, "^",
+// "[prod] ") was counted as one prefix per character and a message over ~125 KB failed
+// as too large. Matches are counted over the whole string, as the replacement makes them.
+func TestAnchoredAndBoundaryReplacementsAreCountedInContext(t *testing.T) {
+	for _, tc := range []struct {
+		stmt, msg, want string
+	}{
+		{`replace_pattern(event["m"], "^", "[prod] ")`, strings.Repeat("x", 200_000), "[prod] " + strings.Repeat("x", 200_000)},
+		{`replace_pattern(event["m"], "\\b", "<b>")`, strings.Repeat("word ", 60_000), strings.Repeat("<b>word<b> ", 60_000)},
+		{`replace_all_patterns(event, "value", "^", "[prod] ")`, strings.Repeat("x", 200_000), "[prod] " + strings.Repeat("x", 200_000)},
+		{`replace_pattern(event["m"], "\\bw", "W")`, strings.Repeat("word ", 190_000), strings.Repeat("Word ", 190_000)},
+	} {
+		t.Run(tc.stmt, func(t *testing.T) {
+			r := apply(t, []string{tc.stmt}, `{"_event_type":"x","m":"`+tc.msg+`"}`, SignalEvent)
+			assert.Equal(t, tc.want, r.m.AsRaw()["m"])
+		})
+	}
+}
+
 // FuzzApplyBounded feeds statements a user could save (the transforms are outside input)
 // through compile and Apply under a small limit: whatever they are, nothing panics, and a
 // record Apply did not fail for being too large is within the limit.
