@@ -216,29 +216,19 @@ func (c *Cache) watch(ctx context.Context, js jetstream.JetStream) error {
 		ws = append(ws, watched{kv.Bucket(), w})
 	}
 	// Each watcher first replays current values and then sends nil; the cache is ready
-	// when all of them have done so. The replay replaces what the cache held at its end
-	// marker (replace), rather than being merged into it: after NATS was wiped and the
-	// control plane published again, a key deleted meanwhile has no delete marker to
-	// replay, and merged it stayed in force in every running receiver.
+	// when all of them have done so.
 	errc := make(chan error, len(ws))
 	var loaded sync.WaitGroup
 	loaded.Add(len(ws))
 	for _, w := range ws {
 		go func() {
 			initial := true
-			var replay []jetstream.KeyValueEntry
 			for e := range w.w.Updates() {
 				if e == nil {
 					if initial {
 						initial = false
-						c.replace(w.name, replay)
-						replay = nil
 						loaded.Done()
 					}
-					continue
-				}
-				if initial {
-					replay = append(replay, e)
 					continue
 				}
 				c.apply(w.name, e)
@@ -266,83 +256,9 @@ func (c *Cache) watch(ctx context.Context, js jetstream.JetStream) error {
 }
 
 func (c *Cache) apply(bucket string, e jetstream.KeyValueEntry) {
-	c.mu.Lock()
-	deleted := c.applyLocked(bucket, e)
-	c.mu.Unlock()
-	c.notify(Change{Bucket: bucket, Key: e.Key(), Deleted: deleted})
-}
-
-// replace makes a bucket's replayed entries (a watch's initial values) the cache's
-// contents for that bucket, in one step, and tells subscribers of every entry replayed
-// and of every entry that vanished (as deleted). Until then lookups see what the cache
-// held before. Revocations are the exception: they are merged, because one dropped would
-// let a revoked credential's console tokens back in until the control plane publishes
-// it again, and one kept too long is harmless (the cache drops them past
-// mirror.RevocationTTL, and the control plane never withdraws one).
-func (c *Cache) replace(bucket string, entries []jetstream.KeyValueEntry) {
-	changes := make([]Change, 0, len(entries))
-	c.mu.Lock()
-	var had []string
-	switch bucket {
-	case mirror.BucketKeys:
-		had = keysOf(c.keys)
-		c.keys = make(map[string]mirror.KeyEntry, len(entries))
-	case mirror.BucketProjects:
-		had = keysOf(c.projects)
-		c.projects = make(map[string]mirror.Project, len(entries))
-	case mirror.BucketSources:
-		had = keysOf(c.sources)
-		c.sources = make(map[string]mirror.Source, len(entries))
-	case mirror.BucketSettings:
-		if c.consoleKeys != nil {
-			had = []string{mirror.KeyConsoleTokenKeys}
-		}
-		c.consoleKeys = nil
-	}
-	for _, e := range entries {
-		changes = append(changes, Change{Bucket: bucket, Key: e.Key(), Deleted: c.applyLocked(bucket, e)})
-	}
-	for _, k := range had {
-		if !c.hasLocked(bucket, k) {
-			changes = append(changes, Change{Bucket: bucket, Key: k, Deleted: true})
-		}
-	}
-	c.mu.Unlock()
-	for _, ch := range changes {
-		c.notify(ch)
-	}
-}
-
-func keysOf[T any](m map[string]T) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
-// hasLocked reports whether the cache holds key in bucket (c.mu held).
-func (c *Cache) hasLocked(bucket, key string) bool {
-	var ok bool
-	switch bucket {
-	case mirror.BucketKeys:
-		_, ok = c.keys[key]
-	case mirror.BucketProjects:
-		_, ok = c.projects[key]
-	case mirror.BucketSources:
-		_, ok = c.sources[key]
-	case mirror.BucketSettings:
-		ok = key == mirror.KeyConsoleTokenKeys && c.consoleKeys != nil
-	case mirror.BucketRevocations:
-		_, ok = c.revoked[key]
-	}
-	return ok
-}
-
-// applyLocked applies one entry (c.mu held) and reports whether it removed the key.
-func (c *Cache) applyLocked(bucket string, e jetstream.KeyValueEntry) bool {
 	key := e.Key()
 	deleted := e.Operation() != jetstream.KeyValuePut
+	c.mu.Lock()
 	switch bucket {
 	case mirror.BucketKeys:
 		deleted = decodeInto(c.keys, key, e.Value(), deleted, c.logger, bucket)
@@ -359,7 +275,8 @@ func (c *Cache) applyLocked(bucket string, e jetstream.KeyValueEntry) bool {
 	case mirror.BucketRevocations:
 		c.applyRevocation(key, e.Created(), deleted)
 	}
-	return deleted
+	c.mu.Unlock()
+	c.notify(Change{Bucket: bucket, Key: key, Deleted: deleted})
 }
 
 // applyRevocation records a revoked credential (c.mu held). Any value counts: a
