@@ -91,14 +91,50 @@ var refusedFunctions = map[string]string{
 }
 
 // errUnreviewedArgs: the function's arguments are not those reviewed (an OTTL upgrade
-// changed them), so it is refused rather than run unchecked.
-var errUnreviewedArgs = errors.New("its arguments changed since it was reviewed for pipelines")
+// changed their names or types), so it is refused when a statement is compiled rather
+// than run unchecked, or let a reflective read of them panic in a shared process.
+var errUnreviewedArgs = errors.New("this function's arguments changed; it is refused until reviewed")
 
-// optionalField reads an ottl.Optional argument by name; ok is false when the
-// arguments have no such field of that type.
+// unreviewed is the refusal of a function whose arguments changed: a compile error
+// (400 invalid_pipeline on save, the project paused in the pipeline), never a panic.
+func unreviewed(name string) error {
+	return &refusal{fmt.Sprintf("%q: %v", name, errUnreviewedArgs)}
+}
+
+// argStruct is the struct a function's arguments point to; ok is false when they are
+// anything else, so that no reflective read below meets a kind it would panic on.
+func argStruct(args ottl.Arguments) (reflect.Value, bool) {
+	v := reflect.ValueOf(args)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return reflect.Value{}, false
+	}
+	v = v.Elem()
+	return v, v.Kind() == reflect.Struct
+}
+
+// argField reads the exported argument name of an argStruct as a T; ok is false when
+// there is no such field, it is not a T, or it is nil.
+func argField[T any](v reflect.Value, name string) (T, bool) {
+	var zero T
+	f := v.FieldByName(name)
+	if !f.IsValid() || !f.CanInterface() {
+		return zero, false
+	}
+	switch f.Kind() {
+	case reflect.Interface, reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.UnsafePointer:
+		if f.IsNil() {
+			return zero, false
+		}
+	}
+	t, ok := f.Interface().(T)
+	return t, ok
+}
+
+// optionalField reads an ottl.Optional argument of an argStruct by name; ok is false
+// when the arguments have no such exported field of that type.
 func optionalField[T any](v reflect.Value, name string) (*ottl.Optional[T], bool) {
 	f := v.FieldByName(name)
-	if !f.IsValid() || !f.CanAddr() {
+	if !f.IsValid() || !f.CanAddr() || !f.CanInterface() {
 		return nil, false
 	}
 	o, ok := f.Addr().Interface().(*ottl.Optional[T])
@@ -106,7 +142,10 @@ func optionalField[T any](v reflect.Value, name string) (*ottl.Optional[T], bool
 }
 
 func checkGrok(args ottl.Arguments) error {
-	v := reflect.ValueOf(args).Elem()
+	v, ok := argStruct(args)
+	if !ok {
+		return errUnreviewedArgs
+	}
 	defs, ok := optionalField[[]string](v, "PatternDefinitions")
 	if !ok {
 		return errUnreviewedArgs
@@ -114,11 +153,10 @@ func checkGrok(args ottl.Arguments) error {
 	if !defs.IsEmpty() {
 		return fmt.Errorf("pattern definitions are not allowed: the library expands each reference in place, so a few nested definitions make gigabytes while compiling; use the built-in patterns or ExtractPatterns with a regex")
 	}
-	f := v.FieldByName("Pattern")
-	if !f.IsValid() || f.IsNil() {
+	pattern, ok := argField[ottl.StringGetter[*Record]](v, "Pattern")
+	if !ok {
 		return errUnreviewedArgs
 	}
-	pattern, _ := f.Interface().(ottl.StringGetter[*Record])
 	p, ok := ottl.GetLiteralValue(pattern)
 	if !ok {
 		return fmt.Errorf("the pattern must be a string literal: a pattern read from the record would be compiled for every record")
@@ -133,7 +171,10 @@ func checkGrok(args ottl.Arguments) error {
 }
 
 func checkReplacementFormat(args ottl.Arguments) error {
-	v := reflect.ValueOf(args).Elem()
+	v, ok := argStruct(args)
+	if !ok {
+		return errUnreviewedArgs
+	}
 	f, ok := optionalField[ottl.StringGetter[*Record]](v, "ReplacementFormat")
 	if !ok {
 		return errUnreviewedArgs
@@ -163,7 +204,10 @@ func replacementFormatLen(v reflect.Value) int {
 }
 
 func checkKeyValueDelimiters(args ottl.Arguments) error {
-	v := reflect.ValueOf(args).Elem()
+	v, ok := argStruct(args)
+	if !ok {
+		return errUnreviewedArgs
+	}
 	for _, name := range []string{"Delimiter", "PairDelimiter"} {
 		d, ok := optionalField[string](v, name)
 		if !ok {
@@ -177,7 +221,10 @@ func checkKeyValueDelimiters(args ottl.Arguments) error {
 }
 
 func checkTextToElementsXML(args ottl.Arguments) error {
-	v := reflect.ValueOf(args).Elem()
+	v, ok := argStruct(args)
+	if !ok {
+		return errUnreviewedArgs
+	}
 	name, ok := optionalField[string](v, "ElementName")
 	if !ok {
 		return errUnreviewedArgs
@@ -189,7 +236,10 @@ func checkTextToElementsXML(args ottl.Arguments) error {
 }
 
 func checkFlatten(args ottl.Arguments) error {
-	v := reflect.ValueOf(args).Elem()
+	v, ok := argStruct(args)
+	if !ok {
+		return errUnreviewedArgs
+	}
 	p, ok := optionalField[string](v, "Prefix")
 	if !ok {
 		return errUnreviewedArgs
@@ -244,20 +294,24 @@ func restrict(name string, f ottl.Factory[*Record]) ottl.Factory[*Record] {
 // depth; the walk below only adds lengths.
 func boundFlatten(create ottl.CreateFunctionFunc[*Record]) ottl.CreateFunctionFunc[*Record] {
 	return func(fCtx ottl.FunctionContext, args ottl.Arguments) (ottl.ExprFunc[*Record], error) {
+		v, ok := argStruct(args)
+		if !ok {
+			return nil, unreviewed("flatten")
+		}
+		target, ok := argField[interface {
+			Get(context.Context, *Record) (pcommon.Map, error)
+		}](v, "Target")
+		p, okPrefix := optionalField[string](v, "Prefix")
+		if !ok || !okPrefix {
+			return nil, unreviewed("flatten")
+		}
+		prefix := 0
+		if !p.IsEmpty() {
+			prefix = len(p.Get()) + 1
+		}
 		fn, err := create(fCtx, args)
 		if err != nil {
 			return nil, err
-		}
-		v := reflect.ValueOf(args).Elem()
-		target, ok := v.FieldByName("Target").Interface().(interface {
-			Get(context.Context, *Record) (pcommon.Map, error)
-		})
-		if !ok {
-			return nil, fmt.Errorf("flatten: unexpected arguments %T", args)
-		}
-		prefix := 0
-		if p, ok := optionalField[string](v, "Prefix"); ok && !p.IsEmpty() {
-			prefix = len(p.Get()) + 1
 		}
 		return func(ctx context.Context, r *Record) (any, error) {
 			m, err := target.Get(ctx, r)

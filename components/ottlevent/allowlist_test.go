@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/ottlfuncs"
 )
 
@@ -155,12 +156,70 @@ func TestListIndexPastTheRecordLimitFailsBeforeAllocating(t *testing.T) {
 	assert.Equal(t, []any{nil, nil, "c"}, r.m.AsRaw()["x"])
 }
 
-// An upgrade that renames a reviewed function's arguments refuses the function instead
-// of running it unchecked (or panicking while compiling, in a shared process).
+// An upgrade that renames a reviewed function's arguments, or changes their types,
+// refuses the function when a statement is compiled instead of running it unchecked or
+// panicking while compiling, in a process shared by every project (issue 22, second
+// review: the checks and the replace and flatten bounds read them by reflection).
 func TestChangedArgumentsAreRefused(t *testing.T) {
 	type other struct{ Target string }
-	for name, check := range map[string]argCheck{"flatten": checkFlatten, "grok": checkGrok, "xml": checkTextToElementsXML} {
-		assert.ErrorIs(t, check(&other{}), errUnreviewedArgs, name)
+	// The reviewed names, each of another type than reviewed.
+	type retyped struct {
+		Target, Pattern, RegexPattern, Replacement, Mode int
+		PatternDefinitions                               ottl.Optional[[]string]
+		ReplacementFormat, Function                      ottl.Optional[int]
+		Prefix, Delimiter, PairDelimiter, ElementName    ottl.Optional[int]
+	}
+	// The reviewed names and types, unexported: reflection can see them, not read them.
+	type hidden struct {
+		prefix, delimiter, pairDelimiter, elementName ottl.Optional[string]
+		replacementFormat                             ottl.Optional[ottl.StringGetter[*Record]]
+		patternDefinitions                            ottl.Optional[[]string]
+	}
+	// replace_pattern's arguments as reviewed but for Function's type.
+	type replaceRetyped struct {
+		Target                    ottl.GetSetter[*Record]
+		RegexPattern, Replacement ottl.StringGetter[*Record]
+		Function                  ottl.Optional[string]
+		ReplacementFormat         ottl.Optional[ottl.StringGetter[*Record]]
+	}
+	// replace_all_patterns' as reviewed but without its mode.
+	type modeless struct {
+		Target                    ottl.PMapGetSetter[*Record]
+		RegexPattern, Replacement ottl.StringGetter[*Record]
+		Function                  ottl.Optional[ottl.FunctionGetter[*Record]]
+		ReplacementFormat         ottl.Optional[ottl.StringGetter[*Record]]
+	}
+	str := ottl.StandardStringGetter[*Record]{}
+	changed := map[string]ottl.Arguments{
+		"renamed": &other{}, "retyped": &retyped{}, "unexported": &hidden{}, "not a pointer": other{},
+		"nil pointer": (*other)(nil), "nil": nil, "not a struct": new(string),
+		"replace Function retyped":          &replaceRetyped{Target: ottl.StandardGetSetter[*Record]{}, RegexPattern: str, Replacement: str},
+		"replace_all_patterns without Mode": &modeless{Target: ottl.StandardPMapGetSetter[*Record]{}, RegexPattern: str, Replacement: str},
+	}
+	checks := map[string]argCheck{"flatten": checkFlatten, "grok": checkGrok, "xml": checkTextToElementsXML,
+		"replace format": checkReplacementFormat, "key-value delimiters": checkKeyValueDelimiters}
+	noop := func(ottl.FunctionContext, ottl.Arguments) (ottl.ExprFunc[*Record], error) {
+		return func(context.Context, *Record) (any, error) { return nil, nil }, nil
+	}
+	creates := map[string]ottl.CreateFunctionFunc[*Record]{"replace_pattern": boundReplace("replace_pattern", noop),
+		"replace_all_patterns": boundReplace("replace_all_patterns", noop), "flatten": boundFlatten(noop)}
+	for argsName, args := range changed {
+		for name, check := range checks {
+			if strings.HasPrefix(argsName, "replace") {
+				continue // arguments a check accepts: it reads only its own
+			}
+			require.NotPanics(t, func() { assert.ErrorIs(t, check(args), errUnreviewedArgs, "%s, %s", name, argsName) }, "%s, %s", name, argsName)
+		}
+		for name, create := range creates {
+			if argsName == "replace_all_patterns without Mode" && name == "replace_pattern" {
+				continue // replace_pattern's arguments may be just these
+			}
+			require.NotPanics(t, func() {
+				_, err := create(ottl.FunctionContext{}, args)
+				assert.ErrorIs(t, err, ErrFunctionRefused, "%s, %s", name, argsName)
+				assert.ErrorContains(t, err, fmt.Sprintf("%q: this function's arguments changed; it is refused until reviewed", name), argsName)
+			}, "%s, %s", name, argsName)
+		}
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -352,13 +351,13 @@ func newFormatFactory() ottl.Factory[*Record] {
 // match), plus room for a hash when a function is applied to it.
 func boundReplace(name string, create ottl.CreateFunctionFunc[*Record]) ottl.CreateFunctionFunc[*Record] {
 	return func(fCtx ottl.FunctionContext, args ottl.Arguments) (ottl.ExprFunc[*Record], error) {
-		fn, err := create(fCtx, args)
-		if err != nil {
-			return nil, err
+		v, ok := argStruct(args)
+		if !ok {
+			return nil, unreviewed(name)
 		}
-		v := reflect.ValueOf(args).Elem()
 		var target ottl.Getter[*Record]
-		switch t := v.FieldByName("Target").Interface().(type) {
+		t, _ := argField[any](v, "Target")
+		switch t := t.(type) {
 		case ottl.Getter[*Record]:
 			target = t
 		case interface {
@@ -366,20 +365,31 @@ func boundReplace(name string, create ottl.CreateFunctionFunc[*Record]) ottl.Cre
 		}:
 			target = ottl.StandardGetSetter[*Record]{Getter: func(ctx context.Context, r *Record) (any, error) { return t.Get(ctx, r) }}
 		}
-		pattern, _ := v.FieldByName("RegexPattern").Interface().(ottl.StringGetter[*Record])
-		repl, _ := v.FieldByName("Replacement").Interface().(ottl.StringGetter[*Record])
-		if target == nil || pattern == nil || repl == nil {
-			return nil, fmt.Errorf("%s: unexpected arguments %T", name, args)
+		pattern, okPattern := argField[ottl.StringGetter[*Record]](v, "RegexPattern")
+		repl, okRepl := argField[ottl.StringGetter[*Record]](v, "Replacement")
+		function, okFunction := optionalField[ottl.FunctionGetter[*Record]](v, "Function")
+		if target == nil || !okPattern || !okRepl || !okFunction {
+			return nil, unreviewed(name)
 		}
 		slack := 0
-		if fv := v.FieldByName("Function"); fv.IsValid() && fv.CanAddr() && !fv.Addr().Interface().(*ottl.Optional[ottl.FunctionGetter[*Record]]).IsEmpty() {
+		if !function.IsEmpty() {
 			// The hash functions it takes answer at most 128 hex digits, written in
 			// the replacement format when there is one.
 			slack = 128 + replacementFormatLen(v)
 		}
+		// replace_all_patterns replaces values or keys (its mode); replace_pattern has
+		// one string.
 		byKey := false
-		if m := v.FieldByName("Mode"); m.IsValid() && m.Kind() == reflect.String {
-			byKey = m.String() == "key"
+		if name == "replace_all_patterns" {
+			mode, ok := argField[string](v, "Mode")
+			if !ok {
+				return nil, unreviewed(name)
+			}
+			byKey = mode == "key"
+		}
+		fn, err := create(fCtx, args)
+		if err != nil {
+			return nil, err
 		}
 		var literal *regexp.Regexp
 		if p, ok := ottl.GetLiteralValue(pattern); ok {
