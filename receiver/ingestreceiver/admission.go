@@ -34,31 +34,37 @@ const (
 // take the process's memory, whatever their number.
 //
 // Within it, one tenant (an account, or a project whose key names none) holds at most
-// perTenant (max_inflight_bytes_per_account): a sender that makes its requests slow or
-// many fills only its own share, and its next request is the one answered 503, while the
-// other tenants keep the rest. A tenant's request alone may still take the whole budget,
-// so one at the body limit is never refused forever.
+// perTenant (max_inflight_bytes_per_account) of body bytes: a sender that makes its
+// requests slow or many fills only its own share, and its next request is the one
+// answered 503, while the other tenants keep the rest. The share counts the bodies an
+// account makes the receiver hold, not their decoding estimate: at 4× the body plus 1 KiB
+// a record, one request at the body limit is estimated at about 50 MiB, so a share of the
+// estimate took one large request at a time, and a collector sending large batches in
+// parallel saw 503 for nearly all of them. The estimate is still what max_inflight_bytes
+// counts. A tenant's request alone may still take the whole budget, so one at the body
+// limit is never refused forever.
 type admission struct {
 	sem       *semaphore.Weighted
 	budget    int64
 	perTenant int64
 
 	mu   sync.Mutex
-	held map[string]int64 // tenant -> bytes its tickets hold; absent when none
+	body map[string]int64 // tenant -> body bytes its tickets hold; absent when none
 }
 
 func newAdmission(budget, perTenant int64) *admission {
 	if perTenant <= 0 || perTenant > budget {
 		perTenant = budget
 	}
-	return &admission{sem: semaphore.NewWeighted(budget), budget: budget, perTenant: perTenant, held: map[string]int64{}}
+	return &admission{sem: semaphore.NewWeighted(budget), budget: budget, perTenant: perTenant, body: map[string]int64{}}
 }
 
 // ticket is what one request holds of the budget; release it when the request is done.
 type ticket struct {
 	a      *admission
 	tenant string
-	held   int64
+	held   int64 // of max_inflight_bytes: the buffer while reading, then the estimate
+	body   int64 // of the tenant's share: the buffer, read or being read
 }
 
 func (a *admission) ticket(tenant string) *ticket { return &ticket{a: a, tenant: tenant} }
@@ -80,46 +86,49 @@ var (
 	errTenantNoRoom = errors.New("max_inflight_bytes_per_account has no room for the request")
 )
 
-// reserve sets what the request holds to total bytes (a guess made before reading is
-// corrected once the body is read, downwards too); errNoRoom or errTenantNoRoom when
-// there is no room now.
-func (t *ticket) reserve(total int64) error {
+// reserve sets what the request holds of max_inflight_bytes to total bytes, its decoding
+// estimate once the body is read (downwards too); errNoRoom when there is no room now.
+// The tenant's share keeps counting the body.
+func (t *ticket) reserve(total int64) error { return t.set(total, t.body) }
+
+// reading sets what the request holds to its body buffer of n bytes, both of
+// max_inflight_bytes and of the tenant's share; errNoRoom or errTenantNoRoom when there
+// is no room now.
+func (t *ticket) reading(n int64) error { return t.set(n, n) }
+
+func (t *ticket) set(total, body int64) error {
 	a := t.a
 	n := min(total, a.budget) - t.held
-	if n == 0 {
+	b := min(body, a.budget) - t.body
+	if n == 0 && b == 0 {
 		return nil
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if n < 0 {
-		a.sem.Release(-n)
-		t.held += n
-		a.adjust(t.tenant, n)
-		return nil
+	if b > 0 {
+		if others := a.body[t.tenant] - t.body; others > 0 && others+t.body+b > a.perTenant {
+			return errTenantNoRoom
+		}
 	}
-	if others := a.held[t.tenant] - t.held; others > 0 && others+t.held+n > a.perTenant {
-		return errTenantNoRoom
-	}
-	if !a.sem.TryAcquire(n) {
+	if n > 0 && !a.sem.TryAcquire(n) {
 		return errNoRoom
 	}
+	if n < 0 {
+		a.sem.Release(-n)
+	}
 	t.held += n
-	a.adjust(t.tenant, n)
+	t.body += b
+	if v := a.body[t.tenant] + b; v > 0 {
+		a.body[t.tenant] = v
+	} else {
+		delete(a.body, t.tenant)
+	}
 	return nil
 }
 
-// adjust adds d to what tenant holds; a.mu is held.
-func (a *admission) adjust(tenant string, d int64) {
-	if v := a.held[tenant] + d; v > 0 {
-		a.held[tenant] = v
-	} else {
-		delete(a.held, tenant)
-	}
-}
-
 func (t *ticket) release() {
-	if t.held > 0 {
-		_ = t.reserve(0)
+	if t.held > 0 || t.body > 0 {
+		_ = t.set(0, 0)
 	}
 }
 
@@ -148,7 +157,19 @@ func (r *ingestReceiver) readBody(req *http.Request, t *ticket) ([]byte, *apierr
 	if expect < 0 || limit > 0 && expect > limit {
 		expect = limit
 	}
-	body, err := readAll(req.Body, expect, t.reserve)
+	charge := t.reading
+	lb, _ := req.Body.(*limitedBody)
+	if lb != nil {
+		// The rate the body must keep arriving at grows with what it holds.
+		charge = func(n int64) error {
+			err := t.reading(n)
+			if err == nil {
+				lb.held.Store(n)
+			}
+			return err
+		}
+	}
+	body, err := readAll(req.Body, expect, charge)
 	_ = req.Body.Close()
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -159,9 +180,10 @@ func (r *ingestReceiver) readBody(req *http.Request, t *ticket) ([]byte, *apierr
 		case errors.As(err, &tooLarge):
 			return nil, apierror.New(http.StatusRequestEntityTooLarge, apierror.PayloadTooLarge,
 				fmt.Sprintf("the body is larger than %d bytes; send smaller requests", tooLarge.Limit))
-		case errors.Is(err, errBodyTooSlow):
+		case errors.Is(err, errBodyTooSlow) && lb != nil:
 			return nil, apierror.New(http.StatusRequestTimeout, apierror.InvalidBody,
-				fmt.Sprintf("the body arrived at less than %d bytes a second over %s (min_body_rate); nothing was stored: send it faster, or in smaller requests", r.cfg.MinBodyRate, bodyRateWindow))
+				fmt.Sprintf("the body arrived at less than the %d bytes a second it had to over %s (min_body_rate, or the %d bytes it held over body_hold_window, %s); nothing was stored: send it faster, or in smaller requests",
+					lb.required.Load(), bodyRateWindow, lb.held.Load(), r.cfg.BodyHoldWindow))
 		case errors.As(err, &netErr) && netErr.Timeout():
 			return nil, apierror.New(http.StatusRequestTimeout, apierror.InvalidBody,
 				fmt.Sprintf("the body did not arrive within %s of the headers (read_body_timeout); nothing was stored: send it faster, or in smaller requests", r.cfg.ReadBodyTimeout))
@@ -171,12 +193,21 @@ func (r *ingestReceiver) readBody(req *http.Request, t *ticket) ([]byte, *apierr
 	return body, nil
 }
 
-// A body must keep arriving at min_body_rate: after bodyRateGrace (for the connection's
-// first round trips, and a 100-continue's), the bytes of the last bodyRateWindow, checked
-// every bodyRateCheck, must come to min_body_rate a second. read_body_timeout alone let a
-// client send most of a 10 MiB body at once and trickle the rest, holding its buffer for
-// the whole timeout: thirteen such filled max_inflight_bytes. The window is a few seconds
-// so that a pause of a congested network is not refused, while such a client is.
+// A body must keep arriving at a rate: after bodyRateGrace (for the connection's first
+// round trips, and a 100-continue's), the bytes of the last bodyRateWindow, checked every
+// bodyRateCheck, must come to min_body_rate a second, or to what the body holds divided
+// by body_hold_window if that is more. read_body_timeout alone let a client send most of
+// a 10 MiB body at once and trickle the rest, holding its buffer for the whole timeout;
+// a fixed rate only made the trickle 64 KiB/s, and twelve connections of four accounts
+// still held the whole budget for 15 s per burst. Making the rate grow with what is held
+// makes holding memory cost the sender bandwidth in proportion (10 MiB for 10 s takes
+// sending 10 MiB more), so a trickle behind a burst is ended within a window.
+//
+// A body is held to a rate only once it holds more than its first buffer (firstChunk):
+// a small body costs little however slowly it arrives, and a device on a slow link
+// would otherwise fail every time (OTLP exporters do not retry 408), so it is bounded by
+// read_body_timeout alone. The window is a few seconds so that a pause of a congested
+// network is not refused, while a trickle is.
 const (
 	bodyRateGrace  = time.Second
 	bodyRateWindow = 3 * time.Second
@@ -192,7 +223,7 @@ var errBodyTooSlow = errors.New("the body arrived under min_body_rate")
 // works, and a deadline passing then would cancel the request's context half way through
 // storing it.
 func (r *ingestReceiver) bodyLimits(next http.Handler) http.Handler {
-	if r.cfg.ReadBodyTimeout <= 0 && r.cfg.MinBodyRate <= 0 {
+	if r.cfg.ReadBodyTimeout <= 0 && r.cfg.MinBodyRate <= 0 && r.cfg.BodyHoldWindow <= 0 {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -204,7 +235,7 @@ func (r *ingestReceiver) bodyLimits(next http.Handler) http.Handler {
 			}
 			// Without read deadlines (a transport that has none) neither bound can be held.
 			if err == nil {
-				b := &limitedBody{ReadCloser: req.Body, rc: rc, minRate: r.cfg.MinBodyRate}
+				b := &limitedBody{ReadCloser: req.Body, rc: rc, minRate: r.cfg.MinBodyRate, holdWindow: r.cfg.BodyHoldWindow}
 				// A handler that returns without closing the body leaves no check running
 				// to set a deadline on the connection's next request.
 				defer b.stop()
@@ -216,13 +247,16 @@ func (r *ingestReceiver) bodyLimits(next http.Handler) http.Handler {
 }
 
 // limitedBody counts what arrives and, while it is read, checks the rate every
-// bodyRateCheck; a body under min_body_rate has its read deadline moved to now, which
-// ends the read waiting for it.
+// bodyRateCheck; a body under its rate has its read deadline moved to now, which ends
+// the read waiting for it.
 type limitedBody struct {
 	io.ReadCloser
-	rc      *http.ResponseController
-	minRate int64
-	n       atomic.Int64
+	rc         *http.ResponseController
+	minRate    int64
+	holdWindow time.Duration
+	n          atomic.Int64
+	held       atomic.Int64 // the buffer readBody holds the body in; 0 when not read by it
+	required   atomic.Int64 // the rate it was held to when it was too slow
 
 	mu      sync.Mutex
 	timer   *time.Timer // nil until the first read
@@ -238,7 +272,7 @@ type rateSample struct {
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.minRate > 0 {
+	if b.minRate > 0 || b.holdWindow > 0 {
 		b.mu.Lock()
 		// The clock starts at the first read: net/http sends a 100-continue only then.
 		if b.timer == nil && !b.stopped {
@@ -273,13 +307,30 @@ func (b *limitedBody) check() {
 	for len(b.samples) > 1 && !b.samples[1].at.After(now.Add(-bodyRateWindow)) {
 		b.samples = b.samples[1:]
 	}
-	if base := b.samples[0]; now.Sub(b.start) >= bodyRateGrace &&
-		float64(b.n.Load()-base.n) < float64(b.minRate)*now.Sub(base.at).Seconds() {
-		b.tooSlow = true
-		_ = b.rc.SetReadDeadline(now) // the read waiting for the body returns a timeout
-		return
+	if rate := b.rate(); rate > 0 && now.Sub(b.start) >= bodyRateGrace {
+		if base := b.samples[0]; float64(b.n.Load()-base.n) < float64(rate)*now.Sub(base.at).Seconds() {
+			b.tooSlow = true
+			b.required.Store(rate)
+			_ = b.rc.SetReadDeadline(now) // the read waiting for the body returns a timeout
+			return
+		}
 	}
 	b.timer.Reset(bodyRateCheck)
+}
+
+// rate is the bytes a second the body must arrive at now: none while it holds no more
+// than its first buffer, else min_body_rate or what it holds over body_hold_window,
+// whichever is more.
+func (b *limitedBody) rate() int64 {
+	held := b.held.Load()
+	if held <= firstChunk {
+		return 0
+	}
+	rate := b.minRate
+	if b.holdWindow > 0 {
+		rate = max(rate, int64(float64(held)/b.holdWindow.Seconds()))
+	}
+	return rate
 }
 
 // stop ends the checks; the body's deadline is lifted with it.
@@ -345,8 +396,9 @@ func readAll(rd io.Reader, hint int64, charge func(int64) error) ([]byte, error)
 }
 
 // perAccount is max_inflight_bytes_per_account, a quarter of max_inflight_bytes unless
-// set: with the default 128 MiB, an account's 32 MiB take about one request at the body
-// limit, or hundreds of ordinary ones, while three quarters stay for everyone else.
+// set. It counts body bytes (see admission): with the defaults an account's 32 MiB take
+// three requests at the body limit at once, or hundreds of ordinary ones, while three
+// quarters stay for everyone else.
 func perAccount(cfg *Config) int64 {
 	if cfg.MaxInflightBytesPerAccount > 0 {
 		return cfg.MaxInflightBytesPerAccount

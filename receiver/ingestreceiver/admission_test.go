@@ -138,33 +138,52 @@ func TestTicketReservationFollowsTheRealCost(t *testing.T) {
 	assert.NoError(t, a.ticket("a").reserve(100))
 }
 
-// One tenant's requests together hold at most its share: its next one is refused for the
-// share (503, its own doing), another tenant's goes through, and a tenant's request alone
-// may still take more than the share.
+// One tenant's requests together hold at most its share of body bytes: its next one is
+// refused for the share (503, its own doing), another tenant's goes through, and a
+// tenant's request alone may still take more than the share.
 func TestTenantHoldsAtMostItsShare(t *testing.T) {
 	a := newAdmission(100, 25)
 	var held []*ticket
 	for range 2 {
 		tk := a.ticket("greedy")
-		require.NoError(t, tk.reserve(12))
+		require.NoError(t, tk.reading(12))
 		held = append(held, tk)
 	}
 	third := a.ticket("greedy")
-	assert.ErrorIs(t, third.reserve(12), errTenantNoRoom)
+	assert.ErrorIs(t, third.reading(12), errTenantNoRoom)
 	assert.Zero(t, third.held, "a refused reservation holds nothing")
 	other := a.ticket("other")
-	require.NoError(t, other.reserve(70), "another tenant has the rest")
+	require.NoError(t, other.reading(70), "another tenant has the rest")
 	other.release()
 
 	for _, tk := range held {
 		tk.release()
 	}
 	alone := a.ticket("greedy")
-	require.NoError(t, alone.reserve(60), "alone, past its share")
-	assert.ErrorIs(t, a.ticket("greedy").reserve(1), errTenantNoRoom)
+	require.NoError(t, alone.reading(60), "alone, past its share")
+	assert.ErrorIs(t, a.ticket("greedy").reading(1), errTenantNoRoom)
 	last := a.ticket("other")
-	require.NoError(t, last.reserve(40))
+	require.NoError(t, last.reading(40))
 	alone.release()
 	last.release()
-	assert.Empty(t, a.held, "nothing left held")
+	assert.Empty(t, a.body, "nothing left held")
+}
+
+// The share counts bodies, not their decoding estimate: an account's two bodies at a
+// quarter of the share each, decoding at four times that, go through together (the
+// estimate counted against the share refused the second, so a collector sending large
+// batches in parallel saw 503 for nearly all of them); max_inflight_bytes still counts
+// the estimate.
+func TestTenantShareCountsBodiesNotTheDecodingEstimate(t *testing.T) {
+	a := newAdmission(100, 25)
+	first, second := a.ticket("acct"), a.ticket("acct")
+	require.NoError(t, first.reading(10))
+	require.NoError(t, first.reserve(40), "decoding")
+	require.NoError(t, second.reading(10))
+	require.NoError(t, second.reserve(40), "decoding alongside the first")
+	assert.ErrorIs(t, a.ticket("other").reserve(30), errNoRoom, "the budget counts the estimates")
+	assert.ErrorIs(t, a.ticket("acct").reading(10), errTenantNoRoom, "a third body passes the share")
+	first.release()
+	second.release()
+	assert.Empty(t, a.body)
 }

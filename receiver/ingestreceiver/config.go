@@ -29,18 +29,28 @@ type Config struct {
 	// that requests being read and decoded may hold at once; past it requests get 503 with
 	// Retry-After.
 	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes"`
-	// MaxInflightBytesPerAccount is the most of MaxInflightBytes that one account's
-	// requests may hold at once (a project's, when its key names no account); past it
-	// that account's next request gets 503 with Retry-After and the others' are not
-	// affected. A request alone may still take the whole of MaxInflightBytes. 0 means a
-	// quarter of MaxInflightBytes.
+	// MaxInflightBytesPerAccount is the most body bytes that one account's requests may
+	// hold at once while they are read and decoded (a project's, when its key names no
+	// account); past it that account's next request gets 503 with Retry-After and the
+	// others' are not affected. It counts bodies, not MaxInflightBytes' decoding estimate
+	// (about 5× a body), so that an account may send several large requests in parallel.
+	// A request alone may still take the whole of MaxInflightBytes. 0 means a quarter of
+	// MaxInflightBytes.
 	MaxInflightBytesPerAccount int64 `mapstructure:"max_inflight_bytes_per_account"`
 	// MinBodyRate is the rate, in bytes a second, at which a request's body must keep
 	// arriving after its first second, measured over the last 3 seconds
 	// (SVC_MIN_BODY_RATE): slower is answered 408 and disconnected, so that a client
 	// cannot send most of a body at once and then hold its buffer for read_body_timeout.
-	// 0 means no minimum.
+	// It applies once the body holds more than its first 64 KiB buffer: a smaller body is
+	// bounded by read_body_timeout alone. 0 means no minimum.
 	MinBodyRate int64 `mapstructure:"min_body_rate"`
+	// BodyHoldWindow makes the rate a body must keep arriving at grow with the buffer it
+	// holds: at least that buffer's size every BodyHoldWindow (SVC_BODY_HOLD_WINDOW; 10s:
+	// 1 MiB/s for a 10 MiB body), when that is more than MinBodyRate. Holding memory then
+	// costs the sender bandwidth in proportion, so connections that send most of a large
+	// body at once and trickle the rest are ended within seconds. 0 means MinBodyRate
+	// alone.
+	BodyHoldWindow time.Duration `mapstructure:"body_hold_window"`
 	// ReadBodyTimeout bounds how long a request's body may take to arrive once its headers
 	// have (SVC_READ_BODY_TIMEOUT): a client trickling its body is answered 408 and
 	// disconnected instead of holding a connection, and memory, for as long as it likes.
@@ -84,6 +94,7 @@ type ownSettings struct {
 	MaxInflightBytes     int64             `mapstructure:"max_inflight_bytes"`
 	PerAccount           int64             `mapstructure:"max_inflight_bytes_per_account"`
 	MinBodyRate          int64             `mapstructure:"min_body_rate"`
+	BodyHoldWindow       time.Duration     `mapstructure:"body_hold_window"`
 	ReadBodyTimeout      time.Duration     `mapstructure:"read_body_timeout"`
 	DeliveryLog          DeliveryLogConfig `mapstructure:"delivery_log"`
 	Console              ConsoleConfig     `mapstructure:"console"`
@@ -97,7 +108,7 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 		return err
 	}
 	own := ownSettings{RetryAfter: c.RetryAfter, MaxObjectsPerRequest: c.MaxObjectsPerRequest,
-		MaxRecordsPerRequest: c.MaxRecordsPerRequest, MaxInflightBytes: c.MaxInflightBytes, PerAccount: c.MaxInflightBytesPerAccount, MinBodyRate: c.MinBodyRate, ReadBodyTimeout: c.ReadBodyTimeout, DeliveryLog: c.DeliveryLog, Console: c.Console}
+		MaxRecordsPerRequest: c.MaxRecordsPerRequest, MaxInflightBytes: c.MaxInflightBytes, PerAccount: c.MaxInflightBytesPerAccount, MinBodyRate: c.MinBodyRate, BodyHoldWindow: c.BodyHoldWindow, ReadBodyTimeout: c.ReadBodyTimeout, DeliveryLog: c.DeliveryLog, Console: c.Console}
 	if err := conf.Unmarshal(&own, confmap.WithIgnoreUnused()); err != nil {
 		return err
 	}
@@ -105,6 +116,7 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 	c.MaxRecordsPerRequest, c.MaxInflightBytes = own.MaxRecordsPerRequest, own.MaxInflightBytes
 	c.ReadBodyTimeout, c.MaxInflightBytesPerAccount, c.MinBodyRate = own.ReadBodyTimeout, own.PerAccount, own.MinBodyRate
 	c.DeliveryLog, c.Console = own.DeliveryLog, own.Console
+	c.BodyHoldWindow = own.BodyHoldWindow
 	return nil
 }
 
@@ -137,6 +149,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MinBodyRate < 0 {
 		errs = append(errs, errors.New("min_body_rate must be 0 (no minimum) or more bytes a second, e.g. 65536"))
+	}
+	if c.BodyHoldWindow < 0 {
+		errs = append(errs, errors.New("body_hold_window must be 0 (min_body_rate alone) or more, e.g. 10s"))
 	}
 	if c.ReadBodyTimeout < 0 {
 		errs = append(errs, errors.New("read_body_timeout must be 0 (no bound) or more, e.g. 30s"))

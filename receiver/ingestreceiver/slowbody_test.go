@@ -35,13 +35,20 @@ import (
 // projects of two accounts.
 func startReal(t *testing.T, settings map[string]any) (string, [2]string) {
 	t.Helper()
+	addr, keys := startRealAccounts(t, settings, 2)
+	return addr, [2]string(keys)
+}
+
+// startRealAccounts is startReal with the keys of n projects of n accounts.
+func startRealAccounts(t *testing.T, settings map[string]any, n int) (string, []string) {
+	t.Helper()
 	host := lifecyclehost.New(t)
 	url, err := natsclient.DefaultConfig().Resolve(host)
 	require.NoError(t, err)
 	_, js := testenv.Connect(t, url)
 	m, err := mirror.Open(context.Background(), js, 1)
 	require.NoError(t, err)
-	var keys [2]string
+	keys := make([]string, n)
 	for i := range keys {
 		n := strconv.Itoa(i + 1)
 		keys[i] = apikey.Generate(apikey.KindProject)
@@ -182,12 +189,29 @@ func postLarge(t *testing.T, addr, key string) (int, string) {
 // every 100 ms, reading the answer meanwhile; it returns the answer (0 when the
 // connection ended without one) and closes done once its burst was sent or refused.
 func burstThenTrickle(t *testing.T, addr, key string, done chan<- struct{}) (int, http.Header, string) {
+	return burstThenTrickleAt(t, addr, key, 10, 0, done, nil)
+}
+
+// burstThenTrickleAt is burstThenTrickle sending the rest at rate bytes a second, in
+// steps every 100 ms paced on the clock (so that it keeps the rate on average however
+// late a step is); it closes trickled once it has trickled for steps steps, or has its
+// answer (nil: not closed).
+func burstThenTrickleAt(t *testing.T, addr, key string, rate int64, steps int, done, trickled chan<- struct{}) (int, http.Header, string) {
+	var trickledOnce sync.Once
+	signal := func() {
+		if trickled != nil {
+			trickledOnce.Do(func() { close(trickled) })
+		}
+	}
+	defer signal()
 	conn, err := net.Dial("tcp", addr)
 	if !assert.NoError(t, err) {
 		close(done)
 		return 0, nil, ""
 	}
 	defer conn.Close()
+	// A receiver that stopped reading without closing ends the test instead of hanging it.
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Minute))
 	type answer struct {
 		status int
 		header http.Header
@@ -206,17 +230,27 @@ func burstThenTrickle(t *testing.T, addr, key string, done chan<- struct{}) (int
 	}()
 	_, err = fmt.Fprintf(conn, "POST /v1/logs HTTP/1.1\r\nHost: receiver\r\nX-API-Key: %s\r\nContent-Type: application/x-protobuf\r\n"+
 		"Content-Length: %d\r\n\r\n", key, 10<<20)
+	const burst = 9_500_000
 	if err == nil {
-		_, err = conn.Write(bytes.Repeat([]byte{0x0a}, 9_500_000))
+		_, err = conn.Write(bytes.Repeat([]byte{0x0a}, burst))
 	}
 	close(done)
-	for err == nil {
+	start, sent := time.Now(), int64(0)
+	for step := 1; err == nil; step++ {
 		select {
 		case a := <-answered:
 			return a.status, a.header, a.body
 		case <-time.After(100 * time.Millisecond):
 		}
-		_, err = conn.Write([]byte{0x0a})
+		if step == steps {
+			signal()
+		}
+		n := min(rate*int64(time.Since(start))/int64(time.Second)-sent, 10<<20-burst-sent-1)
+		if n <= 0 {
+			continue
+		}
+		_, err = conn.Write(bytes.Repeat([]byte{0x0a}, int(n)))
+		sent += n
 	}
 	select {
 	case a := <-answered:
@@ -278,4 +312,98 @@ func TestBurstThenTrickleDoesNotStarveOtherAccounts(t *testing.T) {
 	}
 	t.Logf("of 13 connections bursting and trickling, %d were refused for the account's share and %d answered 408 for min_body_rate", refused, slow)
 	assert.Positive(t, slow, "the connections admitted are ended by min_body_rate, not read_body_timeout")
+}
+
+// The review's attack on min_body_rate: twelve connections of four accounts, three each
+// (within each account's share), send 9.5 MB of a 10 MiB body at once and then the rest
+// at min_body_rate. A fixed rate let each hold 10 MiB for about 15 s, together nearly all
+// of max_inflight_bytes, re-bursting after, and another account's 8 MB requests got 503.
+// The rate a body must keep arriving at now grows with what it holds (body_hold_window):
+// 10 MiB held takes 1 MiB/s, so these are answered 408 within a few seconds of their
+// burst, and the other account's requests, sent once the attack has trickled for 8 s
+// (about half of what the fixed rate allowed it), succeed.
+func TestBurstThenTrickleOverSeveralAccountsDoesNotStarveOthers(t *testing.T) {
+	addr, keys := startRealAccounts(t, map[string]any{"read_body_timeout": "1m"}, 5)
+	type result struct {
+		status int
+		header http.Header
+		body   string
+	}
+	const accounts, perAccount = 4, 3
+	results := make(chan result, accounts*perAccount)
+	var sent, trickled []chan struct{}
+	for a := range accounts {
+		for range perAccount {
+			done, slow := make(chan struct{}), make(chan struct{})
+			sent, trickled = append(sent, done), append(trickled, slow)
+			go func() {
+				// 5% over the minimum, so that a late step of the test is not what ends it.
+				s, h, b := burstThenTrickleAt(t, addr, keys[a], 64<<10*105/100, 80, done, slow)
+				results <- result{s, h, b}
+			}()
+		}
+	}
+	for _, done := range sent {
+		<-done
+	}
+	for _, slow := range trickled {
+		<-slow
+	}
+
+	for i := range 3 {
+		status, msg := postLarge(t, addr, keys[accounts])
+		assert.Equal(t, http.StatusOK, status, "another account's 8 MB request %d after 12 connections of 4 accounts burst and trickled: %s", i+1, msg)
+	}
+
+	var slow int
+	for range accounts * perAccount {
+		r := <-results
+		switch r.status {
+		case 0: // refused while it was still sending, and the connection reset before the answer was read
+		case http.StatusServiceUnavailable:
+			assert.NotEmpty(t, r.header.Get("Retry-After"), "it can pass later: %s", r.body)
+		case http.StatusRequestTimeout:
+			slow++
+			assert.Contains(t, r.body, "body_hold_window")
+		default:
+			t.Errorf("a trickling connection was answered %d: %s", r.status, r.body)
+		}
+	}
+	assert.Positive(t, slow, "the connections are ended for their rate, not read_body_timeout")
+}
+
+// A small body is held to no rate: a device on a slow link sending 20 KB at 10 KB/s was
+// answered 408 for min_body_rate after its first second, every time, and OTLP exporters
+// do not retry 408. It holds no more than its first buffer, so read_body_timeout alone
+// bounds it.
+func TestSmallSlowBodyIsStored(t *testing.T) {
+	addr, keys := startReal(t, map[string]any{"read_body_timeout": "1m"})
+	ld := plog.NewLogs()
+	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr(strings.Repeat("x", 20_000))
+	body, err := plogotlp.NewExportRequestFromLogs(ld).MarshalJSON()
+	require.NoError(t, err)
+	require.Greater(t, len(body), 20_000)
+
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "POST /v1/logs HTTP/1.1\r\nHost: receiver\r\nX-API-Key: %s\r\nContent-Type: application/json\r\n"+
+		"Content-Length: %d\r\n\r\n", keys[0], len(body))
+	require.NoError(t, err)
+	// 2 KB every 200 ms: about 2 s for the body, at a sixth of min_body_rate.
+	for rest := body; len(rest) > 0; {
+		n := min(2000, len(rest))
+		_, err := conn.Write(rest[:n])
+		require.NoError(t, err, "the receiver closed the connection while the body was sent")
+		rest = rest[n:]
+		if len(rest) > 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(20*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
 }
