@@ -151,7 +151,10 @@ const rssBound = 512 << 20
 // Many concurrent requests at the body limit (10 MiB, 10,000 records: OTLP/JSON,
 // OTLP/protobuf and event batches) keep the receiver's peak RSS under the documented
 // bound; what it cannot take at once is answered 503 with Retry-After (it can succeed
-// later), and nothing else fails.
+// later), and nothing else fails. All are of one key: the account's share counts bodies,
+// so three at the body limit are in flight at once (two decoding, within
+// max_inflight_bytes); counted by the decoding estimate, the share let one through at a
+// time, and 35 of 36 were refused (now about 30: these clients do not retry).
 func TestConcurrentLargeRequestsStayUnderTheMemoryBound(t *testing.T) {
 	e := startReceiver(t, nil)
 	key := e.project(t, "memory")
@@ -183,6 +186,7 @@ func TestConcurrentLargeRequestsStayUnderTheMemoryBound(t *testing.T) {
 	const clients, rounds = 12, 3
 	var mu sync.Mutex
 	statuses := map[int]int{}
+	var forShare int // 503s for the account's share rather than the whole budget
 	var wg sync.WaitGroup
 	for c := 0; c < clients; c++ {
 		wg.Add(1)
@@ -198,6 +202,11 @@ func TestConcurrentLargeRequestsStayUnderTheMemoryBound(t *testing.T) {
 				case http.StatusOK, http.StatusAccepted:
 				case http.StatusServiceUnavailable:
 					assert.NotEmpty(t, resp.Header.Get("Retry-After"), "503 without Retry-After: %.300s", resp.Body)
+					if strings.Contains(string(resp.Body), "max_inflight_bytes_per_account") {
+						mu.Lock()
+						forShare++
+						mu.Unlock()
+					}
 				default:
 					t.Errorf("%s %s: %d %.300s", b.path, b.contentType, resp.StatusCode, resp.Body)
 				}
@@ -206,7 +215,7 @@ func TestConcurrentLargeRequestsStayUnderTheMemoryBound(t *testing.T) {
 	}
 	wg.Wait()
 	hwm := peakRSS(t, e.col.Pid())
-	t.Logf("statuses %v; peak RSS %d MiB (bound %d MiB)", statuses, hwm>>20, rssBound>>20)
+	t.Logf("statuses %v (503 for the account's share: %d); peak RSS %d MiB (bound %d MiB)", statuses, forShare, hwm>>20, rssBound>>20)
 	assert.Less(t, hwm, int64(rssBound), "peak RSS")
 	assert.Positive(t, statuses[http.StatusServiceUnavailable], "the excess is refused with 503")
 	assert.Positive(t, statuses[http.StatusOK]+statuses[http.StatusAccepted], "requests are still stored")

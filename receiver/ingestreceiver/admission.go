@@ -395,13 +395,19 @@ func readAll(rd io.Reader, hint int64, charge func(int64) error) ([]byte, error)
 	}
 }
 
-// perAccount is max_inflight_bytes_per_account, a quarter of max_inflight_bytes unless
-// set. It counts body bytes (see admission): with the defaults an account's 32 MiB take
-// three requests at the body limit at once, or hundreds of ordinary ones, while three
-// quarters stay for everyone else.
+// perAccount is max_inflight_bytes_per_account. Unless set, it is a quarter of
+// max_inflight_bytes, or two bodies at max_request_body_size if that is more (bounded by
+// max_inflight_bytes), so that an account can always have two requests at the body
+// limit in flight. It counts body bytes (see admission): with the defaults an account's
+// 32 MiB take three requests at the body limit at once, or hundreds of ordinary ones,
+// while three quarters stay for everyone else.
 func perAccount(cfg *Config) int64 {
 	if cfg.MaxInflightBytesPerAccount > 0 {
 		return cfg.MaxInflightBytesPerAccount
 	}
-	return cfg.MaxInflightBytes / 4
+	share := cfg.MaxInflightBytes / 4
+	if cfg.MaxRequestBodySize > 0 {
+		share = max(share, 2*cfg.MaxRequestBodySize)
+	}
+	return min(share, cfg.MaxInflightBytes)
 }

@@ -187,3 +187,16 @@ func TestTenantShareCountsBodiesNotTheDecodingEstimate(t *testing.T) {
 	second.release()
 	assert.Empty(t, a.body)
 }
+
+// Unless set, the share takes two bodies at max_request_body_size, and at least a quarter
+// of the budget, within the budget.
+func TestPerAccountDefault(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	assert.Equal(t, int64(32<<20), perAccount(cfg), "a quarter of 128 MiB takes three 10 MiB bodies")
+	cfg.MaxRequestBodySize = 40 << 20
+	assert.Equal(t, int64(80<<20), perAccount(cfg), "two bodies at the limit")
+	cfg.MaxRequestBodySize = 100 << 20
+	assert.Equal(t, cfg.MaxInflightBytes, perAccount(cfg), "within the budget")
+	cfg.MaxInflightBytesPerAccount = 1 << 20
+	assert.Equal(t, int64(1<<20), perAccount(cfg), "as set")
+}

@@ -35,7 +35,8 @@ type Config struct {
 	// others' are not affected. It counts bodies, not MaxInflightBytes' decoding estimate
 	// (about 5× a body), so that an account may send several large requests in parallel.
 	// A request alone may still take the whole of MaxInflightBytes. 0 means a quarter of
-	// MaxInflightBytes.
+	// MaxInflightBytes, or two bodies at max_request_body_size if more (within
+	// MaxInflightBytes).
 	MaxInflightBytesPerAccount int64 `mapstructure:"max_inflight_bytes_per_account"`
 	// MinBodyRate is the rate, in bytes a second, at which a request's body must keep
 	// arriving after its first second, measured over the last 3 seconds
