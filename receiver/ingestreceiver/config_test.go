@@ -25,6 +25,7 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Zero(t, def.MaxInflightBytesPerAccount)
 	assert.Equal(t, int64(32<<20), perAccount(def), "an account holds at most a quarter")
 	assert.Equal(t, int64(64<<10), def.MinBodyRate)
+	assert.Equal(t, 10*time.Second, def.BodyHoldWindow)
 	assert.Equal(t, 10*time.Second, def.ReadHeaderTimeout, "a client trickling headers is cut off")
 	require.True(t, def.Keepalive.HasValue())
 	assert.Equal(t, time.Minute, def.Keepalive.Get().IdleTimeout)
