@@ -39,10 +39,14 @@ func TestSignupLoginKeyReachesTheReceiver(t *testing.T) {
 		assert.Equal(t, http.StatusConflict, r.Status, "duplicate email")
 		assert.Equal(t, "conflict", r.code())
 
+		// A failed login is 401 invalid_credentials, the same for a wrong password and an
+		// unknown email, so the answer does not tell which accounts exist.
 		r = call(t, cp, "POST", "/api/v1/auth/login", "", map[string]string{"email": "ops@example.com", "password": "wrong password"})
 		assert.Equal(t, http.StatusUnauthorized, r.Status)
+		assert.Equal(t, "invalid_credentials", r.code())
 		r = call(t, cp, "POST", "/api/v1/auth/login", "", map[string]string{"email": "nobody@example.com", "password": "wrong password"})
 		assert.Equal(t, http.StatusUnauthorized, r.Status)
+		assert.Equal(t, "invalid_credentials", r.code())
 		r = call(t, cp, "POST", "/api/v1/auth/login", "", map[string]string{"email": "OPS@example.com", "password": "correct horse battery"})
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
 		token = r.str("token")

@@ -146,6 +146,7 @@ func TestBrowserSession(t *testing.T) {
 		// A wrong password is 401 in words; the page shows the message.
 		wrong := newBrowser(t, cp).do("POST", "/api/v1/auth/session", map[string]string{"email": "browser@example.com", "password": "not the password"}, false)
 		assert.Equal(t, http.StatusUnauthorized, wrong.Status)
+		assert.Equal(t, "invalid_credentials", wrong.code(), "the contract's code for a failed login")
 		assert.Equal(t, "wrong email or password", wrong.message())
 
 		// Log out: the cookie is cleared, and a copy of it kept elsewhere stops at once.

@@ -39,6 +39,10 @@ const (
 	// IdempotencyKeyReused (422): an Idempotency-Key sent again with a different request
 	// than the one it first came with; nothing of the second request is stored.
 	IdempotencyKeyReused = "idempotency_key_reused"
+	// InvalidCredentials (401) is a login's wrong email or password. It is not
+	// invalid_token, which a client reads as "my token ended, log in again": a client
+	// that did that after a failed login would only fail again.
+	InvalidCredentials = "invalid_credentials"
 )
 
 // Error is an API error: a status, a stable code and a message a person can act on.

@@ -153,7 +153,7 @@ func (s *Server) verifyLogin(w http.ResponseWriter, r *http.Request) (store.User
 			s.loginByAddrAccount.Fail(pair, now)
 			s.loginByAddr.Fail(addr, now)
 		}
-		fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "wrong email or password"))
+		fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidCredentials, "wrong email or password"))
 		return store.User{}, false
 	}
 	if known {
