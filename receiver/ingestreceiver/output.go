@@ -75,15 +75,17 @@ func (r *ingestReceiver) agentOutput(w http.ResponseWriter, req *http.Request) (
 	return out.RequestID, nil
 }
 
-// parseAgentOutput decodes the body strictly (a misspelt field is an error, not a lost
-// result) and takes the request id from the body, else from the X-Request-Id header.
+// parseAgentOutput reads request_id and payload and takes the request id from the body,
+// else from the X-Request-Id header. Other top-level fields are ignored, not refused:
+// agents written elsewhere add their own metadata (a model name, a trace id), and a
+// refusal there lost the whole result. A misspelt request_id or payload still fails, as
+// the field it should have been is then missing.
 func parseAgentOutput(body []byte, headerID string) (agentOutput, *apierror.Error) {
 	var out agentOutput
 	if err := eventjson.Check(body); err != nil {
 		return out, bodyError(err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(&out); err != nil {
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {

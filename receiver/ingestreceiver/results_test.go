@@ -92,3 +92,20 @@ func TestResultsCountedWhileNATSIsAwayReachTheLedger(t *testing.T) {
 	assert.EqualValues(t, 4, v.Results)
 	assert.EqualValues(t, 0, v.Unmatched, "no key loaded: nothing marked")
 }
+
+// An agent written elsewhere sends metadata of its own beside request_id and payload:
+// the result is stored and counted, not refused with 400 unknown field "extra".
+func TestResultWithExtraTopLevelFieldsIsStored(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	tr := startTestReceiver(t, nil, &fakeAuth{js: js})
+	tr.startLedger(js)
+	require.Eventually(t, tr.ledgerOpen, 10*time.Second, 10*time.Millisecond)
+	body := `{"request_id":"req_1","extra":{"agent":"someone-else/1.2"},"payload":{"summary":"ok"},"trace_id":"abc"}`
+	a := do(t, http.MethodPost, tr.url+"/internal/agent-output", []byte(body),
+		map[string]string{"X-API-Key": "key-p1"})
+	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
+	assert.Contains(t, string(a.body), `"request_id":"req_1"`)
+	require.NoError(t, tr.Shutdown(context.Background()))
+	assert.EqualValues(t, 1, ledgerOf(t, tr, "p1").Results)
+}
