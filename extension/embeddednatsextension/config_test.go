@@ -2,9 +2,11 @@ package embeddednatsextension
 
 import (
 	"context"
+	"net"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,6 +15,9 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nats-io/nats.go"
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
@@ -68,11 +73,27 @@ func TestStartsJetStreamAndStopsWhenExternal(t *testing.T) {
 	nc.Close()
 	require.NoError(t, ext.Shutdown(context.Background()))
 
-	cfg.ExternalURL = "nats://elsewhere:4222"
-	ext, err = NewFactory().Create(context.Background(), extensiontest.NewNopSettings(metadata.Type), cfg)
+	// NATS_URL turns the embedded server off: the log says so at INFO, with the URL used
+	// (credentials and tokens redacted), and nothing listens on the listen address.
+	cfg.ExternalURL = "nats://user:secret@elsewhere:4222,nats://s3cr3t-token@other:4222"
+	set := extensiontest.NewNopSettings(metadata.Type)
+	core, logs := observer.New(zapcore.InfoLevel)
+	set.Logger = zap.New(core)
+	ext, err = NewFactory().Create(context.Background(), set, cfg)
 	require.NoError(t, err)
 	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
 	assert.Empty(t, ext.(*embeddedNATS).ClientURL(), "components must dial the external URL instead")
+	entries := logs.FilterMessageSnippet("embedded NATS is not started").All()
+	require.Len(t, entries, 1, "the start must say the embedded NATS is off")
+	assert.Equal(t, zapcore.InfoLevel, entries[0].Level)
+	assert.Contains(t, entries[0].Message, "nats://redacted@elsewhere:4222,nats://redacted@other:4222")
+	assert.Equal(t, "nats://redacted@elsewhere:4222,nats://redacted@other:4222", entries[0].ContextMap()["nats_url"])
+	for _, e := range logs.All() {
+		assert.NotContains(t, e.Message, "secret")
+		assert.NotContains(t, e.Message, "s3cr3t")
+	}
+	_, err = net.DialTimeout("tcp", cfg.Listen, time.Second)
+	assert.Error(t, err, "nothing may listen on the embedded address with NATS_URL set")
 	require.NoError(t, ext.Shutdown(context.Background()))
 }
 

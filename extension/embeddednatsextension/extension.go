@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -20,7 +22,11 @@ type embeddedNATS struct {
 
 func (e *embeddedNATS) Start(_ context.Context, _ component.Host) error {
 	if e.cfg.ExternalURL != "" {
-		e.logger.Info("external NATS configured; embedded NATS not started")
+		// Said plainly, with the URL used: NATS_URL turns the embedded server off whatever
+		// its listen setting says, and a healthy collector without it was taken for one
+		// running it (issue 23).
+		e.logger.Info("NATS_URL is set: the embedded NATS is not started (its listen setting is unused); components use the external NATS at "+redactURLs(e.cfg.ExternalURL),
+			zap.String("nats_url", redactURLs(e.cfg.ExternalURL)))
 		return nil
 	}
 	host, portStr, _ := net.SplitHostPort(e.cfg.Listen)
@@ -82,3 +88,21 @@ func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error(fmt.Sprintf(for
 func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
 func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debug(fmt.Sprintf(format, v...)) }
 func (n natsLogger) Tracef(format string, v ...any)  {}
+
+// redactURLs is a comma-separated NATS URL list with each URL's user information (a
+// password, or a token in the user's place) replaced, so that the log does not hold it.
+func redactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil {
+			parts[i] = "(unparsable URL)"
+			continue
+		}
+		if u.User != nil {
+			u.User = url.User("redacted")
+		}
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
+}
