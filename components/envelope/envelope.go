@@ -14,7 +14,8 @@
 //     object, array) the source's event_type, or "webhook_event" when that is empty too.
 //   - timestamp: always RFC 3339 UTC with nine fractional digits. event_time_field may hold
 //     an ISO 8601 / RFC 3339 time ("2024-05-01T12:00:00Z", with or without fraction, with
-//     "+02:00", "+0200" or no offset (then UTC), a space instead of "T", or a bare date) or
+//     "+02:00", "+0200" or no offset (then UTC), a space instead of "T", or a bare date;
+//     also the basic format "20240501T120000Z", "20240501T140000.5+0200") or
 //     a unix time as a number or a string of digits: seconds below 1e11, milliseconds below
 //     1e14, microseconds below 1e17, nanoseconds above (so 1714564800, 1714564800123 and
 //     1714564800123456789 all mean the same day). Anything else falls back to the time
@@ -216,6 +217,12 @@ var isoLayouts = []string{
 	"2006-01-02 15:04:05",
 	"2006-01-02T15:04Z07:00",
 	"2006-01-02",
+	// ISO 8601's basic format (no separators), as some systems and compact logs write
+	// it: without these "20261121T100000Z" fell back to the time received. A bare
+	// basic date ("20261121") is left out: as digits it is a unix time.
+	"20060102T150405Z0700",
+	"20060102T150405Z07",
+	"20060102T150405",
 }
 
 // ParseTime reads a decoded payload value as a point in time: an ISO 8601 / RFC 3339

@@ -126,6 +126,8 @@ func TestParseTime(t *testing.T) {
 		"2024-05-01T12:00:00Z", "2024-05-01T14:00:00+02:00", "2024-05-01T14:00:00+0200",
 		"2024-05-01 12:00:00Z", "2024-05-01T12:00:00", "2024-05-01 12:00:00", "2024-05-01t12:00:00z",
 		"2024-05-01T12:00Z", "2024-05-01T12:00:00.000Z",
+		"20240501T120000Z", "20240501T120000.000Z", "20240501T130000+0100", "20240501T130000+01",
+		"20240501T120000", "20240501t120000z", "20240501T060000-0600",
 		json.Number("1714564800"), json.Number("1714564800000"), json.Number("1714564800000000"),
 		json.Number("1714564800000000000"), "1714564800", json.Number("1714564800.0"), json.Number("1.7145648e9"),
 	} {
@@ -137,20 +139,68 @@ func TestParseTime(t *testing.T) {
 	got, ok := ParseTime("2024-05-01")
 	assert.True(t, ok)
 	assert.Equal(t, time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC), got)
+	got, ok = ParseTime("20261121T100000.123Z")
+	assert.True(t, ok)
+	assert.Equal(t, time.Date(2026, 11, 21, 10, 0, 0, 123000000, time.UTC), got)
 	got, ok = ParseTime(json.Number("1714564800.123"))
 	assert.True(t, ok)
 	assert.Equal(t, 123000000, got.Nanosecond())
 	got, ok = ParseTime(json.Number("1714564800123456789"))
 	assert.True(t, ok)
 	assert.Equal(t, 123456789, got.Nanosecond())
-	for _, in := range []any{"", "yesterday", "2024-13-01", json.Number("-1"), true, nil, map[string]any{}, json.Number("1e30")} {
+	for _, in := range []any{"", "yesterday", "2024-13-01", "20241301T120000Z", "20240501T250000Z", "20240501T1200Z", json.Number("-1"), true, nil, map[string]any{}, json.Number("1e30")} {
 		_, ok := ParseTime(in)
 		assert.False(t, ok, "%v", in)
 	}
 }
 
+// A source whose event_time_field is in ISO 8601's basic format gets that time as the
+// record's timestamp, and no warning; it was "neither an ISO 8601 time" and the time
+// received.
+func TestBuildReadsBasicFormatEventTimes(t *testing.T) {
+	src := mirror.Source{Name: "compact", EventTimeField: "at"}
+	for in, want := range map[string]string{
+		"20261121T100000Z":     "2026-11-21T10:00:00.000000000Z",
+		"20261121T100000.123Z": "2026-11-21T10:00:00.123000000Z",
+		"20261121T100000+0100": "2026-11-21T09:00:00.000000000Z",
+	} {
+		res, err := Build(src, []byte(`{"at":"`+in+`"}`), received)
+		require.NoError(t, err)
+		assert.Empty(t, res.Warnings, in)
+		assert.Equal(t, want, str(t, decode(t, res.Record)["timestamp"]), in)
+	}
+}
+
+// FuzzParseTime: any string parses or is refused without panicking, and any time written
+// in the basic and the extended format reads back as the same instant.
+func FuzzParseTime(f *testing.F) {
+	for _, s := range []string{"20261121T100000Z", "20261121T100000.123Z", "20261121T100000+0100", "20261121T100000+01",
+		"2024-05-01T12:00:00Z", "20261121", "20261121T", "20261121T1000", "T100000Z", "2026-11-21T100000Z"} {
+		f.Add(s, int64(1795255200), uint32(123000000), int16(60))
+	}
+	f.Fuzz(func(t *testing.T, s string, sec int64, nsec uint32, offMin int16) {
+		ParseTime(s)
+		// Years 1 to 9999 and offsets within a day: what both formats can write.
+		if sec < -62135596800 || sec > 253402300799-86400 || offMin <= -24*60 || offMin >= 24*60 {
+			return
+		}
+		want := time.Unix(sec, int64(nsec%1e9)).UTC()
+		if want.Year() < 1 || want.Year() > 9999 {
+			return
+		}
+		at := want.In(time.FixedZone("", int(offMin)*60))
+		for _, layout := range []string{"20060102T150405.999999999Z0700", time.RFC3339Nano} {
+			in := at.Format(layout)
+			got, ok := ParseTime(in)
+			if !ok || !got.Equal(want) {
+				t.Fatalf("%q: got %v, %v; want %v", in, got, ok, want)
+			}
+		}
+	})
+}
+
 func FuzzBuild(f *testing.F) {
-	for _, s := range []string{push, `{}`, `{"action":null}`, `{"created_at":1714564800.5}`, `[1]`, `{"a":"\xff"}`, `{"repo":{"name":"\u2028"}}`} {
+	for _, s := range []string{push, `{}`, `{"action":null}`, `{"created_at":1714564800.5}`, `{"repo":{"name":"20261121T100000.123Z"}}`, `{"repo":{"name":"20261121T100000+0100"}}`, `[1]`, `{"a":"\xff"}`, `{"repo":{"name":"\u2028"}}`} {
 		f.Add([]byte(s), "{repo.name}: {action}", "repo.name")
 	}
 	f.Fuzz(func(t *testing.T, payload []byte, tpl, path string) {
