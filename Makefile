@@ -16,37 +16,81 @@ COMPONENTS := $(patsubst %/metadata.yaml,%,$(wildcard extension/*/metadata.yaml 
 # What ocb and mdatagen write, as pathspecs for git.
 GENERATED := cmd/otelcol-svc/main.go cmd/otelcol-svc/components.go cmd/otelcol-svc/main_others.go cmd/otelcol-svc/main_windows.go \
 	$(foreach c,$(COMPONENTS),$(c)/generated_component_test.go $(c)/generated_package_test.go $(c)/documentation.md $(c)/internal/metadata $(c)/internal/metadatatest)
-DATA_DIR  ?= ./data
+# make run keeps its state where SVC_DATA_DIR says, as the collector and the control plane
+# do when started by hand (DATA_DIR, the older name, still wins when given).
+DATA_DIR  ?= $(or $(SVC_DATA_DIR),./data)
 FUZZTIME  ?= 10s
 
 .PHONY: build run test test-cluster test-sdk web inspector generate check-generate bench fuzz clean
 
 # The dashboard's assets are built first when npm is there; without it the control plane
 # embeds a page that says how to build them (go build works on a fresh clone either way).
+# DASHBOARD=no builds the control plane with whatever controlplane/web/dist holds (the
+# make run test, which is not about the dashboard, does so to stay within its time).
+DASHBOARD ?= auto
 build:
-	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory web; \
+	@if [ "$(DASHBOARD)" != no ] && command -v npm >/dev/null; then $(MAKE) --no-print-directory web; \
 	else echo "npm not found: building the control plane without the dashboard (its / says how to build it)"; fi
 	$(GO) build -o $(BIN)/otelcol-svc ./cmd/otelcol-svc
 	$(GO) build -o $(BIN)/controlplane ./controlplane
 
-# The embedded default: the collector (all data-plane roles, embedded NATS) and the
-# control plane beside it (SQLite), state under DATA_DIR. Ctrl-C stops both.
+# make run's addresses: the settings, and defaults, of configs/embedded.yaml and the
+# control plane, so that its checks and its "ready" line follow them when they are moved.
+RUN_HEALTH   = $(or $(SVC_HEALTH_LISTEN),127.0.0.1:13133)
+RUN_CP       = $(or $(SVC_CONTROLPLANE_LISTEN),0.0.0.0:8080)
+RUN_RECEIVER = $(or $(SVC_RECEIVER_LISTEN),0.0.0.0:4318)
+RUN_GRPC     = $(or $(SVC_OTLP_GRPC_LISTEN),0.0.0.0:4317)
+RUN_NATS     = $(or $(SVC_EMBEDDED_NATS_LISTEN),127.0.0.1:4223)
+RUN_METRICS  = $(or $(SVC_METRICS_HOST),localhost):$(or $(SVC_METRICS_PORT),8888)
+# dial: the address to connect to for a listen address (a wildcard host is not one);
+# shown: the same as a person opens it (wildcards as localhost, as the README has it).
+dial  = $(patsubst 0.0.0.0:%,127.0.0.1:%,$(patsubst :%,127.0.0.1:%,$(patsubst [::]:%,[::1]:%,$(1))))
+shown = $(patsubst 0.0.0.0:%,localhost:%,$(patsubst :%,localhost:%,$(patsubst [::]:%,localhost:%,$(1))))
+
+# NATS_URL turns the embedded NATS off whatever SVC_EMBEDDED_NATS_LISTEN says (the
+# collector's config cannot tell that setting from its default), so both at once is a
+# mistake: refused here, before a build, rather than one of them silently ignored.
+ifneq ($(filter run,$(MAKECMDGOALS)),)
+ifneq ($(NATS_URL),)
+ifneq ($(SVC_EMBEDDED_NATS_LISTEN),)
+$(error make run: NATS_URL and SVC_EMBEDDED_NATS_LISTEN are both set, but NATS_URL turns the embedded NATS off. Unset one: NATS_URL to run the embedded NATS, SVC_EMBEDDED_NATS_LISTEN to use the external one)
+endif
+endif
+endif
+
+# The embedded default: the collector (all data-plane roles, embedded NATS unless NATS_URL
+# is set) and the control plane beside it (SQLite), state under DATA_DIR. Ctrl-C stops both.
 # Prints one "ready" line once the collector's health check and the control plane's
-# /readyz both answer 200 (NATS up, configuration mirror published).
+# /readyz both answer 200 (NATS up, configuration mirror published). Something already
+# answering at either address would make that line a lie, so the run stops first. The
+# control plane is pointed at the collector's NATS and receiver and the receiver at the
+# dashboard's origin wherever they listen, unless those are set.
 run: build
+	@busy() { curl -gs -o /dev/null --max-time 3 "http://$$1/"; case $$? in 6|7) return 1;; esac; }; \
+	if busy $(call dial,$(RUN_HEALTH)); then \
+		echo "make run: something already answers at $(call dial,$(RUN_HEALTH)), the collector's health check address: stop it, or set SVC_HEALTH_LISTEN to a free address"; exit 1; fi; \
+	if busy $(call dial,$(RUN_CP)); then \
+		echo "make run: something already answers at $(call dial,$(RUN_CP)), the control plane's address: stop it, or set SVC_CONTROLPLANE_LISTEN to a free address"; exit 1; fi
 	@mkdir -p $(DATA_DIR)
 	@echo "otelcol-svc (embedded default): starting, data in $(DATA_DIR)"
-	@SVC_DATA_DIR=$(DATA_DIR) $(BIN)/otelcol-svc --config configs/embedded.yaml & col=$$!; \
-	SVC_DATA_DIR=$(DATA_DIR) $(BIN)/controlplane & cp=$$!; \
-	trap 'kill $$col $$cp 2>/dev/null; wait $$col $$cp' EXIT INT TERM; \
-	for i in $$(seq 1 600); do \
-		if curl -fs -o /dev/null http://127.0.0.1:13133/ && curl -fs -o /dev/null http://127.0.0.1:8080/readyz; then \
-			echo "ready: control plane API http://localhost:8080 | ingest (OTLP/HTTP, events) http://localhost:4318 | OTLP/gRPC localhost:4317 | NATS nats://127.0.0.1:4223 | health http://127.0.0.1:13133 | metrics http://localhost:8888/metrics"; \
-			break; \
+	@SVC_DATA_DIR=$(DATA_DIR) SVC_DASHBOARD_ORIGIN="$(or $(SVC_DASHBOARD_ORIGIN),http://$(call shown,$(RUN_CP)))" \
+		$(BIN)/otelcol-svc --config configs/embedded.yaml & col=$$!; \
+	SVC_DATA_DIR=$(DATA_DIR) NATS_URL="$(or $(NATS_URL),nats://$(call dial,$(RUN_NATS)))" \
+		SVC_PUBLIC_RECEIVER_URL="$(or $(SVC_PUBLIC_RECEIVER_URL),http://$(call shown,$(RUN_RECEIVER)))" \
+		$(BIN)/controlplane & cp=$$!; \
+	trap 'kill $$col $$cp 2>/dev/null; wait $$col $$cp' EXIT; \
+	trap 'exit 130' INT TERM; \
+	if [ -n "$$NATS_URL" ]; then nats="NATS (external) $$(printf %s "$$NATS_URL" | sed 's#//[^@/,]*@#//redacted@#g')"; \
+	else nats="NATS nats://$(call dial,$(RUN_NATS))"; fi; \
+	ready=; for i in $$(seq 1 600); do \
+		if curl -gfs --max-time 3 -o /dev/null http://$(call dial,$(RUN_HEALTH))/ && curl -gfs --max-time 3 -o /dev/null http://$(call dial,$(RUN_CP))/readyz; then \
+			echo "ready: control plane API http://$(call shown,$(RUN_CP)) | ingest (OTLP/HTTP, events) http://$(call shown,$(RUN_RECEIVER)) | OTLP/gRPC $(call shown,$(RUN_GRPC)) | $$nats | health http://$(call dial,$(RUN_HEALTH)) | metrics http://$(call shown,$(RUN_METRICS))/metrics"; \
+			ready=1; break; \
 		fi; \
 		kill -0 $$col 2>/dev/null && kill -0 $$cp 2>/dev/null || { echo "otelcol-svc: a process exited during start (see above)"; exit 1; }; \
 		sleep 0.1; \
 	done; \
+	[ -n "$$ready" ] || echo "otelcol-svc: not ready after a minute (see the logs above); still running"; \
 	wait $$col $$cp
 
 # The dashboard's browser tests (controlplane/dashboard_e2e_test.go) need the built
