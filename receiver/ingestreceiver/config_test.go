@@ -1,6 +1,9 @@
 package ingestreceiver
 
 import (
+	"context"
+	"net/http"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,7 +13,10 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/confmap/provider/envprovider"
+	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
 
+	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/metadata"
 )
@@ -31,7 +37,53 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, time.Minute, def.Keepalive.Get().IdleTimeout)
 	assert.Equal(t, DeliveryLogConfig{PipelineDurable: "svc-pipeline", SinkDurable: "svc-sink", ReplayReplicas: 1}, def.DeliveryLog,
 		"the durable names the shipped configs give the pipeline and sink roles")
-	assert.Equal(t, []string{"http://localhost:8080"}, def.Console.AllowedOrigins, "the dashboard of `make run`")
+	assert.Equal(t, []string{"http://localhost:8080", "http://127.0.0.1:8080", "http://[::1]:8080"}, def.Console.AllowedOrigins,
+		"the dashboard of `make run`, under each loopback name")
+}
+
+// The dashboard of `make run` opened at http://127.0.0.1:8080 or http://[::1]:8080, not
+// only http://localhost:8080, reads the console: Recent events and Fields broke there, as
+// a browser sends the Origin as typed. Checked on the factory default and on the value
+// the shipped configs give when SVC_DASHBOARD_ORIGIN is unset, by a console read as the
+// browser sends it; another origin still gets no CORS answer.
+func TestDefaultConsoleOriginsAllowTheDashboardOnLoopback(t *testing.T) {
+	t.Setenv("SVC_DASHBOARD_ORIGIN", "")                    // restored after the test...
+	require.NoError(t, os.Unsetenv("SVC_DASHBOARD_ORIGIN")) // ...unset during it, as on a fresh machine
+	shipped := func(file string) []string {
+		r, err := confmap.NewResolver(confmap.ResolverSettings{
+			URIs:              []string{"file:" + filepath.Join("..", "..", "configs", file)},
+			ProviderFactories: []confmap.ProviderFactory{fileprovider.NewFactory(), envprovider.NewFactory()},
+		})
+		require.NoError(t, err)
+		conf, err := r.Resolve(context.Background())
+		require.NoError(t, err)
+		sub, err := conf.Sub("receivers::ingest::console")
+		require.NoError(t, err)
+		var c ConsoleConfig
+		require.NoError(t, sub.Unmarshal(&c))
+		return c.AllowedOrigins
+	}
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	for name, allowed := range map[string][]string{
+		"factory default":       NewFactory().CreateDefaultConfig().(*Config).Console.AllowedOrigins,
+		"configs/embedded.yaml": shipped("embedded.yaml"),
+		"configs/receiver.yaml": shipped("receiver.yaml"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr := startTestReceiver(t, func(c *Config) { c.Console.AllowedOrigins = allowed }, &fakeAuth{js: js})
+			events := tr.url + "/console/v1/projects/p1/events"
+			for _, origin := range []string{"http://localhost:8080", "http://127.0.0.1:8080", "http://[::1]:8080"} {
+				a := do(t, http.MethodGet, events, nil, map[string]string{"Origin": origin, "X-API-Key": "key-p1"})
+				require.Equal(t, http.StatusOK, a.status, "%s", a.body)
+				assert.Equal(t, origin, a.header.Get("Access-Control-Allow-Origin"), "a read from the dashboard at %s", origin)
+			}
+			for _, other := range []string{"http://evil.example", "http://127.0.0.1:8081", "http://localhost.evil.example:8080"} {
+				a := do(t, http.MethodGet, events, nil, map[string]string{"Origin": other, "X-API-Key": "key-p1"})
+				assert.Empty(t, a.header.Get("Access-Control-Allow-Origin"), "a read from %s", other)
+			}
+		})
+	}
 }
 
 func TestLoadConfig(t *testing.T) {

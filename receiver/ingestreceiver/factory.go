@@ -80,11 +80,16 @@ func createDefaultConfig() component.Config {
 		ReadBodyTimeout: defaultReadBodyTimeout, MinBodyRate: defaultMinBodyRate,
 		BodyHoldWindow: defaultBodyHoldWindow,
 		DeliveryLog:    DeliveryLogConfig{PipelineDurable: console.DefaultPipelineDurable, SinkDurable: console.DefaultSinkDurable, ReplayReplicas: 1},
-		Console:        ConsoleConfig{AllowedOrigins: []string{defaultDashboardOrigin}}}
+		Console:        ConsoleConfig{AllowedOrigins: defaultDashboardOrigins()}}
 }
 
-// defaultDashboardOrigin is where `make run` serves the dashboard (contract section 13).
-const defaultDashboardOrigin = "http://localhost:8080"
+// defaultDashboardOrigins are where `make run` serves the dashboard (contract section
+// 13), under each name a browser on the same machine may open it by: a browser sends the
+// Origin as typed, so a page opened at http://127.0.0.1:8080 got no CORS answer from a
+// receiver allowing only http://localhost:8080, and Recent events and Fields broke.
+func defaultDashboardOrigins() []string {
+	return []string{"http://localhost:8080", "http://127.0.0.1:8080", "http://[::1]:8080"}
+}
 
 var instances shared.Map[*Config, *ingestReceiver]
 
