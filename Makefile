@@ -46,6 +46,12 @@ RUN_METRICS  = $(or $(SVC_METRICS_HOST),localhost):$(or $(SVC_METRICS_PORT),8888
 # shown: the same as a person opens it (wildcards as localhost, as the README has it).
 dial  = $(patsubst 0.0.0.0:%,127.0.0.1:%,$(patsubst :%,127.0.0.1:%,$(patsubst [::]:%,[::1]:%,$(1))))
 shown = $(patsubst 0.0.0.0:%,localhost:%,$(patsubst :%,localhost:%,$(patsubst [::]:%,localhost:%,$(1))))
+# The dashboard's origins for the receiver's CORS, from where the control plane listens: on
+# a wildcard or loopback host, each name a browser on this machine may open it by (as the
+# configs' default for 8080), else that address.
+comma := ,
+RUN_CP_PORT = $(lastword $(subst :, ,$(RUN_CP)))
+RUN_ORIGINS = $(if $(filter 0.0.0.0:% :% [::]:% 127.0.0.1:% localhost:% [::1]:%,$(RUN_CP)),$(foreach h,localhost 127.0.0.1 [::1],http://$(h):$(RUN_CP_PORT)),http://$(RUN_CP))
 
 # NATS_URL turns the embedded NATS off whatever SVC_EMBEDDED_NATS_LISTEN says (the
 # collector's config cannot tell that setting from its default), so both at once is a
@@ -73,7 +79,7 @@ run: build
 		echo "make run: something already answers at $(call dial,$(RUN_CP)), the control plane's address: stop it, or set SVC_CONTROLPLANE_LISTEN to a free address"; exit 1; fi
 	@mkdir -p $(DATA_DIR)
 	@echo "otelcol-svc (embedded default): starting, data in $(DATA_DIR)"
-	@SVC_DATA_DIR=$(DATA_DIR) SVC_DASHBOARD_ORIGIN="$(or $(SVC_DASHBOARD_ORIGIN),http://$(call shown,$(RUN_CP)))" \
+	@SVC_DATA_DIR=$(DATA_DIR) SVC_DASHBOARD_ORIGIN="$(or $(SVC_DASHBOARD_ORIGIN),$(subst $() ,$(comma),$(strip $(RUN_ORIGINS))))" \
 		$(BIN)/otelcol-svc --config configs/embedded.yaml & col=$$!; \
 	SVC_DATA_DIR=$(DATA_DIR) NATS_URL="$(or $(NATS_URL),nats://$(call dial,$(RUN_NATS)))" \
 		SVC_PUBLIC_RECEIVER_URL="$(or $(SVC_PUBLIC_RECEIVER_URL),http://$(call shown,$(RUN_RECEIVER)))" \

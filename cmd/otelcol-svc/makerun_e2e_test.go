@@ -64,6 +64,15 @@ func TestMakeRunHonoursDataDirAndPorts(t *testing.T) {
 			assert.Equal(t, http.StatusOK, resp.StatusCode, u)
 		}
 	}
+	// The receiver answers the dashboard where the control plane serves it, not at 8080.
+	req, err := http.NewRequest(http.MethodOptions, "http://127.0.0.1:"+recv+"/console/v1/projects/p/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Origin", "http://localhost:"+cp)
+	req.Header.Set("Access-Control-Request-Method", "GET")
+	if resp, err := http.DefaultClient.Do(req); assert.NoError(t, err) {
+		resp.Body.Close()
+		assert.Equal(t, "http://localhost:"+cp, resp.Header.Get("Access-Control-Allow-Origin"), "the dashboard's origin follows SVC_CONTROLPLANE_LISTEN")
+	}
 	// The state is under SVC_DATA_DIR: JetStream's store and the control plane's SQLite.
 	assert.DirExists(t, filepath.Join(dataDir, "nats", "jetstream"))
 	assert.FileExists(t, filepath.Join(dataDir, "controlplane.db"))
