@@ -46,10 +46,10 @@ func TestDestinationFiguresSurviveALostProcess(t *testing.T) {
 		switch {
 		case i == 3:
 			crashed.AddDestination("p", "s1", Counters{SinkDeadLettered: 1}, Destination{DeadLettered: 1})
-			require.NoError(t, m.Ack())
+			require.NoError(t, m.DoubleAck(ctx))
 		case i < 10:
 			crashed.AddDestination("p", "s1", Counters{Delivered: 1}, Destination{Delivered: 1})
-			require.NoError(t, m.Ack())
+			require.NoError(t, m.DoubleAck(ctx))
 		}
 		i++ // the last two are held, unacknowledged, by the killed process
 	}
@@ -142,7 +142,9 @@ func TestDestinationFromAPreviousReleaseIsExactSinceFound(t *testing.T) {
 	// dead-lettered, which it did not count anywhere), 2 still in its hands.
 	held := fetch(t, c, 6)
 	for _, m := range held[:4] {
-		require.NoError(t, m.Ack())
+		// Acknowledged by the server before the upgrade (an Ack is sent and not waited
+		// for): the cursor then stands where this test says it does.
+		require.NoError(t, m.DoubleAck(ctx))
 	}
 	held = held[4:]
 
