@@ -171,7 +171,9 @@ try {
   const attempts = dpanel.getByRole('table', { name: 'Attempt log' });
   await attempts.waitFor();
   assert.ok((await attempts.textContent()).includes('404'));
-  assert.ok((await dpanel.getByRole('figure').filter({ hasText: 'Request body' }).textContent()).includes('card expired'),
+  // The oldest dead letter holds the oldest record sent, 1042, whether the pipeline took
+  // the stored records and 1045 in one call or in two (that depends on when it started).
+  assert.ok((await dpanel.getByRole('figure').filter({ hasText: 'Request body' }).textContent()).includes('card declined'),
     'the request body is what was sent');
   assert.ok((await dpanel.getByRole('figure').filter({ hasText: 'Response body' }).textContent()).includes('no such route'));
   await assertAccessible(a, 'deliveries');
