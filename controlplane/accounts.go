@@ -176,13 +176,8 @@ func accounts(args []string, stdout, stderr io.Writer) int {
 		u, err = tx.UserByEmail(ctx, email)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		fmt.Fprintf(stderr, "%s set-limit: no account with the email %s (`%s list` shows them)\n", accountsCmd, email, accountsCmd)
-		return exitFailed
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%s set-limit: the database: %v\n", accountsCmd, err)
-		return exitFailed
+		return setLimitLookupFailed(stderr, email, err)
 	}
 	was, had, err := rd.Limits().Get(ctx, u.ID)
 	if err != nil {
@@ -230,13 +225,8 @@ func setProjectLimit(ctx context.Context, db *store.Store, email string, limit *
 		owned, err = tx.OwnedProjects(ctx, u.ID)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		fmt.Fprintf(stderr, "%s set-limit: no account with the email %s (`%s list` shows them)\n", accountsCmd, email, accountsCmd)
-		return exitFailed
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%s set-limit: the database: %v\n", accountsCmd, err)
-		return exitFailed
+		return setLimitLookupFailed(stderr, email, err)
 	}
 	fmt.Fprintf(stdout, "%s: project limit %s (was %s); it owns %d\n", email,
 		limitText(now, limit != nil, def, "none"), limitText(was, wasOwn, def, "none"), owned)
@@ -304,4 +294,15 @@ func listAccounts(ctx context.Context, db *store.Store, rd *usage.Reader, def, d
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", r.u.Email, limitText(n, ok, def, "unlimited"), a.Events, r.owned, limitText(r.limit, r.ownLimit, defProjects, "none"))
 	}
 	return tw.Flush()
+}
+
+// setLimitLookupFailed says why set-limit could not read the account, in the words both
+// of its forms (events and projects) use.
+func setLimitLookupFailed(stderr io.Writer, email string, err error) int {
+	if errors.Is(err, store.ErrNotFound) {
+		fmt.Fprintf(stderr, "%s set-limit: no account with the email %s (`%s list` shows them)\n", accountsCmd, email, accountsCmd)
+	} else {
+		fmt.Fprintf(stderr, "%s set-limit: the database: %v\n", accountsCmd, err)
+	}
+	return exitFailed
 }
