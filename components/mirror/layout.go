@@ -101,6 +101,10 @@ type Project struct {
 	// sets it). Beside the time NATS stored the entry it tells how far the writer's clock
 	// is from the NATS server's, which Sink.Since needs (ServerTime).
 	WrittenAt time.Time `json:"written_at,omitempty"`
+	// Backlog is the stored records the project's user chose to have processed (issue
+	// 23): the pipeline role runs it once, through the project's pipeline, and reports
+	// on it in the svc-backlogs bucket (components/validation). Only the newest runs.
+	Backlog *Backlog `json:"backlog,omitempty"`
 	// clockOffset is the writer's clock minus the NATS server's, less the write's latency,
 	// when the entry was stored; SetStoredAt sets it, for entries that have WrittenAt.
 	clockOffset time.Duration
@@ -171,6 +175,19 @@ type Sink struct {
 	// Since is when the sink was created or last enabled: it receives the results stored
 	// from then on, never a backlog from before it existed or while it was off.
 	Since time.Time `json:"since,omitempty"`
+}
+
+// Backlog is a run of a project's pipeline over records already stored on its raw
+// stream, sequences FirstSeq to LastSeq, which its user asked for after a preview that
+// announced Records records and Calls agent calls.
+type Backlog struct {
+	ID          string    `json:"id"` // "bl_" and a random token
+	FirstSeq    uint64    `json:"first_seq"`
+	LastSeq     uint64    `json:"last_seq"`
+	Records     int       `json:"records"`
+	Calls       int       `json:"calls"`
+	RequestedAt time.Time `json:"requested_at"`
+	RequestedBy string    `json:"requested_by"`
 }
 
 // IngestRate is a per-project ingest rate limit: records per second, with a burst (the
