@@ -131,6 +131,9 @@ type Meter struct {
 	mu       sync.Mutex
 	accounts map[amID]*accountMonth
 	days     map[dayID]int64 // committed records not yet flushed
+	// refusals counts refused records (quota here, the rest through Refused), written
+	// with the day counts.
+	refusals *RefusalCounter
 
 	cancel  context.CancelFunc
 	bg      sync.WaitGroup
@@ -195,7 +198,9 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Meter, erro
 	m := &Meter{
 		cfg: cfg, id: hex.EncodeToString(id[:]), kv: kv,
 		accounts: map[amID]*accountMonth{}, days: map[dayID]int64{},
+		refusals: NewRefusalCounter(cfg.Clock),
 	}
+	m.refusals.kv = kv
 	m.limits = &limitTable{def: cfg.DefaultLimit, overrides: map[string]int64{}, changed: m.limitChanged}
 	bctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
@@ -221,6 +226,13 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Meter, erro
 
 // Limit is account's current monthly limit (0: unlimited).
 func (m *Meter) Limit(account string) int64 { return m.limits.of(account) }
+
+// Refused counts n records of project refused for reason by a check other than the
+// quota's (the rate limit, a size limit), for the usage answers' refused_by_reason.
+// Quota refusals are counted by Reserve itself. Memory only; written each flush.
+func (m *Meter) Refused(account, project, reason string, n int64) {
+	m.refusals.Add(account, project, reason, n, m.limits.of(account))
+}
 
 // Reservation is a request's records, counted against its account's month. Exactly one
 // of Commit (the records were stored) or Refund (they were not) must follow. The zero
@@ -309,6 +321,7 @@ func (m *Meter) Reserve(ctx context.Context, account, project string, n int64) (
 	am.touched = real
 	if real.Before(am.blockedUntil) && limit == am.blockedLimit && am.blockedUsed+n > limit {
 		// A blocked account's clients may keep sending: each refusal costs no KV read.
+		m.refusals.Add(account, project, ReasonQuota, n, limit)
 		return Reservation{}, &QuotaError{Limit: limit, Used: am.blockedUsed, Requested: n, Month: am.month, Now: now}
 	}
 	if am.granted > 0 && real.Before(am.deadline) && am.granted-am.used >= n {
@@ -407,6 +420,7 @@ func (m *Meter) reserveSlow(ctx context.Context, am *accountMonth, res Reservati
 			am.blockedUntil = time.Now().Add(m.cfg.LeaseTTL)
 			am.blockedUsed, am.blockedLimit = after.Claimed, limit
 		}
+		m.refusals.Add(am.account, res.project, ReasonQuota, n, limit)
 		return Reservation{}, &QuotaError{
 			Limit: limit, Used: after.Claimed + after.leased(), Requested: n,
 			Month: am.month, Now: now,
@@ -568,6 +582,7 @@ func (m *Meter) background(ctx context.Context) {
 			m.settleExpired(ctx, false)
 		case <-flush.C:
 			m.report(m.flushDays(ctx))
+			m.report(m.refusals.Flush(ctx))
 		case <-retry.C:
 			m.retryNotices(ctx)
 		}
@@ -670,7 +685,7 @@ func (m *Meter) addDay(ctx context.Context, key string, n int64) error {
 func (m *Meter) Flush(ctx context.Context) error {
 	m.settleExpired(ctx, true)
 	m.notices.Wait()
-	return m.flushDays(ctx)
+	return errors.Join(m.flushDays(ctx), m.refusals.Flush(ctx))
 }
 
 // Close flushes and stops the meter. A process that dies without Close loses no count:
@@ -682,7 +697,7 @@ func (m *Meter) Close(ctx context.Context) error {
 		m.bg.Wait()
 		m.settleExpired(ctx, true)
 		m.notices.Wait()
-		err = m.flushDays(ctx)
+		err = errors.Join(m.flushDays(ctx), m.refusals.Flush(ctx))
 	})
 	return err
 }

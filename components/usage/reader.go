@@ -49,6 +49,10 @@ type ProjectUsage struct {
 	ID     string `json:"id"`
 	Events int64  `json:"events"`
 	Days   []Day  `json:"days"`
+	// Refused is the project's records refused this month (requests whose records were
+	// never counted, such as a body over the size limit, count as one), by reason.
+	Refused         int64            `json:"refused"`
+	RefusedByReason map[string]int64 `json:"refused_by_reason"`
 }
 
 // AccountUsage is an account's month.
@@ -66,13 +70,22 @@ type AccountUsage struct {
 	Projects  []ProjectUsage `json:"projects"`  // projects with records this month
 	Days      []Day          `json:"days"`      // summed over the projects
 	Notices   []Notice       `json:"notices"`
+	// Refused is records refused this month over the projects, by reason (Reason*).
+	// Counts trail the refusals by up to a flush interval (1 s) per receiver.
+	Refused         int64            `json:"refused"`
+	RefusedByReason map[string]int64 `json:"refused_by_reason"`
+	// RefusingSince, while the account refuses for its quota, is its first quota refusal
+	// of the month under its current limit. "Refusing" is: the limit is used up, or a
+	// request was refused for the quota within RefusingWindow (a batch that does not fit
+	// in what is left is refused while smaller requests may still pass).
+	RefusingSince *time.Time `json:"refusing_since,omitempty"`
 }
 
 // Account returns account's usage for the month of t. Per-day counts trail Events by up
 // to a flush interval (1 s) per receiver.
 func (r *Reader) Account(ctx context.Context, account string, t time.Time) (AccountUsage, error) {
 	month := Month(t)
-	u := AccountUsage{Month: month, Projects: []ProjectUsage{}, Days: []Day{}, Notices: []Notice{}}
+	u := AccountUsage{Month: month, Projects: []ProjectUsage{}, Days: []Day{}, Notices: []Notice{}, RefusedByReason: map[string]int64{}}
 	limit, ok, err := r.limits.Get(ctx, account)
 	if err != nil {
 		return u, err
@@ -112,15 +125,14 @@ func (r *Reader) Account(ctx context.Context, account string, t time.Time) (Acco
 		}
 		date := month + "-" + rest[0]
 		id := untoken(rest[1])
-		p := byProject[id]
-		if p == nil {
-			p = &ProjectUsage{ID: id, Days: []Day{}}
-			byProject[id] = p
-		}
+		p := projectOf(byProject, id)
 		p.Events += n
 		p.Days = append(p.Days, Day{Date: date, Events: n})
 		byDay[date] += n
 	}); err != nil {
+		return u, err
+	}
+	if err := r.refusals(ctx, account, month, limit, t, &u, byProject); err != nil {
 		return u, err
 	}
 	for _, p := range byProject {
@@ -151,12 +163,67 @@ func (r *Reader) Account(ctx context.Context, account string, t time.Time) (Acco
 	return u, nil
 }
 
+func projectOf(byProject map[string]*ProjectUsage, id string) *ProjectUsage {
+	p := byProject[id]
+	if p == nil {
+		p = &ProjectUsage{ID: id, Days: []Day{}, RefusedByReason: map[string]int64{}}
+		byProject[id] = p
+	}
+	return p
+}
+
+// refusals adds the month's refusal counts to u and its projects, and decides whether
+// the account is refusing now (u.Remaining must be set).
+func (r *Reader) refusals(ctx context.Context, account, month string, limit int64, t time.Time, u *AccountUsage, byProject map[string]*ProjectUsage) error {
+	prefix := "r." + token(account) + "." + month + "."
+	var first, last time.Time
+	err := r.each(ctx, prefix+">", func(key string, val []byte) {
+		var v refusalValue
+		if json.Unmarshal(val, &v) != nil {
+			return
+		}
+		p := projectOf(byProject, untoken(strings.TrimPrefix(key, prefix)))
+		for reason, n := range v.ByReason {
+			if n <= 0 {
+				continue
+			}
+			p.Refused += n
+			p.RefusedByReason[reason] += n
+			u.Refused += n
+			u.RefusedByReason[reason] += n
+		}
+		// Only refusals under the limit in force now: a raised limit ends "refusing".
+		if !v.QuotaFirst.IsZero() && limit > 0 && v.QuotaLimit == limit {
+			if first.IsZero() || v.QuotaFirst.Before(first) {
+				first = v.QuotaFirst
+			}
+			if v.QuotaLast.After(last) {
+				last = v.QuotaLast
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if !first.IsZero() && (u.Remaining == 0 || t.Sub(last) < RefusingWindow) {
+		since := first.UTC()
+		u.RefusingSince = &since
+	}
+	return nil
+}
+
 // ProjectMonth is the answer of GET /api/v1/projects/{id}/usage (contract §9).
 type ProjectMonth struct {
 	Month  string `json:"month"`
 	Events int64  `json:"events"`
 	Limit  int64  `json:"limit"` // the account's
 	Days   []Day  `json:"days"`
+	// Refused: this project's own refused records (never another project's).
+	Refused         int64            `json:"refused"`
+	RefusedByReason map[string]int64 `json:"refused_by_reason"`
+	// RefusingSince is the account's (AccountUsage.RefusingSince): its quota is shared
+	// by all its projects, so this project's records are refused too.
+	RefusingSince *time.Time `json:"refusing_since,omitempty"`
 }
 
 // Project returns one project's usage for the month of t, with its account's limit.
@@ -165,10 +232,11 @@ func (r *Reader) Project(ctx context.Context, account, project string, t time.Ti
 	if err != nil {
 		return ProjectMonth{}, err
 	}
-	pm := ProjectMonth{Month: u.Month, Limit: u.Limit, Days: []Day{}}
+	pm := ProjectMonth{Month: u.Month, Limit: u.Limit, Days: []Day{}, RefusedByReason: map[string]int64{}, RefusingSince: u.RefusingSince}
 	for _, p := range u.Projects {
 		if p.ID == project {
 			pm.Events, pm.Days = p.Events, p.Days
+			pm.Refused, pm.RefusedByReason = p.Refused, p.RefusedByReason
 		}
 	}
 	return pm, nil
