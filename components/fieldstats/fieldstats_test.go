@@ -1,4 +1,4 @@
-package console
+package fieldstats
 
 import (
 	"context"
@@ -15,12 +15,12 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
 )
 
-func stats(recs ...string) ([]FieldStat, *fieldStats) {
-	s := newFieldStats()
+func stats(recs ...string) ([]Field, *Stats) {
+	s := New()
 	for _, r := range recs {
-		s.add([]byte(r))
+		s.Add([]byte(r))
 	}
-	return s.result(), s
+	return s.Result(), s
 }
 
 func TestFieldStats(t *testing.T) {
@@ -32,7 +32,7 @@ func TestFieldStats(t *testing.T) {
 	)
 	assert.Equal(t, 4, s.sampled)
 	assert.False(t, s.truncated)
-	assert.Equal(t, []FieldStat{
+	assert.Equal(t, []Field{
 		{Path: "_event_type", OTTL: `event["_event_type"]`, Count: 2, Types: []string{"string"}},
 		{Path: "payload", OTTL: `payload`, Count: 2, Types: []string{"object"}},
 		{Path: "payload.draft", OTTL: `payload["draft"]`, Count: 1, Types: []string{"boolean"}},
@@ -117,15 +117,15 @@ func TestFieldStatsBounds(t *testing.T) {
 		deep += `}`
 	}
 	got, _ := stats(deep)
-	assert.Len(t, got, maxFieldDepth, "paths deeper than the limit are not listed")
+	assert.Len(t, got, MaxDepth, "paths deeper than the limit are not listed")
 
 	wide := map[string]int{}
-	for i := 0; i < maxFieldPaths+10; i++ {
+	for i := 0; i < MaxPaths+10; i++ {
 		wide[fmt.Sprintf("k%d", i)] = i
 	}
 	b, _ := json.Marshal(wide)
 	got, s := stats(string(b))
-	assert.Len(t, got, maxFieldPaths)
+	assert.Len(t, got, MaxPaths)
 	assert.True(t, s.truncated)
 }
 
@@ -157,7 +157,7 @@ func FuzzFieldStats(f *testing.F) {
 		}
 		// Every top-level member of a valid object is listed.
 		var m map[string]json.RawMessage
-		if json.Unmarshal(a, &m) == nil && len(m) < maxFieldPaths/2 {
+		if json.Unmarshal(a, &m) == nil && len(m) < MaxPaths/2 {
 			for k := range m {
 				i := sort.Search(len(got), func(i int) bool { return got[i].Path >= k })
 				if i == len(got) || got[i].Path != k {
