@@ -101,6 +101,11 @@ type Project struct {
 	// sets it). Beside the time NATS stored the entry it tells how far the writer's clock
 	// is from the NATS server's, which Sink.Since needs (ServerTime).
 	WrittenAt time.Time `json:"written_at,omitempty"`
+	// AgentSince is when the project's agent URL last went from empty to set, by the
+	// writer's clock (as Sink.Since; ServerTime converts it): a new pipeline consumer
+	// starts there, never with a backlog of what was stored before. Zero (an entry
+	// written before it existed): the consumer starts from new records.
+	AgentSince time.Time `json:"agent_since,omitempty"`
 	// Backlog is the stored records the project's user chose to have processed (issue
 	// 23): the pipeline role runs it once, through the project's pipeline, and reports
 	// on it in the svc-backlogs bucket (components/validation). Only the newest runs.
