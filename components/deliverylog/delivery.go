@@ -43,6 +43,9 @@ type Attempt struct {
 	StatusCode int       `json:"status_code"`
 	Error      string    `json:"error"`
 	LatencyMS  int64     `json:"latency_ms"`
+	// RequestHeaders are the headers the attempt sent, as LogHeaders keeps them: every
+	// name, secret values redacted.
+	RequestHeaders map[string]string `json:"request_headers,omitempty"`
 }
 
 // Delivery is the latest state of one delivery with its attempt log. The keys contract
@@ -79,7 +82,10 @@ type Delivery struct {
 	// the project (components/requestid).
 	Unmatched bool `json:"unmatched,omitempty"`
 	// TraceID is the W3C trace id the agent call carried in traceparent.
-	TraceID          string    `json:"trace_id,omitempty"`
+	TraceID string `json:"trace_id,omitempty"`
+	// NextAttemptAt is when the next try of a delivery waiting for a retry is due
+	// (Writer.NextAttempt); zero, and left out, once that try is made or it has ended.
+	NextAttemptAt    time.Time `json:"next_attempt_at,omitzero"`
 	AttemptLog       []Attempt `json:"attempt_log,omitempty"`
 	RequestBody      []byte    `json:"request_body,omitempty"`
 	RequestTruncated bool      `json:"request_truncated,omitempty"`

@@ -43,7 +43,7 @@ const DefaultMaxPerProject = 20000
 const DefaultMaxBytesPerProject = 80 << 20
 
 type event struct {
-	op      byte // 'r' record, 'a' attempt, 'f' finish, 'x' abandon, 's' superseded
+	op      byte // 'r' record, 'a' attempt, 'n' next attempt due, 'f' finish, 'x' abandon, 's' superseded
 	project string
 	d       Delivery
 	attempt Attempt
@@ -144,7 +144,7 @@ func (w *Writer) send(e event) {
 	select {
 	case w.ch <- e:
 	default:
-		if e.op == 'r' || e.op == 'a' {
+		if e.op == 'r' || e.op == 'a' || e.op == 'n' {
 			w.dropped.Add(1) // detail: shed under pressure
 			return
 		}
@@ -215,11 +215,19 @@ func (w *Writer) Record(project string, d Delivery) {
 // one makes the state retrying.
 func (w *Writer) Attempt(project, id string, a Attempt, answer []byte) {
 	a.Error = capString(a.Error, MaxError)
+	a.RequestHeaders = boundHeaders(a.RequestHeaders)
 	e := event{op: 'a', project: project, d: Delivery{ID: id}, attempt: a}
 	if answer != nil {
 		e.answer, e.trunc = capBytes(answer, MaxAnswer)
 	}
 	w.send(e)
+}
+
+// NextAttempt says when the next try of delivery id is due, once a failed try has
+// scheduled one: the console shows "next retry at" while the delivery waits. The next
+// Attempt, Finish or Abandon clears it.
+func (w *Writer) NextAttempt(project, id string, at time.Time) {
+	w.send(event{op: 'n', project: project, d: Delivery{ID: id, NextAttemptAt: at.UTC()}})
 }
 
 // Finish sets the final state (delivered or dead_lettered), the answer and where the
@@ -432,6 +440,7 @@ func (w *Writer) apply(open, touched map[key]*Delivery, order []key, e event) []
 			e.attempt.At = now
 		}
 		d.Attempts++
+		d.NextAttemptAt = time.Time{}
 		d.StatusCode, d.Error, d.LatencyMS = e.attempt.StatusCode, e.attempt.Error, e.attempt.LatencyMS
 		if e.answer != nil {
 			d.Answer, d.AnswerTruncated = e.answer, e.trunc
@@ -447,6 +456,14 @@ func (w *Writer) apply(open, touched map[key]*Delivery, order []key, e event) []
 			d.State = StateRetrying
 		}
 		d.UpdatedAt = now
+	case 'n':
+		d = open[k]
+		if d == nil {
+			w.dropped.Add(1)
+			return order
+		}
+		d.NextAttemptAt = e.d.NextAttemptAt
+		d.UpdatedAt = now
 	case 'f':
 		d = open[k]
 		if d == nil {
@@ -454,6 +471,7 @@ func (w *Writer) apply(open, touched map[key]*Delivery, order []key, e event) []
 			return order
 		}
 		delete(open, k)
+		d.NextAttemptAt = time.Time{}
 		d.State = e.final.State
 		if e.final.Answer != nil {
 			d.Answer, d.AnswerTruncated = e.final.Answer, e.trunc
@@ -470,6 +488,7 @@ func (w *Writer) apply(open, touched map[key]*Delivery, order []key, e event) []
 			return order
 		}
 		delete(open, k)
+		d.NextAttemptAt = time.Time{}
 		d.Error = e.d.Error
 		d.UpdatedAt = now
 	case 's':
