@@ -17,6 +17,11 @@ import (
 // project's deliveries (agent calls and sink deliveries), newest first, without bodies.
 // GET /console/v1/projects/{project_id}/deliveries/{delivery_id}: one, with its attempt
 // log and bodies (contract section 11).
+//
+// Both carry next_attempt_at while a delivery waits for a retry, and each attempt its
+// request_headers. Those were redacted when written (deliverylog.LogHeaders), not here:
+// any console credential of the project reads them, a member's token and the project's
+// API key among them, so the log holds no secret to hide.
 
 const msgNoDelivery = "no such delivery in this project (deliveries are kept for 7 days)"
 

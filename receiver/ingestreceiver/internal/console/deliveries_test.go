@@ -593,3 +593,47 @@ func FuzzParseTraceQuery(f *testing.F) {
 		}
 	})
 }
+
+// A delivery waiting for its retry answers, listed and opened, when the next try is due
+// (next_attempt_at), and its attempts the request headers they sent, credentials as
+// [redacted] whoever reads: a member's console token, an owner's, the project's key.
+func TestWaitingDeliveryAnswersNextAttemptAndRedactedRequestHeaders(t *testing.T) {
+	s := startLogStack(t)
+	sent := http.Header{}
+	sent.Set("Content-Type", "application/json")
+	sent.Set("X-Request-Id", "req_call0")
+	sent.Set("Webhook-Signature", "v1,c2lnbmF0dXJl")
+	sent.Set("Authorization", "Bearer hook-secret")
+	sent.Set("X-Api-Key", "key-secret")
+	due := time.Now().UTC().Add(2 * time.Minute).Truncate(time.Millisecond)
+	s.writer.Record(projA, deliverylog.Delivery{ID: "dlv_wait", Kind: deliverylog.KindSink, SinkID: "s1", RequestID: "req_call0", Records: 1})
+	s.writer.Attempt(projA, "dlv_wait", deliverylog.Attempt{StatusCode: 503, Error: "503", LatencyMS: 5,
+		RequestHeaders: deliverylog.LogHeaders(sent, map[string]string{"Authorization": "Bearer hook-secret"})}, nil)
+	s.writer.NextAttempt(projA, "dlv_wait", due)
+	s.flush(t)
+
+	for who, cred := range map[string]map[string]string{"member": s.token(t, "member", projA), "owner": s.token(t, "owner", projA), "key": s.key(projA)} {
+		a := s.get(t, projA+"/deliveries/dlv_wait", cred)
+		require.Equal(t, http.StatusOK, a.status, "%s: %s", who, a.body)
+		var d struct {
+			State         string    `json:"state"`
+			NextAttemptAt time.Time `json:"next_attempt_at"`
+			AttemptLog    []struct {
+				RequestHeaders map[string]string `json:"request_headers"`
+			} `json:"attempt_log"`
+		}
+		require.NoError(t, json.Unmarshal(a.body, &d))
+		assert.Equal(t, "retrying", d.State, who)
+		assert.True(t, d.NextAttemptAt.Equal(due), "%s: next_attempt_at %v, want %v", who, d.NextAttemptAt, due)
+		require.Len(t, d.AttemptLog, 1, who)
+		assert.Equal(t, map[string]string{"Content-Type": "application/json", "X-Request-Id": "req_call0",
+			"Webhook-Signature": "[redacted]", "Authorization": "[redacted]", "X-Api-Key": "[redacted]"}, d.AttemptLog[0].RequestHeaders, who)
+		for _, secret := range []string{"hook-secret", "key-secret", "c2lnbmF0dXJl"} {
+			assert.NotContains(t, string(a.body), secret, who)
+		}
+
+		l := s.get(t, projA+"/deliveries?state=retrying", cred)
+		require.Equal(t, http.StatusOK, l.status, "%s: %s", who, l.body)
+		assert.Contains(t, string(l.body), `"next_attempt_at":"`+due.Format(time.RFC3339Nano)+`"`, "%s: the list says when it is due", who)
+	}
+}
