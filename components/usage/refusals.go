@@ -99,9 +99,18 @@ func NewRefusalCounter(clock func() time.Time) *RefusalCounter {
 	return &RefusalCounter{clock: clock, pending: map[refusalID]*refusalValue{}}
 }
 
-// Open binds the counter to the usage bucket (creating it when missing).
+// Open binds the counter to the usage bucket, creating it when missing with replicas;
+// replicas 0 only binds (jetstream.ErrBucketNotFound until a meter created it), for a
+// process that does not know the deployment's replicas and must not create the bucket
+// with the wrong number.
 func (c *RefusalCounter) Open(ctx context.Context, js jetstream.JetStream, replicas int) error {
-	kv, err := openUsageBucket(ctx, js, replicas)
+	var kv jetstream.KeyValue
+	var err error
+	if replicas <= 0 {
+		kv, err = js.KeyValue(ctx, BucketUsage)
+	} else {
+		kv, err = openUsageBucket(ctx, js, replicas)
+	}
 	if err != nil {
 		return err
 	}

@@ -136,7 +136,7 @@ func (t *ticket) release() {
 func (r *ingestReceiver) busy(why error) *apierror.Error {
 	msg := fmt.Sprintf("the receiver is already reading and decoding as many bytes as it may hold at once (max_inflight_bytes, %d MiB); retry in a few seconds", r.cfg.MaxInflightBytes>>20)
 	if errors.Is(why, errTenantNoRoom) {
-		msg = fmt.Sprintf("your account's other requests already hold its share of what the receiver reads and decodes at once (max_inflight_bytes_per_account, %d MiB); retry in a few seconds, once they are done, or send fewer requests at once", r.admit.perTenant>>20)
+		msg = fmt.Sprintf("your account's other requests already hold its share of what the receiver reads and decodes at once (%s, %d MiB); retry in a few seconds, once they are done, or send fewer requests at once", tenantShareSetting, r.admit.perTenant>>20)
 	}
 	e := apierror.New(http.StatusServiceUnavailable, apierror.Unavailable, msg)
 	e.RetryAfter = r.cfg.RetryAfter

@@ -69,10 +69,10 @@ func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request,
 	defer t.release()
 	body, aerr := r.readBody(req, t)
 	if aerr != nil {
-		return aerr
+		return r.countRefusal(ctx, aerr, 1)
 	}
 	if err := t.reserve(costPerBodyByte * int64(len(body))); err != nil {
-		return r.busy(err)
+		return r.countRefusal(ctx, r.busy(err), 1)
 	}
 	var objs [][]byte
 	var err error
@@ -84,7 +84,7 @@ func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request,
 		objs = [][]byte{obj}
 	}
 	if err != nil {
-		return bodyError(err)
+		return r.countRefusal(ctx, bodyError(err), 1)
 	}
 	for i := range objs {
 		objs[i] = eventjson.WithFields(objs[i], fields...)

@@ -66,7 +66,7 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 	defer t.release()
 	body, aerr := r.readBody(req, t)
 	if aerr != nil {
-		fail(aerr)
+		fail(r.countRefusal(ctx, aerr, 1))
 		return
 	}
 	if enc.JSON {
@@ -83,11 +83,11 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 		return
 	}
 	if n > r.cfg.MaxRecordsPerRequest {
-		fail(tooManyRecords(r.cfg.MaxRecordsPerRequest))
+		fail(r.countRefusal(ctx, tooManyRecords(r.cfg.MaxRecordsPerRequest), n))
 		return
 	}
 	if err := t.reserve(costPerBodyByte*int64(len(body)) + costPerRecord*int64(n)); err != nil {
-		fail(r.busy(err))
+		fail(r.countRefusal(ctx, r.busy(err), n))
 		return
 	}
 	if err := or.unmarshal(enc, body); err != nil {
@@ -101,7 +101,7 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 	if or.count() > r.cfg.MaxRecordsPerRequest {
 		// The count from the bytes is what pdata decodes (records.FuzzCountOTLP); this
 		// check keeps the limit exact whatever a lenient decoder makes of odd input.
-		fail(tooManyRecords(r.cfg.MaxRecordsPerRequest))
+		fail(r.countRefusal(ctx, tooManyRecords(r.cfg.MaxRecordsPerRequest), or.count()))
 		return
 	}
 	quota := new(ingestctx.Quota)

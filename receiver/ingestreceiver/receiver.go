@@ -29,6 +29,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/records"
 	"github.com/otelcol-svc/otelcol-svc/components/requestid"
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/components/usage"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/otlphttp"
 )
@@ -58,6 +59,11 @@ type ingestReceiver struct {
 	// results counts agent results in the projects' ledgers (results.go).
 	results    resultCounts
 	stopLedger context.CancelFunc
+
+	// refusals counts the records this receiver refuses for an account's limits
+	// (refusals.go); stopRefusals ends its flushes.
+	refusals     *usage.RefusalCounter
+	stopRefusals context.CancelFunc
 }
 
 func newReceiver(cfg *Config, set receiver.Settings) (*ingestReceiver, error) {
@@ -69,7 +75,8 @@ func newReceiver(cfg *Config, set receiver.Settings) (*ingestReceiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ingestReceiver{cfg: cfg, settings: set, obs: obs, admit: newAdmission(cfg.MaxInflightBytes, perAccount(cfg))}, nil
+	return &ingestReceiver{cfg: cfg, settings: set, obs: obs, admit: newAdmission(cfg.MaxInflightBytes, perAccount(cfg)),
+		refusals: usage.NewRefusalCounter(nil)}, nil
 }
 
 func (r *ingestReceiver) Start(ctx context.Context, host component.Host) error {
@@ -102,6 +109,7 @@ func (r *ingestReceiver) Start(ctx context.Context, host component.Host) error {
 	if r.dp != nil {
 		r.startIssuer(r.dp.JetStream())
 		r.startLedger(r.dp.JetStream())
+		r.startRefusals(r.dp.JetStream())
 	}
 	r.wg.Add(1)
 	go func() {
@@ -123,6 +131,9 @@ func (r *ingestReceiver) Shutdown(ctx context.Context) error {
 	}
 	if r.stopLedger != nil {
 		r.stopLedger()
+	}
+	if r.stopRefusals != nil {
+		r.stopRefusals() // after a last flush
 	}
 	r.wg.Wait()
 	// The server is closed: no result is counted after this flush. Counts NATS cannot

@@ -70,14 +70,14 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *i
 	defer t.release()
 	body, aerr := r.readBody(req, t)
 	if aerr != nil {
-		return 0, aerr
+		return 0, r.countRefusal(ctx, aerr, 1)
 	}
 	if err := t.reserve(costPerBodyByte * int64(len(body))); err != nil {
-		return 0, r.busy(err)
+		return 0, r.countRefusal(ctx, r.busy(err), 1)
 	}
 	objs, err := eventjson.Objects(body, r.cfg.MaxObjectsPerRequest)
 	if err != nil {
-		e := bodyError(err)
+		e := r.countRefusal(ctx, bodyError(err), 1)
 		switch mediaType(req) {
 		case "application/x-www-form-urlencoded", "multipart/form-data":
 			if e.Status == http.StatusBadRequest {
