@@ -3,6 +3,7 @@
 // to the receiver, so payloads never pass through the control plane. The token is kept in
 // memory only, per project, and fetched again before it expires.
 import { api, ApiError, sentence } from './api';
+import { explainUnreachable } from './reach';
 
 interface ConsoleToken {
   token: string;
@@ -70,8 +71,9 @@ export async function consoleApi<T>(
         cache: 'no-store',
       });
     } catch {
-      throw new ApiError(0, 'network',
-        `The receiver at ${base} could not be reached (or it does not allow this page's origin). Check that the collector is running and that its SVC_DASHBOARD_ORIGIN is ${location.origin}.`, 0);
+      // No answer at all: the receiver is down, or it does not allow this page's origin.
+      const why = await explainUnreachable(base);
+      throw new ApiError(0, why.code, why.message, 0);
     }
     const data = await res.json().catch(() => null);
     if (res.ok) return data as T;
@@ -117,10 +119,13 @@ export interface Delivery {
   updated_at: string;
   replay_of?: string;
   unmatched?: boolean;
+  /** When the next try of a delivery waiting for a retry is due. */
+  next_attempt_at?: string;
 }
 
 export interface DeliveryDetail extends Delivery {
-  attempt_log: { at: string; status_code: number; error?: string; latency_ms: number }[];
+  /** request_headers: what each attempt sent, credentials as "[redacted]". */
+  attempt_log: { at: string; status_code: number; error?: string; latency_ms: number; request_headers?: Record<string, string> }[];
   request_body?: unknown;
   response_body?: unknown;
   response_truncated?: boolean;

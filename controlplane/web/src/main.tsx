@@ -27,7 +27,10 @@ function App() {
   // undefined: asking the control plane; null: not logged in.
   const [session, setSession] = useState<Session | null | undefined>(undefined);
 
+  // Set by Log out: the log-in page then does not send the next person back to this page.
+  const loggedOut = useRef(false);
   const adopt = (s: Session | null) => {
+    if (s) loggedOut.current = false;
     setCsrfToken(s?.csrf_token ?? '');
     setSession(s);
   };
@@ -41,8 +44,11 @@ function App() {
   // An MCP client's sign-in request survives logging in: the consent page is where the
   // user comes back to (and only a path on this origin is ever returned to).
   const consent = path === '/authorize';
+  // So does a link into a project's page (a delivery in a chat message or a failure
+  // notice: ?delivery=<id>), unless its reader logged out there.
+  const deepLink = consent || (path.startsWith('/projects/') && !loggedOut.current);
   useEffect(() => {
-    if (session === null && !publicPage) navigate(withNext('/login', consent ? location.pathname + location.search : null), true);
+    if (session === null && !publicPage) navigate(withNext('/login', deepLink ? location.pathname + location.search : null), true);
     if (session && (publicPage || path === '/')) navigate((publicPage && currentNext()) || '/projects', true);
   }, [session, path]);
 
@@ -53,6 +59,7 @@ function App() {
   }
 
   const logout = async () => {
+    loggedOut.current = true;
     try {
       await api('DELETE', '/auth/session');
     } finally {

@@ -3,6 +3,7 @@
 import type { ComponentChildren, InputHTMLAttributes } from 'preact';
 import { useEffect, useId, useRef, useState } from 'preact/hooks';
 import { ApiError } from './api';
+import { Moment } from './time';
 
 type InputProps = InputHTMLAttributes<HTMLInputElement> & { label: string; hint?: ComponentChildren };
 
@@ -52,16 +53,9 @@ export function duration(seconds: number): string {
   return `${h} hour${h === 1 ? '' : 's'}`;
 }
 
-const dateFmt = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-
+/** A moment to the second with its time zone, how long ago on hover (time.tsx). */
 export function When({ at, never = 'never' }: { at: string | null | undefined; never?: string }) {
-  if (!at) return <span class="muted">{never}</span>;
-  const d = new Date(at);
-  return (
-    <time dateTime={at} title={d.toISOString()}>
-      {dateFmt.format(d)}
-    </time>
-  );
+  return <Moment at={at} never={never} />;
 }
 
 export function CopyButton({ text, label }: { text: string; label: string }) {

@@ -2,13 +2,15 @@
 // delivery log (contract section 11), the ledger's counts, a chart of calls and failures,
 // one delivery's attempts and bodies, and replay (owners and admins: the receiver takes
 // replays only from their console tokens, so members are not offered the buttons).
+import { Fragment } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, canWrite, type Project, type Sink } from '../api';
 import { CallsChart } from '../chart';
 import { consoleApi, type Delivery, type DeliveryDetail, type Ledger } from '../console';
 import { FilterSelect } from '../filters';
 import { JsonBlock } from '../json';
-import { ConfirmDialog, ErrorMessage, Loading, Notice, PageHeader, When } from '../ui';
+import { Moment, useNow } from '../time';
+import { ConfirmDialog, ErrorMessage, Loading, Notice, PageHeader } from '../ui';
 
 const REFRESH_MS = 3000;
 
@@ -37,6 +39,20 @@ function replayKey(): string {
   return crypto.randomUUID();
 }
 
+/** The delivery the address names (?delivery=<id>): links in chat messages and failure notices open it. */
+function deliveryInAddress(): string | null {
+  return new URLSearchParams(location.search).get('delivery') || null;
+}
+
+/** Keeps ?delivery= in the address in step with the open delivery, so the address can be shared. */
+function showInAddress(id: string | null) {
+  const q = new URLSearchParams(location.search);
+  if (id) q.set('delivery', id);
+  else q.delete('delivery');
+  const search = q.toString();
+  history.replaceState(history.state, '', location.pathname + (search ? `?${search}` : '') + location.hash);
+}
+
 export function DeliveriesPage({ project }: { project: Project }) {
   const writable = canWrite(project.role);
   const [state, setState] = useState('');
@@ -45,7 +61,11 @@ export function DeliveriesPage({ project }: { project: Project }) {
   const [ledger, setLedger] = useState<Ledger | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [sinks, setSinks] = useState<Sink[]>([]);
-  const [openId, setOpenId] = useState<string | null>(null);
+  const [openId, setOpenIdState] = useState<string | null>(deliveryInAddress);
+  const setOpenId = (id: string | null) => {
+    setOpenIdState(id);
+    showInAddress(id);
+  };
   const [tick, setTick] = useState(0);
   const [confirmAll, setConfirmAll] = useState(false);
   const [replaying, setReplaying] = useState(false);
@@ -106,7 +126,7 @@ export function DeliveriesPage({ project }: { project: Project }) {
   const dest = (d: Delivery) => {
     if (d.kind === 'agent') return 'Agent';
     const s = sinks.find((x) => x.id === d.sink_id);
-    return s ? `${s.kind === 'chat' ? 'Chat' : 'Webhook'} ${s.url.replace(/^https?:\/\//, '').slice(0, 40)}` : d.sink_id ?? 'Destination';
+    return s ? `${s.kind === 'chat' ? 'Chat' : 'Webhook'} ${s.url.replace(/^https?:\/\//, '').slice(0, 40)}` : d.sink_id ? `Destination ${d.sink_id}` : 'Destination';
   };
   const dead = list?.filter((d) => d.state === 'dead_lettered').length ?? 0;
   // Which listed deliveries were sent again, and as what (a replay names its original).
@@ -168,30 +188,39 @@ export function DeliveriesPage({ project }: { project: Project }) {
           <caption class="sr-only">Deliveries, newest first</caption>
           <thead>
             <tr>
-              <th scope="col">State</th>
-              <th scope="col">Kind</th>
-              <th scope="col">Destination</th>
-              <th scope="col" class="num">Attempts</th>
-              <th scope="col" class="num">Status</th>
-              <th scope="col" class="num">Latency</th>
-              <th scope="col" class="num">Records</th>
-              <th scope="col">Created</th>
-              <th scope="col"><span class="sr-only">Actions</span></th>
+              <th scope="col" class="col-state">State</th>
+              <th scope="col" class="col-to">To</th>
+              <th scope="col" class="num col-attempts">Attempts</th>
+              <th scope="col" class="num col-result">Status</th>
+              <th scope="col" class="num col-records">Records</th>
+              <th scope="col" class="col-created">Created</th>
+              <th scope="col" class="col-actions"><span class="sr-only">Actions</span></th>
             </tr>
           </thead>
           <tbody>
             {list.map((d) => (
               <tr key={d.id} class={openId === d.id ? 'is-open' : undefined}>
-                <td><StateBadge state={d.state} />{d.replay_of && <span class="badge badge-quiet">replay</span>}
-                  {replays.has(d.id) && <span class="badge badge-quiet">replayed</span>}</td>
-                <td>{d.kind === 'agent' ? 'Agent' : 'Destination'}</td>
-                <td class="clip">{dest(d)}</td>
-                <td class="num">{d.attempts}</td>
-                <td class="num">{d.status_code || <span class="muted">—</span>}</td>
-                <td class="num">{d.latency_ms} ms</td>
-                <td class="num">{d.records}</td>
-                <td><When at={d.created_at} /></td>
-                <td class="row-actions">
+                <td class="col-state">
+                  <StateBadge state={d.state} />
+                  {(d.replay_of || replays.has(d.id)) && (
+                    <span class="badges">
+                      {d.replay_of && <span class="badge badge-quiet">replay</span>}
+                      {replays.has(d.id) && <span class="badge badge-quiet">replayed</span>}
+                    </span>
+                  )}
+                  {d.state === 'retrying' && d.next_attempt_at && (
+                    <span class="muted small next-retry">next <Moment at={d.next_attempt_at} /></span>
+                  )}
+                </td>
+                <td class="clip col-to" title={dest(d)}>{dest(d)}</td>
+                <td class="num col-attempts">{d.attempts}</td>
+                <td class="num col-result">
+                  {d.status_code || <span class="muted">—</span>}
+                  <span class="muted small latency">{d.latency_ms} ms</span>
+                </td>
+                <td class="num col-records">{d.records}</td>
+                <td class="col-created"><Moment at={d.created_at} /></td>
+                <td class="row-actions col-actions">
                   <button type="button" class="btn btn-small" aria-label={`Details of delivery ${d.id}`} aria-expanded={openId === d.id}
                     onClick={() => setOpenId(openId === d.id ? null : d.id)}>
                     Details
@@ -290,6 +319,8 @@ function DeliveryPanel(props: {
     consoleApi<DeliveryDetail>(props.project.id, 'GET', `/deliveries/${encodeURIComponent(props.id)}`).then(setD, setError);
   }, [props.id, props.tick]);
   const settled = d && (d.state === 'dead_lettered' || d.state === 'delivered');
+  // The relative times (created 3 min ago, next retry in 25 s) count on their own.
+  const now = useNow(1000);
   return (
     <section ref={ref} tabIndex={-1} class="panel delivery-detail" aria-label={`Delivery ${props.id}`}>
       <div class="detail-head">
@@ -314,26 +345,49 @@ function DeliveryPanel(props: {
             {d.replay_of && (<><dt>Replay of</dt><dd><button type="button" class="link-btn mono" onClick={() => props.onOpen(d.replay_of!)}>{d.replay_of}</button></dd></>)}
             {props.replayedAs && (<><dt>Replayed as</dt><dd><button type="button" class="link-btn mono" onClick={() => props.onOpen(props.replayedAs!)}>{props.replayedAs}</button></dd></>)}
             <dt>Records</dt><dd>{d.records}</dd>
-            <dt>Created</dt><dd><When at={d.created_at} /></dd>
+            <dt>Created</dt><dd><Moment at={d.created_at} relative now={now} /></dd>
+            {d.state === 'retrying' && d.next_attempt_at && (
+              <><dt>Next retry at</dt><dd><Moment at={d.next_attempt_at} relative now={now} /></dd></>
+            )}
             {d.error && (<><dt>Error</dt><dd>{d.error}</dd></>)}
           </dl>
           <h3>Attempts</h3>
           {d.attempt_log.length === 0 ? <p class="muted">No attempt yet.</p> : (
-            <table>
+            <table class="attempts-table">
               <caption class="sr-only">Attempt log</caption>
               <thead><tr><th scope="col" class="num">#</th><th scope="col">At</th><th scope="col" class="num">Status</th><th scope="col" class="num">Latency</th><th scope="col">Error</th></tr></thead>
               <tbody>
                 {d.attempt_log.map((a, i) => (
-                  <tr key={i}>
-                    <td class="num">{i + 1}</td>
-                    <td><When at={a.at} /></td>
-                    <td class="num">{a.status_code || <span class="muted">—</span>}</td>
-                    <td class="num">{a.latency_ms} ms</td>
-                    <td>{a.error || <span class="muted">none</span>}</td>
-                  </tr>
+                  <Fragment key={i}>
+                    <tr>
+                      <td class="num">{i + 1}</td>
+                      <td><Moment at={a.at} now={now} /></td>
+                      <td class="num">{a.status_code || <span class="muted">—</span>}</td>
+                      <td class="num">{a.latency_ms} ms</td>
+                      <td class="attempt-error">{a.error || <span class="muted">none</span>}</td>
+                    </tr>
+                    {a.request_headers && Object.keys(a.request_headers).length > 0 && (
+                      <tr class="attempt-headers">
+                        <td />
+                        <td colSpan={4}>
+                          <details>
+                            <summary>Request headers of attempt {i + 1}</summary>
+                            <dl class="meta headers-list" aria-label={`Request headers of attempt ${i + 1}`}>
+                              {Object.entries(a.request_headers).map(([k, v]) => (
+                                <Fragment key={k}><dt class="mono">{k}</dt><dd class={'mono' + (v === '[redacted]' ? ' muted' : '')}>{v}</dd></Fragment>
+                              ))}
+                            </dl>
+                          </details>
+                        </td>
+                      </tr>
+                    )}
+                  </Fragment>
                 ))}
               </tbody>
             </table>
+          )}
+          {d.attempt_log.some((a) => a.request_headers) && (
+            <p class="hint">Credentials (Authorization, API keys, cookies, the signature) and every header a destination's settings add are never kept: they show as [redacted].</p>
           )}
           <div class="two-col bodies">
             {d.request_body !== undefined ? <JsonBlock value={d.request_body} label="Request body" maxHeight={300} /> : <p class="muted">The request body was not kept.</p>}

@@ -7,6 +7,7 @@ import { api, ApiError, type Project, type Source } from '../api';
 import { consoleApi, type ConsoleEvent } from '../console';
 import { FilterSelect } from '../filters';
 import { JsonBlock } from '../json';
+import { formatMoment, Moment } from '../time';
 import { ErrorMessage, PageHeader } from '../ui';
 
 /** How many records the view keeps; older ones fall off the bottom. */
@@ -45,8 +46,6 @@ function summary(r: unknown): string {
   const s = JSON.stringify(r);
   return s.length > 300 ? s.slice(0, 300) + '…' : s;
 }
-
-const timeFmt = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', fractionalSecondDigits: 3, hour12: false });
 
 export function EventsPage({ project }: { project: Project }) {
   const [events, setEvents] = useState<ConsoleEvent[]>([]);
@@ -167,15 +166,21 @@ export function EventsPage({ project }: { project: Project }) {
   const first = Math.max(0, Math.floor(scrollTop / ROW_HEIGHT) - OVERSCAN);
   const last = Math.min(shown.length, Math.ceil((scrollTop + VIEWPORT_ROWS * ROW_HEIGHT) / ROW_HEIGHT) + OVERSCAN);
   const rows = shown.slice(first, last);
+  // A row from before today shows its date: the time column widens for the rows in view.
+  const today = new Date().toDateString();
+  const dated = rows.some((e) => new Date(e.time).toDateString() !== today);
   const current = selected === null ? null : events.find((e) => e.seq === selected) ?? null;
   const sourceName = (id?: string) => (id ? sources.find((s) => s.id === id)?.name ?? id : '');
+  // Live only while reads succeed: during an error (the receiver down, or this page's
+  // origin not allowed) the list is not being kept up to date, and the dot says so.
+  const liveness = paused ? 'Paused' : error ? 'Not live' : !loaded ? 'Connecting' : 'Live';
 
   return (
     <>
       <PageHeader title="Recent events" project={project.name}>
         <div class="live">
-          <span class={'live-dot' + (paused ? ' live-paused' : '')} aria-hidden="true" />
-          <span role="status">{paused ? 'Paused' : 'Live'}</span>
+          <span class={'live-dot' + (liveness === 'Live' ? '' : liveness === 'Not live' ? ' live-off' : ' live-paused')} aria-hidden="true" />
+          <span role="status" aria-label={liveness}>{liveness}</span>
           <button type="button" class="btn btn-small" aria-pressed={paused} onClick={() => setPaused(!paused)}>
             {paused ? 'Resume' : 'Pause'}
           </button>
@@ -208,7 +213,7 @@ export function EventsPage({ project }: { project: Project }) {
       </div>
       <ErrorMessage error={error} />
       <div class={'events-layout' + (current ? ' with-detail' : '')}>
-        <div class="events-table">
+        <div class={'events-table' + (dated ? ' events-dated' : '')}>
           <div class="events-head" aria-hidden="true">
             <span>Time</span><span>Signal</span><span>Type</span><span>Record</span>
           </div>
@@ -230,7 +235,9 @@ export function EventsPage({ project }: { project: Project }) {
                     <button type="button" class={'events-btn' + (selected === e.seq ? ' is-selected' : '')}
                       aria-expanded={selected === e.seq} aria-controls="event-detail"
                       onClick={() => setSelected(selected === e.seq ? null : e.seq)}>
-                      <time dateTime={e.time} class="mono">{isNaN(at.getTime()) ? e.time : timeFmt.format(at)}</time>
+                      <time dateTime={e.time} class="mono" title={isNaN(at.getTime()) ? undefined : formatMoment(at, { ms: true, date: true })}>
+                        {isNaN(at.getTime()) ? e.time : formatMoment(at, { ms: true })}
+                      </time>
                       <span class={`sig sig-${e.signal}`}>{e.signal}</span>
                       <span class="ev-type" title={ty}>{ty || <span class="muted">—</span>}</span>
                       <span class="ev-summary mono">{summary(e.record)}</span>
@@ -248,7 +255,7 @@ export function EventsPage({ project }: { project: Project }) {
               <button type="button" class="btn btn-small" onClick={() => setSelected(null)}>Close</button>
             </div>
             <dl class="meta">
-              <dt>Stored</dt><dd><time dateTime={current.time}>{current.time}</time></dd>
+              <dt>Stored</dt><dd><Moment at={current.time} ms relative /></dd>
               <dt>Signal</dt><dd>{current.signal}</dd>
               {current.source_id && (<><dt>Source</dt><dd>{sourceName(current.source_id)}</dd></>)}
             </dl>
