@@ -107,8 +107,9 @@ func TestUsageAPIAgreesWithTheMeter(t *testing.T) {
 			pm := p.(map[string]any)
 			byName[pm["name"].(string)] = pm
 		}
-		assert.Equal(t, map[string]any{"id": shop, "name": "shop", "events": float64(shopN)}, byName["shop"])
-		assert.Equal(t, map[string]any{"id": blog, "name": "blog", "events": float64(blogN)}, byName["blog"])
+		blogRefused := float64(50 * refused) // each refused request held 50 records
+		assert.Equal(t, map[string]any{"id": shop, "name": "shop", "events": float64(shopN), "refused": float64(0)}, byName["shop"])
+		assert.Equal(t, map[string]any{"id": blog, "name": "blog", "events": float64(blogN), "refused": blogRefused}, byName["blog"])
 		today := time.Now().UTC().Format("2006-01-02")
 		assert.Equal(t, []any{map[string]any{"date": today, "events": float64(total)}}, u.Body["days"])
 		var pcts []float64
@@ -144,7 +145,7 @@ func TestUsageAPIAgreesWithTheMeter(t *testing.T) {
 		require.Equal(t, http.StatusNoContent, call(t, cp, "DELETE", "/api/v1/projects/"+blog, owner, nil).Status)
 		u = call(t, cp, "GET", "/api/v1/usage", owner, nil)
 		assert.EqualValues(t, total, u.Body["events"])
-		assert.Contains(t, u.Body["projects"], map[string]any{"id": blog, "name": nil, "events": float64(blogN), "deleted": true})
+		assert.Contains(t, u.Body["projects"], map[string]any{"id": blog, "name": nil, "events": float64(blogN), "refused": blogRefused, "deleted": true})
 
 		// Unlimited: no number stands for it.
 		out, code := accountsCLI(t, s, "set-limit", "usage-owner@example.com", "0")

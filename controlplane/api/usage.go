@@ -34,11 +34,21 @@ func daysJSON(days []usage.Day) []map[string]any {
 	return out
 }
 
+// refusalsJSON sets "refused" (records refused this month), "refused_by_reason" and,
+// only while the account refuses for its quota, "refusing_since" (RFC 3339).
+func refusalsJSON(out map[string]any, r service.Refusals) {
+	out["refused"] = r.Refused
+	out["refused_by_reason"] = r.RefusedByReason
+	if !r.RefusingSince.IsZero() {
+		out["refusing_since"] = ts(r.RefusingSince)
+	}
+}
+
 // accountUsageJSON is GET /api/v1/usage's answer (also the MCP get_usage tool's).
 func accountUsageJSON(u service.AccountUsage) map[string]any {
 	projects := make([]map[string]any, 0, len(u.Projects))
 	for _, p := range u.Projects {
-		pj := map[string]any{"id": p.ID, "name": p.Name, "events": p.Events}
+		pj := map[string]any{"id": p.ID, "name": p.Name, "events": p.Events, "refused": p.Refused}
 		if p.Deleted {
 			pj["name"], pj["deleted"] = nil, true
 		}
@@ -52,6 +62,7 @@ func accountUsageJSON(u service.AccountUsage) map[string]any {
 	out := map[string]any{"month": u.Month, "events": u.Events, "pending": u.Pending, "reset_at": ts(u.ResetAt),
 		"projects": projects, "days": daysJSON(u.Days), "notices": notices}
 	limitJSON(out, u.Limit, &u.Remaining)
+	refusalsJSON(out, u.Refusals)
 	return out
 }
 
@@ -59,6 +70,7 @@ func accountUsageJSON(u service.AccountUsage) map[string]any {
 func projectUsageJSON(u service.ProjectUsage) map[string]any {
 	out := map[string]any{"month": u.Month, "events": u.Events, "days": daysJSON(u.Days)}
 	limitJSON(out, u.Limit, nil)
+	refusalsJSON(out, u.Refusals)
 	return out
 }
 

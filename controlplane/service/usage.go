@@ -29,6 +29,8 @@ type ProjectEvents struct {
 	ID     string
 	Name   string
 	Events int64
+	// Refused: the project's records refused this month (any reason).
+	Refused int64
 	// Deleted: the project is gone, its records still count for the month.
 	Deleted bool
 }
@@ -46,6 +48,26 @@ type AccountUsage struct {
 	Projects  []ProjectEvents
 	Days      []usage.Day
 	Notices   []Notice
+	Refusals
+}
+
+// Refusals are the records refused this month (components/usage, Reason*): the count,
+// by reason, and, while the account refuses for its quota, since when.
+type Refusals struct {
+	Refused         int64
+	RefusedByReason map[string]int64
+	RefusingSince   time.Time // zero: not refusing now
+}
+
+func refusalsOf(n int64, byReason map[string]int64, since *time.Time) Refusals {
+	r := Refusals{Refused: n, RefusedByReason: byReason}
+	if r.RefusedByReason == nil {
+		r.RefusedByReason = map[string]int64{}
+	}
+	if since != nil {
+		r.RefusingSince = *since
+	}
+	return r
 }
 
 // Notice is an 80% / 100% notice of the month.
@@ -64,6 +86,9 @@ type ProjectUsage struct {
 	Events int64
 	Limit  Limit // the owning account's
 	Days   []usage.Day
+	// Refusals: Refused and RefusedByReason are this project's own; RefusingSince is the
+	// owning account's (its quota is shared by all its projects).
+	Refusals
 }
 
 func (s *Service) now() time.Time {
@@ -112,18 +137,20 @@ func (s *Service) AccountUsage(ctx context.Context, userID string) (AccountUsage
 		return AccountUsage{}, Unavailable("usage counts could not be read from NATS; retry shortly")
 	}
 	out := AccountUsage{Month: u.Month, Events: u.Events, Pending: u.Pending, Limit: limitOf(u.Limit),
-		Remaining: u.Remaining, ResetAt: usage.ResetAt(now), Days: u.Days, Projects: []ProjectEvents{}, Notices: []Notice{}}
-	counted := map[string]int64{}
+		Remaining: u.Remaining, ResetAt: usage.ResetAt(now), Days: u.Days, Projects: []ProjectEvents{}, Notices: []Notice{},
+		Refusals: refusalsOf(u.Refused, u.RefusedByReason, u.RefusingSince)}
+	counted := map[string]usage.ProjectUsage{}
 	for _, p := range u.Projects {
-		counted[p.ID] = p.Events
+		counted[p.ID] = p
 	}
 	for _, p := range owned {
-		out.Projects = append(out.Projects, ProjectEvents{ID: p.ID, Name: p.Name, Events: counted[p.ID]})
+		c := counted[p.ID]
+		out.Projects = append(out.Projects, ProjectEvents{ID: p.ID, Name: p.Name, Events: c.Events, Refused: c.Refused})
 		delete(counted, p.ID)
 	}
 	for _, p := range u.Projects {
 		if _, gone := counted[p.ID]; gone {
-			out.Projects = append(out.Projects, ProjectEvents{ID: p.ID, Events: p.Events, Deleted: true})
+			out.Projects = append(out.Projects, ProjectEvents{ID: p.ID, Events: p.Events, Refused: p.Refused, Deleted: true})
 		}
 	}
 	for _, n := range u.Notices {
@@ -149,7 +176,8 @@ func (s *Service) ProjectUsage(ctx context.Context, userID, id string) (ProjectU
 		s.Logger.Warn("usage not readable", "error", err)
 		return ProjectUsage{}, Unavailable("usage counts could not be read from NATS; retry shortly")
 	}
-	return ProjectUsage{Month: pm.Month, Events: pm.Events, Limit: limitOf(pm.Limit), Days: pm.Days}, nil
+	return ProjectUsage{Month: pm.Month, Events: pm.Events, Limit: limitOf(pm.Limit), Days: pm.Days,
+		Refusals: refusalsOf(pm.Refused, pm.RefusedByReason, pm.RefusingSince)}, nil
 }
 
 // --- per-project ingest rate limit ---------------------------------------------------

@@ -115,13 +115,18 @@ export interface ProjectUsage {
   limit: number | null;
   unlimited: boolean;
   days: Day[];
+  /** Records refused this month (a project's own on its usage), by reason: quota, rate, too_large, limits. */
+  refused: number;
+  refused_by_reason: Record<string, number>;
+  /** Only while the (owning) account refuses for its monthly limit: its first refusal under the limit. */
+  refusing_since?: string;
 }
 
 export interface AccountUsage extends ProjectUsage {
   pending: number;
   remaining: number | null;
   reset_at: string | null;
-  projects: { id: string; name: string | null; events: number; deleted?: boolean }[];
+  projects: { id: string; name: string | null; events: number; refused: number; deleted?: boolean }[];
 }
 
 /** Contract section 6 and the guardrails (issue 17); signing_secret for owners and admins. */

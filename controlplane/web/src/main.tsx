@@ -18,6 +18,7 @@ import { ProjectsPage } from './pages/projects';
 import { SettingsPage } from './pages/settings';
 import { SourcesPage } from './pages/sources';
 import { AccountUsagePage, ProjectUsagePage } from './pages/usage';
+import { RefusingBanner } from './banner';
 import { currentNext, withNext } from './returnto';
 import { Link, match, navigate, usePath } from './router';
 import { ErrorMessage, Loading, PageHeader } from './ui';
@@ -205,6 +206,7 @@ function Shell(props: {
         )}
       </nav>
       <main id="main" class="content" tabIndex={-1}>
+        {project && <RefusingBanner project={project} />}
         {body}
       </main>
     </div>

@@ -18,7 +18,8 @@ export function AccountUsagePage() {
       <LoadStatus load={load} what="usage" />
       {u && (
         <>
-          <LimitBanner used={u.events + u.pending} pending={u.pending} limit={u.unlimited ? null : u.limit} resetAt={u.reset_at} />
+          <LimitBanner used={u.events + u.pending} pending={u.pending} limit={u.unlimited ? null : u.limit} resetAt={u.reset_at}
+            refusingSince={u.refusing_since} />
           <UsageMeter label={`Events in ${monthName(u.month)}`} used={u.events + u.pending} pending={u.pending} limit={u.unlimited ? null : u.limit}>
             {u.reset_at && (
               <>
@@ -27,6 +28,7 @@ export function AccountUsagePage() {
               </>
             )}
           </UsageMeter>
+          <RefusedPanel refused={u.refused} byReason={u.refused_by_reason} />
           <DaysChart days={u.days} month={u.month} />
           <section class="panel" aria-labelledby="by-project">
             <h2 id="by-project">By project</h2>
@@ -39,6 +41,9 @@ export function AccountUsagePage() {
                     <th scope="col">Project</th>
                     <th scope="col" class="num">
                       Events
+                    </th>
+                    <th scope="col" class="num">
+                      Refused
                     </th>
                   </tr>
                 </thead>
@@ -53,6 +58,7 @@ export function AccountUsagePage() {
                         )}
                       </td>
                       <td class="num">{num.format(p.events)}</td>
+                      <td class="num">{num.format(p.refused ?? 0)}</td>
                     </tr>
                   ))}
                 </tbody>
@@ -91,19 +97,87 @@ export function ProjectUsagePage({ project }: { project: Project }) {
         <>
           {account ? (
             <LimitBanner used={account.events + account.pending} pending={account.pending} limit={account.unlimited ? null : account.limit}
-              resetAt={account.reset_at} across={account.projects.length > 1} />
+              resetAt={account.reset_at} across={account.projects.length > 1} refusingSince={account.refusing_since} />
           ) : (
-            account === null && <LimitBanner used={u.events} limit={limit} resetAt={null} />
+            account === null && <LimitBanner used={u.events} limit={limit} resetAt={resetOf(u.month)} refusingSince={u.refusing_since} member />
           )}
           <UsageMeter label={`This project's events in ${monthName(u.month)}`} used={u.events} limit={limit}>
             {limit !== null && " The limit is the owner's account's."}
             {/* The account's total includes records not counted per project yet: say so, so the two add up. */}
             {account && account.pending > 0 && ` ${num.format(account.pending)} more of your account's events are still being counted.`}
           </UsageMeter>
+          <RefusedPanel refused={u.refused} byReason={u.refused_by_reason} project />
           <DaysChart days={u.days} month={u.month} />
         </>
       )}
     </>
+  );
+}
+
+/** When the count of month ("2026-11") resets: 00:00 UTC on the 1st of the next month. */
+export function resetOf(month: string): string | null {
+  const [y, m] = month.split('-').map(Number);
+  if (!y || !m) return null;
+  return new Date(Date.UTC(y, m, 1)).toISOString();
+}
+
+/** What a user can do about the monthly limit, as this service offers it. */
+export function WhatToDo({ resetAt }: { resetAt: string | null }) {
+  return (
+    <>
+      Wait until the count resets{resetAt && <> on <When at={resetAt} /></>}, or ask the operator of this service to raise your
+      account's limit (they do it with <code>accounts set-limit</code>; there is no self-service upgrade). Until then, send fewer events,
+      e.g. filter them at the source.
+    </>
+  );
+}
+
+const reasonLabels: Record<string, string> = {
+  quota: 'Monthly limit reached (429 quota_exceeded)',
+  rate: 'Ingest rate limit (429 rate_limited)',
+  too_large: 'Too large: body, record or request over a size limit (413 payload_too_large)',
+  limits: "Other account limits, e.g. the account's share of bytes being read (503)",
+};
+
+/** The month's refused records and why: what the receivers answered 429/413/503 for. */
+function RefusedPanel({ refused, byReason, project = false }: { refused: number; byReason: Record<string, number>; project?: boolean }) {
+  const reasons = Object.entries(byReason ?? {}).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
+  return (
+    <section class="panel" aria-labelledby="refused-h">
+      <h2 id="refused-h">Refused this month</h2>
+      {refused > 0 ? (
+        <>
+          <p>
+            <strong class="refused-count">{num.format(refused)}</strong> event{refused === 1 ? '' : 's'} refused {project ? 'from this project ' : ''}
+            this month; nothing of a refused request was stored.
+          </p>
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Reason</th>
+                <th scope="col" class="num">
+                  Events refused
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {reasons.map(([r, n]) => (
+                <tr key={r}>
+                  <td>{reasonLabels[r] ?? r}</td>
+                  <td class="num">{num.format(n)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <p class="hint">
+            Counted in events where the request's events were known; a request refused before its body was read (too large, or
+            the receiver's limits) counts as one. Counts arrive within a few seconds.
+          </p>
+        </>
+      ) : (
+        <p class="muted">No events refused {project ? 'from this project ' : ''}this month.</p>
+      )}
+    </section>
   );
 }
 
@@ -122,23 +196,59 @@ function settling(used: number, pending: number) {
   return pending > 0 ? `: ${num.format(used - pending)} counted + ${num.format(pending)} still being counted` : '';
 }
 
-/** At 80% a warning, at 100% the limit reached: in words, not only colour. */
-export function LimitBanner({ used, pending = 0, limit, resetAt, across = false }: {
+/**
+ * At 80% a warning; at 100%, or while the account refuses (a batch that does not fit in
+ * what is left is refused whole below 100%), since when it refuses and what to do: in
+ * words, not only colour.
+ */
+export function LimitBanner({ used, pending = 0, limit, resetAt, across = false, refusingSince, member = false }: {
   used: number;
   pending?: number;
   limit: number | null;
   resetAt: string | null;
   /** The total is over several projects (on one project's page). */
   across?: boolean;
+  /** The usage API's refusing_since: the account is refusing for its monthly limit. */
+  refusingSince?: string;
+  /** used is one project's, not the account's (a member's view). */
+  member?: boolean;
 }) {
   if (!limit) return null;
   const where = across ? ' across your projects' : '';
   const pct = Math.floor((used / limit) * 100);
+  const since = refusingSince && (
+    <p class="refusing-since">
+      <strong>
+        Refusing since <When at={refusingSince} />
+      </strong>
+    </p>
+  );
+  if (refusingSince && member) {
+    return (
+      <div class="alert alert-error" role="alert">
+        {since}
+        The monthly limit of the account that owns this project is used up: new events are refused (429 quota_exceeded). <WhatToDo resetAt={resetAt} /> Only
+        the owner sees the account's total.
+      </div>
+    );
+  }
   if (pct >= 100) {
     return (
       <div class="alert alert-error" role="alert">
+        {since}
         <strong>Limit reached:</strong> {num.format(used)} of {num.format(limit)} events this month{where}{settling(used, pending)}. New events are refused
-        (429 quota_exceeded) until the limit resets{resetAt && <> on <When at={resetAt} /></>}, or the limit is raised.
+        (429 quota_exceeded) until the limit resets{resetAt && <> on <When at={resetAt} /></>}, or the limit is raised. <WhatToDo resetAt={resetAt} />
+      </div>
+    );
+  }
+  if (refusingSince) {
+    const left = limit - used;
+    return (
+      <div class="alert alert-error" role="alert">
+        {since}
+        {num.format(used)} of {num.format(limit)} events this month{where} ({pct}%){settling(used, pending)}. Requests holding more than the{' '}
+        {num.format(left)} event{left === 1 ? '' : 's'} left are refused whole (429 quota_exceeded); smaller ones still pass.{' '}
+        <WhatToDo resetAt={resetAt} />
       </div>
     );
   }
@@ -170,6 +280,10 @@ function UsageMeter({ label, used, pending = 0, limit, children }: {
           <p>
             <strong>{num.format(used)}</strong> of {num.format(limit)} events ({Math.floor((used / limit) * 100)}%){settling(used, pending)}.
             {children}
+          </p>
+          <p class="hint">
+            A request is accepted or refused whole: when it holds more events than are left, all of them are refused. So a sender of
+            batches (say 50 events a request) may leave the last few events of the month unused.
           </p>
         </>
       ) : (
