@@ -16,18 +16,7 @@ import (
 // consumer when they do not exist yet.
 func (r *jsReceiver) consumer(ctx context.Context, t target) (jetstream.Consumer, error) {
 	if t.sink == "" {
-		if err := streams.Create(ctx, r.js, streams.RawConfig(t.project, r.cfg.Stream)); err != nil {
-			return nil, err
-		}
-		return r.js.CreateOrUpdateConsumer(ctx, streams.RawStream(t.project), jetstream.ConsumerConfig{
-			Durable:       r.cfg.Durable,
-			Description:   "otelcol-svc pipeline",
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       r.cfg.AckWait,
-			MaxDeliver:    -1,
-			MaxAckPending: 4 * r.cfg.BatchSize,
-			DeliverPolicy: jetstream.DeliverAllPolicy,
-		})
+		return r.pipelineConsumer(ctx, t)
 	}
 	stream := streams.OutputStream(t.project)
 	if err := streams.Create(ctx, r.js, streams.OutputConfig(t.project, r.cfg.Stream)); err != nil {
@@ -68,6 +57,62 @@ func (r *jsReceiver) consumer(ctx context.Context, t target) (jetstream.Consumer
 	return c, err
 }
 
+// pipelineConsumer returns a project's pipeline consumer on its raw stream, creating it
+// when it does not exist yet. A new one starts from new records, never a backlog (issue
+// 23: every matched record is an agent call someone pays for): from when the project's
+// agent URL was set (Project.AgentSince, less the margins of cursorStart), or from now
+// for a project saved before that was recorded. Processing what was stored before is a
+// backlog its user asks for (backlog.go). An existing consumer is kept as it is, since
+// other pipeline processes share it and a restart must not replay, unless it was created
+// before the URL was last set: then it is a cursor of an earlier URL that a process down
+// at the removal did not delete, and it would deliver what was stored while there was no
+// URL.
+func (r *jsReceiver) pipelineConsumer(ctx context.Context, t target) (jetstream.Consumer, error) {
+	stream := streams.RawStream(t.project)
+	if err := streams.Create(ctx, r.js, streams.RawConfig(t.project, r.cfg.Stream)); err != nil {
+		return nil, err
+	}
+	c, err := r.js.Consumer(ctx, stream, r.cfg.Durable)
+	switch {
+	case err == nil && (t.since.IsZero() || !c.CachedInfo().Created.Before(t.since)):
+		return c, nil
+	case err == nil:
+		r.settings.Logger.Info("pipeline consumer predates the agent URL; starting it again from when the URL was set",
+			append(t.logFields(), zap.Time("created", c.CachedInfo().Created), zap.Time("since", t.since))...)
+		if err := r.js.DeleteConsumer(ctx, stream, r.cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, err
+		}
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil, err
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       r.cfg.Durable,
+		Description:   "otelcol-svc pipeline",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       r.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 4 * r.cfg.BatchSize,
+		DeliverPolicy: jetstream.DeliverNewPolicy,
+	}
+	if !t.since.IsZero() {
+		since := t.since
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	}
+	c, err = r.js.CreateConsumer(ctx, stream, cfg)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		// Another pipeline process created it first.
+		c, err = r.js.Consumer(ctx, stream, r.cfg.Durable)
+	}
+	return c, err
+}
+
+// pipelineStart is where a new pipeline consumer of project p starts on its raw stream:
+// as a destination's cursor (cursorStart), from when its agent URL was set; zero (new
+// records) when that is not known.
+func pipelineStart(p mirror.Project) time.Time {
+	return serverStart(p, p.AgentSince)
+}
+
 // cursorStart is where a new cursor of destination s starts on the output stream: the
 // moment it was created or enabled (Sink.Since, the control plane's clock) on the NATS
 // server's clock, which stamps the stream's messages, less a margin for what the
@@ -77,10 +122,16 @@ func (r *jsReceiver) consumer(ctx context.Context, t target) (jetstream.Consumer
 // may so get again what was stored within the margin before; never what was stored
 // while it was off, before that.
 func cursorStart(p mirror.Project, s mirror.Sink) time.Time {
-	if s.Since.IsZero() {
+	return serverStart(p, s.Since)
+}
+
+// serverStart turns since, a moment of the control plane's clock written in p, into the
+// NATS server's clock less the margin its conversion needs (cursorStart); zero stays zero.
+func serverStart(p mirror.Project, since time.Time) time.Time {
+	if since.IsZero() {
 		return time.Time{}
 	}
-	t, known := p.ServerTime(s.Since)
+	t, known := p.ServerTime(since)
 	if known {
 		return t.Add(-writeMargin)
 	}
@@ -96,15 +147,20 @@ func (r *jsReceiver) destinationConsumer(t target) string {
 	return r.cfg.Durable + "-" + t.sink
 }
 
-// forgetDestination deletes the cursor of a destination that was removed or disabled, so
-// that enabling it again starts from then rather than delivering a backlog. Another sink
-// process may have deleted it already.
-func (r *jsReceiver) forgetDestination(t target) {
+// forget deletes the cursor of a destination that was removed or disabled, or the
+// pipeline consumer of a project whose agent URL was removed, so that enabling it (or
+// setting a URL) again starts from then rather than delivering a backlog. Another process
+// may have deleted it already.
+func (r *jsReceiver) forget(t target) {
 	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 	defer cancel()
-	err := r.js.DeleteConsumer(ctx, streams.OutputStream(t.project), r.destinationConsumer(t))
+	stream, name := streams.OutputStream(t.project), r.destinationConsumer(t)
+	if t.sink == "" {
+		stream, name = streams.RawStream(t.project), r.cfg.Durable
+	}
+	err := r.js.DeleteConsumer(ctx, stream, name)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) && r.ctx.Err() == nil {
-		r.settings.Logger.Warn("could not delete the consumer of a removed destination; it holds no messages and is removed with the project",
+		r.settings.Logger.Warn("could not delete the consumer of a removed destination or agent URL; it holds no messages and is removed with the project",
 			append(t.logFields(), zap.Error(err))...)
 	}
 }

@@ -89,7 +89,7 @@ func startGated(t *testing.T, prj string, p *gatedPipeline, n int) (*jsReceiver,
 	store, err := mirror.Open(ctx, js, 1)
 	require.NoError(t, err)
 	require.Eventually(t, m.Ready, 10*time.Second, 10*time.Millisecond)
-	require.NoError(t, store.PutProject(ctx, mirror.Project{ID: prj, Version: 1,
+	require.NoError(t, store.PutProject(ctx, mirror.Project{ID: prj, Version: 1, AgentSince: time.Now(),
 		Pipeline: mirror.Pipeline{AgentEndpointURL: "https://agent.example.com/"}}))
 	require.Eventually(t, func() bool { _, ok := m.Project(prj); return ok }, 10*time.Second, 10*time.Millisecond)
 	cfg := createDefaultConfig().(*Config)

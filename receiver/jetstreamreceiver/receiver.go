@@ -64,6 +64,12 @@ type jsReceiver struct {
 	// started holds, per destination target, the creation time of the cursor whose
 	// start this process has seen recorded in the ledger (ledger.go).
 	started sync.Map
+
+	// backlogs are the backlog runs of this process, by project (backlog.go), under mu;
+	// backlogBucket is where they report, opened on first use.
+	backlogs      map[string]*backlogRun
+	backlogMu     sync.Mutex
+	backlogBucket jetstream.KeyValue
 }
 
 type worker struct {
@@ -80,7 +86,7 @@ type worker struct {
 type target struct {
 	project string
 	sink    string    // output mode: the destination's sink id
-	since   time.Time // output mode: a new cursor starts here (NATS server's clock)
+	since   time.Time // a new cursor (or pipeline consumer) starts here (NATS server's clock); zero: new records
 }
 
 func (t target) key() string {
@@ -110,7 +116,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Logs) (*jsRec
 	}
 	return &jsReceiver{
 		cfg: cfg, settings: set, next: next, obs: obs,
-		targets: map[string]target{}, workers: map[string]*worker{}, paused: map[string]string{},
+		targets: map[string]target{}, workers: map[string]*worker{}, paused: map[string]string{}, backlogs: map[string]*backlogRun{},
 		tel: tel,
 	}, nil
 }
@@ -227,7 +233,7 @@ func (r *jsReceiver) wanted() map[string]target {
 			continue
 		}
 		r.unpause(p.ID)
-		want[p.ID] = target{project: p.ID}
+		want[p.ID] = target{project: p.ID, since: pipelineStart(p)}
 	}
 	return want
 }
@@ -251,9 +257,11 @@ func (r *jsReceiver) reconcile() {
 			stop = append(stop, w)
 		}
 		r.settings.Logger.Info("stopped consuming", t.logFields()...)
-		// Only a destination its project no longer lists as enabled loses its cursor; a
-		// project missing from the mirror (deleted: its streams go with it) keeps it.
-		if _, ok := r.cache.Project(t.project); ok && t.sink != "" {
+		// Only a destination its project no longer lists as enabled loses its cursor, and
+		// only a project without an agent URL its pipeline consumer (a paused one keeps
+		// it, to resume where it was); a project missing from the mirror (deleted: its
+		// streams go with it) keeps them.
+		if p, ok := r.cache.Project(t.project); ok && (t.sink != "" || p.Pipeline.AgentEndpointURL == "") {
 			forget = append(forget, t)
 		}
 	}
@@ -278,11 +286,12 @@ func (r *jsReceiver) reconcile() {
 		r.tel.JetstreamActiveConsumers.Add(context.Background(), -1)
 	}
 	for _, t := range forget {
-		r.forgetDestination(t)
+		r.forget(t)
 	}
 	for _, key := range added {
 		r.checks.add(key)
 	}
+	r.reconcileBacklogs(r.wantedBacklogs(want))
 }
 
 func (r *jsReceiver) pause(id, reason string) {
@@ -453,9 +462,9 @@ func (r *jsReceiver) takeOrIdle(ctx context.Context, in *inbox, size int, linger
 }
 
 // process hands one batch to the pipeline and acks it when the pipeline has handled every
-// record, or asks for redelivery when it has not. Batches in flight together are acked
-// each on its own, in the order they finish.
-func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Msg) {
+// record, or asks for redelivery when it has not (false). Batches in flight together are
+// acked each on its own, in the order they finish.
+func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Msg) bool {
 	project := t.project
 	ld, lrs := pipelinedata.New()
 	lrs.EnsureCapacity(len(batch))
@@ -502,10 +511,11 @@ func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Ms
 			_ = m.NakWithDelay(r.cfg.RetryDelay)
 		}
 		r.tel.PipelineBatches.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "redelivered")))
-		return
+		return false
 	}
 	for _, m := range batch {
 		_ = m.Ack()
 	}
 	r.tel.PipelineBatches.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "acked")))
+	return true
 }

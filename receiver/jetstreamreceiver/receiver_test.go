@@ -52,7 +52,7 @@ func startWithBusyWorker(t *testing.T) (*jsReceiver, *stoppingWorker, *mirror.St
 	require.NoError(t, err)
 	require.Eventually(t, m.Ready, 10*time.Second, 10*time.Millisecond)
 
-	require.NoError(t, store.PutProject(ctx, mirror.Project{ID: project, Version: 1,
+	require.NoError(t, store.PutProject(ctx, mirror.Project{ID: project, Version: 1, AgentSince: time.Now(),
 		Pipeline: mirror.Pipeline{AgentEndpointURL: "https://agent.example.com/"}}))
 	require.Eventually(t, func() bool { _, ok := m.Project(project); return ok }, 10*time.Second, 10*time.Millisecond)
 	cfg := createDefaultConfig().(*Config)

@@ -67,7 +67,7 @@ func TestConsumingResumesAfterMissedHeartbeats(t *testing.T) {
 	store, err := mirror.Open(ctx, js, 1)
 	require.NoError(t, err)
 	const id = "prj_stall"
-	require.NoError(t, store.PutProject(ctx, mirror.Project{ID: id, Version: 1,
+	require.NoError(t, store.PutProject(ctx, mirror.Project{ID: id, Version: 1, AgentSince: time.Now(),
 		Pipeline: mirror.Pipeline{AgentEndpointURL: "https://agent.example.com/"}}))
 	require.Eventually(t, func() bool { _, ok := m.Project(id); return ok }, 10*time.Second, 10*time.Millisecond)
 
