@@ -96,9 +96,14 @@ func newParser(set component.TelemetrySettings, rd *reads) (ottl.Parser[*Record]
 type reads struct {
 	fields map[string]bool
 	all    bool
+	// onPath, when set, sees every path the parser resolved (Paths, paths.go).
+	onPath func(ottl.GetSetter[*Record])
 }
 
 func (rd *reads) note(gs ottl.GetSetter[*Record]) {
+	if rd.onPath != nil {
+		rd.onPath(gs)
+	}
 	switch p := gs.(type) {
 	case signalPath:
 	case *fieldPath:
