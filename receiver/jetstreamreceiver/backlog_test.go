@@ -196,7 +196,9 @@ func TestSettingAnAgentURLAgainDoesNotSendWhatCameWhileItWasRemoved(t *testing.T
 	require.Eventually(t, func() bool { return e.consumerExists(prj, e.cfg.Durable) }, 10*time.Second, 10*time.Millisecond)
 	next, _ := e.publish(prj, 1)
 	require.Eventually(t, func() bool { return p.saw(next) }, 10*time.Second, 10*time.Millisecond)
-	assert.Never(t, func() bool { return slices.ContainsFunc(p.seqs(), func(s uint64) bool { return s > first && s <= between }) },
+	assert.Never(t, func() bool {
+		return slices.ContainsFunc(p.seqs(), func(s uint64) bool { return s > first && s <= between })
+	},
 		5*time.Second-time.Since(set), 50*time.Millisecond)
 	assert.Equal(t, []uint64{first, next}, p.seqs())
 }

@@ -1,0 +1,261 @@
+package responder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/components/dryrun"
+	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
+	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/components/validation"
+)
+
+// The backlog preview (components/validation's BacklogSubject): what processing a range
+// of a project's stored records would do, counted by the dry run's evaluator
+// (components/dryrun) in the batches a backlog run hands the pipeline
+// (validation.BacklogBatchRecords), so the calls it announces are the run's. Every
+// collector role answers it, and a free signup shares the process, so one preview is
+// bounded: at most previewsAtOnce at a time per process, previewReadBytes of records read,
+// previewTime in all; past a bound it is refused, saying how to narrow the range.
+
+const (
+	previewsAtOnce = 2
+	// previewReadBytes bounds the records one preview reads: 10,000 records of 3 KB.
+	previewReadBytes = 32 << 20
+	// previewTime bounds reading and evaluating, within the caller's wait
+	// (validation.BacklogTimeout).
+	previewTime = 8 * time.Second
+	// previewHeldBytes bounds what the evaluation keeps (a batch's matches).
+	previewHeldBytes = 32 << 20
+	// defaultMaxCallBytes is the agent exporter's default max_call_bytes.
+	defaultMaxCallBytes = 12 << 20
+)
+
+// Projects is where a preview looks its project up: the data plane's mirror
+// (mirrorcache.Cache).
+type Projects interface {
+	Project(id string) (mirror.Project, bool)
+}
+
+// Options are the pipeline's limits a preview evaluates under: the deployment's
+// SVC_MAX_CALL_BYTES and SVC_MAX_RECORD_BYTES, which the shipped configs give the agent
+// exporter and the processors (OptionsFromEnv); every role runs this responder, and not
+// all of them configure those components.
+type Options struct {
+	MaxCallBytes   int
+	MaxRecordBytes int
+}
+
+// OptionsFromEnv reads the limits from the environment the configs read them from.
+func OptionsFromEnv() Options {
+	return Options{MaxCallBytes: envInt("SVC_MAX_CALL_BYTES", defaultMaxCallBytes), MaxRecordBytes: envInt("SVC_MAX_RECORD_BYTES", ottlevent.DefaultMaxRecordBytes)}
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+type previewer struct {
+	js       jetstream.JetStream
+	projects Projects
+	opts     Options
+	slots    chan struct{}
+	now      func() time.Time
+}
+
+func newPreviewer(js jetstream.JetStream, projects Projects, opts Options) *previewer {
+	if opts.MaxCallBytes <= 0 {
+		opts.MaxCallBytes = defaultMaxCallBytes
+	}
+	return &previewer{js: js, projects: projects, opts: opts, slots: make(chan struct{}, previewsAtOnce), now: time.Now}
+}
+
+// handle answers off the subscription's goroutine, so that a preview being counted does
+// not hold up the next; past previewsAtOnce it refuses at once (the caller may retry, and
+// another process may be free).
+func (pv *previewer) handle(req micro.Request) {
+	select {
+	case pv.slots <- struct{}{}:
+	default:
+		_ = req.RespondJSON(validation.Refuse(http.StatusServiceUnavailable, apierror.Unavailable,
+			"the data plane is counting other backlogs; try again in a few seconds"))
+		return
+	}
+	go func() {
+		defer func() { <-pv.slots }()
+		r, refusal := validation.ParseBacklogRequest(req.Data(), pv.now().Add(sinceSkew))
+		if refusal != nil {
+			_ = req.RespondJSON(refusal)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), previewTime)
+		defer cancel()
+		_ = req.RespondJSON(pv.preview(ctx, r))
+	}()
+}
+
+// sinceSkew allows a since the control plane's clock put slightly ahead of this one's.
+const sinceSkew = time.Minute
+
+// preview counts the request's range.
+func (pv *previewer) preview(ctx context.Context, req validation.BacklogRequest) validation.BacklogPreview {
+	if _, ok := pv.projects.Project(req.ProjectID); !ok {
+		return validation.Refuse(http.StatusNotFound, apierror.NotFound,
+			fmt.Sprintf("project %s is not in the data plane's configuration yet; try again in a moment", req.ProjectID))
+	}
+	c, err := pipelinecfg.Compile(req.Pipeline)
+	if err != nil {
+		return validation.Refuse(http.StatusBadRequest, apierror.InvalidPipeline, err.Error())
+	}
+	stream, err := pv.js.Stream(ctx, streams.RawStream(req.ProjectID))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return validation.BacklogPreview{OK: true} // nothing stored yet
+	}
+	if err != nil {
+		return unavailable(err)
+	}
+	state := stream.CachedInfo().State
+	if state.Msgs == 0 {
+		return validation.BacklogPreview{OK: true}
+	}
+	last := state.LastSeq
+	var first uint64
+	if req.Last != nil {
+		first = state.FirstSeq
+		if n := uint64(*req.Last); last >= n && last-n+1 > first {
+			first = last - n + 1
+		}
+	} else {
+		first, err = pv.firstSince(ctx, req.ProjectID, *req.Since, last)
+		if err != nil {
+			return unavailable(err)
+		}
+		if first == 0 {
+			return validation.BacklogPreview{OK: true} // nothing stored since then
+		}
+	}
+	if n := last - first + 1; n > validation.MaxBacklogRecords {
+		msg := fmt.Sprintf("the range holds %d records; a backlog processes at most %d: give a later \"since\", or \"last\": %d",
+			n, validation.MaxBacklogRecords, validation.MaxBacklogRecords)
+		if m, err := stream.GetMsg(ctx, last-validation.MaxBacklogRecords+1); err == nil {
+			msg += fmt.Sprintf(" (the %dth newest record was stored at %s)", validation.MaxBacklogRecords, m.Time.UTC().Format(time.RFC3339))
+		}
+		return validation.Refuse(http.StatusBadRequest, validation.CodeBacklogTooLarge, msg)
+	}
+	return pv.count(ctx, req.ProjectID, c, first, last)
+}
+
+// firstSince is the first sequence stored at or after since, up to last; 0 when none is.
+func (pv *previewer) firstSince(ctx context.Context, project string, since time.Time, last uint64) (uint64, error) {
+	oc, err := pv.js.OrderedConsumer(ctx, streams.RawStream(project), jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since})
+	if err != nil {
+		return 0, err
+	}
+	m, err := oc.Next(jetstream.FetchMaxWait(time.Second))
+	if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	md, err := m.Metadata()
+	if err != nil {
+		return 0, err
+	}
+	if md.Sequence.Stream > last {
+		return 0, nil
+	}
+	return md.Sequence.Stream, nil
+}
+
+// count reads records first..last in order and evaluates them in the run's batches.
+func (pv *previewer) count(ctx context.Context, project string, c *pipelinecfg.Compiled, first, last uint64) validation.BacklogPreview {
+	tooLarge := func(what string) validation.BacklogPreview {
+		return validation.Refuse(http.StatusBadRequest, validation.CodeBacklogTooLarge, fmt.Sprintf(
+			"the range's %d records %s; give a later \"since\" or a smaller \"last\"", last-first+1, what))
+	}
+	deadline, _ := ctx.Deadline()
+	ev := dryrun.New(ctx, c, dryrun.Limits{EvalTime: time.Until(deadline), MaxRecordBytes: pv.opts.MaxRecordBytes,
+		MaxCallBytes: pv.opts.MaxCallBytes, HeldBytes: previewHeldBytes, Count: true})
+	oc, err := pv.js.OrderedConsumer(ctx, streams.RawStream(project), jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first})
+	if err != nil {
+		return unavailable(err)
+	}
+	it, err := oc.Messages(jetstream.PullMaxMessages(500))
+	if err != nil {
+		return unavailable(err)
+	}
+	defer it.Stop()
+	ans := validation.BacklogPreview{OK: true}
+	read, batch := 0, uint64(0)
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return tooLarge(fmt.Sprintf("take longer than %s to read and evaluate", previewTime))
+			}
+			return unavailable(err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return unavailable(err)
+		}
+		seq := md.Sequence.Stream
+		if seq > last {
+			break
+		}
+		if read += len(m.Data()); read > previewReadBytes {
+			return tooLarge(fmt.Sprintf("hold more than %d MiB to read", previewReadBytes>>20))
+		}
+		if k := (seq - first) / validation.BacklogBatchRecords; k != batch {
+			ev.Flush() // the run hands each batch on alone
+			batch = k
+		}
+		h := m.Headers()
+		if !ev.Add(dryrun.Record{Seq: seq, Time: md.Timestamp, Signal: h.Get(streams.HeaderSignal), SourceID: h.Get(streams.HeaderSourceID), Data: m.Data()}) {
+			break
+		}
+		at := md.Timestamp.UTC()
+		if ans.Records == 0 {
+			ans.FirstSeq, ans.From = seq, &at
+		}
+		ans.Records++
+		ans.LastSeq, ans.To = seq, &at
+		if seq == last {
+			break
+		}
+	}
+	a := ev.Answer()
+	switch {
+	case a.TimedOut:
+		return tooLarge(fmt.Sprintf("take longer than %s to read and evaluate", previewTime))
+	case a.MemoryBudgetExceeded:
+		return tooLarge(fmt.Sprintf("keep more than %d MiB of matches in a batch", previewHeldBytes>>20))
+	}
+	// The range runs to the stream's last sequence when the preview was taken: records
+	// stored later are the live pipeline's.
+	ans.LastSeq = last
+	ans.Matched, ans.Calls = a.Matched, a.TotalCalls()
+	return ans
+}
+
+func unavailable(err error) validation.BacklogPreview {
+	return validation.Refuse(http.StatusServiceUnavailable, apierror.Unavailable, "the project's records could not be read: "+err.Error())
+}
