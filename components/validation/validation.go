@@ -41,6 +41,8 @@ type Result struct {
 	OK      bool   `json:"ok"`
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Warnings (warnings.go) come with OK for a pipeline of a project (CheckProject).
+	Warnings []Warning `json:"warnings,omitempty"`
 }
 
 // Limits of a pipeline's expressions. Each statement runs on every matching record in
@@ -82,6 +84,12 @@ var ErrUnavailable = errors.New("no data-plane process answered the pipeline che
 // Check asks any one running data-plane process (the micro service's queue group) to
 // compile p. An error other than ErrUnavailable is a protocol failure.
 func Check(ctx context.Context, nc *nats.Conn, p mirror.Pipeline) (Result, error) {
+	return CheckProject(ctx, nc, "", p)
+}
+
+// CheckProject is Check for a pipeline of projectID, which the responder also answers
+// with warnings from the project's recent records (warnings.go); "" asks for none.
+func CheckProject(ctx context.Context, nc *nats.Conn, projectID string, p mirror.Pipeline) (Result, error) {
 	// Refused here without asking: such a pipeline may not even fit in a NATS message.
 	if res, ok := CheckLimits(p); !ok {
 		return res, nil
@@ -93,7 +101,12 @@ func Check(ctx context.Context, nc *nats.Conn, p mirror.Pipeline) (Result, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
-	msg, err := nc.RequestWithContext(ctx, Subject, body)
+	req := nats.NewMsg(Subject)
+	req.Data = body
+	if projectID != "" {
+		req.Header.Set(HeaderProjectID, projectID)
+	}
+	msg, err := nc.RequestMsgWithContext(ctx, req)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrInvalidConnection):

@@ -6,8 +6,6 @@
 package responder
 
 import (
-	"encoding/json"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -17,23 +15,31 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/validation"
 )
 
-// Start registers the service on nc; Stop the returned service to leave. js and projects
-// (the data plane's mirror) serve the backlog preview (backlog.go), which reads the
-// project's stored records.
-func Start(nc *nats.Conn, js jetstream.JetStream, projects Projects, opts Options) (micro.Service, error) {
+// Start registers the service on nc; Stop the returned service to leave. WithBacklogs
+// gives it JetStream and the data plane's mirror, which the backlog preview (backlog.go)
+// reads; without, previews are refused as unavailable.
+func Start(nc *nats.Conn, opts ...Option) (micro.Service, error) {
+	var o startOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	js := o.js
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        validation.ServiceName,
 		Version:     validation.Version,
 		Description: "checks a project's pipeline (contract section 6) as the data plane will run it, and previews backlogs",
 		Endpoint: &micro.EndpointConfig{
 			Subject: validation.Subject,
-			Handler: micro.HandlerFunc(handle),
+			Handler: micro.HandlerFunc(newChecker(js).handle), // warnings.go
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	pv := newPreviewer(js, projects, opts)
+	var pv *previewer
+	if o.projects != nil {
+		pv = newPreviewer(js, o.projects, o.limits)
+	}
 	if err := svc.AddEndpoint("backlog-preview", micro.HandlerFunc(pv.handle), micro.WithEndpointSubject(validation.BacklogSubject)); err != nil {
 		_ = svc.Stop()
 		return nil, err
@@ -41,15 +47,19 @@ func Start(nc *nats.Conn, js jetstream.JetStream, projects Projects, opts Option
 	return svc, nil
 }
 
-func handle(req micro.Request) {
-	var p mirror.Pipeline
-	// Unknown fields are ignored: a newer control plane may send settings this process
-	// does not know, and they are not for it to refuse.
-	if err := json.Unmarshal(req.Data(), &p); err != nil {
-		_ = req.Error("400", "the body is not a pipeline: "+err.Error(), nil)
-		return
-	}
-	_ = req.RespondJSON(Check(p))
+// Option configures Start.
+type Option func(*startOptions)
+
+type startOptions struct {
+	js       jetstream.JetStream
+	projects Projects
+	limits   Options
+}
+
+// WithBacklogs answers backlog previews from js and the data plane's mirror, under the
+// deployment's limits (OptionsFromEnv).
+func WithBacklogs(js jetstream.JetStream, projects Projects, limits Options) Option {
+	return func(o *startOptions) { o.js, o.projects, o.limits = js, projects, limits }
 }
 
 // Check compiles p; the answer's message is the one the control plane has always shown.
