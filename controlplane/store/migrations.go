@@ -166,4 +166,24 @@ var migrations = []string{
 		published_at  BIGINT NOT NULL DEFAULT 0
 	);
 	CREATE INDEX revocations_expires ON revocations(expires_at)`,
+	// 9: the pipeline's own version and history (issue 23): projects.version counts every
+	// change (sinks, members) and stays the mirror's; pipeline_version counts changes of
+	// the pipeline's content only, each kept in pipeline_versions with who saved it
+	// (store/versions.go, the newest MaxPipelineVersions per project). A project's
+	// current pipeline becomes its version 1, saved by no one known. agent_since is when
+	// the agent URL last went from empty to set (unix ms, 0: never), where the pipeline
+	// starts consuming.
+	`ALTER TABLE projects ADD COLUMN pipeline_version BIGINT NOT NULL DEFAULT 1;
+	ALTER TABLE projects ADD COLUMN agent_since BIGINT NOT NULL DEFAULT 0;
+	CREATE TABLE pipeline_versions (
+		project_id TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+		version    BIGINT NOT NULL,
+		pipeline   TEXT NOT NULL,
+		saved_by   TEXT NOT NULL DEFAULT '',
+		saved_at   BIGINT NOT NULL,
+		restored_from BIGINT NOT NULL DEFAULT 0,
+		PRIMARY KEY (project_id, version)
+	);
+	INSERT INTO pipeline_versions (project_id, version, pipeline, saved_by, saved_at)
+		SELECT id, 1, pipeline, '', updated_at FROM projects`,
 }
