@@ -470,7 +470,7 @@ func TestUsageNoticesReachTheSinks(t *testing.T) {
 	}
 	postSentinel(t, e.col.HTTP, key, hook, chat)
 
-	reset := usage.ResetAt(time.Now()).Format("2006-01-02")
+	reset := usage.ResetAt(time.Now()).UTC().Format("2 January 2006 15:04 UTC")
 	var texts []string
 	for _, c := range beforeSentinel(t, hook.delivered()) {
 		var n struct {
@@ -482,9 +482,9 @@ func TestUsageNoticesReachTheSinks(t *testing.T) {
 		texts = append(texts, n.Text)
 	}
 	assert.Equal(t, []string{
-		fmt.Sprintf("shop: 80%% of this month's 100 events used; resets %s", reset),
-		fmt.Sprintf("shop: 100%% of this month's 100 events used; resets %s", reset),
-	}, texts, "each notice once, in order")
+		fmt.Sprintf("otelcol-svc: the account of project shop has used 80%% of this month's 100 events (80); at 100%% new events are refused until %s.", reset),
+		fmt.Sprintf("otelcol-svc: the account of project shop has used 100%% of this month's 100 events; new events are refused (429 quota_exceeded) until %s. Ask for a higher limit, or send fewer events until then.", reset),
+	}, texts, "each notice once, in order, in the service's own words")
 	var chats []string
 	for _, c := range beforeSentinel(t, chat.delivered()) {
 		var m struct{ Text string }

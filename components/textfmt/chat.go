@@ -71,6 +71,9 @@ type message struct {
 	// spans are the byte ranges of text that came from the payload (all of it for a
 	// default text), which a result's author chose.
 	spans [][2]int
+	// suffix is the service's own line after the text (a link to the delivery), which a
+	// cut never takes away.
+	suffix string
 }
 
 // ChatBody renders a result (payload, and doc decoded from it by Decode) as the JSON body
@@ -85,6 +88,13 @@ type message struct {
 // platform a link whose text or address comes from the payload is shown with its
 // address, and bidirectional control characters are removed (links.go).
 func ChatBody(platform, tpl string, payload []byte, doc any) ([]byte, error) {
+	return ChatBodyWithLink(platform, tpl, payload, doc, "", "")
+}
+
+// ChatBodyWithLink is ChatBody with a last line linking to link under label (the
+// delivery in the dashboard), in the platform's link syntax. The line is the service's,
+// not the payload's: it is kept whole when the text is cut. An empty link adds nothing.
+func ChatBodyWithLink(platform, tpl string, payload []byte, doc any, label, link string) ([]byte, error) {
 	lim, ok := limits[platform]
 	if !ok {
 		platform, lim = Slack, limits[Slack]
@@ -102,7 +112,21 @@ func ChatBody(platform, tpl string, payload []byte, doc any) ([]byte, error) {
 	}
 	m = clip(m, lim.bytes+16)
 	m.text = showLinks(platform, m)
+	m.suffix = linkLine(platform, label, link)
 	return fit(platform, m, lim)
+}
+
+// linkLine is "\n" and a link in the platform's syntax: Slack's <url|label>, Markdown's
+// [label](url) for Discord and Teams.
+func linkLine(platform, label, link string) string {
+	if link == "" {
+		return ""
+	}
+	label = stripBidi(label)
+	if platform == Slack {
+		return "\n<" + slackEscape(link) + "|" + slackEscape(label) + ">"
+	}
+	return "\n[" + label + "](" + link + ")"
 }
 
 // defaultMessage is a result's text when the sink has no template: its text, summary or
@@ -188,7 +212,7 @@ func fit(platform string, m message, lim limit) ([]byte, error) {
 		if m.fenced {
 			s = "```\n" + s + "\n```"
 		}
-		return s
+		return s + m.suffix
 	}
 	within := func(n int) ([]byte, bool, error) {
 		s := text(n)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -42,9 +43,44 @@ type Config struct {
 	DeliveryLog DeliveryLogConfig `mapstructure:"delivery_log"`
 	// Target paces the requests of each project to each origin it sends to (target.go).
 	Target TargetConfig `mapstructure:"target"`
+	// DashboardURL is the dashboard's address (the control plane's SVC_PUBLIC_URL), for
+	// the link to its delivery each chat message and failure notice carries. Empty: no
+	// link, rather than a wrong one.
+	DashboardURL string `mapstructure:"dashboard_url"`
+	// FailureNotices tell the project's destinations of dead-lettered deliveries and
+	// open circuits (notices.go).
+	FailureNotices FailureNoticesConfig `mapstructure:"failure_notices"`
 
 	// now is the clock of the call budget's windows; nil is time.Now (tests move it).
 	now func() time.Time
+}
+
+// FailureNoticesConfig switches failure notices and sets how often a project's
+// destinations may be told: at most once per Interval, the failures after a notice
+// counted in the next.
+type FailureNoticesConfig struct {
+	Enabled  bool          `mapstructure:"enabled"`
+	Interval time.Duration `mapstructure:"interval"`
+}
+
+// validDashboardURL checks dashboard_url: empty, or an http(s) address with nothing a
+// link is appended to could not take (a query, a fragment, credentials).
+func validDashboardURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return fmt.Errorf("%q is not an http(s) address such as https://cp.example.com", raw)
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return fmt.Errorf("%q must be the dashboard's address alone, without a query, fragment or credentials", raw)
+	case len(raw) > 512:
+		return errors.New("is longer than 512 bytes")
+	}
+	return nil
 }
 
 // TargetConfig is the pace of one project's requests to one target (scheme, host, port).
@@ -182,7 +218,8 @@ func defaultConfig() *Config {
 		},
 		// No cap by default; the circuit needs a target failing for 30s, ten times in a
 		// row, which a brief outage or a slow deploy does not reach.
-		Target: TargetConfig{Circuit: CircuitConfig{Failures: 10, MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}},
+		Target:         TargetConfig{Circuit: CircuitConfig{Failures: 10, MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}},
+		FailureNotices: FailureNoticesConfig{Enabled: true, Interval: 10 * time.Minute},
 	}
 }
 
@@ -218,6 +255,12 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Target.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("target: %w", err))
+	}
+	if err := validDashboardURL(c.DashboardURL); err != nil {
+		errs = append(errs, fmt.Errorf("dashboard_url: %w", err))
+	}
+	if c.FailureNotices.Enabled && c.FailureNotices.Interval < time.Second {
+		errs = append(errs, errors.New("failure_notices: interval must be at least 1s (at most one notice per project and interval), e.g. 10m"))
 	}
 	return errors.Join(errs...)
 }

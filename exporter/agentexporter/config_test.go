@@ -28,6 +28,8 @@ func TestDefaultConfig(t *testing.T) {
 		Stream: DeliveryStreamConfig{MaxBytes: 8 << 30}, Replay: ReplayConfig{Enabled: true}}, def.DeliveryLog)
 	assert.Equal(t, TargetConfig{Circuit: CircuitConfig{Failures: 10, MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}}, def.Target,
 		"no rate cap; a circuit only for a target failing ten times over 30s")
+	assert.Equal(t, FailureNoticesConfig{Enabled: true, Interval: 10 * time.Minute}, def.FailureNotices)
+	assert.Empty(t, def.DashboardURL, "no link unless the dashboard's address is known")
 	assert.Equal(t, 1, def.logReplicas())
 	def.DeadLetterStream.Replicas = 3
 	assert.Equal(t, 3, def.logReplicas(), "the log follows the dead-letter stream's replicas")
@@ -56,7 +58,9 @@ func TestLoadConfig(t *testing.T) {
 				Stream: DeliveryStreamConfig{MaxBytes: 1 << 30, Replicas: 3},
 			},
 			// failures: 0 turns the circuit off; the other circuit settings keep their defaults.
-			Target: TargetConfig{MaxRate: 2.5, Circuit: CircuitConfig{MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}},
+			Target:         TargetConfig{MaxRate: 2.5, Circuit: CircuitConfig{MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}},
+			DashboardURL:   "https://cp.example.com",
+			FailureNotices: FailureNoticesConfig{Enabled: true, Interval: 30 * time.Minute},
 		}},
 		{id: component.NewIDWithName(metadata.Type, "bad"), errs: []string{
 			"nats: nats url",
@@ -74,6 +78,8 @@ func TestLoadConfig(t *testing.T) {
 			"target: max_rate must be 0 (no cap) or a positive number",
 			"circuit: min_duration must not be negative",
 			"circuit: probe_interval must be positive",
+			`dashboard_url: "cp.example.com" is not an http(s) address`,
+			"failure_notices: interval must be at least 1s",
 		}},
 	}
 	for _, tt := range tests {

@@ -63,6 +63,9 @@ type agentExporter struct {
 
 	// lanes keep each group's calls in order across batches (ordering.go).
 	lanes *lanes
+
+	// notices tell the project's destinations of failures (notices.go); nil when off.
+	notices *notifier
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*agentExporter, error) {
@@ -98,6 +101,7 @@ func (e *agentExporter) Start(ctx context.Context, host component.Host) error {
 	e.client = outbound.NewClient(outbound.Options{AllowCIDRs: allow})
 	e.cache, e.nc, e.js = cache, nc, js
 	e.budget = newCallBudget(js, e.cfg.DeadLetterStream.Replicas, e.cfg.now)
+	e.notices = newNotifier(e)
 	e.log = startLog(e.cfg, js, e.logger, e.replayLoop)
 	if err := e.tel.observeLog(e.log); err != nil {
 		return fmt.Errorf("agent exporter: %w", err)
@@ -141,6 +145,8 @@ func (e *agentExporter) Shutdown(ctx context.Context) error {
 	if err := e.log.close(ctx); err != nil {
 		e.logger.Warn("delivery log not flushed at shutdown; the last entries may be missing", zap.Error(err))
 	}
+	// Before NATS goes: a notice being sent gets its chance (bounded by noticeTimeout).
+	e.notices.close()
 	e.tel.Shutdown()
 	if e.client != nil {
 		e.client.CloseIdleConnections()
@@ -270,6 +276,7 @@ func (e *agentExporter) settleFailed(ctx context.Context, proj mirror.Project, c
 	e.tel.callEnded(ctx, outcomeDeadLettered, c.records, 0)
 	e.logger.Warn("agent call dead-lettered without calling the agent",
 		zap.String("project", proj.ID), zap.String("request_id", id), zap.String("reason", c.failed))
+	e.notices.failed(proj.ID, failure{DeliveryID: id, Kind: failedAgentCall, Error: c.failed})
 	return true, nil
 }
 
@@ -314,5 +321,6 @@ func (e *agentExporter) makeCall(ctx context.Context, proj mirror.Project, c cal
 		zap.Int("status", res.status),
 		zap.Int("attempts", res.attempts),
 		zap.String("agent", origin(proj.Pipeline.AgentEndpointURL)))
+	e.notices.failed(proj.ID, failure{DeliveryID: id, Kind: failedAgentCall, Error: res.reason})
 	return true, nil
 }

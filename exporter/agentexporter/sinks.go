@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -53,6 +55,12 @@ func (e *agentExporter) settleResult(ctx context.Context, proj mirror.Project, i
 		e.tel.deliveryEnded(ctx, sinkKind(sink), outcomeSkipped, 0)
 		return nil
 	}
+	if n, ok := readNotice(it); ok && slices.Contains(n.AboutDestinations, sink.ID) {
+		// A notice about this destination's own failure: it would not take it either,
+		// and telling it would be a loop.
+		e.tel.deliveryEnded(ctx, sink.Kind, outcomeSkipped, 0)
+		return nil
+	}
 	_, err := e.deliverResult(ctx, proj, sink, it, sinkDeliveryID(it, sink.ID), "")
 	return err
 }
@@ -73,7 +81,7 @@ func sinkDeliveryID(it pipelinedata.Item, sinkID string) string {
 // delivery it replays in replayOf), logging it, and settles it: delivered, or
 // dead-lettered. An error means neither: it must be delivered again.
 func (e *agentExporter) deliverResult(ctx context.Context, proj mirror.Project, sink mirror.Sink, it pipelinedata.Item, id, replayOf string) (bool, error) {
-	o, err := e.sinkRequest(proj, sink, it)
+	o, err := e.sinkRequest(proj, sink, it, id)
 	sent := o.body
 	if err != nil {
 		sent = it.Body
@@ -119,6 +127,11 @@ func (e *agentExporter) deliverResult(ctx context.Context, proj mirror.Project, 
 	}
 	e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDeadLettered, DeadLetterSeq: seq, Error: res.reason})
 	e.tel.deliveryEnded(ctx, sink.Kind, outcomeDeadLettered, time.Since(start))
+	if !streams.IsNotice(it.Signal, it.RequestID, it.Unmatched) {
+		// A notice that failed is not notified about: that would be the loop.
+		e.notices.failed(proj.ID, failure{DeliveryID: id, Kind: failedDestination, Error: res.reason,
+			SinkID: sink.ID, SinkKind: sink.Kind, About: []string{sink.ID}})
+	}
 	e.logger.Warn("sink delivery dead-lettered",
 		zap.String("project", proj.ID),
 		zap.String("sink", sink.ID),
@@ -130,8 +143,9 @@ func (e *agentExporter) deliverResult(ctx context.Context, proj mirror.Project, 
 	return false, nil
 }
 
-// sinkRequest is what a destination is sent for one result (contract section 8).
-func (e *agentExporter) sinkRequest(proj mirror.Project, sink mirror.Sink, it pipelinedata.Item) (outgoing, error) {
+// sinkRequest is what a destination is sent for one result (contract section 8) under
+// delivery id id.
+func (e *agentExporter) sinkRequest(proj mirror.Project, sink mirror.Sink, it pipelinedata.Item, id string) (outgoing, error) {
 	requestID := it.RequestID
 	if requestID == "" {
 		requestID = "seq_" + strconv.FormatUint(it.Seq, 10)
@@ -140,6 +154,7 @@ func (e *agentExporter) sinkRequest(proj mirror.Project, sink mirror.Sink, it pi
 		who: sink.Kind, urlField: "the sink's url", project: proj.ID,
 		target: sink.URL, requestID: requestID,
 	}
+	n, notice := readNotice(it)
 	switch sink.Kind {
 	case "webhook":
 		o.method, o.headers, o.body = sink.Method, sink.Headers, it.Body
@@ -151,7 +166,20 @@ func (e *agentExporter) sinkRequest(proj mirror.Project, sink mirror.Sink, it pi
 		}
 		return o, nil
 	case "chat":
-		body, err := chatBody(sink, it.Body)
+		label, link := "View this delivery in the dashboard", e.deliveryLink(proj.ID, id)
+		tpl := sink.TextTemplate
+		if notice {
+			// The service's own words: the destination's template is written for the
+			// agent's results.
+			tpl = ""
+			switch {
+			case n.URL != "":
+				label, link = "View the failed delivery in the dashboard", n.URL
+			case n.Type == "usage_notice":
+				label, link = "View usage in the dashboard", e.projectLink(proj.ID, "usage")
+			}
+		}
+		body, err := chatBody(sink, tpl, it.Body, label, link)
 		if err != nil {
 			return o, err
 		}
@@ -161,15 +189,34 @@ func (e *agentExporter) sinkRequest(proj mirror.Project, sink mirror.Sink, it pi
 	return o, fmt.Errorf("sink kind %q is not known to this version", sink.Kind)
 }
 
-// chatBody renders a result as the message the sink's platform accepts (textfmt.ChatBody:
-// template or default text, Slack escaping, the platform's size limits).
-func chatBody(sink mirror.Sink, payload []byte) ([]byte, error) {
+// chatBody renders a result as the message the sink's platform accepts
+// (textfmt.ChatBodyWithLink: template tpl or default text, Slack escaping, the
+// platform's size limits, and the link to the delivery as its last line).
+func chatBody(sink mirror.Sink, tpl string, payload []byte, label, link string) ([]byte, error) {
 	doc, err := textfmt.Decode(payload)
 	if err != nil {
 		// The receiver stores only JSON; say so rather than send an empty message.
 		return nil, fmt.Errorf("the result is not JSON: %v", err)
 	}
-	return textfmt.ChatBody(textfmt.Platform(sink.Format, sink.URL), sink.TextTemplate, payload, doc)
+	return textfmt.ChatBodyWithLink(textfmt.Platform(sink.Format, sink.URL), tpl, payload, doc, label, link)
+}
+
+// noticeFields are what the sink role reads of a notice (usage or failure).
+type noticeFields struct {
+	Type              string   `json:"type"`
+	URL               string   `json:"url"`
+	AboutDestinations []string `json:"about_destinations"`
+}
+
+// readNotice reports whether it is the service's notice rather than an agent's result,
+// with the fields the sink role needs.
+func readNotice(it pipelinedata.Item) (noticeFields, bool) {
+	var n noticeFields
+	if !streams.IsNotice(it.Signal, it.RequestID, it.Unmatched) {
+		return n, false
+	}
+	_ = json.Unmarshal(it.Body, &n) // the service wrote it; a field it cannot read is left empty
+	return n, true
 }
 
 func findSink(proj mirror.Project, id string) (mirror.Sink, bool) {

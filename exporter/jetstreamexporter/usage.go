@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
-	"github.com/nats-io/nats.go"
+	"github.com/dustin/go-humanize"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/attribute"
@@ -169,11 +169,13 @@ func (m *metering) reserve(ctx context.Context, p tenant.Principal, n int, quota
 	if d := m.limiter.Allow(p.ProjectID, n); !d.OK {
 		m.e.refused(ctx, reasonRate, n)
 		if d.TooLarge {
+			m.countRefused(p, usage.ReasonTooLarge, n)
 			return usage.Reservation{}, &ingestctx.Throttled{
 				Status: http.StatusRequestEntityTooLarge, Code: apierror.PayloadTooLarge,
 				Err: fmt.Errorf("this request's %d records are more than the project's ingest rate limit lets through at once (its burst); send smaller requests; nothing was stored", n),
 			}
 		}
+		m.countRefused(p, usage.ReasonRate, n)
 		return usage.Reservation{}, &ingestctx.Throttled{
 			Status: http.StatusTooManyRequests, Code: apierror.RateLimited, RetryAfter: d.RetryAfter,
 			Err: fmt.Errorf("the project is over its ingest rate limit; retry after %s; nothing was stored", apierror.RetryAfterSeconds(d.RetryAfter)+"s"),
@@ -213,6 +215,18 @@ func (m *metering) reserve(ctx context.Context, p tenant.Principal, n int, quota
 		}
 	}
 	return res, nil
+}
+
+// countRefused counts a refusal decided here (not the quota's: the meter counts those)
+// in the account's usage (refused_by_reason). Nothing before the meter is open, or
+// without metering (m nil).
+func (m *metering) countRefused(p tenant.Principal, reason string, n int) {
+	if m == nil {
+		return
+	}
+	if meter := m.meter.Load(); meter != nil {
+		meter.Refused(m.account(p), p.ProjectID, reason, int64(n))
+	}
 }
 
 // keptCount is how many of a request's records stay counted once publishing is over:
@@ -277,7 +291,7 @@ func (m *metering) notify(ctx context.Context, n usage.Notice) error {
 			name = p.ID
 		}
 		body, _ := json.Marshal(noticeBody{
-			Type: "usage_notice", Text: n.Text(name), Project: p.ID, Month: n.Month,
+			Type: "usage_notice", Text: noticeText(name, n), Project: p.ID, Month: n.Month,
 			Percent: n.Percent, Limit: n.Limit, Used: n.Used, ResetAt: n.ResetAt,
 		})
 		if err := m.e.publishNotice(ctx, p.ID, noticeID(n, p.ID), body); err != nil {
@@ -286,6 +300,22 @@ func (m *metering) notify(ctx context.Context, n usage.Notice) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// noticeText is a usage notice in the service's own words, as every destination shows it
+// (chat destinations without their text template, which is written for the agent's
+// results: ":rotating_light: [{severity}] {text}" made "[] checkout-prod: 100% of…").
+// The limit is the account's, shared by its projects, so the sentence says whose.
+func noticeText(project string, n usage.Notice) string {
+	reset := n.ResetAt.UTC().Format("2 January 2006 15:04 UTC")
+	limit := humanize.Comma(n.Limit)
+	if n.Percent >= 100 {
+		return fmt.Sprintf("otelcol-svc: the account of project %s has used 100%% of this month's %s events; "+
+			"new events are refused (429 quota_exceeded) until %s. Ask for a higher limit, or send fewer events until then.",
+			project, limit, reset)
+	}
+	return fmt.Sprintf("otelcol-svc: the account of project %s has used %d%% of this month's %s events (%s); "+
+		"at 100%% new events are refused until %s.", project, n.Percent, limit, humanize.Comma(n.Used), reset)
 }
 
 // noticeID is the notice's request and msg id on a project's output stream: the same for
@@ -310,16 +340,11 @@ func (e *jsExporter) publishNotice(ctx context.Context, projectID, id string, bo
 	if !streams.ValidProjectID(projectID) {
 		return fmt.Errorf("project id %q cannot name a stream", projectID)
 	}
-	cfg := streams.OutputConfig(projectID, e.cfg.Stream)
-	if _, err := e.ensureStream(ctx, cfg); err != nil {
+	if _, err := e.ensureStream(ctx, streams.OutputConfig(projectID, e.cfg.Stream)); err != nil {
 		return err
 	}
-	msg := &nats.Msg{Subject: cfg.Subjects[0], Data: body, Header: nats.Header{
-		streams.HeaderSignal:    []string{"agent_output"},
-		streams.HeaderRequestID: []string{id},
-		streams.HeaderMsgID:     []string{id},
-	}}
-	if _, err := e.js.PublishMsg(ctx, msg); err != nil {
+	// A notice, not an agent's result: the sink role sends its text as it is.
+	if _, err := e.js.PublishMsg(ctx, streams.NoticeMsg(projectID, id, body)); err != nil {
 		return err
 	}
 	e.waker.wake(streams.WakeOutput, projectID)

@@ -48,7 +48,10 @@ func TestNoticeOfADeadReceiverReachesTheSinksOnce(t *testing.T) {
 	require.NoError(t, err)
 	msg, err := s.GetMsg(ctx, 1)
 	require.NoError(t, err)
-	assert.Contains(t, string(msg.Data), `"text":"shop: 80% of this month's 100 events used; resets `+n.ResetAt.Format("2006-01-02")+`"`)
+	assert.Contains(t, string(msg.Data), `"text":"otelcol-svc: the account of project shop has used 80% of this month's 100 events (80); at 100% new events are refused until `+
+		n.ResetAt.UTC().Format("2 January 2006 15:04 UTC")+`."`, "in the service's own words")
+	assert.Equal(t, streams.SignalNotice, msg.Header.Get(streams.HeaderSignal),
+		"marked as the service's notice, so the sink role sends it without the destination's text template")
 	assert.Equal(t, "notice-acct_dead-"+n.Month+"-100-80-told", msg.Header.Get(streams.HeaderMsgID))
 
 	require.NoError(t, x.e.usage.notify(ctx, n), "sent again, as after a sender died between publishing and marking")
