@@ -81,7 +81,7 @@ func (a *authenticator) Start(_ context.Context, host component.Host) error {
 	a.nc, a.js = nc, js
 	// Every role answers the control plane's pipeline checks (components/validation); a
 	// failure here leaves the other collectors to answer, so it does not stop this one.
-	if a.validator, err = responder.Start(nc, js, a.cache, responder.OptionsFromEnv()); err != nil {
+	if a.validator, err = responder.Start(nc, responder.WithBacklogs(js, a.cache, responder.OptionsFromEnv())); err != nil {
 		a.logger.Error("pipeline checks for the control plane not served", zap.Error(err))
 	}
 	if a.cfg.PushIngest.authOff() {

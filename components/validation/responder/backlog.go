@@ -89,6 +89,11 @@ func newPreviewer(js jetstream.JetStream, projects Projects, opts Options) *prev
 // not hold up the next; past previewsAtOnce it refuses at once (the caller may retry, and
 // another process may be free).
 func (pv *previewer) handle(req micro.Request) {
+	if pv == nil {
+		_ = req.RespondJSON(validation.Refuse(http.StatusServiceUnavailable, apierror.Unavailable,
+			"this data-plane process does not preview backlogs; try again"))
+		return
+	}
 	select {
 	case pv.slots <- struct{}{}:
 	default:

@@ -56,6 +56,12 @@ type startOptions struct {
 	limits   Options
 }
 
+// WithJetStream gives the service JetStream alone: the pipeline check's warnings read
+// the project's records (warnings.go); backlog previews stay unavailable.
+func WithJetStream(js jetstream.JetStream) Option {
+	return func(o *startOptions) { o.js = js }
+}
+
 // WithBacklogs answers backlog previews from js and the data plane's mirror, under the
 // deployment's limits (OptionsFromEnv).
 func WithBacklogs(js jetstream.JetStream, projects Projects, limits Options) Option {

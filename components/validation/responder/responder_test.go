@@ -29,7 +29,7 @@ func TestCheckOverNATS(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "group_key", res.Field)
 
-	svc, err := Start(nc, nil, nil, Options{})
+	svc, err := Start(nc)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = svc.Stop() })
 
@@ -59,7 +59,7 @@ func TestCheckOverNATS(t *testing.T) {
 
 	// A second collector joins the queue group; any one answers, exactly once.
 	nc2, _ := testenv.Connect(t, n.URL())
-	svc2, err := Start(nc2, nil, nil, Options{})
+	svc2, err := Start(nc2)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = svc2.Stop() })
 	for range 4 {

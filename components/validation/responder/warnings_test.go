@@ -32,7 +32,7 @@ func TestCheckProjectWarnsAboutFieldsOverNATS(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	svc, err := Start(nc, js, nil, Options{})
+	svc, err := Start(nc, WithJetStream(js))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = svc.Stop() })
 
