@@ -139,6 +139,16 @@ func (pv *previewer) preview(ctx context.Context, req validation.BacklogRequest)
 		return validation.BacklogPreview{OK: true}
 	}
 	last := state.LastSeq
+	if start, ok, err := pv.liveStart(ctx, req.ProjectID); err != nil {
+		return unavailable(err)
+	} else if ok {
+		// What the live pipeline took (or will take) is not a backlog: sent again it
+		// would be a second agent call for the same records.
+		last = min(last, start-1)
+	}
+	if last < state.FirstSeq {
+		return validation.BacklogPreview{OK: true}
+	}
 	var first uint64
 	if req.Last != nil {
 		first = state.FirstSeq
@@ -163,6 +173,46 @@ func (pv *previewer) preview(ctx context.Context, req validation.BacklogRequest)
 		return validation.Refuse(http.StatusBadRequest, validation.CodeBacklogTooLarge, msg)
 	}
 	return pv.count(ctx, req.ProjectID, c, first, last)
+}
+
+// pipelineDurable is the pipeline role's consumer on a raw stream: the jetstream
+// receiver's default durable (a deployment that renames it gets previews that may
+// overlap what its pipeline took).
+const pipelineDurable = "svc-pipeline"
+
+// liveStart is the first sequence the project's live pipeline consumer takes: from its
+// start time (agent_since, less its margin), from its creation (a consumer started from
+// new records), or from the first (a consumer of a release that delivered everything).
+// ok is false when there is no such consumer (no agent URL), or it takes nothing stored.
+func (pv *previewer) liveStart(ctx context.Context, project string) (uint64, bool, error) {
+	c, err := pv.js.Consumer(ctx, streams.RawStream(project), pipelineDurable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	info := c.CachedInfo()
+	since := info.Created
+	switch cfg := info.Config; cfg.DeliverPolicy {
+	case jetstream.DeliverAllPolicy:
+		return 1, true, nil
+	case jetstream.DeliverByStartSequencePolicy:
+		return max(cfg.OptStartSeq, 1), true, nil
+	case jetstream.DeliverByStartTimePolicy:
+		if cfg.OptStartTime != nil {
+			since = *cfg.OptStartTime
+		}
+	}
+	stream, err := pv.js.Stream(ctx, streams.RawStream(project))
+	if err != nil {
+		return 0, false, err
+	}
+	seq, err := pv.firstSince(ctx, project, since, stream.CachedInfo().State.LastSeq)
+	if err != nil || seq == 0 {
+		return 0, false, err
+	}
+	return seq, true, nil
 }
 
 // firstSince is the first sequence stored at or after since, up to last; 0 when none is.

@@ -248,6 +248,24 @@ func TestPreviewRangesAndRefusals(t *testing.T) {
 	assert.Equal(t, 5, pv.Records)
 	assert.Equal(t, uint64(16), pv.FirstSeq)
 
+	// The live pipeline takes the records from when the agent URL was set (here from the
+	// 15th): a backlog is what was stored before, never those again.
+	m15, err := s.GetMsg(ctx, 15)
+	require.NoError(t, err)
+	_, err = e.js.CreateConsumer(ctx, streams.RawStream(project), jetstream.ConsumerConfig{Durable: "svc-pipeline",
+		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &m15.Time})
+	require.NoError(t, err)
+	pv, err = validation.PreviewBacklog(ctx, e.nc, validation.BacklogRequest{ProjectID: project, Pipeline: pipe, Last: ptr(20)})
+	require.NoError(t, err)
+	assert.Equal(t, 14, pv.Records)
+	assert.Equal(t, uint64(1), pv.FirstSeq)
+	assert.Equal(t, uint64(14), pv.LastSeq)
+	pv, err = validation.PreviewBacklog(ctx, e.nc, validation.BacklogRequest{ProjectID: project, Pipeline: pipe, Since: ptr(m.Time)})
+	require.NoError(t, err)
+	assert.Equal(t, 3, pv.Records)
+	assert.Equal(t, uint64(12), pv.FirstSeq)
+	assert.Equal(t, uint64(14), pv.LastSeq)
+
 	pv, err = validation.PreviewBacklog(ctx, e.nc, validation.BacklogRequest{ProjectID: "prj_unknown", Pipeline: pipe, Last: ptr(5)})
 	require.NoError(t, err)
 	assert.Equal(t, validation.BacklogPreview{Code: apierror.NotFound, Status: 404, Message: pv.Message}, pv)
