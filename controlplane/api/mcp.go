@@ -38,6 +38,8 @@ const mcpInstructions = `otelcol-svc turns events into calls to your AI agent. T
    event["_event_type"] == "opened") and where (agent_endpoint_url).
 6. console_deliveries (state dead_lettered for the dead letters), console_delivery, console_trace
    and console_ledger to follow what was sent; console_replay (owner or admin) to send again.
+7. The pipeline sends new records only: process_backlog with preview true counts what sending stored
+   ones would cost (records, calls); without preview (owner or admin) it sends them.
 The console_* tools do not fetch anything: each answers the request to make at the receiver
 ({method, url, headers, body for POST, expires_at, how}). Send it exactly as given, headers
 included; the console token in it opens only that project, with your rights, for 10 minutes (call
@@ -83,6 +85,7 @@ func (s *Server) mcpHandler() http.Handler {
 		Description: "Show this month's accepted records (the free tier's count): without project_id, your account's (the projects you own): events, limit, remaining, per project, per day, and the 80%/100% notices; with project_id, that project's events and days with its owner's limit (any member may ask). An unlimited account shows unlimited: true with limit and remaining null."},
 		s.toolGetUsage)
 	s.addConsoleTools(srv)
+	s.addBacklogTool(srv)
 
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:    true,

@@ -76,6 +76,7 @@ func (s *Server) Handler() http.Handler {
 	route(mux, "/api/v1/projects/{id}/pipeline", methods{"GET": s.authed(s.getPipeline), "PUT": s.authed(s.putPipeline)})
 	route(mux, "/api/v1/projects/{id}/pipeline/validate", methods{"POST": s.authed(s.checkPipeline)})
 	route(mux, "/api/v1/projects/{id}/pipeline/rotate-secret", methods{"POST": s.authed(s.rotateSecret)})
+	route(mux, "/api/v1/projects/{id}/pipeline/backlog", methods{"GET": s.authed(s.getBacklog), "POST": s.authed(s.postBacklog)})
 	route(mux, "/api/v1/projects/{id}/sinks", methods{"GET": s.authed(s.listSinks), "POST": s.authed(s.createSink)})
 	route(mux, "/api/v1/projects/{id}/sinks/{sink_id}", methods{"GET": s.authed(s.getSink), "PATCH": s.authed(s.patchSink), "DELETE": s.authed(s.deleteSink)})
 	route(mux, "/api/v1/projects/{id}/sinks/{sink_id}/test", methods{"POST": s.authed(s.testSink)})

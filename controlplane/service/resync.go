@@ -57,6 +57,7 @@ func (s *Service) Resync(ctx context.Context) error {
 	var members map[string]map[string]store.Grant
 	var keys []store.Key
 	var sources []store.Source
+	var backlogs map[string]store.Backlog
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
 		var err error
 		if projects, err = tx.AllProjects(ctx); err != nil {
@@ -75,7 +76,10 @@ func (s *Service) Resync(ctx context.Context) error {
 		if keys, err = tx.AllKeys(ctx); err != nil {
 			return err
 		}
-		sources, err = tx.AllSources(ctx)
+		if sources, err = tx.AllSources(ctx); err != nil {
+			return err
+		}
+		backlogs, err = tx.LatestBacklogs(ctx)
 		return err
 	})
 	if err != nil {
@@ -87,6 +91,7 @@ func (s *Service) Resync(ctx context.Context) error {
 		return ms.JustDeleted(ctx, bucket, key, s.PruneGrace)
 	}
 	owner := map[string]string{}
+	gen := "" // the mirror's generation, read for the first project with a backlog
 	wantProjects := map[string]bool{}
 	for i, p := range projects {
 		owner[p.ID] = p.OwnerID
@@ -97,7 +102,19 @@ func (s *Service) Resync(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := ms.PutProjectIfNewer(ctx, mirrorProject(p, sinks[i], members[p.ID])); err != nil {
+		mp := mirrorProject(p, sinks[i], members[p.ID])
+		if b, ok := backlogs[p.ID]; ok {
+			// A backlog asked for on a NATS since wiped is left out (mirrorBacklog).
+			if gen == "" {
+				if gen, err = ms.Generation(ctx); err != nil {
+					return err
+				}
+			}
+			if mp.Backlog, err = mirrorBacklog(ctx, ms, b, gen); err != nil {
+				return err
+			}
+		}
+		if err := ms.PutProjectIfNewer(ctx, mp); err != nil {
 			return err
 		}
 	}

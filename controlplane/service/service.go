@@ -134,7 +134,11 @@ func publish(ctx context.Context, tx *store.Tx, ms *mirror.Store, p store.Projec
 	if err != nil {
 		return err
 	}
-	return ms.PutProject(ctx, mirrorProject(p, sinks, members))
+	mp := mirrorProject(p, sinks, members)
+	if mp.Backlog, err = backlogOf(ctx, tx, ms, p.ID, ""); err != nil {
+		return err
+	}
+	return ms.PutProject(ctx, mp)
 }
 
 // mirrorProject is a project's mirror entry; members are its MemberGrants.

@@ -186,4 +186,24 @@ var migrations = []string{
 	);
 	INSERT INTO pipeline_versions (project_id, version, pipeline, saved_by, saved_at)
 		SELECT id, 1, pipeline, '', updated_at FROM projects`,
+	// 10: backlog requests (issue 23, store/backlogs.go): a range of a project's raw stream
+	// a user chose to send to the agent, with the preview's numbers. The mirror publishes
+	// the latest from here. prev_id chains each to the one before it (unique per project),
+	// so two starts from the same state cannot both be stored. generation is the mirror's
+	// (NATS's incarnation) when it was asked for: after a wipe its sequence numbers name
+	// other records, and it is not published again.
+	`CREATE TABLE backlogs (
+		id           TEXT PRIMARY KEY,
+		project_id   TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+		prev_id      TEXT NOT NULL,
+		first_seq    BIGINT NOT NULL,
+		last_seq     BIGINT NOT NULL,
+		records      BIGINT NOT NULL,
+		matched      BIGINT NOT NULL,
+		calls        BIGINT NOT NULL,
+		requested_at BIGINT NOT NULL,
+		requested_by TEXT NOT NULL,
+		generation   TEXT NOT NULL,
+		UNIQUE (project_id, prev_id)
+	)`,
 }

@@ -235,3 +235,31 @@ export interface OAuthGrant {
   created_at: string | null;
   last_used_at: string | null;
 }
+
+/** What processing stored records would send (POST .../pipeline/backlog with preview). */
+export interface BacklogPreview {
+  preview: true;
+  records: number;
+  matched: number;
+  calls: number;
+  first_seq: number;
+  last_seq: number;
+  from: string | null;
+  to: string | null;
+}
+
+/** A request to process stored records, with the pipeline role's progress. */
+export interface Backlog {
+  id: string;
+  state: 'queued' | 'running' | 'done' | 'failed';
+  records: number;
+  matched: number;
+  calls: number;
+  first_seq: number;
+  last_seq: number;
+  processed: number;
+  requested_at: string | null;
+  requested_by: string;
+  updated_at: string | null;
+  error?: string;
+}

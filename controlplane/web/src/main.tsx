@@ -6,6 +6,7 @@ import { api, ApiError, onUnauthorized, setCsrfToken, type Project, type Session
 import { AccessPage } from './pages/access';
 import { AuthPage } from './pages/auth';
 import { AuthorizePage } from './pages/authorize';
+import { BacklogPage } from './pages/backlog';
 import { KeysPage } from './pages/keys';
 import { forgetConsoleTokens } from './console';
 import { DeliveriesPage } from './pages/deliveries';
@@ -83,6 +84,7 @@ function App() {
           if (pm.section === 'fields') return <FieldsPage key={project.id} project={project} />;
           if (pm.section === 'deliveries') return <DeliveriesPage key={project.id} project={project} />;
           if (pm.section === 'pipeline') return <PipelinePage project={project} />;
+          if (pm.section === 'backlog') return <BacklogPage project={project} />;
           if (pm.section === 'destinations') return <DestinationsPage project={project} />;
           if (pm.section === 'sources') return <SourcesPage project={project} />;
           if (pm.section === 'keys') return <KeysPage project={project} receiverURL={session.receiver_url} />;

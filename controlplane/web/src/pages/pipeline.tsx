@@ -267,6 +267,7 @@ export function PipelinePage({ project }: { project: Project }) {
             readOnly={ro} placeholder="https://agent.example.com/hooks/otel"
             problem={problem('agent_endpoint_url')}
             hint="Where matching events are POSTed, signed with the signing secret below. Empty: the project is not consumed from." />
+          <p class="hint">New events go to the agent as they arrive; stored ones only when you ask: <a href={`/projects/${encodeURIComponent(project.id)}/backlog`}>Process stored events</a>.</p>
         </section>
 
         {unplaced.map((p) => <Problem key={p.field} id={`problem-${p.field}`} problem={p} />)}
