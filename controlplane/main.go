@@ -142,6 +142,9 @@ func run(logger *slog.Logger) error {
 		StreamLimits: limits, OutboundAllow: outboundAllow, Usage: m.usage, MaxProjects: maxProjects,
 		CheckPipeline: func(ctx context.Context, p mirror.Pipeline) (validation.Result, error) {
 			return validation.Check(ctx, nc, p)
+		},
+		CheckProjectPipeline: func(ctx context.Context, projectID string, p mirror.Pipeline) (validation.Result, error) {
+			return validation.CheckProject(ctx, nc, projectID, p)
 		}}
 	srv := &api.Server{Svc: svc, Tokens: tokens, Logger: logger, MirrorSynced: synced.Load}
 	if srv.TrustedProxies, err = auth.ParseTrustedProxies(os.Getenv("SVC_TRUSTED_PROXIES")); err != nil {

@@ -382,8 +382,8 @@ func (s *Server) toolDeleteSource(ctx context.Context, req *mcp.CallToolRequest,
 
 // mcpPipeline is a pipeline as the tools show it to a member of role: the API's fields
 // without the signing secret, which an agent in a conversation has no use for.
-func mcpPipeline(p store.Project, role string) map[string]any {
-	out := pipelineJSON(p, role)
+func mcpPipeline(st service.PipelineState) map[string]any {
+	out := pipelineJSON(st)
 	delete(out, "signing_secret")
 	return out
 }
@@ -393,11 +393,11 @@ func (s *Server) toolGetPipeline(ctx context.Context, req *mcp.CallToolRequest, 
 	if err != nil {
 		return nil, nil, err
 	}
-	p, role, err := s.Svc.Project(ctx, userID, in.ProjectID)
+	st, err := s.Svc.GetPipeline(ctx, userID, in.ProjectID)
 	if err != nil {
 		return nil, nil, s.toolError(err, "project")
 	}
-	return nil, mcpPipeline(p, role), nil
+	return nil, mcpPipeline(st), nil
 }
 
 type setPipelineIn struct {
@@ -428,11 +428,14 @@ func (s *Server) toolSetPipeline(ctx context.Context, req *mcp.CallToolRequest, 
 	if err != nil {
 		return nil, nil, err
 	}
-	p, role, err := s.Svc.UpdatePipeline(ctx, userID, in.ProjectID, u)
+	st, err := s.Svc.UpdatePipeline(ctx, userID, in.ProjectID, u)
 	if err != nil {
 		return nil, nil, s.toolError(err, "project")
 	}
-	return nil, mcpPipeline(p, role), nil
+	// Warnings (a field the project's records never had) are the agent's to read too.
+	out := mcpPipeline(st)
+	out["warnings"] = service.Warnings(st.Warnings)
+	return nil, out, nil
 }
 
 type consoleTokenOut struct {

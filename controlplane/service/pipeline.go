@@ -40,28 +40,42 @@ const msgNoDataPlane = "checking the pipeline's OTTL expressions needs the data 
 // we may call, and every expression is compiled by a running collector
 // (components/validation: the control plane links no OTTL).
 func (s *Service) ValidatePipeline(ctx context.Context, p mirror.Pipeline) error {
+	_, err := s.validatePipeline(ctx, "", p)
+	return err
+}
+
+// validatePipeline is ValidatePipeline for a pipeline of projectID (the caller checked the
+// user may see the project), which also returns the check's warnings: fields the
+// project's records never had, comparisons of a number field with a string (issue 23).
+// Warnings never refuse a pipeline.
+func (s *Service) validatePipeline(ctx context.Context, projectID string, p mirror.Pipeline) ([]validation.Warning, error) {
 	if p.AgentEndpointURL != "" {
 		if err := outbound.CheckURL(p.AgentEndpointURL); err != nil {
-			return InvalidPipeline("agent_endpoint_url", err.Error())
+			return nil, InvalidPipeline("agent_endpoint_url", err.Error())
 		}
 	}
-	check := s.CheckPipeline
-	if check == nil {
-		check = func(context.Context, mirror.Pipeline) (validation.Result, error) {
-			return validation.Result{}, validation.ErrUnavailable
+	check := func(ctx context.Context, p mirror.Pipeline) (validation.Result, error) {
+		return validation.Result{}, validation.ErrUnavailable
+	}
+	switch {
+	case s.CheckProjectPipeline != nil && projectID != "":
+		check = func(ctx context.Context, p mirror.Pipeline) (validation.Result, error) {
+			return s.CheckProjectPipeline(ctx, projectID, p)
 		}
+	case s.CheckPipeline != nil:
+		check = s.CheckPipeline
 	}
 	res, err := check(ctx, p)
 	if errors.Is(err, validation.ErrUnavailable) {
-		return Unavailable(msgNoDataPlane)
+		return nil, Unavailable(msgNoDataPlane)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !res.OK {
-		return InvalidPipeline(res.Field, res.Message)
+		return nil, InvalidPipeline(res.Field, res.Message)
 	}
-	return nil
+	return res.Warnings, nil
 }
 
 // CheckDestination refuses a URL that points where the data plane may not call
@@ -78,20 +92,27 @@ func (s *Service) CheckDestination(ctx context.Context, raw string) error {
 
 // ReplacePipeline sets a project's whole pipeline (PUT): fields left out take their
 // defaults.
-func (s *Service) ReplacePipeline(ctx context.Context, userID, id string, b mirror.Pipeline) (p store.Project, role string, err error) {
+func (s *Service) ReplacePipeline(ctx context.Context, userID, id string, b mirror.Pipeline) (PipelineState, error) {
 	pl := WithDefaults(b)
-	if err := s.ValidatePipeline(ctx, pl); err != nil {
-		return p, "", err
+	// The user's access first: the check's warnings name fields of the project's records.
+	if err := s.canChange(ctx, userID, id); err != nil {
+		return PipelineState{}, err
+	}
+	warnings, err := s.validatePipeline(ctx, id, pl)
+	if err != nil {
+		return PipelineState{}, err
 	}
 	if pl.AgentEndpointURL != "" {
 		if err := s.CheckDestination(ctx, pl.AgentEndpointURL); err != nil {
-			return p, "", InvalidPipeline("agent_endpoint_url", err.Error())
+			return PipelineState{}, InvalidPipeline("agent_endpoint_url", err.Error())
 		}
 	}
-	return s.changeProject(ctx, userID, id, func(_ context.Context, pr *store.Project) error {
+	st, err := s.changePipeline(ctx, userID, id, 0, func(_ context.Context, pr *store.Project) error {
 		pr.Pipeline = pl
 		return nil
 	})
+	st.Warnings = warnings
+	return st, err
 }
 
 // PipelineUpdate changes the fields it carries (not nil) and keeps the others.
@@ -131,44 +152,32 @@ func (u PipelineUpdate) apply(pl *mirror.Pipeline) {
 
 // UpdatePipeline changes some of a project's pipeline fields, with the checks of
 // ReplacePipeline on the result.
-func (s *Service) UpdatePipeline(ctx context.Context, userID, id string, u PipelineUpdate) (p store.Project, role string, err error) {
+func (s *Service) UpdatePipeline(ctx context.Context, userID, id string, u PipelineUpdate) (PipelineState, error) {
 	if u.AgentEndpointURL != nil && *u.AgentEndpointURL != "" {
 		if err := s.CheckDestination(ctx, *u.AgentEndpointURL); err != nil {
-			return p, "", InvalidPipeline("agent_endpoint_url", err.Error())
+			return PipelineState{}, InvalidPipeline("agent_endpoint_url", err.Error())
 		}
 	}
-	return s.changeProject(ctx, userID, id, func(ctx context.Context, pr *store.Project) error {
+	var warnings []validation.Warning
+	st, err := s.changePipeline(ctx, userID, id, 0, func(ctx context.Context, pr *store.Project) error {
 		pl := pr.Pipeline
 		u.apply(&pl)
 		pl = WithDefaults(pl)
-		if err := s.ValidatePipeline(ctx, pl); err != nil {
+		var err error
+		if warnings, err = s.validatePipeline(ctx, id, pl); err != nil {
 			return err
 		}
 		pr.Pipeline = pl
 		return nil
 	})
+	st.Warnings = warnings
+	return st, err
 }
 
 // RotateSecret gives a project a new signing secret.
-func (s *Service) RotateSecret(ctx context.Context, userID, id string) (store.Project, string, error) {
-	return s.changeProject(ctx, userID, id, func(_ context.Context, pr *store.Project) error {
+func (s *Service) RotateSecret(ctx context.Context, userID, id string) (PipelineState, error) {
+	return s.changePipeline(ctx, userID, id, 0, func(_ context.Context, pr *store.Project) error {
 		pr.SigningSecret = webhooksig.NewSecret()
 		return nil
 	})
-}
-
-// changeProject applies change to a project (owner and admins), stores it under a new
-// version and publishes it.
-func (s *Service) changeProject(ctx context.Context, userID, id string, change func(context.Context, *store.Project) error) (p store.Project, role string, err error) {
-	err = s.InProject(ctx, userID, id, Write, func(ctx context.Context, tx *store.Tx, pr store.Project, r string, ms *mirror.Store) error {
-		if err := change(ctx, &pr); err != nil {
-			return err
-		}
-		if err := saveProject(ctx, tx, ms, &pr); err != nil {
-			return err
-		}
-		p, role = pr, r
-		return nil
-	})
-	return p, role, err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/validation"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
@@ -31,6 +32,22 @@ type PipelineProblem struct {
 type PipelineCheck struct {
 	Valid  bool              `json:"valid"`
 	Errors []PipelineProblem `json:"errors"`
+	// Warnings are about a valid pipeline (a field the project's records never had):
+	// shown, never a reason to refuse it.
+	Warnings []PipelineProblem `json:"warnings"`
+}
+
+// Warnings are the check's warnings in the answers' shape (contract: "warnings").
+func Warnings(ws []validation.Warning) []PipelineProblem {
+	out := make([]PipelineProblem, 0, len(ws))
+	for _, w := range ws {
+		p := PipelineProblem{Field: w.Field, Message: w.Message, Index: w.Index}
+		if w.Position != nil {
+			p.Position = &Position{Line: w.Position.Line, Column: w.Position.Column}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // CheckPipelineDraft runs the checks PUT makes on a pipeline and saves nothing, so the
@@ -42,21 +59,21 @@ func (s *Service) CheckPipelineDraft(ctx context.Context, userID, id string, b m
 		return PipelineCheck{}, err
 	}
 	pl := WithDefaults(b)
-	err = s.ValidatePipeline(ctx, pl)
+	warnings, err := s.validatePipeline(ctx, id, pl)
 	if err == nil && pl.AgentEndpointURL != "" {
 		if derr := s.CheckDestination(ctx, pl.AgentEndpointURL); derr != nil {
 			err = InvalidPipeline("agent_endpoint_url", derr.Error())
 		}
 	}
 	if err == nil {
-		return PipelineCheck{Valid: true, Errors: []PipelineProblem{}}, nil
+		return PipelineCheck{Valid: true, Errors: []PipelineProblem{}, Warnings: Warnings(warnings)}, nil
 	}
 	var ae *apierror.Error
 	if !errors.As(err, &ae) || ae.Code != apierror.InvalidPipeline {
 		return PipelineCheck{}, err
 	}
 	field, msg, _ := strings.Cut(ae.Message, ": ")
-	return PipelineCheck{Errors: []PipelineProblem{problemOf(field, msg)}}, nil
+	return PipelineCheck{Errors: []PipelineProblem{problemOf(field, msg)}, Warnings: []PipelineProblem{}}, nil
 }
 
 // compileHead is how the data plane's compiler starts an expression's error

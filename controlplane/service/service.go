@@ -40,6 +40,9 @@ type Service struct {
 	// CheckPipeline compiles a pipeline as the data plane will run it
 	// (validation.Check against a running collector, in production).
 	CheckPipeline func(ctx context.Context, p mirror.Pipeline) (validation.Result, error)
+	// CheckProjectPipeline, when set, is used instead for a pipeline of a project: its
+	// answer carries warnings from the project's records (validation.CheckProject).
+	CheckProjectPipeline func(ctx context.Context, projectID string, p mirror.Pipeline) (validation.Result, error)
 	// ReceiverURL is the receiver's public address (no trailing slash): ingest URLs and
 	// the console's data-plane read API are under it.
 	ReceiverURL string
@@ -144,7 +147,7 @@ func publish(ctx context.Context, tx *store.Tx, ms *mirror.Store, p store.Projec
 // mirrorProject is a project's mirror entry; members are its MemberGrants.
 func mirrorProject(p store.Project, sinks []store.Sink, members map[string]store.Grant) mirror.Project {
 	mp := mirror.Project{ID: p.ID, AccountID: p.OwnerID, Name: p.Name, Version: p.Version,
-		Pipeline: p.Pipeline, SigningSecret: p.SigningSecret, UpdatedAt: p.UpdatedAt,
+		Pipeline: p.Pipeline, SigningSecret: p.SigningSecret, UpdatedAt: p.UpdatedAt, AgentSince: p.AgentSince,
 		Members: make(map[string]int64, len(members)), Roles: make(map[string]string, len(members))}
 	for user, g := range members {
 		mp.Members[user], mp.Roles[user] = g.Since, g.Role

@@ -32,7 +32,14 @@ type Project struct {
 	OwnerID       string
 	Pipeline      mirror.Pipeline
 	SigningSecret string
-	Version       int64
+	// Version counts every change of the project (sinks, members, secret...): the
+	// mirror entry's version. PipelineVersion counts changes of the pipeline's content
+	// only, each kept in pipeline_versions (versions.go).
+	Version         int64
+	PipelineVersion int64
+	// AgentSince is when the pipeline's agent URL last went from empty to set (zero:
+	// never, or before it was recorded), by the control plane's clock.
+	AgentSince time.Time
 	// IngestRate is the project's own ingest rate limit; its zero value means the
 	// deployment's default.
 	IngestRate IngestRate
@@ -75,6 +82,14 @@ type Sink struct {
 	Config    mirror.Sink
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// unixMs is ms's inverse: the zero time is 0.
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 func ms(t int64) time.Time {
@@ -139,28 +154,36 @@ func (t *Tx) CreateProject(ctx context.Context, p Project) error {
 	if err != nil {
 		return err
 	}
-	if _, err := t.exec(ctx, `INSERT INTO projects (id, name, owner_id, pipeline, signing_secret, version, ingest_rate_per_second, ingest_rate_burst, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		p.ID, p.Name, p.OwnerID, string(pipe), p.SigningSecret, p.Version, p.IngestRate.PerSecond, p.IngestRate.Burst, p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli()); err != nil {
+	if p.PipelineVersion == 0 {
+		p.PipelineVersion = 1
+	}
+	if _, err := t.exec(ctx, `INSERT INTO projects (id, name, owner_id, pipeline, signing_secret, version, pipeline_version, agent_since, ingest_rate_per_second, ingest_rate_burst, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		p.ID, p.Name, p.OwnerID, string(pipe), p.SigningSecret, p.Version, p.PipelineVersion, unixMs(p.AgentSince), p.IngestRate.PerSecond, p.IngestRate.Burst, p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli()); err != nil {
+		return err
+	}
+	// The project's first pipeline is its version 1, saved by its creator.
+	if err := t.AddPipelineVersion(ctx, PipelineVersion{ProjectID: p.ID, Version: p.PipelineVersion, Pipeline: p.Pipeline,
+		SavedBy: p.OwnerID, SavedAt: p.CreatedAt}); err != nil {
 		return err
 	}
 	_, err = t.exec(ctx, `INSERT INTO members (project_id, user_id, role, created_at) VALUES (?, ?, ?, ?)`, p.ID, p.OwnerID, RoleOwner, p.CreatedAt.UnixMilli())
 	return err
 }
 
-const projectCols = `p.id, p.name, p.owner_id, p.pipeline, p.signing_secret, p.version, p.ingest_rate_per_second, p.ingest_rate_burst, p.created_at, p.updated_at`
+const projectCols = `p.id, p.name, p.owner_id, p.pipeline, p.signing_secret, p.version, p.pipeline_version, p.agent_since, p.ingest_rate_per_second, p.ingest_rate_burst, p.created_at, p.updated_at`
 
 func scanProject(sc interface{ Scan(...any) error }, extra ...any) (Project, error) {
 	var p Project
 	var pipe string
-	var created, updated int64
-	dest := append([]any{&p.ID, &p.Name, &p.OwnerID, &pipe, &p.SigningSecret, &p.Version, &p.IngestRate.PerSecond, &p.IngestRate.Burst, &created, &updated}, extra...)
+	var created, updated, agentSince int64
+	dest := append([]any{&p.ID, &p.Name, &p.OwnerID, &pipe, &p.SigningSecret, &p.Version, &p.PipelineVersion, &agentSince, &p.IngestRate.PerSecond, &p.IngestRate.Burst, &created, &updated}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return p, ErrNotFound
 		}
 		return p, err
 	}
-	p.CreatedAt, p.UpdatedAt = ms(created), ms(updated)
+	p.CreatedAt, p.UpdatedAt, p.AgentSince = ms(created), ms(updated), ms(agentSince)
 	return p, json.Unmarshal([]byte(pipe), &p.Pipeline)
 }
 
@@ -211,19 +234,21 @@ func (t *Tx) AllProjects(ctx context.Context) ([]Project, error) {
 	return ps, rows.Err()
 }
 
-// UpdateProject saves name, pipeline, signing secret and ingest rate with a new version.
+// UpdateProject saves name, pipeline (with its version and agent_since), signing secret
+// and ingest rate with a new version. A new pipeline version's history entry is the
+// caller's (AddPipelineVersion).
 func (t *Tx) UpdateProject(ctx context.Context, p Project) error {
 	pipe, err := json.Marshal(p.Pipeline)
 	if err != nil {
 		return err
 	}
-	return affected(t.exec(ctx, `UPDATE projects SET name = ?, pipeline = ?, signing_secret = ?, version = ?, ingest_rate_per_second = ?, ingest_rate_burst = ?, updated_at = ? WHERE id = ?`,
-		p.Name, string(pipe), p.SigningSecret, p.Version, p.IngestRate.PerSecond, p.IngestRate.Burst, p.UpdatedAt.UnixMilli(), p.ID))
+	return affected(t.exec(ctx, `UPDATE projects SET name = ?, pipeline = ?, signing_secret = ?, version = ?, pipeline_version = ?, agent_since = ?, ingest_rate_per_second = ?, ingest_rate_burst = ?, updated_at = ? WHERE id = ?`,
+		p.Name, string(pipe), p.SigningSecret, p.Version, p.PipelineVersion, unixMs(p.AgentSince), p.IngestRate.PerSecond, p.IngestRate.Burst, p.UpdatedAt.UnixMilli(), p.ID))
 }
 
 // DeleteProject removes a project with its members, keys, sinks and sources.
 func (t *Tx) DeleteProject(ctx context.Context, id string) error {
-	for _, q := range []string{`DELETE FROM api_keys WHERE project_id = ?`, `DELETE FROM sinks WHERE project_id = ?`, `DELETE FROM sources WHERE project_id = ?`, `DELETE FROM members WHERE project_id = ?`} {
+	for _, q := range []string{`DELETE FROM api_keys WHERE project_id = ?`, `DELETE FROM sinks WHERE project_id = ?`, `DELETE FROM sources WHERE project_id = ?`, `DELETE FROM members WHERE project_id = ?`, `DELETE FROM pipeline_versions WHERE project_id = ?`} {
 		if _, err := t.exec(ctx, q, id); err != nil {
 			return err
 		}
