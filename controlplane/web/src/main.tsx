@@ -11,6 +11,7 @@ import { KeysPage } from './pages/keys';
 import { forgetConsoleTokens } from './console';
 import { DeliveriesPage } from './pages/deliveries';
 import { DestinationsPage } from './pages/destinations';
+import { FailedDeliveriesBadge } from './failedbadge';
 import { EventsPage } from './pages/events';
 import { FieldsPage } from './pages/fields';
 import { MembersPage } from './pages/members';
@@ -199,6 +200,7 @@ function Shell(props: {
                   <li key={s.slug}>
                     <Link href={href} aria-current={current(href)}>
                       {s.label}
+                      {s.slug === 'deliveries' && <FailedDeliveriesBadge projectId={project.id} viewing={path === href} />}
                     </Link>
                   </li>
                 );
