@@ -120,6 +120,7 @@ func (e *agentExporter) deliver(ctx context.Context, o outgoing) result {
 			e.logger.Warn("circuit opened: deliveries to this target wait, one probe per interval",
 				zap.String("project", o.project), zap.String("target", tg.origin), zap.String("who", o.who),
 				zap.String("last", last.reason), zap.Duration("probe_interval", e.cfg.Target.Circuit.ProbeInterval))
+			e.circuitOpened(o, tg.origin, last.reason)
 		case circuitClosed:
 			e.logger.Info("circuit closed: the target answered a probe",
 				zap.String("project", o.project), zap.String("target", tg.origin), zap.String("who", o.who))

@@ -293,3 +293,31 @@ func TestDashboardURLIsValidated(t *testing.T) {
 	cfg.DashboardURL = "https://cp.example.com/console"
 	assert.NoError(t, cfg.Validate())
 }
+
+// A target that keeps failing opens its circuit: the project's destinations are told
+// that deliveries to it are paused, before any call's budget runs out.
+func TestAnOpenCircuitIsTold(t *testing.T) {
+	e := newEnv(t)
+	ag := newAgent(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+	hook := newAgent(t, nil)
+	p := sinkProject("circuit", mirror.Sink{ID: "s_hook", Kind: "webhook", URL: hook.srv.URL})
+	p.Pipeline.AgentEndpointURL = ag.srv.URL
+	e.putProject(t, p)
+	pipeline := e.start(t, func(c *Config) {
+		c.DashboardURL = dashboard
+		c.Target.Circuit = CircuitConfig{Failures: 3, ProbeInterval: time.Minute}
+		c.Retry.MaxElapsedTime = time.Minute
+	})
+	e.startSinkRole(t, "circuit", "s_hook")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- consumeCtx(ctx, pipeline, "circuit", records(1)) }()
+	require.Eventually(t, func() bool { return len(notices(t, hook.requests())) == 1 }, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	<-done
+	n := notices(t, hook.requests())[0]
+	assert.Equal(t, "circuit_open", n.Kind)
+	assert.Contains(t, n.Text, "deliveries to "+targetOrigin(ag.srv.URL)+" are paused after sustained failure")
+	assert.True(t, strings.HasPrefix(n.URL, dashboard+"/projects/circuit/deliveries?delivery="), n.URL)
+}
