@@ -37,6 +37,8 @@ type recorder struct {
 	batches [][]uint64
 	block   uint64
 	blocked chan struct{}
+	once    sync.Once
+	entered int // batches that reached the block
 }
 
 func (p *recorder) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
@@ -47,7 +49,10 @@ func (p *recorder) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 		seqs = append(seqs, pipelinedata.Read(lr).Seq)
 	}
 	if p.block != 0 && slices.Contains(seqs, p.block) {
-		close(p.blocked)
+		p.mu.Lock()
+		p.entered++
+		p.mu.Unlock()
+		p.once.Do(func() { close(p.blocked) })
 		<-ctx.Done()
 		return ctx.Err()
 	}
@@ -366,4 +371,42 @@ func TestABacklogOfAPausedProjectDoesNotRun(t *testing.T) {
 	_, reported := backlogState(t, e.js, prj, id)
 	assert.False(t, reported)
 	assert.Empty(t, p.handled())
+}
+
+// Removing the agent URL stops a running backlog: it is reported failed, its consumer
+// deleted, and setting the URL again does not run it again.
+func TestABacklogStopsWhenTheAgentURLIsRemoved(t *testing.T) {
+	const prj, id = "prj_backlog_stop", "bl_stop1"
+	e := newBacklogEnv(t, prj)
+	e.publish(prj, 10)
+	p := &recorder{block: 1, blocked: make(chan struct{})}
+	b := agentURL(prj, 1, time.Time{})
+	b.Backlog = &mirror.Backlog{ID: id, FirstSeq: 1, LastSeq: 10}
+	e.put(b)
+	r := e.start(p)
+	defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
+	select {
+	case <-p.blocked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the backlog never reached the pipeline")
+	}
+	off := mirror.Project{ID: prj, Version: 2, Backlog: b.Backlog}
+	e.put(off)
+	require.Eventually(t, func() bool {
+		st, ok := backlogState(t, e.js, prj, id)
+		return ok && st.State == validation.BacklogFailed
+	}, 20*time.Second, 20*time.Millisecond)
+	st, _ := backlogState(t, e.js, prj, id)
+	assert.Equal(t, "stopped: the project's agent URL was removed", st.Error)
+	assert.False(t, e.consumerExists(prj, e.cfg.Durable+"-backlog-"+id))
+
+	on := agentURL(prj, 3, time.Time{}) // its live consumer takes new records only
+	on.Backlog = b.Backlog
+	e.put(on)
+	require.Eventually(t, func() bool { return finished(r, prj) }, 10*time.Second, 10*time.Millisecond)
+	assert.Empty(t, p.handled(), "a failed backlog is not run again")
+	p.mu.Lock()
+	assert.Equal(t, 1, p.entered, "the interrupted batch was not handed on again")
+	p.mu.Unlock()
+	assert.False(t, e.consumerExists(prj, e.cfg.Durable+"-backlog-"+id))
 }
