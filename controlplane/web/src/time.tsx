@@ -50,10 +50,10 @@ export function formatRelative(at: Date | string, now: Date = new Date()): strin
   if (a < 2) return d.getTime() > now.getTime() ? 'now' : 'just now';
   let n: string;
   if (a < 60) n = `${a} s`;
-  else if (a < 3600) n = `${Math.floor(a / 60)} min`;
-  else if (a < 86400) n = `${Math.floor(a / 3600)} h`;
+  else if (a < 3570) n = `${Math.round(a / 60)} min`;
+  else if (a < 84600) n = `${Math.round(a / 3600)} h`;
   else {
-    const days = Math.floor(a / 86400);
+    const days = Math.round(a / 86400);
     n = `${days} day${days === 1 ? '' : 's'}`;
   }
   return s < 0 ? `${n} ago` : `in ${n}`;

@@ -72,9 +72,12 @@ export function DeliveriesPage({ project }: { project: Project }) {
   const [replayError, setReplayError] = useState<unknown>(null);
   const [replayNote, setReplayNote] = useState('');
 
+  // A delivery to a destination added since the page opened: the destinations are read
+  // again, so its row names it (once per such change, not on every refresh).
+  const unknownSink = !!list?.some((d) => d.kind === 'sink' && d.sink_id && !sinks.some((x) => x.id === d.sink_id));
   useEffect(() => {
     api<{ sinks: Sink[] }>('GET', `/projects/${encodeURIComponent(project.id)}/sinks`).then((r) => setSinks(r.sinks), () => {});
-  }, [project.id]);
+  }, [project.id, unknownSink]);
 
   useEffect(() => {
     let stop = false;
