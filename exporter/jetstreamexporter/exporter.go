@@ -175,6 +175,9 @@ func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, wa
 	}
 	recs, err := e.collect(walk, n)
 	if err != nil {
+		if !info.Output {
+			e.usage.countRefused(p, usage.ReasonTooLarge, n)
+		}
 		return err
 	}
 	walk = recs.walk

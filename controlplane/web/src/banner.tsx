@@ -32,8 +32,8 @@ export function RefusingBanner({ project }: { project: Project }) {
       <strong>
         Events are being refused since <When at={usage.refusing_since} />.
       </strong>{' '}
-      The monthly limit of this project's account is used up: new events to this project are answered 429 quota_exceeded and not
-      stored{reset && <>, until the count resets on <When at={reset} /></>}. <Link href={usageHref}>See Usage</Link> for the counts and what
+      This project's account has reached its monthly limit: requests that do not fit in what is left of it are answered 429
+      quota_exceeded and not stored{reset && <>, until the count resets on <When at={reset} /></>}. <Link href={usageHref}>See Usage</Link> for the counts and what
       to do.
     </div>
   );

@@ -20,7 +20,8 @@ export function AccountUsagePage() {
         <>
           <LimitBanner used={u.events + u.pending} pending={u.pending} limit={u.unlimited ? null : u.limit} resetAt={u.reset_at}
             refusingSince={u.refusing_since} />
-          <UsageMeter label={`Events in ${monthName(u.month)}`} used={u.events + u.pending} pending={u.pending} limit={u.unlimited ? null : u.limit}>
+          <UsageMeter label={`Events in ${monthName(u.month)}`} used={u.events + u.pending} pending={u.pending} limit={u.unlimited ? null : u.limit}
+            refusing={!!u.refusing_since}>
             {u.reset_at && (
               <>
                 {' '}
@@ -101,7 +102,7 @@ export function ProjectUsagePage({ project }: { project: Project }) {
           ) : (
             account === null && <LimitBanner used={u.events} limit={limit} resetAt={resetOf(u.month)} refusingSince={u.refusing_since} member />
           )}
-          <UsageMeter label={`This project's events in ${monthName(u.month)}`} used={u.events} limit={limit}>
+          <UsageMeter label={`This project's events in ${monthName(u.month)}`} used={u.events} limit={limit} refusing={!!u.refusing_since}>
             {limit !== null && " The limit is the owner's account's."}
             {/* The account's total includes records not counted per project yet: say so, so the two add up. */}
             {account && account.pending > 0 && ` ${num.format(account.pending)} more of your account's events are still being counted.`}
@@ -122,12 +123,12 @@ export function resetOf(month: string): string | null {
 }
 
 /** What a user can do about the monthly limit, as this service offers it. */
-export function WhatToDo({ resetAt }: { resetAt: string | null }) {
+export function WhatToDo({ resetAt, member = false }: { resetAt: string | null; member?: boolean }) {
   return (
     <>
-      Wait until the count resets{resetAt && <> on <When at={resetAt} /></>}, or ask the operator of this service to raise your
-      account's limit (they do it with <code>accounts set-limit</code>; there is no self-service upgrade). Until then, send fewer events,
-      e.g. filter them at the source.
+      Wait until the count resets{resetAt && <> on <When at={resetAt} /></>}, or {member ? "ask the project's owner to have" : 'ask'} the
+      operator of this service {member ? 'raise' : 'to raise'} {member ? "the owner's" : 'your'} account's limit (they do it with{' '}
+      <code>accounts set-limit</code>; there is no self-service upgrade). Until then, send fewer events, e.g. filter them at the source.
     </>
   );
 }
@@ -217,7 +218,7 @@ export function LimitBanner({ used, pending = 0, limit, resetAt, across = false,
   const where = across ? ' across your projects' : '';
   const pct = Math.floor((used / limit) * 100);
   const since = refusingSince && (
-    <p class="refusing-since">
+    <p class="refusing-since" style={{ margin: '0 0 4px' }}>
       <strong>
         Refusing since <When at={refusingSince} />
       </strong>
@@ -227,8 +228,8 @@ export function LimitBanner({ used, pending = 0, limit, resetAt, across = false,
     return (
       <div class="alert alert-error" role="alert">
         {since}
-        The monthly limit of the account that owns this project is used up: new events are refused (429 quota_exceeded). <WhatToDo resetAt={resetAt} /> Only
-        the owner sees the account's total.
+        The account that owns this project has reached its monthly limit: requests that do not fit in what is left of it are refused
+        (429 quota_exceeded). <WhatToDo resetAt={resetAt} member /> Only the owner sees the account's total.
       </div>
     );
   }
@@ -263,20 +264,24 @@ export function LimitBanner({ used, pending = 0, limit, resetAt, across = false,
   return null;
 }
 
-function UsageMeter({ label, used, pending = 0, limit, children }: {
+function UsageMeter({ label, used, pending = 0, limit, refusing = false, children }: {
   label: string;
   used: number;
   pending?: number;
   limit: number | null;
+  /** The account refuses now (below 100% too): the meter shows it as over, in red. */
+  refusing?: boolean;
   children?: ComponentChildren;
 }) {
+  const shown = limit === null ? 0 : Math.min(used, limit);
+  const high = limit === null ? 0 : refusing ? Math.max(shown - 0.5, 0) : limit * 0.999;
   return (
     <section class="panel" aria-labelledby="meter-h">
       <h2 id="meter-h">{label}</h2>
       {limit !== null ? (
         <>
-          <meter class="usage-meter" aria-labelledby="meter-h" min={0} max={limit} value={Math.min(used, limit)}
-            low={limit * 0.8} high={limit * 0.999} optimum={0} />
+          <meter class="usage-meter" aria-labelledby="meter-h" min={0} max={limit} value={shown}
+            low={Math.min(limit * 0.8, high)} high={high} optimum={0} />
           <p>
             <strong>{num.format(used)}</strong> of {num.format(limit)} events ({Math.floor((used / limit) * 100)}%){settling(used, pending)}.
             {children}
