@@ -367,19 +367,38 @@ func (bl *backlog) consume(ctx context.Context, cons jetstream.Consumer) error {
 	}
 }
 
-// fetch takes what the consumer delivers within a second: records of the range into
-// their batches, records past it acked (they are the live consumer's).
+// fetch takes what the consumer has at once, or waits up to a second for something
+// (a redelivery, a batch another process gave back): records of the range into their
+// batches, records past it acked (they are the live consumer's).
 func (bl *backlog) fetch(ctx context.Context, cons jetstream.Consumer) error {
-	fctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	batch, err := cons.Fetch(validation.BacklogBatchRecords, jetstream.FetchContext(fctx))
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+	batch, err := cons.FetchNoWait(validation.BacklogBatchRecords)
+	n := 0
+	if err == nil {
+		n, err = bl.hold(batch)
+	}
+	if err == nil && n == 0 {
+		fctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if batch, err = cons.Fetch(validation.BacklogBatchRecords, jetstream.FetchContext(fctx)); err == nil {
+			_, err = bl.hold(batch)
+		}
+	}
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
 		return errBacklogEnded
 	}
 	if err != nil {
 		return err
 	}
+	return ctx.Err()
+}
+
+// hold takes a pull's messages; other ends of a pull than the consumer's deletion (no
+// messages, its wait over, the consumer's ack limit reached) leave the loop to look at
+// the consumer and fetch again.
+func (bl *backlog) hold(batch jetstream.MessageBatch) (int, error) {
+	n := 0
 	for m := range batch.Messages() {
+		n++
 		md, err := m.Metadata()
 		if err != nil {
 			_ = m.Term()
@@ -402,11 +421,9 @@ func (bl *backlog) fetch(ctx context.Context, cons jetstream.Consumer) error {
 		bl.mu.Unlock()
 	}
 	if err := batch.Error(); errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
-		return errBacklogEnded
+		return n, err
 	}
-	// Other ends of a pull (no messages, its wait over, the consumer's ack limit reached)
-	// leave the loop to look at the consumer and fetch again.
-	return ctx.Err()
+	return n, nil
 }
 
 // ready lists the batches to hand on now, in order: those complete (every sequence from
