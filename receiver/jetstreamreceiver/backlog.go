@@ -357,7 +357,17 @@ func (bl *backlog) consume(ctx context.Context, cons jetstream.Consumer) error {
 				}
 			}
 		}
-		if bl.heldCount() == 0 && info.NumAckPending == 0 && (info.Delivered.Stream >= bl.b.LastSeq || info.NumPending == 0) {
+		if bl.heldCount() > 0 {
+			continue
+		}
+		if info.NumAckPending > 0 {
+			// Batches were handed on since the look: look again rather than wait for a
+			// fetch that has nothing to take.
+			if info, err = cons.Info(ctx); err != nil {
+				continue // the next round looks again, or finds the consumer gone
+			}
+		}
+		if info.NumAckPending == 0 && (info.Delivered.Stream >= bl.b.LastSeq || info.NumPending == 0) {
 			if err := bl.finish(ctx, validation.BacklogDone, ""); err != nil {
 				return err
 			}
