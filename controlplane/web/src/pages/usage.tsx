@@ -238,7 +238,7 @@ export function LimitBanner({ used, pending = 0, limit, resetAt, across = false,
       <div class="alert alert-error" role="alert">
         {since}
         <strong>Limit reached:</strong> {num.format(used)} of {num.format(limit)} events this month{where}{settling(used, pending)}. New events are refused
-        (429 quota_exceeded) until the limit resets{resetAt && <> on <When at={resetAt} /></>}, or the limit is raised. <WhatToDo resetAt={resetAt} />
+        (429 quota_exceeded). <WhatToDo resetAt={resetAt} />
       </div>
     );
   }
