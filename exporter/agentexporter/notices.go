@@ -158,6 +158,9 @@ func (n *notifier) failed(projectID string, f failure) {
 	if n == nil || n.ctx.Err() != nil {
 		return
 	}
+	if p, ok := n.e.cache.Project(projectID); !ok || !slices.ContainsFunc(p.Sinks, func(s mirror.Sink) bool { return s.Enabled }) {
+		return // nobody to tell: no bucket write for a project without destinations
+	}
 	f.At = time.Now().UTC()
 	f.Error = truncate(f.Error, maxNoticeError)
 	n.wg.Add(1)
