@@ -275,8 +275,9 @@ func finished(r *jsReceiver, prj string) bool {
 func TestABacklogProcessesItsRangeOnce(t *testing.T) {
 	const prj, id = "prj_backlog", "bl_once1"
 	e := newBacklogEnv(t, prj)
-	e.publish(prj, 25)
-	// An entry from before agent_since: its consumer starts from new records.
+	_, at := e.publish(prj, 25)
+	afterMargin(t, at)
+	// An entry without agent_since: its consumer starts from when it was written.
 	e.put(agentURL(prj, 1, time.Time{}))
 	p := &recorder{}
 	r := e.start(p)
@@ -312,7 +313,8 @@ func TestABacklogSurvivesARestartMidRun(t *testing.T) {
 	const prj, id = "prj_backlog_restart", "bl_restart1"
 	n := 2*validation.BacklogBatchRecords + 500
 	e := newBacklogEnv(t, prj)
-	e.publish(prj, n)
+	_, at := e.publish(prj, n)
+	afterMargin(t, at)
 	e.put(agentURL(prj, 1, time.Time{}))
 	p := &recorder{block: uint64(validation.BacklogBatchRecords + 1), blocked: make(chan struct{})}
 	r := e.start(p)
@@ -378,7 +380,8 @@ func TestABacklogOfAPausedProjectDoesNotRun(t *testing.T) {
 func TestABacklogStopsWhenTheAgentURLIsRemoved(t *testing.T) {
 	const prj, id = "prj_backlog_stop", "bl_stop1"
 	e := newBacklogEnv(t, prj)
-	e.publish(prj, 10)
+	_, at := e.publish(prj, 10)
+	afterMargin(t, at)
 	p := &recorder{block: 1, blocked: make(chan struct{})}
 	b := agentURL(prj, 1, time.Time{})
 	b.Backlog = &mirror.Backlog{ID: id, FirstSeq: 1, LastSeq: 10}
@@ -400,7 +403,7 @@ func TestABacklogStopsWhenTheAgentURLIsRemoved(t *testing.T) {
 	assert.Equal(t, "stopped: the project's agent URL was removed", st.Error)
 	assert.False(t, e.consumerExists(prj, e.cfg.Durable+"-backlog-"+id))
 
-	on := agentURL(prj, 3, time.Time{}) // its live consumer takes new records only
+	on := agentURL(prj, 3, time.Now())
 	on.Backlog = b.Backlog
 	e.put(on)
 	require.Eventually(t, func() bool { return finished(r, prj) }, 10*time.Second, 10*time.Millisecond)
@@ -409,4 +412,21 @@ func TestABacklogStopsWhenTheAgentURLIsRemoved(t *testing.T) {
 	assert.Equal(t, 1, p.entered, "the interrupted batch was not handed on again")
 	p.mu.Unlock()
 	assert.False(t, e.consumerExists(prj, e.cfg.Durable+"-backlog-"+id))
+}
+
+// An entry without agent_since (an older control plane's) starts its consumer from when
+// it was written: records stored after it, before any pipeline process ran (an outage),
+// are taken; none from before.
+func TestAnEntryWithoutAgentSinceStartsWhenItWasWritten(t *testing.T) {
+	const prj = "prj_written"
+	e := newBacklogEnv(t, prj)
+	before, at := e.publish(prj, 3)
+	afterMargin(t, at)
+	e.put(agentURL(prj, 1, time.Time{}))
+	after, _ := e.publish(prj, 3)
+	p := &recorder{}
+	r := e.start(p)
+	defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
+	require.Eventually(t, func() bool { return len(p.seqs()) >= 3 }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, seqRange(before+1, after), p.seqs())
 }

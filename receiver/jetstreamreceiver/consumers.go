@@ -60,8 +60,10 @@ func (r *jsReceiver) consumer(ctx context.Context, t target) (jetstream.Consumer
 // pipelineConsumer returns a project's pipeline consumer on its raw stream, creating it
 // when it does not exist yet. A new one starts from new records, never a backlog (issue
 // 23: every matched record is an agent call someone pays for): from when the project's
-// agent URL was set (Project.AgentSince, less the margins of cursorStart), or from now
-// for a project saved before that was recorded. Processing what was stored before is a
+// agent URL was set (Project.AgentSince, less the margins of cursorStart). An entry
+// without agent_since (written by an older control plane, or by another writer of the
+// mirror) starts from when the entry was written, at the latest when its URL was set;
+// one without either from new records. Processing what was stored before is a
 // backlog its user asks for (backlog.go). An existing consumer is kept as it is, since
 // other pipeline processes share it and a restart must not replay, unless it was created
 // before the URL was last set: then it is a cursor of an earlier URL that a process down
@@ -107,10 +109,16 @@ func (r *jsReceiver) pipelineConsumer(ctx context.Context, t target) (jetstream.
 }
 
 // pipelineStart is where a new pipeline consumer of project p starts on its raw stream:
-// as a destination's cursor (cursorStart), from when its agent URL was set; zero (new
-// records) when that is not known.
+// as a destination's cursor (cursorStart), from when its agent URL was set, or else from
+// when the entry was written (its URL was set by then: never earlier records, and a
+// pipeline process that starts after records arrived, as after an outage, still takes
+// them); zero (new records) when neither is known.
 func pipelineStart(p mirror.Project) time.Time {
-	return serverStart(p, p.AgentSince)
+	since := p.AgentSince
+	if since.IsZero() {
+		since = p.WrittenAt
+	}
+	return serverStart(p, since)
 }
 
 // cursorStart is where a new cursor of destination s starts on the output stream: the

@@ -179,8 +179,14 @@ func TestPreviewAnnouncesWhatTheBacklogRunMakes(t *testing.T) {
 			})
 			pipe := mirror.Pipeline{Trigger: `event["alert"] == true`, Transforms: []string{`set(event["seen"], true)`}, BatchSize: 10,
 				AgentEndpointURL: agent.srv.URL, WindowEnabled: mode == "window", WindowDurationSeconds: 300}
-			// Saved before agent_since existed: the live consumer starts from new records.
-			p := mirror.Project{ID: project, Version: 1, Pipeline: pipe}
+			// The URL is set after the records were stored (later than the write margin):
+			// the live consumer takes none of them.
+			s, err := e.js.Stream(context.Background(), streams.RawStream(project))
+			require.NoError(t, err)
+			lastStored, err := s.GetMsg(context.Background(), 2500)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return time.Since(lastStored.Time) > 1200*time.Millisecond }, 10*time.Second, 10*time.Millisecond)
+			p := mirror.Project{ID: project, Version: 1, Pipeline: pipe, AgentSince: time.Now()}
 			e.put(t, p)
 
 			pv, err := validation.PreviewBacklog(context.Background(), e.nc, validation.BacklogRequest{ProjectID: project, Pipeline: pipe, Last: ptr(2500)})
