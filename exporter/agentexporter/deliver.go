@@ -54,6 +54,8 @@ type attemptResult struct {
 	// answer is what the other side answered (at most max_response_bytes), for the
 	// delivery log.
 	answer []byte
+	// sent are the headers the attempt sent, for the delivery log (redacted there).
+	sent http.Header
 }
 
 // outgoing is one HTTP request the exporter must deliver: a call to an agent, or a
@@ -127,7 +129,7 @@ func (e *agentExporter) deliver(ctx context.Context, o outgoing) result {
 		}
 		if o.logID != "" && last.class != classAborted {
 			e.log.attempt(o.project, o.logID, deliverylog.Attempt{At: began, StatusCode: last.status, Error: last.reason,
-				LatencyMS: time.Since(began).Milliseconds()}, last.answer)
+				LatencyMS: time.Since(began).Milliseconds(), RequestHeaders: deliverylog.LogHeaders(last.sent, o.headers)}, last.answer)
 		}
 		switch last.class {
 		case classOK:
@@ -147,6 +149,10 @@ func (e *agentExporter) deliver(ctx context.Context, o outgoing) result {
 		// instead of cutting the wait before it.
 		backoff.WithMaxElapsedTime(0),
 		backoff.WithNotify(func(_ error, wait time.Duration) {
+			// The retry is scheduled here: the console shows when it is due.
+			if o.logID != "" {
+				e.log.nextAttempt(o.project, o.logID, time.Now().Add(wait))
+			}
 			e.logger.Debug(o.who+" delivery attempt failed; retrying",
 				zap.String("project", o.project), zap.String("request_id", o.requestID),
 				zap.Int("attempt", n), zap.String("last", last.reason), zap.Duration("in", wait))
@@ -277,7 +283,9 @@ func (e *agentExporter) attempt(ctx context.Context, o outgoing) attemptResult {
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return e.classifyError(ctx, err)
+		r := e.classifyError(ctx, err)
+		r.sent = req.Header
+		return r
 	}
 	defer resp.Body.Close()
 	// An answer the other side started to send counts by its status, even if its body is
@@ -285,6 +293,7 @@ func (e *agentExporter) attempt(ctx context.Context, o outgoing) attemptResult {
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, e.cfg.MaxResponseBytes))
 	r := classifyStatus(o.who, resp.StatusCode, resp.Header.Get("Retry-After"), answer, time.Now())
 	r.answer = answer
+	r.sent = req.Header
 	return r
 }
 

@@ -189,6 +189,12 @@ func (l *dlog) attempt(project, id string, a deliverylog.Attempt, answer []byte)
 	}
 }
 
+func (l *dlog) nextAttempt(project, id string, at time.Time) {
+	if l != nil {
+		l.w.NextAttempt(project, id, at)
+	}
+}
+
 func (l *dlog) finish(project, id string, f deliverylog.Final) {
 	if l != nil {
 		l.w.Finish(project, id, f)
