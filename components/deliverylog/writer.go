@@ -211,7 +211,8 @@ func (w *Writer) Record(project string, d Delivery) {
 }
 
 // Attempt appends one try to delivery id, with the answer it got (its first MaxAnswer
-// bytes are kept; nil keeps the previous one). A failed attempt (Error set) or a second
+// bytes are kept; nil keeps the previous one) and the headers it sent (a.RequestHeaders,
+// from LogHeaders, bounded here). A failed attempt (Error set) or a second
 // one makes the state retrying.
 func (w *Writer) Attempt(project, id string, a Attempt, answer []byte) {
 	a.Error = capString(a.Error, MaxError)
