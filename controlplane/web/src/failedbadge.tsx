@@ -6,6 +6,12 @@ import { useEffect, useState } from 'preact/hooks';
 import { consoleApi, type Delivery } from './console';
 
 const DAY_MS = 24 * 3600 * 1000;
+/**
+ * The console's since is when a delivery was created; it fails up to a retry budget later
+ * (10 minutes for destinations by default). Deliveries created this much earlier are
+ * asked for, and counted by when they ended.
+ */
+const BUDGET_MARGIN_MS = 3600 * 1000;
 const POLL_MS = 15_000;
 /** The console lists at most this many at once: past it the badge says "500+". */
 const MAX = 500;
@@ -46,9 +52,15 @@ export function FailedDeliveriesBadge({ projectId, viewing }: { projectId: strin
     }
     let live = true;
     const poll = () => {
-      const q = new URLSearchParams({ state: 'dead_lettered', since: since(projectId).toISOString(), limit: String(MAX) });
-      consoleApi<{ deliveries: Delivery[] }>(projectId, 'GET', `/deliveries?${q}`).then(
-        (r) => live && setCount(r.deliveries.length),
+      const from = since(projectId);
+      const q = new URLSearchParams({
+        state: 'dead_lettered',
+        since: new Date(from.getTime() - BUDGET_MARGIN_MS).toISOString(),
+        limit: String(MAX),
+      });
+      consoleApi<{ deliveries: (Delivery & { replayed_by?: string })[] }>(projectId, 'GET', `/deliveries?${q}`).then(
+        // A replayed delivery was dealt with: its replay is counted if it failed again.
+        (r) => live && setCount(r.deliveries.filter((d) => !d.replayed_by && Date.parse(d.updated_at) >= from.getTime()).length),
         // A hint only: the pages that read the console say why it cannot be read.
         () => {},
       );
