@@ -430,3 +430,23 @@ func TestAnEntryWithoutAgentSinceStartsWhenItWasWritten(t *testing.T) {
 	require.Eventually(t, func() bool { return len(p.seqs()) >= 3 }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, seqRange(before+1, after), p.seqs())
 }
+
+// A project paused from the start (its pipeline does not compile) still gets its cursor
+// when it gets its URL: fixed later, it processes what arrived while it was paused.
+func TestAPausedProjectKeepsWhatArrivesUntilItIsFixed(t *testing.T) {
+	const prj = "prj_paused_cursor"
+	e := newBacklogEnv(t, prj)
+	broken := agentURL(prj, 1, time.Time{})
+	broken.Pipeline.Trigger = `n ==`
+	e.put(broken)
+	p := &recorder{}
+	r := e.start(p)
+	defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
+	require.Eventually(t, func() bool { return e.consumerExists(prj, e.cfg.Durable) }, 10*time.Second, 10*time.Millisecond)
+	last, at := e.publish(prj, 2)
+	afterMargin(t, at)
+	assert.Empty(t, p.handled(), "nothing is consumed while paused")
+	e.put(agentURL(prj, 2, time.Time{}))
+	require.Eventually(t, func() bool { return len(p.seqs()) == 2 }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, seqRange(last-1, last), p.seqs())
+}

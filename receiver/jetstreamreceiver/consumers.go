@@ -76,11 +76,11 @@ func (r *jsReceiver) pipelineConsumer(ctx context.Context, t target) (jetstream.
 	}
 	c, err := r.js.Consumer(ctx, stream, r.cfg.Durable)
 	switch {
-	case err == nil && (t.since.IsZero() || !c.CachedInfo().Created.Before(t.since)):
+	case err == nil && (t.urlSet.IsZero() || !c.CachedInfo().Created.Before(t.urlSet)):
 		return c, nil
 	case err == nil:
 		r.settings.Logger.Info("pipeline consumer predates the agent URL; starting it again from when the URL was set",
-			append(t.logFields(), zap.Time("created", c.CachedInfo().Created), zap.Time("since", t.since))...)
+			append(t.logFields(), zap.Time("created", c.CachedInfo().Created), zap.Time("url_set", t.urlSet))...)
 		if err := r.js.DeleteConsumer(ctx, stream, r.cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return nil, err
 		}
@@ -106,6 +106,23 @@ func (r *jsReceiver) pipelineConsumer(ctx context.Context, t target) (jetstream.
 		c, err = r.js.Consumer(ctx, stream, r.cfg.Durable)
 	}
 	return c, err
+}
+
+// keepCursor makes sure a paused project has its pipeline consumer, without consuming:
+// its cursor then starts when the URL was set, as if it had run, and fixing the pipeline
+// resumes from there, not from when it was fixed (nothing received while paused is lost).
+func (r *jsReceiver) keepCursor(t target) {
+	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+	defer cancel()
+	if _, err := r.pipelineConsumer(ctx, t); err != nil && r.ctx.Err() == nil {
+		r.settings.Logger.Warn("could not create a paused project's consumer; records stored before it is fixed may not be processed",
+			append(t.logFields(), zap.Error(err))...)
+	}
+}
+
+// rawTarget is project p's raw stream as a target of the pipeline role.
+func rawTarget(p mirror.Project) target {
+	return target{project: p.ID, since: pipelineStart(p), urlSet: serverStart(p, p.AgentSince)}
 }
 
 // pipelineStart is where a new pipeline consumer of project p starts on its raw stream:

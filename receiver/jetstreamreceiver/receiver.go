@@ -87,6 +87,9 @@ type target struct {
 	project string
 	sink    string    // output mode: the destination's sink id
 	since   time.Time // a new cursor (or pipeline consumer) starts here (NATS server's clock); zero: new records
+	// urlSet (raw mode) is since when the project's agent URL was last set (agent_since,
+	// as since), zero when the entry does not say: an older consumer is an earlier URL's.
+	urlSet time.Time
 }
 
 func (t target) key() string {
@@ -207,9 +210,11 @@ func (r *jsReceiver) reconcileLoop() {
 	}
 }
 
-// wanted lists what this receiver should consume now.
-func (r *jsReceiver) wanted() map[string]target {
+// wanted lists what this receiver should consume now, and the projects it paused this
+// time that were not paused before.
+func (r *jsReceiver) wanted() (map[string]target, []target) {
 	want := map[string]target{}
+	var paused []target
 	for _, p := range r.cache.Projects() {
 		if !streams.ValidProjectID(p.ID) {
 			continue
@@ -229,20 +234,22 @@ func (r *jsReceiver) wanted() map[string]target {
 		// A project whose expressions do not compile is paused rather than consumed and
 		// redelivered forever; it resumes when its configuration is fixed.
 		if err := r.pipelines.Check(p); err != nil {
-			r.pause(p.ID, err.Error())
+			if r.pause(p.ID, err.Error()) {
+				paused = append(paused, rawTarget(p))
+			}
 			continue
 		}
 		r.unpause(p.ID)
-		want[p.ID] = target{project: p.ID, since: pipelineStart(p)}
+		want[p.ID] = rawTarget(p)
 	}
-	return want
+	return want, paused
 }
 
 // reconcile makes the targets what the configuration wants. A new target is checked for
 // records (and its consumer created, so its cursor starts now); it gets a worker only
 // when there is something to consume.
 func (r *jsReceiver) reconcile() {
-	want := r.wanted()
+	want, paused := r.wanted()
 	var stop []*worker
 	var forget []target
 	var added []string
@@ -291,14 +298,19 @@ func (r *jsReceiver) reconcile() {
 	for _, key := range added {
 		r.checks.add(key)
 	}
+	for _, t := range paused {
+		r.keepCursor(t)
+	}
 	r.reconcileBacklogs(r.wantedBacklogs(want))
 }
 
-func (r *jsReceiver) pause(id, reason string) {
+// pause marks a project paused; true when it was not paused before.
+func (r *jsReceiver) pause(id, reason string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if prev, ok := r.paused[id]; ok && prev == reason {
-		return
+	prev, was := r.paused[id]
+	if was && prev == reason {
+		return false
 	}
 	if _, ok := r.paused[id]; !ok {
 		r.tel.PipelinePausedProjects.Add(context.Background(), 1)
@@ -306,6 +318,7 @@ func (r *jsReceiver) pause(id, reason string) {
 	r.paused[id] = reason
 	r.settings.Logger.Error("project paused: its pipeline configuration is invalid; fix it to resume",
 		zap.String("project_id", id), zap.String("reason", reason))
+	return !was
 }
 
 func (r *jsReceiver) unpause(id string) {
