@@ -83,7 +83,7 @@ func TestPipelineFieldWarnings(t *testing.T) {
 		require.Len(t, ws, 1, "%s", saved.Raw)
 		assert.Equal(t, "trigger", ws[0]["field"])
 		assert.Equal(t, map[string]any{"line": float64(2), "column": float64(5)}, ws[0]["position"])
-		assert.Contains(t, ws[0]["message"], "severty_number: no field of this name in the project's last 3 records; did you mean severity_number?")
+		assert.Contains(t, ws[0]["message"], "no field named severty_number in the project's last 3 records; did you mean severity_number?")
 		assert.Equal(t, trigger, call(t, cp, "GET", p+"/pipeline", owner, nil).str("trigger"), "saved anyway")
 
 		// A number field compared with a string, in the check as the dashboard types.
@@ -93,7 +93,7 @@ func TestPipelineFieldWarnings(t *testing.T) {
 		ws = warningsOf(t, r)
 		require.Len(t, ws, 1, "%s", r.Raw)
 		assert.Equal(t, map[string]any{"line": float64(1), "column": float64(1)}, ws[0]["position"])
-		assert.Contains(t, ws[0]["message"], "is a number in the project's records and is compared with a string")
+		assert.Contains(t, ws[0]["message"], "compared with a string, but severity_number is a number in the project's records")
 
 		// A correct trigger: valid, no warning.
 		r = call(t, cp, "POST", p+"/pipeline/validate", owner, map[string]any{"trigger": `severity_number >= 17 and service == "checkout"`})

@@ -228,16 +228,16 @@ func Warnings(p mirror.Pipeline, st *fieldstats.Stats) []validation.Warning {
 			types, seen := lookup(st, r.FieldsPaths())
 			switch {
 			case !seen && !underAny(r.FieldsPaths(), written) && !st.Truncated():
-				w.Message = fmt.Sprintf("%s: no field of this name in the project's last %d records", r.Text, st.Sampled())
+				w.Message = fmt.Sprintf("no field named %s in the project's last %d records", r.Text, st.Sampled())
 				if s := suggest(st, r); s != "" {
 					w.Message += fmt.Sprintf("; did you mean %s?", s)
 				} else {
 					w.Message += "; check the spelling on the Fields page"
 				}
 			case seen && r.Compared == "string" && only(types, "number"):
-				w.Message = fmt.Sprintf("%s is a number in the project's records and is compared with a string here, which never matches; write the number without quotes", r.Text)
+				w.Message = fmt.Sprintf("compared with a string, but %s is a number in the project's records: it never matches; write the number without quotes", r.Text)
 			case seen && r.Compared == "number" && only(types, "string"):
-				w.Message = fmt.Sprintf("%s is a string in the project's records and is compared with a number here, which never matches; quote the value, or convert the field with Int() or Double()", r.Text)
+				w.Message = fmt.Sprintf("compared with a number, but %s is a string in the project's records: it never matches; quote the value, or convert the field with Int() or Double()", r.Text)
 			default:
 				continue
 			}

@@ -46,13 +46,13 @@ func TestCheckProjectWarnsAboutFieldsOverNATS(t *testing.T) {
 	one := 1
 	assert.Equal(t, []validation.Warning{
 		{Field: "trigger", Position: &validation.Position{Line: 1, Column: 1},
-			Message: "severty_number: no field of this name in the project's last 5 records; did you mean severity_number?"},
+			Message: "no field named severty_number in the project's last 5 records; did you mean severity_number?"},
 		{Field: "trigger", Position: &validation.Position{Line: 2, Column: 1},
-			Message: "severity_number is a number in the project's records and is compared with a string here, which never matches; write the number without quotes"},
+			Message: "compared with a string, but severity_number is a number in the project's records: it never matches; write the number without quotes"},
 		{Field: "trigger", Position: &validation.Position{Line: 2, Column: 30},
-			Message: `attributes["http.status"] is a string in the project's records and is compared with a number here, which never matches; quote the value, or convert the field with Int() or Double()`},
+			Message: `compared with a number, but attributes["http.status"] is a string in the project's records: it never matches; quote the value, or convert the field with Int() or Double()`},
 		{Field: "transforms", Index: &one, Position: &validation.Position{Line: 1, Column: 71},
-			Message: `attributes["retrys"]: no field of this name in the project's last 5 records; did you mean attributes["retries"]?`},
+			Message: `no field named attributes["retrys"] in the project's last 5 records; did you mean attributes["retries"]?`},
 	}, res.Warnings)
 
 	// The same pipeline of a project without records, or checked without a project (an

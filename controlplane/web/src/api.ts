@@ -148,6 +148,22 @@ export interface Pipeline {
   version?: number;
   updated_at?: string | null;
   signing_secret?: string;
+  /** The pipeline's own version: bumped only when its content changes (issue 23). */
+  pipeline_version?: number;
+  saved_by?: string | null;
+  saved_at?: string | null;
+  /** In save answers: what the check warns about (never a reason to refuse). */
+  warnings?: PipelineProblem[];
+}
+
+/** A kept version of a pipeline; pipeline only when asked for one. */
+export interface PipelineVersion {
+  version: number;
+  saved_by: string | null;
+  saved_at: string | null;
+  current: boolean;
+  restored_from?: number;
+  pipeline?: Pipeline;
 }
 
 export interface PipelineProblem {
@@ -160,6 +176,7 @@ export interface PipelineProblem {
 export interface PipelineCheck {
   valid: boolean;
   errors: PipelineProblem[];
+  warnings?: PipelineProblem[];
 }
 
 export interface Sink {

@@ -25,12 +25,16 @@ export function CodeField(props: {
   readOnly?: boolean;
   rows?: number;
   actions?: ComponentChildren;
+  /** Warnings about a valid expression (issue 23): shown in amber, they do not block saving. */
+  warnings?: PipelineProblem[];
 }) {
   const id = useId();
   const ref = useRef<HTMLTextAreaElement>(null);
   const hintId = props.hint ? id + '-hint' : '';
   const problemId = props.problem ? id + '-problem' : '';
-  const described = [hintId, problemId].filter(Boolean).join(' ') || undefined;
+  const warnings = props.problem ? [] : (props.warnings ?? []);
+  const warningIds = warnings.map((_, i) => `${id}-warning-${i}`);
+  const described = [hintId, problemId, ...warningIds].filter(Boolean).join(' ') || undefined;
   return (
     <div class={'field code-field' + (props.problem ? ' has-problem' : '')}>
       <div class="code-field-head">
@@ -47,16 +51,18 @@ export function CodeField(props: {
         </p>
       )}
       {props.problem && <Problem id={problemId} text={props.value} problem={props.problem} input={ref} />}
+      {warnings.map((w, i) => <Problem key={i} id={warningIds[i]} text={props.value} problem={w} input={ref} warning />)}
     </div>
   );
 }
 
 /** A field's problem; for an expression with a position, the line with a caret under it. */
-export function Problem({ id, text, problem, input }: {
+export function Problem({ id, text, problem, input, warning }: {
   id: string;
   text?: string;
   problem: PipelineProblem;
   input?: { current: HTMLTextAreaElement | HTMLInputElement | null };
+  warning?: boolean;
 }) {
   const pos = problem.position;
   const line = pos && text !== undefined ? (text.split('\n')[pos.line - 1] ?? '') : '';
@@ -70,9 +76,9 @@ export function Problem({ id, text, problem, input }: {
     el.setSelectionRange(at, Math.min(at + 1, text.length));
   };
   return (
-    <div id={id} class="problem">
+    <div id={id} class={warning ? 'problem problem-warning' : 'problem'}>
       <p class="problem-text">
-        <strong>Error{pos ? ` at line ${pos.line}, column ${pos.column}` : ''}:</strong> {sentence(message)}
+        <strong>{warning ? 'Warning' : 'Error'}{pos ? ` at line ${pos.line}, column ${pos.column}` : ''}:</strong> {sentence(message)}
       </p>
       {pos && text !== undefined && (
         <div class="problem-where">

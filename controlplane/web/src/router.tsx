@@ -1,15 +1,58 @@
 // A small history-API router: the control plane answers index.html for every page path,
 // so a reload or a shared link opens the same page.
 import type { AnchorHTMLAttributes, ComponentChildren } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 
 const listeners = new Set<() => void>();
 
+/**
+ * A page with unsaved edits asks before an in-app navigation leaves it (useLeaveGuard):
+ * the guard gets the navigation to carry on with, and blocks it by returning true.
+ */
+type LeaveGuard = (proceed: () => void) => boolean;
+let leaveGuard: LeaveGuard | null = null;
+
 export function navigate(to: string, replace = false) {
+  if (to === location.pathname) return;
+  if (leaveGuard && leaveGuard(() => go(to, replace))) return;
+  go(to, replace);
+}
+
+function go(to: string, replace: boolean) {
   if (to === location.pathname) return;
   if (replace) history.replaceState(null, '', to);
   else history.pushState(null, '', to);
   listeners.forEach((l) => l());
+}
+
+/**
+ * While active, leaving the page asks first: in-app navigations call ask with the way to
+ * carry on (the page shows its own dialog), and closing or reloading the tab gets the
+ * browser's own "leave site?" prompt.
+ */
+export function useLeaveGuard(active: boolean, ask: (proceed: () => void) => void) {
+  const askRef = useRef(ask);
+  askRef.current = ask;
+  useEffect(() => {
+    if (!active) return;
+    const guard: LeaveGuard = (proceed) => {
+      askRef.current(() => {
+        if (leaveGuard === guard) leaveGuard = null;
+        proceed();
+      });
+      return true;
+    };
+    leaveGuard = guard;
+    const onBeforeUnload = (e: BeforeUnloadEvent) => {
+      e.preventDefault();
+      e.returnValue = '';
+    };
+    addEventListener('beforeunload', onBeforeUnload);
+    return () => {
+      if (leaveGuard === guard) leaveGuard = null;
+      removeEventListener('beforeunload', onBeforeUnload);
+    };
+  }, [active]);
 }
 
 export function usePath(): string {

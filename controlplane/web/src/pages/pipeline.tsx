@@ -2,7 +2,9 @@ import { useEffect, useId, useRef, useState } from 'preact/hooks';
 import { api, ApiError, canWrite, type Pipeline, type PipelineCheck, type PipelineProblem, type Project } from '../api';
 import { CodeField, Problem } from '../code';
 import { takeOffered, withCondition } from '../ottlpath';
+import { useLeaveGuard } from '../router';
 import { ConfirmDialog, CopyButton, ErrorMessage, Loading, Notice, PageHeader, When } from '../ui';
+import { PipelineHistory } from './pipeline-history';
 import { TryIt } from './tryit';
 
 // The form keeps numbers as typed (an empty box is "the default"), and sends numbers.
@@ -64,6 +66,13 @@ export function PipelinePage({ project }: { project: Project }) {
   const [savedNote, setSavedNote] = useState(false);
   const [dirty, setDirty] = useState(false);
   const [offered, setOffered] = useState('');
+  // Warnings about a valid draft (a field the project's records never had): amber, they
+  // never block saving.
+  const [warnings, setWarnings] = useState<PipelineProblem[]>([]);
+  const [showHistory, setShowHistory] = useState(false);
+  // Leaving with unsaved edits asks first (issue 23): the navigation waits here.
+  const [leaving, setLeaving] = useState<(() => void) | null>(null);
+  useLeaveGuard(writable && dirty, (proceed) => setLeaving(() => proceed));
   const seq = useRef(0);
 
   useEffect(() => {
@@ -91,6 +100,7 @@ export function PipelinePage({ project }: { project: Project }) {
         const res = await api<PipelineCheck>('POST', base + '/validate', toBody(draft));
         if (n !== seq.current) return;
         setProblems(res.errors);
+        setWarnings(res.warnings ?? []);
         setCheckError(null);
       } catch (err) {
         if (n !== seq.current) return;
@@ -114,6 +124,7 @@ export function PipelinePage({ project }: { project: Project }) {
   const setNum = (k: NumberKey) => (v: string) => change((d) => ({ ...d, numbers: { ...d.numbers, [k]: v } }));
   // A transforms problem names its statement; one that names none belongs to the list.
   const problem = (field: string, index?: number) => problems.find((p) => p.field === field && p.index === index);
+  const warned = (field: string, index?: number) => warnings.filter((w) => w.field === field && w.index === index);
   const placed = new Set(['trigger', 'transforms', 'context_filter', 'group_key', 'dedup_key', 'agent_endpoint_url', ...numberKeys]);
   const unplaced = problems.filter((p) => !placed.has(p.field));
 
@@ -127,6 +138,7 @@ export function PipelinePage({ project }: { project: Project }) {
       setDraft(toDraft(p));
       setDirty(false);
       setProblems([]);
+      setWarnings(p.warnings ?? []);
       setSavedNote(true);
     } catch (err) {
       setSaveError(err);
@@ -143,15 +155,32 @@ export function PipelinePage({ project }: { project: Project }) {
     <span class="check-status check-bad" role="status">
       ✗ {problems.length === 1 ? '1 problem' : `${problems.length} problems`} to fix before saving
     </span>
+  ) : dirty && warnings.length > 0 ? (
+    <span class="check-status check-warn" role="status">
+      ✓ Valid, not saved yet; {warnings.length === 1 ? '1 warning' : `${warnings.length} warnings`} to look at
+    </span>
   ) : dirty ? (
     <span class="check-status check-ok" role="status">✓ Valid, not saved yet</span>
   ) : null;
+  const restored = (p: Pipeline) => {
+    setSaved(p);
+    setDraft(toDraft(p));
+    setDirty(false);
+    setProblems([]);
+    setWarnings(p.warnings ?? []);
+    setSavedNote(true);
+  };
 
   return (
     <>
       <PageHeader title="Pipeline" project={project.name}>
         <p class="muted small">
-          Version {saved.version ?? 0}, saved <When at={saved.updated_at ?? null} />
+          Version {saved.pipeline_version ?? saved.version ?? 0}, saved <When at={saved.saved_at ?? saved.updated_at ?? null} />
+          {saved.saved_by ? ` by ${saved.saved_by}` : ''}{' '}
+          <button type="button" class="btn btn-small" aria-expanded={showHistory} aria-controls="pl-history-panel"
+            onClick={() => setShowHistory(!showHistory)}>
+            {showHistory ? 'Hide history' : 'History'}
+          </button>
         </p>
       </PageHeader>
       <p class="lede">
@@ -159,6 +188,11 @@ export function PipelinePage({ project }: { project: Project }) {
         event: <code>body</code>, <code>attributes["http.method"]</code>, <code>severity_number</code>,{' '}
         <code>event["field"]</code>.
       </p>
+      {showHistory && (
+        <div id="pl-history-panel">
+          <PipelineHistory project={project} current={saved} dirty={dirty} onRestored={restored} />
+        </div>
+      )}
       {ro && (
         <Notice>
           You can see this pipeline; only the project's owner and admins change it.
@@ -173,10 +207,11 @@ export function PipelinePage({ project }: { project: Project }) {
         <section class="panel" aria-labelledby="pl-when">
           <h2 id="pl-when">Which events</h2>
           <CodeField label="Trigger" value={draft.trigger} onInput={set('trigger')} problem={problem('trigger')} readOnly={ro}
+            warnings={warned('trigger')}
             placeholder={'severity_number >= 17 and resource_attributes["service.name"] == "checkout"'}
             hint="An OTTL condition. Events that match call the agent; empty matches every event." />
           <CodeField label="Context filter" value={draft.context_filter} onInput={set('context_filter')} readOnly={ro}
-            problem={problem('context_filter')} placeholder={'resource_attributes["service.name"] == "checkout"'}
+            problem={problem('context_filter')} warnings={warned('context_filter')} placeholder={'resource_attributes["service.name"] == "checkout"'}
             hint="In window mode, which earlier events of the group go into the window (OTTL condition; empty: all)." />
           <fieldset class="transforms">
             <legend>Transforms</legend>
@@ -186,7 +221,7 @@ export function PipelinePage({ project }: { project: Project }) {
             {draft.transforms.map((t, i) => (
               <CodeField key={i} label={`Statement ${i + 1}`} value={t} readOnly={ro} rows={1}
                 onInput={(v) => set('transforms')(draft.transforms.map((x, j) => (j === i ? v : x)))}
-                problem={problem('transforms', i)}
+                problem={problem('transforms', i)} warnings={warned('transforms', i)}
                 actions={!ro && (
                   <button type="button" class="btn btn-small btn-danger-quiet" aria-label={`Remove statement ${i + 1}`}
                     onClick={() => set('transforms')(draft.transforms.filter((_, j) => j !== i))}>
@@ -238,7 +273,7 @@ export function PipelinePage({ project }: { project: Project }) {
             )}
           </div>
           <CodeField label="Group key" value={draft.group_key} onInput={set('group_key')} rows={1} readOnly={ro}
-            problem={problem('group_key')} placeholder={'traceId or resource_attributes["k8s.pod.name"]'}
+            problem={problem('group_key')} warnings={warned('group_key')} placeholder={'traceId or resource_attributes["k8s.pod.name"]'}
             hint="An OTTL value: events with the same value are sent together. Empty: one group." />
         </section>
 
@@ -257,7 +292,7 @@ export function PipelinePage({ project }: { project: Project }) {
               problem={problem('max_calls_per_day')} />
           </div>
           <CodeField label="Dedup key" value={draft.dedup_key} onInput={set('dedup_key')} rows={1} readOnly={ro}
-            problem={problem('dedup_key')} placeholder={'resource_attributes["k8s.pod.name"]'}
+            problem={problem('dedup_key')} warnings={warned('dedup_key')} placeholder={'resource_attributes["k8s.pod.name"]'}
             hint="An OTTL value: the cooldown applies per value. Empty: the group key in window mode, the project in batches." />
         </section>
 
@@ -279,7 +314,7 @@ export function PipelinePage({ project }: { project: Project }) {
               {saving ? 'Saving…' : 'Save pipeline'}
             </button>
             {dirty && (
-              <button type="button" class="btn" onClick={() => (setDraft(toDraft(saved)), setDirty(false), setProblems([]))}>
+              <button type="button" class="btn" onClick={() => (setDraft(toDraft(saved)), setDirty(false), setProblems([]), setWarnings([]))}>
                 Discard changes
               </button>
             )}
@@ -289,6 +324,12 @@ export function PipelinePage({ project }: { project: Project }) {
           </div>
         )}
       </form>
+      <LeaveDialog open={leaving !== null} onStay={() => setLeaving(null)}
+        onLeave={() => {
+          const go = leaving;
+          setLeaving(null);
+          go?.();
+        }} />
       <TryIt project={project} pipeline={toBody(draft)} blocked={writable && problems.length > 0} />
       <SigningSecret project={project} secret={saved.signing_secret} onRotated={(p) => setSaved({ ...saved, ...p })} />
     </>
@@ -407,5 +448,31 @@ function SigningSecret({ project, secret, onRotated }: {
         <p>Calls are signed with a new secret at once; receivers that verify with the old one refuse them until updated.</p>
       </ConfirmDialog>
     </section>
+  );
+}
+
+/** Asks before an in-app navigation drops unsaved edits; Stay is the default (Esc). */
+function LeaveDialog({ open, onStay, onLeave }: { open: boolean; onStay: () => void; onLeave: () => void }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const titleId = useId();
+  useEffect(() => {
+    const d = ref.current;
+    if (!d) return;
+    if (open && !d.open) d.showModal();
+    if (!open && d.open) d.close();
+  }, [open]);
+  return (
+    <dialog ref={ref} aria-labelledby={titleId} onCancel={(e) => (e.preventDefault(), onStay())}>
+      <h2 id={titleId}>Leave without saving?</h2>
+      <p>The pipeline has changes that are not saved. Leaving this page discards them.</p>
+      <div class="actions">
+        <button type="button" class="btn btn-danger" onClick={onLeave}>
+          Leave without saving
+        </button>
+        <button type="button" class="btn btn-primary" onClick={onStay} autoFocus>
+          Stay
+        </button>
+      </div>
+    </dialog>
   );
 }
