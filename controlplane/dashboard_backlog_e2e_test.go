@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -22,10 +23,15 @@ func TestDashboardBacklogInTheBrowser(t *testing.T) {
 	t.Cleanup(srv.Close)
 	n := testenv.StartNATS(t)
 	// The collector's own responder checks pipelines and previews backlogs.
+	// The control plane's address is chosen first: the receiver lets its pages read (the
+	// navigation's count of failed deliveries).
+	cpListen := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	col := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/embedded.yaml",
-		Env: map[string]string{"NATS_URL": n.URL(), "SVC_STREAM_REPLICAS": "1", "SVC_OUTBOUND_ALLOW": "127.0.0.1/32"}})
+		Env: map[string]string{"NATS_URL": n.URL(), "SVC_STREAM_REPLICAS": "1", "SVC_OUTBOUND_ALLOW": "127.0.0.1/32",
+			"SVC_DASHBOARD_ORIGIN": "http://" + cpListen}})
 	cp := testenv.StartControlPlane(t, map[string]string{"NATS_URL": n.URL(), "SVC_JWT_SECRET": testJWTSecret,
-		"SVC_DATA_DIR": t.TempDir(), "SVC_OUTBOUND_ALLOW": "127.0.0.1/32", "SVC_PUBLIC_RECEIVER_URL": col.HTTP})
+		"SVC_DATA_DIR": t.TempDir(), "SVC_OUTBOUND_ALLOW": "127.0.0.1/32", "SVC_PUBLIC_RECEIVER_URL": col.HTTP,
+		"SVC_CONTROLPLANE_LISTEN": cpListen})
 
 	runBrowserScript(t, node, chromium, webDir, "backlog", 3*time.Minute,
 		"DASHBOARD_URL="+cp.URL, "RECEIVER_URL="+col.HTTP, "AGENT_URL="+srv.URL)

@@ -85,6 +85,11 @@ export function BacklogPage({ project }: { project: Project }) {
       await latest.reload();
     });
 
+  const previewButton = (
+    <button type="submit" class="btn bl-preview-btn" disabled={previewing.busy || !!invalid}>
+      {previewing.busy ? 'Counting…' : 'Preview'}
+    </button>
+  );
   const agentURL = pipeline.data?.agent_endpoint_url ?? '';
   const p = preview?.answer;
   return (
@@ -106,8 +111,7 @@ export function BacklogPage({ project }: { project: Project }) {
       <section class="panel" aria-labelledby="bl-which">
         <h2 id="bl-which">Which stored events</h2>
         <form onSubmit={runPreview} aria-label="Stored events to process">
-          <fieldset class="radio-row">
-            <legend class="sr-only">Range</legend>
+          <fieldset class="radio-row" aria-labelledby="bl-which">
             <label class="radio">
               <input type="radio" name="bl-mode" checked={mode === 'last'} onChange={() => (setMode('last'), setPreview(null))} />
               <span><strong>The last events</strong> <span class="muted">the most recent ones stored</span></span>
@@ -117,31 +121,27 @@ export function BacklogPage({ project }: { project: Project }) {
               <span><strong>Since a time</strong> <span class="muted">every event stored from then on</span></span>
             </label>
           </fieldset>
-          <div class="inline-form bl-range">
-            {mode === 'last' ? (
-              <div class="field field-number">
-                <label for={ids.last}>Number of events</label>
-                <div class="with-unit">
-                  <input id={ids.last} type="number" inputMode="numeric" min={1} max={MAX_LAST} value={last}
-                    aria-describedby={`${ids.last}-hint`} onInput={(e) => (setLast(e.currentTarget.value), setPreview(null))} />
-                  <span class="muted small">events</span>
-                </div>
-                <p id={`${ids.last}-hint`} class="hint">1 to {n(MAX_LAST)}.</p>
+          {mode === 'last' ? (
+            <div class="field bl-range">
+              <label for={ids.last}>Number of events</label>
+              <div class="with-unit">
+                <input id={ids.last} type="number" inputMode="numeric" min={1} max={MAX_LAST} value={last} class="bl-number"
+                  aria-describedby={`${ids.last}-hint`} onInput={(e) => (setLast(e.currentTarget.value), setPreview(null))} />
+                <span id={`${ids.last}-hint`} class="muted small">events, the newest stored (1 to {n(MAX_LAST)})</span>
+                {previewButton}
               </div>
-            ) : (
-              <div class="field">
-                <label for={ids.since}>Stored since</label>
+            </div>
+          ) : (
+            <div class="field bl-range">
+              <label for={ids.since}>Stored since</label>
+              <div class="with-unit">
                 <input id={ids.since} type="datetime-local" value={since} max={new Date().toISOString().slice(0, 16)}
                   aria-describedby={`${ids.since}-hint`} onInput={(e) => (setSince(e.currentTarget.value), setPreview(null))} />
-                <p id={`${ids.since}-hint`} class="hint">Your local time ({Intl.DateTimeFormat().resolvedOptions().timeZone}).</p>
+                <span id={`${ids.since}-hint`} class="muted small">your local time ({Intl.DateTimeFormat().resolvedOptions().timeZone})</span>
+                {previewButton}
               </div>
-            )}
-            <div class="field field-narrow">
-              <button type="submit" class="btn" disabled={previewing.busy || !!invalid}>
-                {previewing.busy ? 'Counting…' : 'Preview'}
-              </button>
             </div>
-          </div>
+          )}
           {invalid && <p class="hint check-bad">{invalid}</p>}
         </form>
         <ErrorMessage error={previewing.error} />
