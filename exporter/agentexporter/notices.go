@@ -104,6 +104,8 @@ type notifier struct {
 	// flushing holds the projects this process has a timer for, which tells the
 	// failures counted during an interval once it ends.
 	flushing sync.Map
+	// queues hold each project's failures waiting for its report in flight.
+	queues sync.Map
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -163,21 +165,59 @@ func (n *notifier) failed(projectID string, f failure) {
 	}
 	f.At = time.Now().UTC()
 	f.Error = truncate(f.Error, maxNoticeError)
+	// One report per project in flight in this process, taking what failed meanwhile
+	// with it: a storm of a thousand dead letters is a few bucket writes, not a
+	// thousand writers contending for one key.
+	q, _ := n.queues.LoadOrStore(projectID, &failureQueue{})
+	fq := q.(*failureQueue)
+	fq.mu.Lock()
+	fq.queued = append(fq.queued, f)
+	start := !fq.running
+	fq.running = true
+	fq.mu.Unlock()
+	if !start {
+		return
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		ctx, cancel := context.WithTimeout(n.ctx, noticeTimeout)
-		defer cancel()
-		if err := n.report(ctx, projectID, f); err != nil {
-			n.e.logger.Warn("could not tell the project's destinations of a failed delivery",
-				zap.String("project", projectID), zap.String("delivery_id", f.DeliveryID), zap.Error(err))
+		for {
+			fq.mu.Lock()
+			batch := fq.queued
+			fq.queued = nil
+			if len(batch) == 0 {
+				fq.running = false
+				fq.mu.Unlock()
+				return
+			}
+			fq.mu.Unlock()
+			ctx, cancel := context.WithTimeout(n.ctx, noticeTimeout)
+			if err := n.report(ctx, projectID, batch); err != nil {
+				n.e.logger.Warn("could not tell the project's destinations of failed deliveries",
+					zap.String("project", projectID), zap.Int("failures", len(batch)),
+					zap.String("delivery_id", batch[len(batch)-1].DeliveryID), zap.Error(err))
+			}
+			cancel()
 		}
 	}()
 }
 
-// report counts f in the project's entry and sends a notice of it when the project's
-// last notice is an interval old (or there was none); else it is told with the next.
-func (n *notifier) report(ctx context.Context, projectID string, f failure) error {
+// failureQueue holds a project's failures waiting for the report in flight.
+type failureQueue struct {
+	mu      sync.Mutex
+	running bool
+	queued  []failure
+}
+
+// report counts the failures of batch (in the order they happened) in the project's
+// entry. When the project's last notice is an interval old (or there was none) it sends
+// a notice of the latest, counting the others; else they are told with the next.
+func (n *notifier) report(ctx context.Context, projectID string, batch []failure) error {
+	f := batch[len(batch)-1]
+	var about []string
+	for _, b := range batch {
+		about = union(about, b.About)
+	}
 	kv, err := n.bucket(ctx)
 	if err != nil {
 		return err
@@ -198,11 +238,11 @@ func (n *notifier) report(ctx context.Context, projectID string, f failure) erro
 		} else {
 			now = before
 			if now.Pending == 0 {
-				now.Since = f.At
+				now.Since = batch[0].At
 			}
-			now.Pending++
+			now.Pending += len(batch)
 			now.Last = &f
-			now.About = union(now.About, f.About)
+			now.About = union(now.About, about)
 		}
 		return json.Marshal(now)
 	})
@@ -214,9 +254,13 @@ func (n *notifier) report(ctx context.Context, projectID string, f failure) erro
 		return nil
 	}
 	// The failures counted before and not told yet (their flush's process died) are
-	// told with this one.
-	f.About = union(f.About, before.About)
-	return n.publish(ctx, projectID, now.Sent, f, before.Pending, before.Since)
+	// told with this one, and so are the batch's others.
+	f.About = union(about, before.About)
+	since := before.Since
+	if before.Pending == 0 {
+		since = batch[0].At
+	}
+	return n.publish(ctx, projectID, now.Sent, f, before.Pending+len(batch)-1, since)
 }
 
 // flushAt sets this process's timer that tells, at when, the failures counted during
