@@ -61,8 +61,13 @@ func (s *Service) changePipeline(ctx context.Context, userID, id string, restore
 				pr.AgentSince = now
 			}
 			pr.PipelineVersion++
-			if err := tx.AddPipelineVersion(ctx, store.PipelineVersion{ProjectID: pr.ID, Version: pr.PipelineVersion,
-				Pipeline: pr.Pipeline, SavedBy: userID, SavedAt: now, RestoredFrom: restoredFrom}); err != nil {
+			err := tx.AddPipelineVersion(ctx, store.PipelineVersion{ProjectID: pr.ID, Version: pr.PipelineVersion,
+				Pipeline: pr.Pipeline, SavedBy: userID, SavedAt: now, RestoredFrom: restoredFrom})
+			if errors.Is(err, store.ErrConflict) {
+				// Another save took this version number first (two saves at once).
+				return apierror.New(http.StatusConflict, apierror.Conflict, "the pipeline was saved by someone else at the same moment; reload it and save again")
+			}
+			if err != nil {
 				return err
 			}
 		}
