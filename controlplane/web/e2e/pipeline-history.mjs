@@ -91,6 +91,7 @@ try {
   await nav.getByRole('link', { name: 'Pipeline' }).click();
   await a.getByText(/^Version 2, saved/).waitFor();
   assert.equal(await trigger.inputValue(), 'service == "checkout" and severty_number >= 17', 'the edit was dropped on leaving');
+  await a.getByText('Warning at line 1, column 27:').waitFor(); // the saved pipeline's warning shows on arrival
   await a.getByRole('button', { name: 'History' }).click();
   const list = a.getByRole('list', { name: 'Pipeline versions' });
   await list.getByText('Version 2').waitFor();

@@ -85,6 +85,14 @@ export function PipelinePage({ project }: { project: Project }) {
         d.trigger = withCondition(d.trigger, field);
         setOffered(field);
         setDirty(true);
+      } else {
+        // The saved pipeline's warnings (a field the records never had) show on arrival
+        // too, not only while editing; a check that fails here is the typing check's to tell.
+        const n = seq.current;
+        api<PipelineCheck>('POST', base + '/validate', toBody(d)).then(
+          (res) => n === seq.current && setWarnings(res.warnings ?? []),
+          () => {},
+        );
       }
       setDraft(d);
     }, setLoadError);
