@@ -260,7 +260,7 @@ func (n *notifier) report(ctx context.Context, projectID string, batch []failure
 	if before.Pending == 0 {
 		since = batch[0].At
 	}
-	return n.publish(ctx, projectID, now.Sent, f, before.Pending+len(batch)-1, since)
+	return n.send(ctx, projectID, now.Sent, f, before.Pending+len(batch)-1, since)
 }
 
 // flushAt sets this process's timer that tells, at when, the failures counted during
@@ -323,7 +323,41 @@ func (n *notifier) flush(ctx context.Context, projectID string) error {
 	}
 	f := *before.Last
 	f.About = before.About
-	return n.publish(ctx, projectID, at, f, before.Pending-1, before.Since)
+	return n.send(ctx, projectID, at, f, before.Pending-1, before.Since)
+}
+
+// retryNotice is how soon a notice whose publish failed is tried again (the interval, when
+// shorter).
+const retryNotice = 30 * time.Second
+
+// send publishes the notice the entry was just claimed for (at sent). When that fails
+// the claim is given back as pending failures whose interval ends in retryNotice, and
+// this process's timer tries them again then (or a new failure, or another process).
+func (n *notifier) send(ctx context.Context, projectID string, sent time.Time, f failure, more int, since time.Time) error {
+	err := n.publish(ctx, projectID, sent, f, more, since)
+	if err == nil {
+		return nil
+	}
+	end := time.Now().UTC().Add(min(retryNotice, n.interval))
+	kv, kerr := n.bucket(ctx)
+	if kerr == nil {
+		_, kerr = streams.UpdateKV(context.WithoutCancel(ctx), kv, projectID, func(old []byte, exists bool) ([]byte, error) {
+			var st noticeState
+			if !exists || json.Unmarshal(old, &st) != nil || !st.Sent.Equal(sent) {
+				return nil, streams.ErrKVUnchanged // told or claimed since by another
+			}
+			back := noticeState{Sent: end.Add(-n.interval), Pending: st.Pending + 1 + more, Since: since, Last: &f,
+				About: union(f.About, st.About)}
+			if st.Pending > 0 {
+				back.Last = st.Last
+			}
+			return json.Marshal(back)
+		})
+	}
+	if kerr == nil {
+		n.flushAt(projectID, end)
+	}
+	return errors.Join(err, kerr)
 }
 
 // publish puts the notice of f (and more others since since) on the project's output

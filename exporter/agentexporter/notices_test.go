@@ -325,3 +325,46 @@ func TestAnOpenCircuitIsTold(t *testing.T) {
 	assert.Contains(t, n.Text, "deliveries to "+targetOrigin(ag.srv.URL)+" are paused after sustained failure")
 	assert.True(t, strings.HasPrefix(n.URL, dashboard+"/projects/circuit/deliveries?delivery="), n.URL)
 }
+
+// A notice that cannot be published (the output stream refuses it) is not lost with the
+// interval it claimed: it is counted back as pending and sent once the stream takes it.
+func TestANoticeThatCouldNotBePublishedIsSentLater(t *testing.T) {
+	e := newEnv(t)
+	ag := newAgent(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadRequest) })
+	hook := newAgent(t, nil)
+	p := sinkProject("later", mirror.Sink{ID: "s_hook", Kind: "webhook", URL: hook.srv.URL})
+	p.Pipeline.AgentEndpointURL = ag.srv.URL
+	e.putProject(t, p)
+	pipeline := e.start(t, func(c *Config) { c.DashboardURL = dashboard; c.FailureNotices.Interval = time.Second })
+	e.startSinkRole(t, "later", "s_hook")
+	ctx := context.Background()
+
+	// The output stream full: it holds one message and takes no more.
+	nc, _ := testenv.Connect(t, e.nats.URL())
+	e.publishResult(t, nc, "later", "req_filler", `{"text":"filler"}`)
+	s, err := e.js.Stream(ctx, streams.OutputStream("later"))
+	require.NoError(t, err)
+	full := s.CachedInfo().Config
+	full.MaxMsgs = 1
+	_, err = e.js.UpdateStream(ctx, full)
+	require.NoError(t, err)
+
+	require.NoError(t, consume(pipeline, "later", records(1)))
+	id := e.deadLetters(t, "later")[0].Header.Get(streams.HeaderRequestID)
+	require.Eventually(t, func() bool {
+		kv, err := e.js.KeyValue(ctx, FailureBucket)
+		if err != nil {
+			return false
+		}
+		entry, err := kv.Get(ctx, "later")
+		var st noticeState
+		return err == nil && json.Unmarshal(entry.Value(), &st) == nil && st.Pending == 1 && st.Last != nil && st.Last.DeliveryID == id
+	}, 10*time.Second, 10*time.Millisecond, "the notice not published is pending again")
+
+	full.MaxMsgs = -1
+	_, err = e.js.UpdateStream(ctx, full)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(notices(t, hook.requests())) == 1 }, 10*time.Second, 10*time.Millisecond,
+		"sent once the stream takes it")
+	assert.Equal(t, id, notices(t, hook.requests())[0].DeliveryID)
+}
