@@ -99,6 +99,15 @@ func TestPipelineFieldWarnings(t *testing.T) {
 		r = call(t, cp, "POST", p+"/pipeline/validate", owner, map[string]any{"trigger": `severity_number >= 17 and service == "checkout"`})
 		assert.Empty(t, warningsOf(t, r), "%s", r.Raw)
 
+		// PATCH changes only what it carries, and warns as PUT does.
+		r = call(t, cp, "PATCH", p+"/pipeline", owner, map[string]any{"group_key": "servce"})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+		assert.Equal(t, trigger, r.str("trigger"))
+		ws = warningsOf(t, r)
+		require.Len(t, ws, 2, "%s", r.Raw)
+		assert.Equal(t, "group_key", ws[1]["field"])
+		assert.Contains(t, ws[1]["message"], "no field named servce in the project's last 3 records; did you mean service?")
+
 		// Someone else's project: 404, and nothing about its fields.
 		other, _ := s.signup(t, "warn-other@example.com")
 		r = call(t, cp, "POST", p+"/pipeline/validate", other, map[string]any{"trigger": "severty_number >= 17"})

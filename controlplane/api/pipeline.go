@@ -80,6 +80,36 @@ func (s *Server) putPipeline(w http.ResponseWriter, r *http.Request) {
 	s.respond(w, r, err, http.StatusOK, func() any { return savedJSON(st) })
 }
 
+// pipelinePatch is PATCH's body: section 6's fields, each changed only when sent.
+type pipelinePatch struct {
+	Trigger               *string   `json:"trigger"`
+	Transforms            *[]string `json:"transforms"`
+	AgentEndpointURL      *string   `json:"agent_endpoint_url"`
+	WindowEnabled         *bool     `json:"window_enabled"`
+	ContextFilter         *string   `json:"context_filter"`
+	WindowDurationSeconds *int      `json:"window_duration_seconds"`
+	GroupKey              *string   `json:"group_key"`
+	BatchSize             *int      `json:"batch_size"`
+	CooldownSeconds       *int      `json:"cooldown_seconds"`
+	DedupKey              *string   `json:"dedup_key"`
+	MaxCallsPerMinute     *int      `json:"max_calls_per_minute"`
+	MaxCallsPerDay        *int      `json:"max_calls_per_day"`
+	WindowMaxBytes        *int      `json:"window_max_bytes"`
+	WindowMaxEvents       *int      `json:"window_max_events"`
+}
+
+// patchPipeline changes the fields the body carries and keeps the others (as MCP's
+// set_pipeline does), with PUT's checks on the result and its answer.
+func (s *Server) patchPipeline(w http.ResponseWriter, r *http.Request) {
+	var b pipelinePatch
+	if e := decode(r, &b); e != nil {
+		fail(w, e)
+		return
+	}
+	st, err := s.Svc.UpdatePipeline(r.Context(), currentUser(r).ID, r.PathValue("id"), service.PipelineUpdate(b))
+	s.respond(w, r, err, http.StatusOK, func() any { return savedJSON(st) })
+}
+
 func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	st, err := s.Svc.RotateSecret(r.Context(), currentUser(r).ID, r.PathValue("id"))
 	s.respond(w, r, err, http.StatusOK, func() any { return pipelineJSON(st) })

@@ -73,7 +73,7 @@ func (s *Server) Handler() http.Handler {
 	route(mux, "/api/v1/projects/{id}/keys/{key_id}", methods{"DELETE": s.authed(s.deleteKey)})
 	route(mux, "/api/v1/projects/{id}/members", methods{"GET": s.authed(s.listMembers), "POST": s.authed(s.addMember)})
 	route(mux, "/api/v1/projects/{id}/members/{user_id}", methods{"DELETE": s.authed(s.deleteMember)})
-	route(mux, "/api/v1/projects/{id}/pipeline", methods{"GET": s.authed(s.getPipeline), "PUT": s.authed(s.putPipeline)})
+	route(mux, "/api/v1/projects/{id}/pipeline", methods{"GET": s.authed(s.getPipeline), "PUT": s.authed(s.putPipeline), "PATCH": s.authed(s.patchPipeline)})
 	route(mux, "/api/v1/projects/{id}/pipeline/validate", methods{"POST": s.authed(s.checkPipeline)})
 	route(mux, "/api/v1/projects/{id}/pipeline/rotate-secret", methods{"POST": s.authed(s.rotateSecret)})
 	route(mux, "/api/v1/projects/{id}/pipeline/versions", methods{"GET": s.authed(s.listPipelineVersions)})
