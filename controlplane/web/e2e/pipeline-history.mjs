@@ -81,6 +81,13 @@ try {
   await dialog.waitFor({ state: 'hidden' });
   assert.match(new URL(a.url()).pathname, /\/pipeline$/, 'Stay keeps the page');
   assert.equal(await trigger.inputValue(), 'severity_number >= 20', 'Stay keeps the edit');
+  // The browser's Back asks too, and Stay keeps the page and the edit.
+  await a.evaluate(() => history.back());
+  await dialog.waitFor();
+  await dialog.getByRole('button', { name: 'Stay' }).click();
+  await dialog.waitFor({ state: 'hidden' });
+  assert.match(new URL(a.url()).pathname, /\/pipeline$/, 'Stay after Back keeps the page');
+  assert.equal(await trigger.inputValue(), 'severity_number >= 20', 'Stay after Back keeps the edit');
   await nav.getByRole('link', { name: 'Fields' }).click();
   await dialog.waitFor();
   await dialog.getByRole('button', { name: 'Leave without saving' }).click();

@@ -22,8 +22,24 @@ function go(to: string, replace: boolean) {
   if (to === location.pathname) return;
   if (replace) history.replaceState(null, '', to);
   else history.pushState(null, '', to);
+  shown = to;
   listeners.forEach((l) => l());
 }
+
+// The browser's Back and Forward are guarded too: this listener is added when the module
+// loads, before any page's (usePath's), so it can put the guarded page's address back and
+// keep the others from hearing of the move until the user chose to leave.
+let shown = location.pathname;
+addEventListener('popstate', (e) => {
+  const to = location.pathname;
+  if (!leaveGuard || to === shown) {
+    shown = to;
+    return;
+  }
+  e.stopImmediatePropagation();
+  history.pushState(null, '', shown);
+  leaveGuard(() => go(to, false));
+});
 
 /**
  * While active, leaving the page asks first: in-app navigations call ask with the way to
