@@ -16,7 +16,7 @@ func pipelineFields(pl mirror.Pipeline, role string) map[string]any {
 		"trigger": pl.Trigger, "transforms": pl.Transforms, "agent_endpoint_url": pl.AgentEndpointURL,
 		"window_enabled": pl.WindowEnabled, "context_filter": pl.ContextFilter,
 		"window_duration_seconds": pl.WindowDurationSeconds, "group_key": pl.GroupKey,
-		"batch_size": pl.BatchSize,
+		"batch_size":       pl.BatchSize,
 		"cooldown_seconds": pl.CooldownSeconds, "dedup_key": pl.DedupKey,
 		"max_calls_per_minute": pl.MaxCallsPerMinute, "max_calls_per_day": pl.MaxCallsPerDay,
 		"window_max_bytes": pl.WindowMaxBytes, "window_max_events": pl.WindowMaxEvents,
