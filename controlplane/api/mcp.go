@@ -76,7 +76,7 @@ func (s *Server) mcpHandler() http.Handler {
 		Description: "Show a project's pipeline: trigger, transforms, agent_endpoint_url, window settings, batch_size."},
 		s.toolGetPipeline)
 	addTool(srv, &mcp.Tool{Name: "set_pipeline",
-		Description: "Change a project's pipeline. Fields you leave out keep their current value; send \"\" or [] to clear one. Expressions are OTTL over the record (event[\"field\"][\"nested\"], or bare lowercase paths such as body, attributes[\"k\"], _event_type via event[\"_event_type\"]); an invalid one is refused with the field and the parser's line:column, and nothing changes. Needs owner or admin."},
+		Description: "Change a project's pipeline. Fields you leave out keep their current value; send \"\" or [] to clear one. Expressions are OTTL over the record (event[\"field\"][\"nested\"], or bare lowercase paths such as body, attributes[\"k\"], _event_type via event[\"_event_type\"]); an invalid one is refused with the field and the parser's line:column, and nothing changes. The answer's warnings name fields the project's recent records never had (a likely misspelling, with the nearest field) and number fields compared with strings: the pipeline is saved, but such a trigger never matches. Needs owner or admin."},
 		s.toolSetPipeline)
 	addTool(srv, &mcp.Tool{Name: "get_console_token",
 		Description: "Get a token (valid 10 minutes) for the receiver's console API, to check that events arrived: GET events_url (recent records, newest first; add ?source_id=<id> for one source's) or fields_url (which fields arrive and how often, to choose a reliable key field) with Authorization: Bearer <token>. Events are read from the receiver, never through these tools."},
