@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -86,10 +87,15 @@ func TestDashboardInTheBrowser(t *testing.T) {
 	const freeTier = "10"
 	n := testenv.StartNATS(t)
 	startValidator(t, n.URL())
+	// The project pages read the console (the Deliveries badge) from the control plane's
+	// page: the receiver allows that origin, as a deployment's SVC_DASHBOARD_ORIGIN does.
+	cpListen := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	col := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/receiver.yaml",
-		Env: map[string]string{"NATS_URL": n.URL(), "SVC_STREAM_REPLICAS": "1", "SVC_FREE_TIER_EVENTS": freeTier}})
+		Env: map[string]string{"NATS_URL": n.URL(), "SVC_STREAM_REPLICAS": "1", "SVC_FREE_TIER_EVENTS": freeTier,
+			"SVC_DASHBOARD_ORIGIN": "http://" + cpListen}})
 	cp := testenv.StartControlPlane(t, map[string]string{"NATS_URL": n.URL(), "SVC_JWT_SECRET": testJWTSecret,
-		"SVC_DATA_DIR": t.TempDir(), "SVC_PUBLIC_RECEIVER_URL": col.HTTP, "SVC_FREE_TIER_EVENTS": freeTier})
+		"SVC_DATA_DIR": t.TempDir(), "SVC_PUBLIC_RECEIVER_URL": col.HTTP, "SVC_FREE_TIER_EVENTS": freeTier,
+		"SVC_CONTROLPLANE_LISTEN": cpListen})
 
 	runBrowserScript(t, node, chromium, webDir, "dashboard", 3*time.Minute,
 		"DASHBOARD_URL="+cp.URL, "RECEIVER_URL="+col.HTTP)
