@@ -69,8 +69,9 @@ endif
 # Prints one "ready" line once the collector's health check and the control plane's
 # /readyz both answer 200 (NATS up, configuration mirror published). Something already
 # answering at either address would make that line a lie, so the run stops first. The
-# control plane is pointed at the collector's NATS and receiver and the receiver at the
-# dashboard's origin wherever they listen, unless those are set.
+# control plane is pointed at the collector's NATS and receiver, and the collector at the
+# dashboard's origin (console reads) and address (links in chat messages and failure
+# notices) wherever they listen, unless those are set.
 run: build
 	@busy() { curl -gs -o /dev/null --max-time 3 "http://$$1/"; case $$? in 6|7) return 1;; esac; }; \
 	if busy $(call dial,$(RUN_HEALTH)); then \
@@ -80,6 +81,7 @@ run: build
 	@mkdir -p $(DATA_DIR)
 	@echo "otelcol-svc (embedded default): starting, data in $(DATA_DIR)"
 	@SVC_DATA_DIR=$(DATA_DIR) SVC_DASHBOARD_ORIGIN="$(or $(SVC_DASHBOARD_ORIGIN),$(subst $() ,$(comma),$(strip $(RUN_ORIGINS))))" \
+		SVC_PUBLIC_URL="$(or $(SVC_PUBLIC_URL),http://$(call shown,$(RUN_CP)))" \
 		$(BIN)/otelcol-svc --config configs/embedded.yaml & col=$$!; \
 	SVC_DATA_DIR=$(DATA_DIR) NATS_URL="$(or $(NATS_URL),nats://$(call dial,$(RUN_NATS)))" \
 		SVC_PUBLIC_RECEIVER_URL="$(or $(SVC_PUBLIC_RECEIVER_URL),http://$(call shown,$(RUN_RECEIVER)))" \
