@@ -227,6 +227,15 @@ func TestBacklogSendsWhatItAnnounced(t *testing.T) {
 	assert.Equal(t, id, b["id"])
 	assert.EqualValues(t, 25, b["processed"])
 	assert.ElementsMatch(t, []int{10, 10, 5}, agent.received(), "exactly the 3 calls announced, with the 25 records")
+	// MCP shows the same run, and refuses a request that names no range.
+	out, errText = tool(t, cs, "process_backlog", map[string]any{"project_id": pid, "status": true})
+	require.Empty(t, errText)
+	mcpRun, _ := out["backlog"].(map[string]any)
+	require.NotNil(t, mcpRun, "%v", out)
+	assert.Equal(t, id, mcpRun["id"])
+	assert.Equal(t, "done", mcpRun["state"])
+	_, errText = tool(t, cs, "process_backlog", map[string]any{"project_id": pid, "preview": true})
+	assert.Contains(t, errText, "invalid_body")
 
 	// The request is in the project's mirror entry, with the numbers announced, after
 	// another change publishes the project and after the control plane rebuilds the
