@@ -106,9 +106,29 @@ type notifier struct {
 	flushing sync.Map
 	// queues hold each project's failures waiting for its report in flight.
 	queues sync.Map
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// goMu orders spawn's wg.Add before close's Wait: a dead letter of a replay may
+	// land while the exporter shuts down, and WaitGroup forbids an Add from zero
+	// racing a Wait.
+	goMu   sync.Mutex
+	closed bool
+}
+
+// spawn runs f in a goroutine that close waits for, unless close has begun.
+func (n *notifier) spawn(f func()) bool {
+	n.goMu.Lock()
+	defer n.goMu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+	return true
 }
 
 func newNotifier(e *agentExporter) *notifier {
@@ -124,6 +144,9 @@ func (n *notifier) close() {
 	if n == nil {
 		return
 	}
+	n.goMu.Lock()
+	n.closed = true
+	n.goMu.Unlock()
 	n.cancel()
 	n.wg.Wait()
 }
@@ -178,9 +201,7 @@ func (n *notifier) failed(projectID string, f failure) {
 	if !start {
 		return
 	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
+	n.spawn(func() {
 		for {
 			fq.mu.Lock()
 			batch := fq.queued
@@ -199,7 +220,7 @@ func (n *notifier) failed(projectID string, f failure) {
 			}
 			cancel()
 		}
-	}()
+	})
 }
 
 // failureQueue holds a project's failures waiting for the report in flight.
@@ -269,9 +290,7 @@ func (n *notifier) flushAt(projectID string, when time.Time) {
 	if _, set := n.flushing.LoadOrStore(projectID, struct{}{}); set {
 		return
 	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
+	n.spawn(func() {
 		t := time.NewTimer(time.Until(when))
 		defer t.Stop()
 		select {
@@ -286,7 +305,7 @@ func (n *notifier) flushAt(projectID string, when time.Time) {
 			n.e.logger.Warn("could not tell the project's destinations of the failed deliveries of the last interval; they are told with the next failure",
 				zap.String("project", projectID), zap.Error(err))
 		}
-	}()
+	})
 }
 
 // flush sends the notice of the failures counted during the interval that ended.

@@ -225,8 +225,9 @@ func TestNoNoticeToTheFailingDestination(t *testing.T) {
 }
 
 // A notice that fails to reach a destination is dead-lettered like any delivery, but is
-// never the subject of another notice: within the next seconds nothing new is put on the
-// project's output stream.
+// never the subject of another notice. The positive signal: a result dead-lettered after
+// it is told, and its notice is the project's first, counting no other failure (a notice
+// of the notice would have come first, or been counted in "more").
 func TestAFailedNoticeIsNotNotified(t *testing.T) {
 	e := newEnv(t)
 	broken := newAgent(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadRequest) })
@@ -234,17 +235,32 @@ func TestAFailedNoticeIsNotNotified(t *testing.T) {
 	e.putProject(t, sinkProject("quiet",
 		mirror.Sink{ID: "s_broken", Kind: "webhook", URL: broken.srv.URL},
 		mirror.Sink{ID: "s_other", Kind: "webhook", URL: other.srv.URL}))
-	r := e.start(t, func(c *Config) { c.FailureNotices.Interval = time.Second })
+	r := e.start(t, func(c *Config) { c.FailureNotices.Interval = time.Hour })
 
 	ld, lrs := pipelinedata.New()
 	pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(`{"type":"usage_notice","text":"otelcol-svc: 80%"}`), Signal: streams.SignalNotice,
 		Kind: pipelinedata.KindResult, Seq: 1, SinkID: "s_broken", RequestID: "notice-acct-1", MsgID: "notice-acct-1"})
 	require.NoError(t, r.exp.ConsumeLogs(tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "quiet"}), ld))
 	require.Len(t, e.deadLetters(t, "quiet"), 1, "the notice was dead-lettered")
-	assert.Never(t, func() bool {
-		_, err := e.js.Stream(context.Background(), streams.OutputStream("quiet"))
-		return err == nil
-	}, 2*time.Second, 20*time.Millisecond, "no notice of the notice")
+
+	// Then a result to the same destination is dead-lettered: that one is told.
+	require.NoError(t, consumeResult(r, "quiet", "s_broken", `{"text":"checkout is failing"}`))
+	want := sinkDeliveryID(pipelinedata.Item{MsgID: "out:req_1:abc"}, "s_broken")
+	var first failureBody
+	require.Eventually(t, func() bool {
+		s, err := e.js.Stream(context.Background(), streams.OutputStream("quiet"))
+		if err != nil {
+			return false
+		}
+		m, err := s.GetMsg(context.Background(), 1)
+		if err != nil {
+			return false
+		}
+		return json.Unmarshal(m.Data, &first) == nil
+	}, 10*time.Second, 10*time.Millisecond, "the result's failure is told")
+	assert.Equal(t, failureNoticeType, first.Type)
+	assert.Equal(t, want, first.DeliveryID, "the project's first notice is about the result, not the notice")
+	assert.Zero(t, first.More, "no other failure (the notice's) was counted")
 }
 
 // Usage notices reach chat destinations in the service's words, not through the
