@@ -163,11 +163,9 @@ func TestBacklogSendsWhatItAnnounced(t *testing.T) {
 	key := call(t, cp.URL, "POST", p+"/keys", owner, map[string]string{"name": "k"}).str("key")
 	require.NotEmpty(t, key)
 
+	// The URL is set right after the events are stored: the pipeline starts after the raw
+	// stream's last record when the URL is saved, so none of them is taken.
 	sendEvents(t, col.HTTP, key, js, pid, 1, 25, 25)
-	// The pipeline starts from when the URL is set less a second's margin for the control
-	// plane's write (receiver/jetstreamreceiver README, "No surprise backlog"): records
-	// stored within it may still be taken. These were stored before it, as a person's are.
-	time.Sleep(1500 * time.Millisecond)
 	r := call(t, cp.URL, "PUT", p+"/pipeline", owner, map[string]any{"agent_endpoint_url": srv.URL + "/agent"})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
 	assert.Never(t, func() bool { return len(agent.received()) > 0 }, 5*time.Second, 50*time.Millisecond,

@@ -106,6 +106,11 @@ type Project struct {
 	// starts there, never with a backlog of what was stored before. Zero (an entry
 	// written before it existed): the consumer starts from new records.
 	AgentSince time.Time `json:"agent_since,omitempty"`
+	// AgentSinceSeq is the last sequence of the project's raw stream when AgentSince was
+	// recorded: a new pipeline consumer starts right after it, exactly, while the stream
+	// still holds that history (after a wipe of NATS the stream starts again at 1 and the
+	// number means nothing: AgentSince's time rule applies). Zero: not recorded.
+	AgentSinceSeq uint64 `json:"agent_since_seq,omitempty"`
 	// Backlog is the stored records the project's user chose to have processed (issue
 	// 23): the pipeline role runs it once, through the project's pipeline, and reports
 	// on it in the svc-backlogs bucket (components/validation). Only the newest runs.

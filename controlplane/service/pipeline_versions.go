@@ -7,8 +7,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/components/validation"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
@@ -58,7 +61,11 @@ func (s *Service) changePipeline(ctx context.Context, userID, id string, restore
 		if !samePipeline(old, pr.Pipeline) {
 			now := time.Now().UTC().Truncate(time.Millisecond)
 			if old.AgentEndpointURL == "" && pr.Pipeline.AgentEndpointURL != "" {
-				pr.AgentSince = now
+				seq, err := s.rawLastSeq(ctx, pr.ID)
+				if err != nil {
+					return err
+				}
+				pr.AgentSince, pr.AgentSinceSeq = now, seq
 			}
 			pr.PipelineVersion++
 			err := tx.AddPipelineVersion(ctx, store.PipelineVersion{ProjectID: pr.ID, Version: pr.PipelineVersion,
@@ -79,6 +86,28 @@ func (s *Service) changePipeline(ctx context.Context, userID, id string, restore
 		return err
 	})
 	return st, err
+}
+
+// rawLastSeq is the last sequence of project's raw stream now (stream info, no record is
+// read): the pipeline starts right after it when the agent URL is set, so what was
+// stored before the save is never sent, with no clock in between (issue 23). 0 when the
+// stream does not exist (NATS was wiped and not yet resynced): agent_since's time rules.
+func (s *Service) rawLastSeq(ctx context.Context, project string) (uint64, error) {
+	_, js, err := s.Mirror(ctx)
+	if err != nil {
+		return 0, Unavailable("the configuration store (NATS) is unreachable; nothing was changed, retry shortly")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, streams.RawStream(project))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		s.Logger.Error("agent URL not set: the project's raw stream could not be read", "project_id", project, "error", err)
+		return 0, Unavailable("the data plane (NATS JetStream) could not be reached; nothing was changed, retry shortly")
+	}
+	return st.CachedInfo().State.LastSeq, nil
 }
 
 // currentVersion is the history entry of the project's pipeline version.

@@ -148,7 +148,7 @@ func publish(ctx context.Context, tx *store.Tx, ms *mirror.Store, p store.Projec
 func mirrorProject(p store.Project, sinks []store.Sink, members map[string]store.Grant) mirror.Project {
 	mp := mirror.Project{ID: p.ID, AccountID: p.OwnerID, Name: p.Name, Version: p.Version,
 		Pipeline: p.Pipeline, SigningSecret: p.SigningSecret, UpdatedAt: p.UpdatedAt, AgentSince: p.AgentSince,
-		Members: make(map[string]int64, len(members)), Roles: make(map[string]string, len(members))}
+		AgentSinceSeq: p.AgentSinceSeq, Members: make(map[string]int64, len(members)), Roles: make(map[string]string, len(members))}
 	for user, g := range members {
 		mp.Members[user], mp.Roles[user] = g.Since, g.Role
 	}

@@ -206,4 +206,8 @@ var migrations = []string{
 		generation   TEXT NOT NULL,
 		UNIQUE (project_id, prev_id)
 	)`,
+	// 11: agent_since_seq is the last sequence of the project's raw stream when
+	// agent_since was recorded (0: not recorded): the pipeline starts right after it,
+	// exactly, where agent_since's clock needs a margin (issue 23).
+	`ALTER TABLE projects ADD COLUMN agent_since_seq BIGINT NOT NULL DEFAULT 0`,
 }

@@ -40,6 +40,9 @@ type Project struct {
 	// AgentSince is when the pipeline's agent URL last went from empty to set (zero:
 	// never, or before it was recorded), by the control plane's clock.
 	AgentSince time.Time
+	// AgentSinceSeq is the last sequence of the project's raw stream when AgentSince was
+	// recorded (0: not recorded): the pipeline starts right after it.
+	AgentSinceSeq uint64
 	// IngestRate is the project's own ingest rate limit; its zero value means the
 	// deployment's default.
 	IngestRate IngestRate
@@ -157,8 +160,8 @@ func (t *Tx) CreateProject(ctx context.Context, p Project) error {
 	if p.PipelineVersion == 0 {
 		p.PipelineVersion = 1
 	}
-	if _, err := t.exec(ctx, `INSERT INTO projects (id, name, owner_id, pipeline, signing_secret, version, pipeline_version, agent_since, ingest_rate_per_second, ingest_rate_burst, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		p.ID, p.Name, p.OwnerID, string(pipe), p.SigningSecret, p.Version, p.PipelineVersion, unixMs(p.AgentSince), p.IngestRate.PerSecond, p.IngestRate.Burst, p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli()); err != nil {
+	if _, err := t.exec(ctx, `INSERT INTO projects (id, name, owner_id, pipeline, signing_secret, version, pipeline_version, agent_since, agent_since_seq, ingest_rate_per_second, ingest_rate_burst, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		p.ID, p.Name, p.OwnerID, string(pipe), p.SigningSecret, p.Version, p.PipelineVersion, unixMs(p.AgentSince), int64(p.AgentSinceSeq), p.IngestRate.PerSecond, p.IngestRate.Burst, p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli()); err != nil {
 		return err
 	}
 	// The project's first pipeline is its version 1, saved by its creator.
@@ -170,13 +173,13 @@ func (t *Tx) CreateProject(ctx context.Context, p Project) error {
 	return err
 }
 
-const projectCols = `p.id, p.name, p.owner_id, p.pipeline, p.signing_secret, p.version, p.pipeline_version, p.agent_since, p.ingest_rate_per_second, p.ingest_rate_burst, p.created_at, p.updated_at`
+const projectCols = `p.id, p.name, p.owner_id, p.pipeline, p.signing_secret, p.version, p.pipeline_version, p.agent_since, p.agent_since_seq, p.ingest_rate_per_second, p.ingest_rate_burst, p.created_at, p.updated_at`
 
 func scanProject(sc interface{ Scan(...any) error }, extra ...any) (Project, error) {
 	var p Project
 	var pipe string
-	var created, updated, agentSince int64
-	dest := append([]any{&p.ID, &p.Name, &p.OwnerID, &pipe, &p.SigningSecret, &p.Version, &p.PipelineVersion, &agentSince, &p.IngestRate.PerSecond, &p.IngestRate.Burst, &created, &updated}, extra...)
+	var created, updated, agentSince, agentSinceSeq int64
+	dest := append([]any{&p.ID, &p.Name, &p.OwnerID, &pipe, &p.SigningSecret, &p.Version, &p.PipelineVersion, &agentSince, &agentSinceSeq, &p.IngestRate.PerSecond, &p.IngestRate.Burst, &created, &updated}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return p, ErrNotFound
@@ -184,6 +187,7 @@ func scanProject(sc interface{ Scan(...any) error }, extra ...any) (Project, err
 		return p, err
 	}
 	p.CreatedAt, p.UpdatedAt, p.AgentSince = ms(created), ms(updated), ms(agentSince)
+	p.AgentSinceSeq = uint64(max(agentSinceSeq, 0))
 	return p, json.Unmarshal([]byte(pipe), &p.Pipeline)
 }
 
@@ -242,8 +246,8 @@ func (t *Tx) UpdateProject(ctx context.Context, p Project) error {
 	if err != nil {
 		return err
 	}
-	return affected(t.exec(ctx, `UPDATE projects SET name = ?, pipeline = ?, signing_secret = ?, version = ?, pipeline_version = ?, agent_since = ?, ingest_rate_per_second = ?, ingest_rate_burst = ?, updated_at = ? WHERE id = ?`,
-		p.Name, string(pipe), p.SigningSecret, p.Version, p.PipelineVersion, unixMs(p.AgentSince), p.IngestRate.PerSecond, p.IngestRate.Burst, p.UpdatedAt.UnixMilli(), p.ID))
+	return affected(t.exec(ctx, `UPDATE projects SET name = ?, pipeline = ?, signing_secret = ?, version = ?, pipeline_version = ?, agent_since = ?, agent_since_seq = ?, ingest_rate_per_second = ?, ingest_rate_burst = ?, updated_at = ? WHERE id = ?`,
+		p.Name, string(pipe), p.SigningSecret, p.Version, p.PipelineVersion, unixMs(p.AgentSince), int64(p.AgentSinceSeq), p.IngestRate.PerSecond, p.IngestRate.Burst, p.UpdatedAt.UnixMilli(), p.ID))
 }
 
 // DeleteProject removes a project with its members, keys, sinks and sources.

@@ -178,6 +178,58 @@ func TestSettingAnAgentURLDoesNotSendTheStoredRecords(t *testing.T) {
 	assert.Equal(t, []uint64{next}, p.seqs())
 }
 
+// The control plane records the raw stream's last sequence when it saves the URL: what
+// was stored right before the save (within the clock rule's margin) is not sent, the
+// next record is.
+func TestRecordsStoredRightBeforeTheAgentURLAreNotSent(t *testing.T) {
+	const prj = "prj_sequrl"
+	e := newBacklogEnv(t, prj)
+	e.put(mirror.Project{ID: prj, Version: 1})
+	p := &recorder{}
+	r := e.start(p)
+	defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
+
+	stored, _ := e.publish(prj, 25)
+	set := time.Now()
+	withURL := agentURL(prj, 2, set)
+	withURL.AgentSinceSeq = stored
+	e.put(withURL)
+	require.Eventually(t, func() bool { return e.consumerExists(prj, e.cfg.Durable) }, 10*time.Second, 10*time.Millisecond)
+	next, _ := e.publish(prj, 1)
+	require.Eventually(t, func() bool { return p.saw(next) }, 10*time.Second, 10*time.Millisecond, "the record sent after the URL was set is processed")
+	assert.Never(t, func() bool { return slices.ContainsFunc(p.seqs(), func(s uint64) bool { return s <= stored }) },
+		5*time.Second-time.Since(set), 50*time.Millisecond, "no stored record reaches the pipeline within 5 s of setting the URL")
+	assert.Equal(t, []uint64{next}, p.seqs())
+}
+
+// A sequence that names another stream's records (NATS was wiped after the URL was set:
+// the stream numbers from 1 again) is not used; the time rule is. The stream holds
+// records stored since the URL was set, before any pipeline process ran.
+func TestAnAgentSinceSeqOfAnotherStreamFallsBackToTheTime(t *testing.T) {
+	for name, c := range map[string]struct {
+		seq uint64
+		ago time.Duration // when the URL was set: after the stream's creation, or before
+	}{
+		"the stream does not reach it":         {seq: 1000},
+		"the stream was created after the URL": {seq: 2, ago: time.Hour},
+	} {
+		t.Run(name, func(t *testing.T) {
+			prj := "prj_seqwiped_" + fmt.Sprint(c.seq)
+			e := newBacklogEnv(t, prj)
+			withURL := agentURL(prj, 1, time.Now().Add(-c.ago))
+			withURL.AgentSinceSeq = c.seq
+			e.put(withURL)
+			last, _ := e.publish(prj, 5)
+			p := &recorder{}
+			r := e.start(p)
+			defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
+			require.Eventually(t, func() bool { return len(p.seqs()) >= 5 }, 10*time.Second, 10*time.Millisecond,
+				"records stored after the URL was set are processed, though the recorded sequence says otherwise")
+			assert.Equal(t, seqRange(1, last), p.seqs())
+		})
+	}
+}
+
 // Removing the URL deletes the pipeline's consumer, so setting it again does not send
 // what was stored while there was none.
 func TestSettingAnAgentURLAgainDoesNotSendWhatCameWhileItWasRemoved(t *testing.T) {
@@ -230,6 +282,37 @@ func TestAConsumerOlderThanTheAgentURLStartsAgain(t *testing.T) {
 	assert.Never(t, func() bool { return slices.ContainsFunc(p2.seqs(), func(s uint64) bool { return s <= between }) },
 		2*time.Second, 50*time.Millisecond)
 	assert.Equal(t, []uint64{next}, p2.seqs())
+}
+
+// The same without waiting: the old consumer was created within the clock's margin
+// before the URL was set again, so only the sequence tells it is an earlier URL's.
+func TestAConsumerOlderThanTheAgentURLStartsAgainBySequence(t *testing.T) {
+	const prj = "prj_urlstale_seq"
+	e := newBacklogEnv(t, prj)
+	e.put(agentURL(prj, 1, time.Now()))
+	p := &recorder{}
+	r := e.start(p)
+	require.Eventually(t, func() bool { return e.consumerExists(prj, e.cfg.Durable) }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, r.Shutdown(context.Background()))
+
+	between, _ := e.publish(prj, 5) // while the URL was off, and the process down
+	again := agentURL(prj, 3, time.Now())
+	again.AgentSinceSeq = between
+	e.put(again)
+	p2 := &recorder{}
+	r2 := e.start(p2)
+	next, _ := e.publish(prj, 1)
+	require.Eventually(t, func() bool { return p2.saw(next) }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, []uint64{next}, p2.seqs())
+	require.NoError(t, r2.Shutdown(context.Background()))
+
+	// The consumer of this URL is kept by the next process: nothing is taken twice.
+	p3 := &recorder{}
+	r3 := e.start(p3)
+	defer func() { require.NoError(t, r3.Shutdown(context.Background())) }()
+	last, _ := e.publish(prj, 1)
+	require.Eventually(t, func() bool { return p3.saw(last) }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, []uint64{last}, p3.seqs())
 }
 
 func backlogState(t *testing.T, js jetstream.JetStream, prj, id string) (validation.BacklogState, bool) {

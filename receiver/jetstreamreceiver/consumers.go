@@ -59,28 +59,36 @@ func (r *jsReceiver) consumer(ctx context.Context, t target) (jetstream.Consumer
 
 // pipelineConsumer returns a project's pipeline consumer on its raw stream, creating it
 // when it does not exist yet. A new one starts from new records, never a backlog (issue
-// 23: every matched record is an agent call someone pays for): from when the project's
-// agent URL was set (Project.AgentSince, less the margins of cursorStart). An entry
-// without agent_since (written by an older control plane, or by another writer of the
-// mirror) starts from when the entry was written, at the latest when its URL was set;
-// one without either from new records. Processing what was stored before is a
-// backlog its user asks for (backlog.go). An existing consumer is kept as it is, since
-// other pipeline processes share it and a restart must not replay, unless it was created
-// before the URL was last set: then it is a cursor of an earlier URL that a process down
-// at the removal did not delete, and it would deliver what was stored while there was no
-// URL.
+// 23: every matched record is an agent call someone pays for): right after the raw
+// stream's last sequence when the project's agent URL was set (Project.AgentSinceSeq,
+// exact: a record stored before the save is never sent, one after it always is), while
+// the stream still holds that history (seqStart). Without it (an entry of an older
+// control plane, or a stream wiped since) from when the URL was set (Project.AgentSince,
+// less the margins of cursorStart); an entry without agent_since (written by an older
+// control plane, or by another writer of the mirror) from when the entry was written, at
+// the latest when its URL was set; one without either from new records. Processing what
+// was stored before is a backlog its user asks for (backlog.go). An existing consumer is
+// kept as it is, since other pipeline processes share it and a restart must not replay,
+// unless it is a cursor of an earlier URL that a process down at the removal did not
+// delete, and would deliver what was stored while there was no URL (predatesURL).
 func (r *jsReceiver) pipelineConsumer(ctx context.Context, t target) (jetstream.Consumer, error) {
 	stream := streams.RawStream(t.project)
 	if err := streams.Create(ctx, r.js, streams.RawConfig(t.project, r.cfg.Stream)); err != nil {
 		return nil, err
 	}
+	startSeq, err := r.seqStart(ctx, t)
+	if err != nil {
+		return nil, err
+	}
 	c, err := r.js.Consumer(ctx, stream, r.cfg.Durable)
 	switch {
-	case err == nil && (t.urlSet.IsZero() || !c.CachedInfo().Created.Before(t.urlSet)):
+	case err == nil && !predatesURL(c.CachedInfo(), t, startSeq):
 		return c, nil
 	case err == nil:
+		ci := c.CachedInfo()
 		r.settings.Logger.Info("pipeline consumer predates the agent URL; starting it again from when the URL was set",
-			append(t.logFields(), zap.Time("created", c.CachedInfo().Created), zap.Time("url_set", t.urlSet))...)
+			append(t.logFields(), zap.Time("created", ci.Created), zap.Time("url_set", t.urlSet),
+				zap.Uint64("delivered_seq", ci.Delivered.Stream), zap.Uint64("start_seq", startSeq))...)
 		if err := r.js.DeleteConsumer(ctx, stream, r.cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return nil, err
 		}
@@ -96,7 +104,10 @@ func (r *jsReceiver) pipelineConsumer(ctx context.Context, t target) (jetstream.
 		MaxAckPending: 4 * r.cfg.BatchSize,
 		DeliverPolicy: jetstream.DeliverNewPolicy,
 	}
-	if !t.since.IsZero() {
+	switch {
+	case startSeq > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, startSeq
+	case !t.since.IsZero():
 		since := t.since
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
@@ -106,6 +117,37 @@ func (r *jsReceiver) pipelineConsumer(ctx context.Context, t target) (jetstream.
 		c, err = r.js.Consumer(ctx, stream, r.cfg.Durable)
 	}
 	return c, err
+}
+
+// seqStart is the first sequence of t's raw stream its pipeline consumer takes by the
+// sequence recorded when the agent URL was set (AgentSinceSeq + 1), or 0 when that number
+// says nothing about this stream: none was recorded, or the stream is not the one it was
+// read from (NATS was wiped: the stream was created after the URL was set, or it does not
+// reach that sequence), and the time rule applies.
+func (r *jsReceiver) seqStart(ctx context.Context, t target) (uint64, error) {
+	if t.sinceSeq == 0 || t.seqStream.IsZero() {
+		return 0, nil
+	}
+	st, err := r.js.Stream(ctx, streams.RawStream(t.project))
+	if err != nil {
+		return 0, err
+	}
+	info := st.CachedInfo()
+	if info.State.LastSeq < t.sinceSeq || info.Created.After(t.seqStream) {
+		return 0, nil
+	}
+	return t.sinceSeq + 1, nil
+}
+
+// predatesURL reports a pipeline consumer of an earlier agent URL. By the sequence
+// (startSeq > 0): one that would still deliver a record stored before the URL was set,
+// having delivered none after (a consumer of this URL starts past them). By the clock:
+// one created before the URL was set.
+func predatesURL(ci *jetstream.ConsumerInfo, t target, startSeq uint64) bool {
+	if startSeq > 0 {
+		return ci.Delivered.Stream+1 < startSeq
+	}
+	return !t.urlSet.IsZero() && ci.Created.Before(t.urlSet)
 }
 
 // keepCursor makes sure a paused project has its pipeline consumer, without consuming:
@@ -122,7 +164,14 @@ func (r *jsReceiver) keepCursor(t target) {
 
 // rawTarget is project p's raw stream as a target of the pipeline role.
 func rawTarget(p mirror.Project) target {
-	return target{project: p.ID, since: pipelineStart(p), urlSet: serverStart(p, p.AgentSince)}
+	t := target{project: p.ID, since: pipelineStart(p), urlSet: serverStart(p, p.AgentSince)}
+	if p.AgentSinceSeq > 0 && !p.AgentSince.IsZero() {
+		// The stream AgentSinceSeq was read from existed when the URL was set: by the
+		// server's clock, at the latest the conversion's margin after it.
+		at, known := p.ServerTime(p.AgentSince)
+		t.sinceSeq, t.seqStream = p.AgentSinceSeq, at.Add(margin(known))
+	}
+	return t
 }
 
 // pipelineStart is where a new pipeline consumer of project p starts on its raw stream:
@@ -157,10 +206,16 @@ func serverStart(p mirror.Project, since time.Time) time.Time {
 		return time.Time{}
 	}
 	t, known := p.ServerTime(since)
+	return t.Add(-margin(known))
+}
+
+// margin is how far a time converted by ServerTime may be off: the write's latency with
+// the writer's clock offset known, a clock skew without.
+func margin(known bool) time.Duration {
 	if known {
-		return t.Add(-writeMargin)
+		return writeMargin
 	}
-	return t.Add(-skewMargin)
+	return skewMargin
 }
 
 const (

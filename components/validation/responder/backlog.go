@@ -180,9 +180,11 @@ func (pv *previewer) preview(ctx context.Context, req validation.BacklogRequest)
 // overlap what its pipeline took).
 const pipelineDurable = "svc-pipeline"
 
-// liveStart is the first sequence the project's live pipeline consumer takes: from its
-// start time (agent_since, less its margin), from its creation (a consumer started from
-// new records), or from the first (a consumer of a release that delivered everything).
+// liveStart is the first sequence the project's live pipeline consumer takes: its start
+// sequence (agent_since_seq + 1, the raw stream's next record when the agent URL was
+// set), from its start time (agent_since less its margin, when the sequence says nothing
+// about this stream), from its creation (a consumer started from new records), or from
+// the first (a consumer of a release that delivered everything).
 // ok is false when there is no such consumer (no agent URL), or it takes nothing stored.
 func (pv *previewer) liveStart(ctx context.Context, project string) (uint64, bool, error) {
 	c, err := pv.js.Consumer(ctx, streams.RawStream(project), pipelineDurable)

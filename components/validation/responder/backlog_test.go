@@ -271,6 +271,15 @@ func TestPreviewRangesAndRefusals(t *testing.T) {
 	assert.Equal(t, 3, pv.Records)
 	assert.Equal(t, uint64(12), pv.FirstSeq)
 	assert.Equal(t, uint64(14), pv.LastSeq)
+	// A live consumer started by agent_since_seq (17 when the URL was set) takes from 18.
+	require.NoError(t, e.js.DeleteConsumer(ctx, streams.RawStream(project), "svc-pipeline"))
+	_, err = e.js.CreateConsumer(ctx, streams.RawStream(project), jetstream.ConsumerConfig{Durable: "svc-pipeline",
+		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 18})
+	require.NoError(t, err)
+	pv, err = validation.PreviewBacklog(ctx, e.nc, validation.BacklogRequest{ProjectID: project, Pipeline: pipe, Last: ptr(20)})
+	require.NoError(t, err)
+	assert.Equal(t, 17, pv.Records)
+	assert.Equal(t, uint64(17), pv.LastSeq)
 
 	pv, err = validation.PreviewBacklog(ctx, e.nc, validation.BacklogRequest{ProjectID: "prj_unknown", Pipeline: pipe, Last: ptr(5)})
 	require.NoError(t, err)

@@ -53,11 +53,9 @@ try {
   const key = await a.getByLabel('New API key').inputValue();
   await a.getByRole('button', { name: 'I have saved the key' }).click();
 
-  // 25 events stored before the project has an agent.
+  // 25 events stored before the project has an agent (the URL is saved right after: the
+  // pipeline starts after the last record stored when it is saved).
   await sendBatch(key, Array.from({ length: 25 }, (_, i) => ({ order: 5000 + i, status: 'failed' })));
-  // The pipeline starts from when the URL is set less a second's margin (records stored
-  // within it may still be taken); these were stored before it, as a person's are.
-  await new Promise((r) => setTimeout(r, 1500));
 
   // --- the pipeline gets its agent: nothing stored is sent ------------------------------
   await nav.getByRole('link', { name: 'Pipeline' }).click();
