@@ -148,7 +148,7 @@ func (e *backlogEnv) consumerExists(prj, name string) bool {
 // afterMargin waits until a URL set now is set later than the write margin after stored:
 // what a user who sets the URL after sending did, not within the same second.
 func afterMargin(t *testing.T, stored time.Time) {
-	require.Eventually(t, func() bool { return time.Since(stored) > writeMargin+100*time.Millisecond }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return time.Since(stored) > mirror.WriteMargin+100*time.Millisecond }, 10*time.Second, 10*time.Millisecond)
 }
 
 func agentURL(prj string, version int64, since time.Time) mirror.Project {

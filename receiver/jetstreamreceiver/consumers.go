@@ -120,12 +120,10 @@ func (r *jsReceiver) pipelineConsumer(ctx context.Context, t target) (jetstream.
 }
 
 // seqStart is the first sequence of t's raw stream its pipeline consumer takes by the
-// sequence recorded when the agent URL was set (AgentSinceSeq + 1), or 0 when that number
-// says nothing about this stream: none was recorded, or the stream is not the one it was
-// read from (NATS was wiped: the stream was created after the URL was set, or it does not
-// reach that sequence), and the time rule applies.
+// sequence recorded when the agent URL was set (mirror.PipelineStart.Seq), or 0 when the
+// time rule applies.
 func (r *jsReceiver) seqStart(ctx context.Context, t target) (uint64, error) {
-	if t.sinceSeq == 0 || t.seqStream.IsZero() {
+	if t.start.AfterSeq == 0 {
 		return 0, nil
 	}
 	st, err := r.js.Stream(ctx, streams.RawStream(t.project))
@@ -133,10 +131,7 @@ func (r *jsReceiver) seqStart(ctx context.Context, t target) (uint64, error) {
 		return 0, err
 	}
 	info := st.CachedInfo()
-	if info.State.LastSeq < t.sinceSeq || info.Created.After(t.seqStream) {
-		return 0, nil
-	}
-	return t.sinceSeq + 1, nil
+	return t.start.Seq(info.Created, info.State.LastSeq), nil
 }
 
 // predatesURL reports a pipeline consumer of an earlier agent URL. By the sequence
@@ -164,64 +159,18 @@ func (r *jsReceiver) keepCursor(t target) {
 
 // rawTarget is project p's raw stream as a target of the pipeline role.
 func rawTarget(p mirror.Project) target {
-	t := target{project: p.ID, since: pipelineStart(p), urlSet: serverStart(p, p.AgentSince)}
-	if p.AgentSinceSeq > 0 && !p.AgentSince.IsZero() {
-		// The stream AgentSinceSeq was read from existed when the URL was set: by the
-		// server's clock, at the latest the conversion's margin after it.
-		at, known := p.ServerTime(p.AgentSince)
-		t.sinceSeq, t.seqStream = p.AgentSinceSeq, at.Add(margin(known))
-	}
-	return t
-}
-
-// pipelineStart is where a new pipeline consumer of project p starts on its raw stream:
-// as a destination's cursor (cursorStart), from when its agent URL was set, or else from
-// when the entry was written (its URL was set by then: never earlier records, and a
-// pipeline process that starts after records arrived, as after an outage, still takes
-// them); zero (new records) when neither is known.
-func pipelineStart(p mirror.Project) time.Time {
-	since := p.AgentSince
-	if since.IsZero() {
-		since = p.WrittenAt
-	}
-	return serverStart(p, since)
+	start := p.PipelineStart()
+	return target{project: p.ID, since: start.Since, urlSet: start.URLSet, start: start}
 }
 
 // cursorStart is where a new cursor of destination s starts on the output stream: the
 // moment it was created or enabled (Sink.Since, the control plane's clock) on the NATS
-// server's clock, which stamps the stream's messages, less a margin for what the
-// conversion cannot know. With the writer's clock offset (entries stamped WrittenAt) that
-// is the latency of the control plane's write, under a second; without it, a clock skew
-// between the two machines, for which a minute is allowed. A destination enabled again
-// may so get again what was stored within the margin before; never what was stored
-// while it was off, before that.
+// server's clock, which stamps the stream's messages, less the conversion's margin
+// (mirror.Project.ServerStart). A destination enabled again may so get again what was
+// stored within the margin before; never what was stored while it was off, before that.
 func cursorStart(p mirror.Project, s mirror.Sink) time.Time {
-	return serverStart(p, s.Since)
+	return p.ServerStart(s.Since)
 }
-
-// serverStart turns since, a moment of the control plane's clock written in p, into the
-// NATS server's clock less the margin its conversion needs (cursorStart); zero stays zero.
-func serverStart(p mirror.Project, since time.Time) time.Time {
-	if since.IsZero() {
-		return time.Time{}
-	}
-	t, known := p.ServerTime(since)
-	return t.Add(-margin(known))
-}
-
-// margin is how far a time converted by ServerTime may be off: the write's latency with
-// the writer's clock offset known, a clock skew without.
-func margin(known bool) time.Duration {
-	if known {
-		return writeMargin
-	}
-	return skewMargin
-}
-
-const (
-	writeMargin = time.Second
-	skewMargin  = time.Minute
-)
 
 func (r *jsReceiver) destinationConsumer(t target) string {
 	return r.cfg.Durable + "-" + t.sink

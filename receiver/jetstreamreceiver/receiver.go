@@ -90,11 +90,9 @@ type target struct {
 	// urlSet (raw mode) is since when the project's agent URL was last set (agent_since,
 	// as since), zero when the entry does not say: an older consumer is an earlier URL's.
 	urlSet time.Time
-	// sinceSeq (raw mode) is the raw stream's last sequence when the URL was set
-	// (agent_since_seq; zero: not recorded): the pipeline consumer starts right after it
-	// if the stream was created by seqStream (NATS server's clock), not after a wipe.
-	sinceSeq  uint64
-	seqStream time.Time
+	// start (raw mode) is the pipeline consumer's start rule, shared with the backlog
+	// preview (mirror.PipelineStart).
+	start mirror.PipelineStart
 }
 
 func (t target) key() string {

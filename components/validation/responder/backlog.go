@@ -119,7 +119,8 @@ const sinceSkew = time.Minute
 
 // preview counts the request's range.
 func (pv *previewer) preview(ctx context.Context, req validation.BacklogRequest) validation.BacklogPreview {
-	if _, ok := pv.projects.Project(req.ProjectID); !ok {
+	p, ok := pv.projects.Project(req.ProjectID)
+	if !ok {
 		return validation.Refuse(http.StatusNotFound, apierror.NotFound,
 			fmt.Sprintf("project %s is not in the data plane's configuration yet; try again in a moment", req.ProjectID))
 	}
@@ -139,7 +140,9 @@ func (pv *previewer) preview(ctx context.Context, req validation.BacklogRequest)
 		return validation.BacklogPreview{OK: true}
 	}
 	last := state.LastSeq
-	if start, ok, err := pv.liveStart(ctx, req.ProjectID); err != nil {
+	if start, ok, err := pv.liveStart(ctx, p, stream.CachedInfo()); errors.Is(err, errNoLiveStart) {
+		return validation.Refuse(http.StatusServiceUnavailable, apierror.Unavailable, err.Error()+"; try again in a moment")
+	} else if err != nil {
 		return unavailable(err)
 	} else if ok {
 		// What the live pipeline took (or will take) is not a backlog: sent again it
@@ -184,11 +187,18 @@ const pipelineDurable = "svc-pipeline"
 // sequence (agent_since_seq + 1, the raw stream's next record when the agent URL was
 // set), from its start time (agent_since less its margin, when the sequence says nothing
 // about this stream), from its creation (a consumer started from new records), or from
-// the first (a consumer of a release that delivered everything).
-// ok is false when there is no such consumer (no agent URL), or it takes nothing stored.
-func (pv *previewer) liveStart(ctx context.Context, project string) (uint64, bool, error) {
-	c, err := pv.js.Consumer(ctx, streams.RawStream(project), pipelineDurable)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+// the first (a consumer of a release that delivered everything). While the consumer does
+// not exist yet (the pipeline role creates it later, or runs nowhere yet) it is where the
+// role will start it, by the project's mirror entry (mirror.PipelineStart): a backlog
+// started in that gap would otherwise overlap it.
+// ok is false when the live pipeline takes nothing stored now (no agent URL, or it
+// starts after the stream's last record).
+func (pv *previewer) liveStart(ctx context.Context, p mirror.Project, si *jetstream.StreamInfo) (uint64, bool, error) {
+	c, err := pv.js.Consumer(ctx, streams.RawStream(p.ID), pipelineDurable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return pv.plannedStart(ctx, p, si)
+	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, false, nil
 	}
 	if err != nil {
@@ -206,11 +216,32 @@ func (pv *previewer) liveStart(ctx context.Context, project string) (uint64, boo
 			since = *cfg.OptStartTime
 		}
 	}
-	stream, err := pv.js.Stream(ctx, streams.RawStream(project))
-	if err != nil {
-		return 0, false, err
+	return pv.startAt(ctx, p.ID, since, si.State.LastSeq)
+}
+
+// plannedStart is where the pipeline role will start the project's consumer.
+func (pv *previewer) plannedStart(ctx context.Context, p mirror.Project, si *jetstream.StreamInfo) (uint64, bool, error) {
+	if p.Pipeline.AgentEndpointURL == "" {
+		return 0, false, nil // no live pipeline; setting a URL later starts it after now
 	}
-	seq, err := pv.firstSince(ctx, project, since, stream.CachedInfo().State.LastSeq)
+	start := p.PipelineStart()
+	if seq := start.Seq(si.Created, si.State.LastSeq); seq > 0 {
+		return seq, true, nil
+	}
+	if start.Since.IsZero() {
+		// An entry that says neither when the URL was set nor when it was written: the
+		// consumer starts from new records when it is created, which this process cannot
+		// know; the pipeline role creates it within moments of the entry.
+		return 0, false, errNoLiveStart
+	}
+	return pv.startAt(ctx, p.ID, start.Since, si.State.LastSeq)
+}
+
+var errNoLiveStart = errors.New("the project's live pipeline has not started yet")
+
+// startAt is the first sequence stored at or after since, up to last.
+func (pv *previewer) startAt(ctx context.Context, project string, since time.Time, last uint64) (uint64, bool, error) {
+	seq, err := pv.firstSince(ctx, project, since, last)
 	if err != nil || seq == 0 {
 		return 0, false, err
 	}
@@ -219,11 +250,12 @@ func (pv *previewer) liveStart(ctx context.Context, project string) (uint64, boo
 
 // firstSince is the first sequence stored at or after since, up to last; 0 when none is.
 func (pv *previewer) firstSince(ctx context.Context, project string, since time.Time, last uint64) (uint64, error) {
-	oc, err := pv.js.OrderedConsumer(ctx, streams.RawStream(project), jetstream.OrderedConsumerConfig{
+	oc, err := pv.orderedConsumer(ctx, project, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since})
 	if err != nil {
 		return 0, err
 	}
+	defer pv.deleteConsumer(project, oc)
 	m, err := oc.Next(jetstream.FetchMaxWait(time.Second))
 	if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
 		return 0, nil
@@ -250,12 +282,14 @@ func (pv *previewer) count(ctx context.Context, project string, c *pipelinecfg.C
 	deadline, _ := ctx.Deadline()
 	ev := dryrun.New(ctx, c, dryrun.Limits{EvalTime: time.Until(deadline), MaxRecordBytes: pv.opts.MaxRecordBytes,
 		MaxCallBytes: pv.opts.MaxCallBytes, HeldBytes: previewHeldBytes, Count: true})
-	oc, err := pv.js.OrderedConsumer(ctx, streams.RawStream(project), jetstream.OrderedConsumerConfig{
+	oc, err := pv.orderedConsumer(ctx, project, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first})
 	if err != nil {
 		return unavailable(err)
 	}
-	it, err := oc.Messages(jetstream.PullMaxMessages(500))
+	defer pv.deleteConsumer(project, oc)
+	// Bounded by bytes too: 500 records of 1 MB would fill the subscription.
+	it, err := oc.Messages(jetstream.PullMaxMessagesWithBytesLimit(500, previewPullBytes))
 	if err != nil {
 		return unavailable(err)
 	}
@@ -311,6 +345,30 @@ func (pv *previewer) count(ctx context.Context, project string, c *pipelinecfg.C
 	ans.LastSeq = last
 	ans.Matched, ans.Calls = a.Matched, a.TotalCalls()
 	return ans
+}
+
+// A preview's consumers are the server's until deleted: a user looping previews would
+// otherwise leave two or three behind each time (the default inactive threshold is five
+// minutes). They are deleted after use; previewInactive removes one that a failed delete
+// or a crash left.
+const (
+	previewInactive  = 10 * time.Second
+	previewPullBytes = 4 << 20
+)
+
+func (pv *previewer) orderedConsumer(ctx context.Context, project string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
+	cfg.InactiveThreshold, cfg.MaxResetAttempts = previewInactive, 1
+	return pv.js.OrderedConsumer(ctx, streams.RawStream(project), cfg)
+}
+
+func (pv *previewer) deleteConsumer(project string, c jetstream.Consumer) {
+	ci := c.CachedInfo()
+	if ci == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = pv.js.DeleteConsumer(ctx, streams.RawStream(project), ci.Name)
 }
 
 func unavailable(err error) validation.BacklogPreview {

@@ -311,3 +311,103 @@ func TestPreviewRangesAndRefusals(t *testing.T) {
 	assert.Equal(t, validation.MaxBacklogRecords, pv.Records)
 	assert.Equal(t, uint64(51), pv.FirstSeq)
 }
+
+// Issue 23: a backlog previewed before the pipeline role created the project's live
+// consumer (it starts later, or no pipeline process runs yet) ends where that consumer
+// will start, right after agent_since_seq: every record reaches the agent exactly once,
+// from the backlog or from the live pipeline, never from both.
+func TestABacklogPreviewedBeforeThePipelineStartsDoesNotOverlapIt(t *testing.T) {
+	e := newPreviewEnv(t)
+	agent := newAgentStandIn(t)
+	const project = "prj_preview_gap"
+	ctx := context.Background()
+	e.publish(t, project, 10, func(i int) string { return fmt.Sprintf(`{"n":%d}`, i) })
+	pipe := mirror.Pipeline{Trigger: `event["n"] > 0`, BatchSize: 1, AgentEndpointURL: agent.srv.URL}
+	// The URL was saved when the stream's last record was the 6th; 7 to 10 came after
+	// it, and are the live pipeline's.
+	p := mirror.Project{ID: project, Version: 1, Pipeline: pipe, AgentSince: time.Now(), AgentSinceSeq: 6}
+	e.put(t, p)
+
+	pv, err := validation.PreviewBacklog(ctx, e.nc, validation.BacklogRequest{ProjectID: project, Pipeline: pipe, Last: ptr(10)})
+	require.NoError(t, err)
+	require.True(t, pv.OK, "%+v", pv)
+	assert.Equal(t, uint64(1), pv.FirstSeq)
+	assert.Equal(t, uint64(6), pv.LastSeq)
+	assert.Equal(t, 6, pv.Records)
+
+	p.Version = 2
+	p.Backlog = &mirror.Backlog{ID: "bl_gap", FirstSeq: pv.FirstSeq, LastSeq: pv.LastSeq, Records: pv.Records, Calls: pv.Calls,
+		RequestedAt: time.Now(), RequestedBy: "usr_1"}
+	e.put(t, p)
+	e.runPipelineRole(t)
+	e.backlogDone(t, project, "bl_gap")
+	// The live consumer has taken (and the agent acknowledged) everything stored.
+	require.Eventually(t, func() bool {
+		c, err := e.js.Consumer(ctx, streams.RawStream(project), "svc-pipeline")
+		if err != nil {
+			return false
+		}
+		ci, err := c.Info(ctx)
+		return err == nil && ci.AckFloor.Stream == 10
+	}, 30*time.Second, 20*time.Millisecond)
+	calls, records := agent.counts()
+	assert.Equal(t, 10, records, "each of the 10 records once")
+	assert.Equal(t, 10, calls)
+}
+
+// A project whose entry says neither when its URL was set nor when it was written gets
+// its live consumer from new records, at a moment the preview cannot know: it is
+// refused as unavailable (the control plane's 503) until the pipeline role created it.
+func TestAPreviewWithoutAKnownLiveStartIsRetried(t *testing.T) {
+	e := newPreviewEnv(t)
+	const project = "prj_preview_unknown_start"
+	ctx := context.Background()
+	e.publish(t, project, 3, func(i int) string { return fmt.Sprintf(`{"n":%d}`, i) })
+	pipe := mirror.Pipeline{Trigger: `event["n"] > 0`, AgentEndpointURL: "http://127.0.0.1:1/agent"}
+	// Written as an older control plane wrote entries: without written_at.
+	kv, err := e.js.KeyValue(ctx, mirror.BucketProjects)
+	require.NoError(t, err)
+	b, err := json.Marshal(mirror.Project{ID: project, Version: 1, Pipeline: pipe})
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, project, b)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, ok := e.m.Project(project); return ok }, 10*time.Second, 10*time.Millisecond)
+
+	pv, err := validation.PreviewBacklog(ctx, e.nc, validation.BacklogRequest{ProjectID: project, Pipeline: pipe, Last: ptr(3)})
+	require.NoError(t, err)
+	assert.Equal(t, apierror.Unavailable, pv.Code, "%+v", pv)
+	assert.Equal(t, http.StatusServiceUnavailable, pv.Status)
+	assert.Contains(t, pv.Message, "try again")
+}
+
+// Previews leave no consumers on the project's stream: a user looping them would
+// otherwise pile up two or three a time for minutes.
+func TestPreviewsLeaveNoConsumersBehind(t *testing.T) {
+	e := newPreviewEnv(t)
+	const project = "prj_preview_consumers"
+	ctx := context.Background()
+	e.publish(t, project, 20, func(i int) string { return fmt.Sprintf(`{"n":%d}`, i) })
+	pipe := mirror.Pipeline{Trigger: `event["n"] > 0`, AgentEndpointURL: "http://127.0.0.1:1/agent"}
+	s, err := e.js.Stream(ctx, streams.RawStream(project))
+	require.NoError(t, err)
+	m5, err := s.GetMsg(ctx, 5)
+	require.NoError(t, err)
+	// A live consumer by time: the preview reads where it starts, by another consumer.
+	_, err = e.js.CreateConsumer(ctx, streams.RawStream(project), jetstream.ConsumerConfig{Durable: "svc-pipeline",
+		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &m5.Time})
+	require.NoError(t, err)
+	e.put(t, mirror.Project{ID: project, Version: 1, Pipeline: pipe, AgentSince: m5.Time})
+	consumers := func() int {
+		si, err := s.Info(ctx)
+		require.NoError(t, err)
+		return si.State.Consumers
+	}
+	before := consumers()
+	for range 5 {
+		pv, err := validation.PreviewBacklog(ctx, e.nc, validation.BacklogRequest{ProjectID: project, Pipeline: pipe, Since: ptr(m5.Time.Add(-time.Hour))})
+		require.NoError(t, err)
+		require.True(t, pv.OK, "%+v", pv)
+		require.Equal(t, 4, pv.Records)
+	}
+	assert.Equal(t, before, consumers())
+}
