@@ -150,22 +150,45 @@ func (u PipelineUpdate) apply(pl *mirror.Pipeline) {
 	assign(&pl.WindowMaxEvents, u.WindowMaxEvents)
 }
 
+// CodePipelineChanged (409) refuses a PATCH whose pipeline was saved by someone else
+// while it was checked: what was checked is not what would be stored.
+const CodePipelineChanged = "pipeline_changed"
+
 // UpdatePipeline changes some of a project's pipeline fields, with the checks of
-// ReplacePipeline on the result.
+// ReplacePipeline on the result. The data plane's check (up to validation.Timeout: it
+// reads the project's records for warnings) runs between two transactions, never inside
+// one, where it would hold the database's writer (SQLite: every tenant's writes) or the
+// project's row (PostgreSQL) meanwhile, as StartBacklog does: the write then stores the
+// checked pipeline only if the one it was made from is still the project's.
 func (s *Service) UpdatePipeline(ctx context.Context, userID, id string, u PipelineUpdate) (PipelineState, error) {
+	var base mirror.Pipeline
+	err := s.InProject(ctx, userID, id, Read, func(_ context.Context, _ *store.Tx, pr store.Project, role string, _ *mirror.Store) error {
+		// The user's access first: the check's warnings name fields of the project's records.
+		if role == store.RoleMember {
+			return apierror.New(http.StatusForbidden, apierror.Forbidden, "only the project's owner and admins can change it")
+		}
+		base = pr.Pipeline
+		return nil
+	})
+	if err != nil {
+		return PipelineState{}, err
+	}
+	pl := base
+	u.apply(&pl)
+	pl = WithDefaults(pl)
+	warnings, err := s.validatePipeline(ctx, id, pl)
+	if err != nil {
+		return PipelineState{}, err
+	}
 	if u.AgentEndpointURL != nil && *u.AgentEndpointURL != "" {
 		if err := s.CheckDestination(ctx, *u.AgentEndpointURL); err != nil {
 			return PipelineState{}, InvalidPipeline("agent_endpoint_url", err.Error())
 		}
 	}
-	var warnings []validation.Warning
-	st, err := s.changePipeline(ctx, userID, id, 0, func(ctx context.Context, pr *store.Project) error {
-		pl := pr.Pipeline
-		u.apply(&pl)
-		pl = WithDefaults(pl)
-		var err error
-		if warnings, err = s.validatePipeline(ctx, id, pl); err != nil {
-			return err
+	st, err := s.changePipeline(ctx, userID, id, 0, func(_ context.Context, pr *store.Project) error {
+		if !samePipeline(pr.Pipeline, base) {
+			return apierror.New(http.StatusConflict, CodePipelineChanged,
+				"the pipeline was saved by someone else while this change was checked; nothing was changed: reload it and apply your change again")
 		}
 		pr.Pipeline = pl
 		return nil
