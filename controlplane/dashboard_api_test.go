@@ -47,7 +47,7 @@ func TestPipelineValidateEndpoint(t *testing.T) {
 
 	r = call(t, cp, "POST", p+"/validate", owner, map[string]any{"trigger": "severity_number >= 17", "group_key": "traceId"})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
-	assert.Equal(t, map[string]any{"valid": true, "errors": []any{}}, r.Body)
+	assert.Equal(t, map[string]any{"valid": true, "errors": []any{}, "warnings": []any{}}, r.Body)
 	assert.Equal(t, "", call(t, cp, "GET", p, owner, nil).str("trigger"), "validating saves nothing")
 
 	r = call(t, cp, "POST", p+"/validate", owner, map[string]any{"trigger": "x", "nope": 1})
