@@ -152,17 +152,25 @@ func (r *jsReceiver) abandonBacklog(project, id, reason string) {
 }
 
 // backlogKV opens (or creates) the bucket runs report in. No TTL: a done entry is what
-// keeps a backlog the mirror still carries from running again.
+// keeps a backlog the mirror still carries from running again, so it has the replicas of
+// the streams (a node lost must not run a finished backlog again: paid agent calls), and
+// an existing bucket is bound as it is, never rewritten by a process configured otherwise.
 func (r *jsReceiver) backlogKV(ctx context.Context) (jetstream.KeyValue, error) {
 	r.backlogMu.Lock()
 	defer r.backlogMu.Unlock()
 	if r.backlogBucket != nil {
 		return r.backlogBucket, nil
 	}
-	kv, err := r.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: validation.BacklogsBucket, Description: "otelcol-svc backlog runs, by project and backlog id",
-		History: 1, Storage: jetstream.FileStorage,
-	})
+	kv, err := r.js.KeyValue(ctx, validation.BacklogsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = r.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: validation.BacklogsBucket, Description: "otelcol-svc backlog runs, by project and backlog id",
+			History: 1, Storage: jetstream.FileStorage, Replicas: max(r.cfg.Stream.Replicas, 1),
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = r.js.KeyValue(ctx, validation.BacklogsBucket)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", validation.BacklogsBucket, err)
 	}
@@ -377,11 +385,22 @@ func (bl *backlog) consume(ctx context.Context, cons jetstream.Consumer) error {
 	}
 }
 
+const (
+	backlogFetchBytes = 8 << 20
+	backlogQuickPull  = 50 * time.Millisecond
+)
+
 // fetch takes what the consumer has at once, or waits up to a second for something
 // (a redelivery, a batch another process gave back): records of the range into their
 // batches, records past it acked (they are the live consumer's).
 func (bl *backlog) fetch(ctx context.Context, cons jetstream.Consumer) error {
-	batch, err := cons.FetchNoWait(validation.BacklogBatchRecords)
+	// Bounded by bytes as well as records: a batch of large records, or those past the
+	// range (acked unused), must not all be pulled at once. FetchNoWait takes no byte
+	// limit, so the first pull is a short Fetch instead.
+	// A pull whose first record exceeds its byte limit gets nothing, ever: the limit
+	// holds at least two of the largest message the server takes.
+	maxBytes := max(backlogFetchBytes, 2*int(bl.r.js.Conn().MaxPayload()))
+	batch, err := cons.Fetch(validation.BacklogBatchRecords, jetstream.FetchMaxBytes(maxBytes), jetstream.FetchMaxWait(backlogQuickPull))
 	n := 0
 	if err == nil {
 		n, err = bl.hold(batch)
@@ -389,7 +408,7 @@ func (bl *backlog) fetch(ctx context.Context, cons jetstream.Consumer) error {
 	if err == nil && n == 0 {
 		fctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		if batch, err = cons.Fetch(validation.BacklogBatchRecords, jetstream.FetchContext(fctx)); err == nil {
+		if batch, err = cons.Fetch(validation.BacklogBatchRecords, jetstream.FetchMaxBytes(maxBytes), jetstream.FetchContext(fctx)); err == nil {
 			_, err = bl.hold(batch)
 		}
 	}

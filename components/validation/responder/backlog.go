@@ -288,8 +288,9 @@ func (pv *previewer) count(ctx context.Context, project string, c *pipelinecfg.C
 		return unavailable(err)
 	}
 	defer pv.deleteConsumer(project, oc)
-	// Bounded by bytes too: 500 records of 1 MB would fill the subscription.
-	it, err := oc.Messages(jetstream.PullMaxMessagesWithBytesLimit(500, previewPullBytes))
+	// Bounded by bytes too: 500 records of 1 MB would fill the subscription. A pull
+	// whose first record exceeds the limit gets nothing: it holds two of the largest.
+	it, err := oc.Messages(jetstream.PullMaxMessagesWithBytesLimit(500, max(previewPullBytes, 2*int(pv.js.Conn().MaxPayload()))))
 	if err != nil {
 		return unavailable(err)
 	}

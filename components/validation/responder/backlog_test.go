@@ -402,6 +402,27 @@ func TestPreviewsLeaveNoConsumersBehind(t *testing.T) {
 		require.NoError(t, err)
 		return si.State.Consumers
 	}
+	// The preview's pulls as the server gets them: bounded by bytes, so a range of 1 MB
+	// records does not fill the subscription.
+	var pullMu sync.Mutex
+	var pulls []struct {
+		Batch    int `json:"batch"`
+		MaxBytes int `json:"max_bytes"`
+	}
+	sub, err := e.nc.Subscribe("$JS.API.CONSUMER.MSG.NEXT."+streams.RawStream(project)+".*", func(m *nats.Msg) {
+		pullMu.Lock()
+		defer pullMu.Unlock()
+		var p struct {
+			Batch    int `json:"batch"`
+			MaxBytes int `json:"max_bytes"`
+		}
+		if json.Unmarshal(m.Data, &p) == nil {
+			pulls = append(pulls, p)
+		}
+	})
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(t, e.nc.Flush())
 	before := consumers()
 	for range 5 {
 		pv, err := validation.PreviewBacklog(ctx, e.nc, validation.BacklogRequest{ProjectID: project, Pipeline: pipe, Since: ptr(m5.Time.Add(-time.Hour))})
@@ -410,4 +431,15 @@ func TestPreviewsLeaveNoConsumersBehind(t *testing.T) {
 		require.Equal(t, 4, pv.Records)
 	}
 	assert.Equal(t, before, consumers())
+	require.NoError(t, e.nc.Flush())
+	pullMu.Lock()
+	defer pullMu.Unlock()
+	counted := 0
+	for _, p := range pulls {
+		if p.Batch > 1 { // the count's pulls (finding where a range starts takes one record)
+			counted++
+			assert.Greater(t, p.MaxBytes, 0, "a pull of %d records without a byte limit", p.Batch)
+		}
+	}
+	assert.NotZero(t, counted)
 }
