@@ -42,10 +42,28 @@ const (
 	catalogProjects = 256
 )
 
+// A check is answered off the subscription's goroutine, checksAtOnce at a time, so one
+// project's slow catalog (large records) does not hold up every tenant's pipeline save
+// behind it (validation.Timeout); past that it is answered at once, without warnings.
+// The answer waits for warnings at most warningsWait: a catalog not read by then is read
+// on in the background (readsAtOnce at a time, one per project) into the cache, and the
+// next check has it.
+const (
+	checksAtOnce = 8
+	readsAtOnce  = 4
+	warningsWait = 300 * time.Millisecond
+)
+
 type checker struct {
 	js    jetstream.JetStream
 	mu    sync.Mutex
 	cache map[string]catalog
+	// reading holds the catalog reads in progress, by project: closed when done.
+	reading map[string]chan struct{}
+	checks  chan struct{}
+	reads   chan struct{}
+	// read reads a project's newest records (readNewest; tests slow it down).
+	read func(ctx context.Context, projectID string, take func([]byte)) error
 	// now is the clock of the cache (tests move it).
 	now func() time.Time
 }
@@ -56,10 +74,27 @@ type catalog struct {
 }
 
 func newChecker(js jetstream.JetStream) *checker {
-	return &checker{js: js, cache: map[string]catalog{}, now: time.Now}
+	c := &checker{js: js, cache: map[string]catalog{}, reading: map[string]chan struct{}{},
+		checks: make(chan struct{}, checksAtOnce), reads: make(chan struct{}, readsAtOnce), now: time.Now}
+	c.read = func(ctx context.Context, projectID string, take func([]byte)) error {
+		return readNewest(ctx, c.js, projectID, catalogRecords, catalogBytes, take)
+	}
+	return c
 }
 
 func (c *checker) handle(req micro.Request) {
+	select {
+	case c.checks <- struct{}{}:
+		go func() {
+			defer func() { <-c.checks }()
+			c.answer(req, true)
+		}()
+	default:
+		c.answer(req, false)
+	}
+}
+
+func (c *checker) answer(req micro.Request, warn bool) {
 	var p mirror.Pipeline
 	// Unknown fields are ignored: a newer control plane may send settings this process
 	// does not know, and they are not for it to refuse.
@@ -68,25 +103,62 @@ func (c *checker) handle(req micro.Request) {
 		return
 	}
 	res := Check(p)
-	if id := req.Headers().Get(validation.HeaderProjectID); res.OK && id != "" && streams.ValidProjectID(id) && c.js != nil {
-		res.Warnings = Warnings(p, c.catalog(id))
+	if id := req.Headers().Get(validation.HeaderProjectID); warn && res.OK && id != "" && streams.ValidProjectID(id) && c.js != nil {
+		res.Warnings = Warnings(p, c.catalog(id, warningsWait))
 	}
 	_ = req.RespondJSON(res)
 }
 
-// catalog returns the project's field statistics, nil when they could not be read.
-func (c *checker) catalog(projectID string) *fieldstats.Stats {
+// catalog returns the project's field statistics, nil when they could not be read
+// within wait (the read goes on, and fills the cache for the next check).
+func (c *checker) catalog(projectID string, wait time.Duration) *fieldstats.Stats {
 	c.mu.Lock()
 	if e, ok := c.cache[projectID]; ok && c.now().Sub(e.at) < catalogTTL {
 		c.mu.Unlock()
 		return e.stats
 	}
+	done, ok := c.reading[projectID]
+	if !ok {
+		select {
+		case c.reads <- struct{}{}:
+		default:
+			c.mu.Unlock()
+			return nil // enough catalogs being read; this check goes without
+		}
+		done = make(chan struct{})
+		c.reading[projectID] = done
+		go c.fill(projectID, done)
+	}
 	c.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.cache[projectID]; ok {
+		return e.stats
+	}
+	return nil
+}
+
+// fill reads the project's catalog into the cache.
+func (c *checker) fill(projectID string, done chan struct{}) {
+	defer func() {
+		c.mu.Lock()
+		delete(c.reading, projectID)
+		c.mu.Unlock()
+		<-c.reads
+		close(done)
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTime)
 	defer cancel()
 	st := fieldstats.New()
-	if err := readNewest(ctx, c.js, projectID, catalogRecords, catalogBytes, st.Add); err != nil {
-		return nil
+	if err := c.read(ctx, projectID, st.Add); err != nil {
+		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -98,7 +170,6 @@ func (c *checker) catalog(projectID string) *fieldstats.Stats {
 		}
 	}
 	c.cache[projectID] = catalog{stats: st, at: c.now()}
-	return st
 }
 
 // readNewest hands take the project's newest n records (oldest of them first) through

@@ -3,9 +3,12 @@ package responder
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -69,4 +72,66 @@ func TestCheckProjectWarnsAboutFieldsOverNATS(t *testing.T) {
 	res, err = validation.CheckProject(ctx, nc, project, mirror.Pipeline{Trigger: `severity_number >= 17 and attributes["http.status"] == "500"`, GroupKey: "severity_text"})
 	require.NoError(t, err)
 	assert.Equal(t, validation.Result{OK: true}, res)
+}
+
+// A check waits for warnings at most warningsWait, and checks are answered side by side:
+// while project B's records are slow to read (many large ones), a check of project A
+// answers at once with its warnings, B's own check answers without warnings in time for
+// the save, and B's next check, once the read finished, has them.
+func TestASlowCatalogHoldsUpNoCheck(t *testing.T) {
+	n := testenv.StartNATS(t)
+	nc, js := testenv.Connect(t, n.URL())
+	ctx := context.Background()
+	c := newChecker(js)
+	bStarted, releaseB := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.read = func(ctx context.Context, projectID string, take func([]byte)) error {
+		if projectID == "p_slow" {
+			once.Do(func() { close(bStarted) })
+			select {
+			case <-releaseB:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		take([]byte(`{"severityNumber":13,"body":"boom"}`))
+		return nil
+	}
+	svc, err := micro.AddService(nc, micro.Config{Name: validation.ServiceName, Version: validation.Version,
+		Endpoint: &micro.EndpointConfig{Subject: validation.Subject, Handler: micro.HandlerFunc(c.handle)}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = svc.Stop() })
+	p := mirror.Pipeline{Trigger: "severty_number >= 17"}
+
+	type answer struct {
+		res  validation.Result
+		err  error
+		took time.Duration
+	}
+	bAnswer := make(chan answer, 1)
+	go func() {
+		start := time.Now()
+		res, err := validation.CheckProject(ctx, nc, "p_slow", p)
+		bAnswer <- answer{res, err, time.Since(start)}
+	}()
+	<-bStarted
+
+	start := time.Now()
+	res, err := validation.CheckProject(ctx, nc, "p_fast", p)
+	took := time.Since(start)
+	require.NoError(t, err)
+	require.True(t, res.OK)
+	require.Len(t, res.Warnings, 1, "A's catalog is read at once")
+	assert.Less(t, took, warningsWait+200*time.Millisecond, "A's check does not wait behind B's read")
+
+	b := <-bAnswer
+	require.NoError(t, b.err)
+	assert.Equal(t, validation.Result{OK: true}, b.res, "B's check answers, without warnings")
+	assert.Less(t, b.took, catalogTime, "B's check does not wait for its catalog")
+
+	close(releaseB)
+	require.Eventually(t, func() bool {
+		res, err := validation.CheckProject(ctx, nc, "p_slow", p)
+		return err == nil && len(res.Warnings) == 1
+	}, 5*time.Second, 20*time.Millisecond, "B's catalog, read in the background, warns on the next check")
 }
