@@ -354,13 +354,16 @@ func TestBacklogRefusals(t *testing.T) {
 		assert.Nil(t, mirrorBacklogOf(t, js, pid))
 		assert.NotContains(t, string(mustGet(t, js, pid)), `"backlog":{`)
 
-		// Three records stored (published as a receiver does): a start is queued, with
-		// the preview's numbers in the mirror entry, and while it is (no pipeline role runs
-		// here to take it) another start is refused.
+		// Three records stored (published as a receiver does) while the project had no
+		// agent URL (those stored after it was set are the live pipeline's, never a
+		// backlog's): a start is queued, with the preview's numbers in the mirror entry,
+		// and while it is (no pipeline role runs here to take it) another start is refused.
+		require.Equal(t, http.StatusOK, call(t, cp, "PUT", p+"/pipeline", owner, map[string]any{"agent_endpoint_url": ""}).Status)
 		for i := range 3 {
 			_, err := js.Publish(context.Background(), streams.RawSubject(pid), []byte(fmt.Sprintf(`{"n": %d}`, i)))
 			require.NoError(t, err)
 		}
+		require.Equal(t, http.StatusOK, call(t, cp, "PUT", p+"/pipeline", owner, map[string]any{"agent_endpoint_url": "https://agent.example.com/hook"}).Status)
 		r = call(t, cp, "POST", p+"/pipeline/backlog", member, map[string]any{"last": 3, "preview": true})
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
 		require.Equal(t, 3, num(t, r, "records"))
