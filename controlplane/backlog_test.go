@@ -77,15 +77,23 @@ func sendEvents(t *testing.T, receiver, key string, js jetstream.JetStream, pid 
 		fmt.Fprintf(&b, `{"n": %d, "_event_type": "order.failed"}`, first+i)
 	}
 	b.WriteString("]")
-	req, err := http.NewRequest("POST", receiver+"/v1/events/batch", strings.NewReader(b.String()))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-API-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, "%s", raw)
+	// A key just created reaches the receiver through the mirror within a moment; until
+	// then it is refused with 401, which stores nothing, so the send is tried again.
+	var status int
+	var raw []byte
+	require.Eventually(t, func() bool {
+		req, err := http.NewRequest("POST", receiver+"/v1/events/batch", strings.NewReader(b.String()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-API-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		raw, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status = resp.StatusCode
+		return status != http.StatusUnauthorized
+	}, 10*time.Second, 50*time.Millisecond, "the new key reaches the receiver: %s", raw)
+	require.Equal(t, http.StatusAccepted, status, "%s", raw)
 	require.Eventually(t, func() bool {
 		st, err := js.Stream(context.Background(), streams.RawStream(pid))
 		if err != nil {
