@@ -16,10 +16,11 @@ type agentCall struct {
 	Header http.Header
 	Body   []byte
 	At     time.Time
+	Status int // what the stub answered; only 2xx counts as delivered
 }
 
-// testAgent plays the customer's agent: it records every call and answers as its
-// respond function says (200 {"status":"accepted"} by default).
+// testAgent plays the customer's agent: it records every call, whatever it answered,
+// and answers as its respond function says (200 {"status":"accepted"} by default).
 type testAgent struct {
 	*httptest.Server
 	mu      sync.Mutex
@@ -49,11 +50,8 @@ func startAgent(t *testing.T) *testAgent {
 				return
 			}
 		}
-		if status/100 != 2 {
-			body = nil // only answered-2xx calls count as delivered
-		}
 		a.mu.Lock()
-		a.calls = append(a.calls, agentCall{Method: r.Method, Header: r.Header.Clone(), Body: body, At: time.Now()})
+		a.calls = append(a.calls, agentCall{Method: r.Method, Header: r.Header.Clone(), Body: body, At: time.Now(), Status: status})
 		a.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
@@ -75,11 +73,18 @@ func (a *testAgent) delivered() []agentCall {
 	defer a.mu.Unlock()
 	var out []agentCall
 	for _, c := range a.calls {
-		if c.Body != nil {
+		if c.Status/100 == 2 {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// received returns every call that was answered, 2xx or not, in arrival order.
+func (a *testAgent) received() []agentCall {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]agentCall(nil), a.calls...)
 }
 
 func (a *testAgent) attempts() int {

@@ -183,10 +183,22 @@ func TestFailingDestinationCatchesUpAlone(t *testing.T) {
 	for _, d := range []*testAgent{a, b} {
 		require.Eventually(t, func() bool { return len(d.delivered()) >= n }, 20*time.Second, 10*time.Millisecond)
 	}
-	require.Eventually(t, func() bool { return flaky.attempts() >= 5 }, 10*time.Second, 10*time.Millisecond, "the failing destination is retried")
-	// The outage must outlast the ack wait (no event marks that: it is the scenario).
-	time.Sleep(2500 * time.Millisecond)
-	assert.Empty(t, flaky.delivered())
+	// The outage must outlast the ack wait; the stub's own clock marks it: a failed
+	// attempt arriving more than 2.5 s (over twice SVC_SINK_ACK_WAIT) after the first.
+	require.Eventually(t, func() bool {
+		got := flaky.received()
+		return len(got) >= 5 && got[len(got)-1].At.Sub(got[0].At) > 2500*time.Millisecond
+	}, 20*time.Second, 10*time.Millisecond, "the failing destination is retried past the ack wait")
+	// Meanwhile the destination was offered the first result only, again and again, each
+	// time answered 500: the results behind it waited their turn rather than skipping
+	// ahead, and none was given up on.
+	outage := flaky.received()
+	statuses := map[int]int{}
+	for _, c := range outage {
+		statuses[c.Status]++
+	}
+	assert.Equal(t, map[string]int{"req_00": len(outage)}, byRequest(outage), "attempts during the outage, by request id")
+	assert.Equal(t, map[int]int{http.StatusInternalServerError: len(outage)}, statuses, "answers during the outage")
 
 	broken.Store(false)
 	require.Eventually(t, func() bool { return len(byRequest(flaky.delivered())) == n }, 30*time.Second, 20*time.Millisecond,
