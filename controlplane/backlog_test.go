@@ -144,7 +144,7 @@ func num(t *testing.T, r reply, k string) int {
 	return int(f)
 }
 
-// The Must-hold: send 25 events, then set an agent URL: no call within 5 s; a
+// Send 25 events, then set an agent URL: no call within 5 s; a
 // preview of the last 25 says 25 records and 3 calls (batch size 10); started, the agent
 // gets exactly those 3 calls with the 25 records, and the backlog reads done. The request
 // survives the mirror's rebuild, is not sent twice, and the pipeline keeps sending new

@@ -33,8 +33,8 @@ func (h *busyHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusServiceUnavailable)
 }
 
-// TestDashboardDeliveriesLayoutInTheBrowser drives controlplane/web/e2e/deliveries-layout.mjs
-// (issue 23 findings 4-6): the Deliveries page, with replay badges and a webhook delivery
+// TestDashboardDeliveriesLayoutInTheBrowser drives controlplane/web/e2e/deliveries-layout.mjs:
+// the Deliveries page, with replay badges and a webhook delivery
 // waiting for its retry, has no horizontal scroll at 1280 and 1024 px and every Details
 // button inside the table; times show seconds and the time zone; the waiting delivery
 // shows "Next retry at" and each attempt's request headers with the destination's

@@ -9,8 +9,8 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
-// TestFailedDeliveriesBadgeInTheBrowser drives controlplane/web/e2e/failed-badge.mjs
-// (issue 23 finding 2): agent calls dead-lettered show as a badge on the project's
+// TestFailedDeliveriesBadgeInTheBrowser drives controlplane/web/e2e/failed-badge.mjs:
+// agent calls dead-lettered show as a badge on the project's
 // "Deliveries" navigation link, named "N failed deliveries" for assistive technology;
 // opening Deliveries counts them as seen. Screenshots go to
 // controlplane/web/test-output/failed-badge.

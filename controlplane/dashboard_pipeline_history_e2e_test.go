@@ -11,9 +11,9 @@ import (
 // TestDashboardPipelineHistoryInTheBrowser drives the Pipeline page in headless Chromium
 // (controlplane/web/e2e/pipeline-history.mjs) against a real control plane and a receiver
 // collector, whose pipeline checks read the project's records: a misspelt trigger field
-// is warned about in amber at its place and saving still works (issue 23 finding 7),
-// leaving with unsaved edits asks, Stay keeps them (finding 8), and History compares a
-// version with the current pipeline and restores it as a new version (finding 9).
+// is warned about in amber at its place and saving still works,
+// leaving with unsaved edits asks, Stay keeps them, and History compares a
+// version with the current pipeline and restores it as a new version.
 // Screenshots go to controlplane/web/test-output/pipeline-history.
 func TestDashboardPipelineHistoryInTheBrowser(t *testing.T) {
 	node, chromium, webDir := browserTestNeeds(t)

@@ -22,7 +22,7 @@ func consoleRead(t *testing.T, receiver, pid, token string) (int, string) {
 
 // TestRemovedMembersConsoleTokenFailsWithinASecond: a console token lives ten minutes,
 // but the membership it was issued under ends it: removal by an admin, leaving, and
-// project deletion each stop it within a second (issue 12).
+// project deletion each stop it within a second.
 func TestRemovedMembersConsoleTokenFailsWithinASecond(t *testing.T) {
 	databases(t, func(t *testing.T, db map[string]string) {
 		s := startStack(t, db)

@@ -22,7 +22,7 @@ import (
 
 // The MCP Inspector CLI (@modelcontextprotocol/inspector, pinned in
 // testdata/inspector/package.json; `make inspector` installs it), a client no one here
-// wrote, against the real control plane (issue 18's must-hold):
+// wrote, against the real control plane:
 //   - without a header: a 401 whose WWW-Authenticate names the protected-resource
 //     metadata, which the Inspector fetches and which answers;
 //   - with a personal access token as header: tools/list (portable schemas: --strict

@@ -220,7 +220,7 @@ func TestMCPNeedsAToken(t *testing.T) {
 	assert.Equal(t, "invalid_token", r.code(), "the contract's error shape: %s", r.Raw)
 }
 
-// An agent's whole loop, as the issue describes it: create a source through MCP, post to
+// An agent's whole loop: create a source through MCP, post to
 // the URL it returned, see the event through the receiver's console API with the token
 // the tools gave, then delete the source and see its URL stop working.
 func TestMCPAgentLoop(t *testing.T) {

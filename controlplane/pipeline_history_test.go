@@ -39,7 +39,7 @@ func warningsOf(t *testing.T, r reply) []map[string]any {
 	return out
 }
 
-// Issue 23 finding 7: a misspelt field and a number compared with a string are warned
+// A misspelt field and a number compared with a string are warned
 // about at the field's position, in the save and check answers, from the project's
 // records; the pipeline is saved anyway.
 func TestPipelineFieldWarnings(t *testing.T) {
@@ -124,9 +124,9 @@ func versionNumber(t *testing.T, r reply, k string) int {
 	return int(f)
 }
 
-// Issue 23 finding 9: the pipeline's version counts changes of the pipeline only; each
+// The pipeline's version counts changes of the pipeline only; each
 // version is kept with who saved it, shown, and restored as a new version by owners and
-// admins. Finding 1's agent_since: the agent URL going from empty to set is recorded in
+// admins. The agent URL going from empty to set is recorded in
 // the mirror entry.
 func TestPipelineVersionsAndHistory(t *testing.T) {
 	databases(t, func(t *testing.T, db map[string]string) {

@@ -33,7 +33,7 @@ func startSourceStack(t *testing.T, db map[string]string) *stack {
 	return startStack(t, env)
 }
 
-// githubSource is the example: a GitHub-style webhook keyed by its action.
+// githubSource is a GitHub-style webhook keyed by its action.
 func githubSource(name string) map[string]any {
 	return map[string]any{
 		"name": name, "connector": "webhook", "event_type_field": "action",

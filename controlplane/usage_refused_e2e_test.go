@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TestUsageRefusedInTheBrowser (issue 23 finding 3): after the receiver refused events
+// TestUsageRefusedInTheBrowser: after the receiver refused events
 // for the account's monthly limit, the dashboard's Usage pages say "Refusing since …" in
 // red with what to do, the refused count by reason and that a request is refused whole,
 // and every other project page, for the owner and for a member, shows a banner linking to

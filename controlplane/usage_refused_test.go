@@ -17,7 +17,7 @@ import (
 
 // refusingStack is a control plane and a receiver (configs/receiver.yaml, its meter
 // on) on one NATS, whose owner's account was lowered to a limit of 100 events with
-// `accounts set-limit` and then refused, as in issue 23: batches of 30 into the last 10
+// `accounts set-limit` and then refused: batches of 30 into the last 10
 // events. shop is the project that sent; blog is another project of the same account;
 // the stranger's project belongs to another account.
 type refusingStack struct {
@@ -98,7 +98,7 @@ func postBatch(t *testing.T, receiver, key string, n int) int {
 	return resp.StatusCode
 }
 
-// Issue 23 finding 3: after refusals the usage answers say how many records were refused
+// After refusals the usage answers say how many records were refused
 // this month and why, and since when the account refuses, instead of "90%" alone; a
 // project's answer counts its own refusals only (with its account's refusing_since, as
 // its events are refused too); another account sees nothing of it; a raised limit ends

@@ -57,7 +57,7 @@ const (
 	goalRatio  = 0.5
 	goalRate   = 100_000.0
 	goalRSSMiB = 100.0
-	// Metering may cost at most 5% of the ingest rate (issue 14).
+	// Metering may cost at most 5% of the ingest rate.
 	goalMetered = 0.95
 )
 

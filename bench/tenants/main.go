@@ -36,7 +36,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
-// Goals from issue 11.
+// Goals a data plane serving many tenants must meet.
 const (
 	goalIdleCores   = 0.1 // "a small fraction of a core", collector and NATS together
 	goalRestartSecs = 60.0

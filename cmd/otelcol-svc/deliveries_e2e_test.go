@@ -21,7 +21,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
 )
 
-// The delivery log as the console reads it (contract section 11).
+// The delivery log as the console reads it (docs/contract.md#section-11).
 type delivery struct {
 	ID           string          `json:"id"`
 	Kind         string          `json:"kind"`

@@ -15,7 +15,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
-// An Idempotency-Key is bound to the request it first came with (issue 22, finding 5):
+// An Idempotency-Key is bound to the request it first came with:
 // the same request again gets the first answer and is stored once; any other request
 // under that key gets 422 idempotency_key_reused and stores nothing. Before, the other
 // request was answered 202 "accepted" and its records dropped as duplicates.
@@ -45,7 +45,7 @@ func TestIdempotencyKeyIsBoundToItsFirstRequest(t *testing.T) {
 				assert.Equal(t, "idempotency_key_reused", errorCode(t, r))
 			}
 
-			// The finding's two cases.
+			// Another body under a key already used, for one event and for a batch.
 			assert.Equal(t, 1, accepted(post(t, events, key, "application/json", []byte(`{"order":1}`), idem("o-1"))))
 			reused(post(t, events, key, "application/json", []byte(`{"order":2}`), idem("o-1")))
 			assert.Equal(t, 2, accepted(post(t, batch, key, "application/json", []byte(`[{"b":1},{"b":2}]`), idem("b-1"))))

@@ -16,7 +16,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
-// Issue 22, finding 6, at full size: 100,000 numbered records sent unpaced by 16 clients
+// At full size: 100,000 numbered records sent unpaced by 16 clients
 // that retry each batch without an Idempotency-Key until it is answered 2xx, through one
 // receiver, pipeline and sink process each (the shipped configs, streams with 3 replicas
 // on a 3-node NATS cluster), while each of the three is killed with SIGKILL in turn and

@@ -22,7 +22,7 @@ import (
 
 // The receiver role (configs/receiver.yaml, NATS in another process) is killed with
 // SIGKILL twice under unpaced load from 16 clients that retry each batch without an
-// Idempotency-Key until it is answered 2xx (issue 22, finding 6). Nothing is lost, and
+// Idempotency-Key until it is answered 2xx. Nothing is lost, and
 // since each request is stored whole or not at all (atomic batches), a retry duplicates
 // records only when the killed process had stored the whole request and not yet
 // answered: at most one whole request per kill, never the part-stored batches of every

@@ -35,7 +35,7 @@ type ledgerFigures struct {
 	} `json:"destinations"`
 }
 
-// Issue 22, finding 7: a receiver killed while 3,000 results come in, and a sink killed
+// A receiver killed while 3,000 results come in, and a sink killed
 // while they are delivered, take nothing from the ledger: it shows every result that
 // arrived and every one the webhook took. Before, each process lost the counts it had
 // not written yet (up to a second's), and the ledger still said balanced.
@@ -129,7 +129,7 @@ func TestLedgerExactAfterReceiverAndSinkKills(t *testing.T) {
 	assert.NotContains(t, l.Approximate, "delivered")
 }
 
-// Issue 22, finding 7 (review): after an upgrade, a destination whose cursor the
+// After an upgrade, a destination whose cursor the
 // previous release created (and recorded no start for) gets exact figures from when the
 // upgraded sink finds it, saying since when, and the ledger balances again; before, its
 // figures stayed counted and `balanced` false for good.

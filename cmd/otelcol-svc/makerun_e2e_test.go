@@ -24,7 +24,7 @@ import (
 )
 
 // `make run` is what the README starts with, and it ignored SVC_DATA_DIR and every moved
-// port (issue 23 finding 10): this runs the real target, as a person would, with the
+// port: this runs the real target, as a person would, with the
 // state and every listen address moved.
 func TestMakeRunHonoursDataDirAndPorts(t *testing.T) {
 	needMakeRunTools(t)

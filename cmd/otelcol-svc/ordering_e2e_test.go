@@ -92,7 +92,7 @@ func (a *groupAgent) failures(name string) int {
 	return n
 }
 
-// Issue 17 end to end: pod A's first call fails with 503 while later batches bring pod
+// End to end: pod A's first call fails with 503 while later batches bring pod
 // B's triggers and more of A's. B's calls reach the agent while A's is still retried,
 // A's calls arrive in order after it, each call once, and the ledger balances.
 func TestRetriedGroupDoesNotHoldUpLaterBatches(t *testing.T) {

@@ -194,8 +194,8 @@ func TestOTLPTracesAndMetricsOneRecordPerSpanAndPoint(t *testing.T) {
 	assert.Equal(t, json.Number("10.5"), hist["sum"])
 }
 
-// A span link, a span's trace state and a log's event name reach the raw stream
-// (issue 18), over both OTLP/gRPC (what telemetrygen uses) and OTLP/HTTP JSON.
+// A span link, a span's trace state and a log's event name reach the raw stream,
+// over both OTLP/gRPC (what telemetrygen uses) and OTLP/HTTP JSON.
 func TestOTLPSpanLinksAndLogEventNameLand(t *testing.T) {
 	e := startReceiver(t, nil)
 	key := e.project(t, "links")

@@ -19,11 +19,11 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
 )
 
-// outage is how long NATS is away: the issue's 10 s, longer than the health check's
+// outage is how long NATS is away: 10 s, longer than the health check's
 // recovery_duration (5 s), so every role has reported unhealthy before NATS returns.
 const outage = 10 * time.Second
 
-// Issue 22, finding 2: after a NATS outage every role (receiver, pipeline, sink) answers
+// After a NATS outage every role (receiver, pipeline, sink) answers
 // 200 on its health port again within 10 s of NATS's return, and nothing accepted under
 // load before, during or after it is lost. Before the fix the JetStream receiver replaced
 // the connection's reconnect handler, so the pipeline and sink roles answered 500 for good.

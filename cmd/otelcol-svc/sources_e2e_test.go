@@ -379,7 +379,7 @@ func TestSourcePushIdempotencyKeysOfTwoSourcesDoNotCollide(t *testing.T) {
 			map[string]string{"Authorization": "Bearer " + s.APIKey, "Idempotency-Key": "1"})
 		require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
 	}
-	// The events API keeps the bare key as the message id (contract section 4).
+	// The events API keeps the bare key as the message id (docs/contract.md#section-4).
 	r := post(t, e.col.HTTP+"/v1/events", key, "application/json", []byte(`{"n":1}`), map[string]string{"Idempotency-Key": "1"})
 	require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
 	msgs := stored(t, e.js, "idem2")

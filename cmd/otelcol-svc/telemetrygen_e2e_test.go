@@ -20,7 +20,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
-// Issue 18's must-hold with a client no one here wrote: telemetrygen (collector-contrib's
+// With a client no one here wrote: telemetrygen (collector-contrib's
 // load generator, pinned in internal/tools/telemetrygen) sends spans with links and logs
 // over OTLP/gRPC and OTLP/HTTP, and they land on the raw stream with those fields.
 //

@@ -181,7 +181,7 @@ func usageEvents(t *testing.T, js jetstream.JetStream, account string, want int)
 	return u
 }
 
-// The must-hold: 10,050 records to one account across two projects and three
+// 10,050 records to one account across two projects and three
 // surfaces, with the shipped free tier. Exactly the limit is stored, every refused request
 // was answered 429 quota_exceeded (OTLP: RESOURCE_EXHAUSTED) with Retry-After, nothing of
 // a refused request is stored, and the usage count is what is on the streams.

@@ -1,4 +1,4 @@
-// Package agentbody builds the bodies of calls to the agent (contract section 7) from
+// Package agentbody builds the bodies of calls to the agent (docs/contract.md#section-7) from
 // records as they sit on the raw stream. The pipeline (window processor, agent exporter)
 // and the console's dry run share it, so what Try it shows is byte for byte what the
 // agent would receive.

@@ -37,7 +37,7 @@ type Final struct {
 }
 
 // Attempt is one try of a delivery; error is always present ("" for a success), as
-// contract section 11 names it.
+// docs/contract.md#section-11 names it.
 type Attempt struct {
 	At         time.Time `json:"at"`
 	StatusCode int       `json:"status_code"`
@@ -48,8 +48,8 @@ type Attempt struct {
 	RequestHeaders map[string]string `json:"request_headers,omitempty"`
 }
 
-// Delivery is the latest state of one delivery with its attempt log. The keys contract
-// section 11 names for a list item (sink_id, request_id, error among them) are always
+// Delivery is the latest state of one delivery with its attempt log. The keys
+// docs/contract.md#section-11 names for a list item (sink_id, request_id, error among them) are always
 // present, "" when empty; the others are left out when empty.
 type Delivery struct {
 	ID         string    `json:"id"`

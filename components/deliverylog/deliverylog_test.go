@@ -406,7 +406,7 @@ func TestListReadsOldMessagesWithoutHeaders(t *testing.T) {
 	assert.Len(t, all, 3)
 }
 
-// A list item carries every key contract section 11 names, empty ones too, and an
+// A list item carries every key docs/contract.md#section-11 names, empty ones too, and an
 // attempt carries its error key: clients read them without checking for absence.
 func TestListItemCarriesEveryContractKey(t *testing.T) {
 	w, r := setup(t)

@@ -13,7 +13,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 )
 
-// A destination's figures are derived from its cursor (issue 22): counts each sink
+// A destination's figures are derived from its cursor: counts each sink
 // process kept in memory and wrote once a second were lost when the process was killed,
 // and a ledger once showed 2,929 of 3,000 results delivered, none pending. The cursor
 // (the destination's durable consumer on the output stream) knows exactly how far it

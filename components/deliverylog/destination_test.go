@@ -15,7 +15,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 )
 
-// Issue 22, finding 7: a sink process killed before its counts were written (here: a
+// A sink process killed before its counts were written (here: a
 // ledger never flushed) takes nothing from the figures, which come from the
 // destination's cursor; results come from the output stream.
 func TestDestinationFiguresSurviveALostProcess(t *testing.T) {
@@ -127,7 +127,7 @@ func fetch(t *testing.T, c jetstream.Consumer, k int) []jetstream.Msg {
 	return out
 }
 
-// Issue 22, finding 7 (review): a destination cursor a previous release created has
+// A destination cursor a previous release created has
 // delivered already and has no start entry. The first sink process to find it records
 // one from where the cursor stands (several at once: the first one's stands), and the
 // destination's figures are exact from then on, saying since when; before, it stayed
@@ -204,7 +204,7 @@ func TestDestinationFromAPreviousReleaseIsExactSinceFound(t *testing.T) {
 	assert.True(t, v.Balanced)
 }
 
-// Issue 22, finding 7 (review): a dead letter the ledger cannot count is refused, so the
+// A dead letter the ledger cannot count is refused, so the
 // caller does not ack the result: acked, it would show as delivered in figures said to
 // be exact. Here the ledger bucket is gone when the dead letter comes.
 func TestADeadLetterThatCannotBeCountedIsRefused(t *testing.T) {
@@ -227,7 +227,7 @@ func TestADeadLetterThatCannotBeCountedIsRefused(t *testing.T) {
 		"a delivery's count is derived from the cursor: never refused")
 }
 
-// Issue 22, finding 7 (review): results the output stream removed (older than its
+// Results the output stream removed (older than its
 // max_age) before the destination settled them are counted as settled by the server;
 // the ledger cannot tell them from deliveries, so it says the destination's figures
 // are approximate, why and since when, from then on, and is not balanced. Before, they
@@ -279,7 +279,7 @@ func TestResultsRemovedBeforeDeliveryMakeTheFiguresApproximate(t *testing.T) {
 	assert.False(t, v.Balanced)
 }
 
-// Issue 22, finding 7 (review): a result dead-lettered and counted, whose sink process
+// A result dead-lettered and counted, whose sink process
 // was killed before it acked it, comes again and is dead-lettered again: counted once,
 // or the destination would show one delivery fewer than it took.
 func TestADeadLetterThatComesAgainIsCountedOnce(t *testing.T) {
@@ -318,7 +318,7 @@ func TestADeadLetterThatComesAgainIsCountedOnce(t *testing.T) {
 	assert.True(t, v.Balanced)
 }
 
-// Issue 22, finding 7 (second review): a dead letter whose sink process died before
+// A dead letter whose sink process died before
 // the ack comes again only after its ack wait, and meanwhile the cursor hands out up to
 // its max ack pending others, here 70 more dead letters. Remembering only the latest
 // 64 counted it twice, and the destination showed one delivery short while its figures

@@ -1,6 +1,6 @@
 // Package deliverylog stores the delivery log (one record per agent call or sink
 // delivery, with its attempt log and bounded bodies) and the ledger counters of each
-// project in JetStream (issue 15, contract section 11).
+// project in JetStream (docs/contract.md#section-11).
 //
 // Storage: ONE shared stream, svc-deliveries, subjects svc-deliveries.<project>.<id>,
 // MaxMsgsPerSubject=1 so each delivery keeps only its latest state (a rollup per

@@ -99,7 +99,7 @@ type MatchedRecord struct {
 	Transformed json.RawMessage `json:"transformed"`
 }
 
-// Answer is contract section 12's answer, with what the dashboard also shows.
+// Answer is the answer of docs/contract.md#section-12, with what the dashboard also shows.
 type Answer struct {
 	// Mode is "legacy" or "window".
 	Mode      string `json:"mode"`

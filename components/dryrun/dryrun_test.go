@@ -43,7 +43,7 @@ func sizes(t *testing.T, a *Answer) []int {
 	return out
 }
 
-// Legacy calls are arrays of batch_size within a batch, never across two: the issue's
+// Legacy calls are arrays of batch_size within a batch, never across two:
 // 25 records are 10, 10 and 5 as one batch, and 10, 2, 10, 3 as batches of 12 and 13.
 func TestLegacyCallsFollowTheBatches(t *testing.T) {
 	c := compile(t, mirror.Pipeline{BatchSize: 10})

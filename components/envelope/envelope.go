@@ -1,5 +1,5 @@
 // Package envelope builds the record a push source stores for each payload it receives
-// (contract section 4, "source"):
+// (docs/contract.md#section-4, "source"):
 //
 //	{"_event_type": ..., "_source": "<source name>", "timestamp": ..., "text": ...,
 //	 "labels": {...}, "payload": <the payload object, byte for byte as received>}

@@ -111,8 +111,8 @@ type Project struct {
 	// still holds that history (after a wipe of NATS the stream starts again at 1 and the
 	// number means nothing: AgentSince's time rule applies). Zero: not recorded.
 	AgentSinceSeq uint64 `json:"agent_since_seq,omitempty"`
-	// Backlog is the stored records the project's user chose to have processed (issue
-	// 23): the pipeline role runs it once, through the project's pipeline, and reports
+	// Backlog is the stored records the project's user chose to have processed:
+	// the pipeline role runs it once, through the project's pipeline, and reports
 	// on it in the svc-backlogs bucket (components/validation). Only the newest runs.
 	Backlog *Backlog `json:"backlog,omitempty"`
 	// clockOffset is the writer's clock minus the NATS server's, less the write's latency,
@@ -139,7 +139,7 @@ func (p Project) ServerTime(t time.Time) (server time.Time, known bool) {
 	return t.Add(-p.clockOffset), true
 }
 
-// Defaults of contract section 6: the control plane fills them in when a pipeline is
+// Defaults of docs/contract.md#section-6: the control plane fills them in when a pipeline is
 // saved, and the data plane applies them to an entry that lacks them.
 const (
 	DefaultBatchSize             = 10
@@ -151,7 +151,7 @@ const (
 	DefaultWindowMaxEvents = 5_000
 )
 
-// Pipeline is contract section 6.
+// Pipeline is docs/contract.md#section-6.
 type Pipeline struct {
 	Trigger               string   `json:"trigger"`
 	Transforms            []string `json:"transforms"`
@@ -162,7 +162,7 @@ type Pipeline struct {
 	GroupKey              string   `json:"group_key"`
 	BatchSize             int      `json:"batch_size"`
 
-	// Guardrails (issue 17). Zero is "off" (or the default budget), and omitempty keeps
+	// Guardrails. Zero is "off" (or the default budget), and omitempty keeps
 	// the mirror entries of projects that set none byte for byte what they were.
 	CooldownSeconds   int    `json:"cooldown_seconds,omitempty"`
 	DedupKey          string `json:"dedup_key,omitempty"`
@@ -172,7 +172,7 @@ type Pipeline struct {
 	WindowMaxEvents   int    `json:"window_max_events,omitempty"`
 }
 
-// Sink is a destination of agent results (contract section 8).
+// Sink is a destination of agent results (docs/contract.md#section-8).
 type Sink struct {
 	ID           string            `json:"id"`
 	Kind         string            `json:"kind"` // webhook | chat
@@ -208,7 +208,7 @@ type IngestRate struct {
 	Burst     int     `json:"burst,omitempty"`
 }
 
-// Source is a push source (contract sections 4 and 5).
+// Source is a push source (docs/contract.md#section-4 and #section-5).
 type Source struct {
 	ID             string            `json:"id"`
 	ProjectID      string            `json:"project_id"`

@@ -2,7 +2,7 @@ package mirror
 
 import "time"
 
-// Where a project's live pipeline consumer starts on its raw stream (issue 23). The
+// Where a project's live pipeline consumer starts on its raw stream. The
 // pipeline role (receiver/jetstreamreceiver) creates the consumer by this rule, and the
 // backlog preview (components/validation/responder) caps a backlog's range by it while
 // the consumer does not exist yet, so that no record is both a backlog's and the live

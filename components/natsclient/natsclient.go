@@ -118,7 +118,7 @@ func (c Config) Validate() error {
 //
 // nats.go keeps one handler of each kind per connection, and a second SetReconnectHandler
 // silently replaces the first: a component that did so once took the OK report with it,
-// and its process stayed unhealthy for good after any NATS blip (issue 22). So the
+// and its process stayed unhealthy for good after any NATS blip. So the
 // handlers installed here are the only ones; code that needs to act on a reconnection
 // adds a hook with OnReconnect instead of calling SetReconnectHandler.
 func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn, error) {

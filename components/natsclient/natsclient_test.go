@@ -115,7 +115,7 @@ func (h *statusHost) last() *componentstatus.Event {
 }
 
 // A component that acts on reconnections (the JetStream receiver sweeps its consumers)
-// must not take the connection's OK report away: before issue 22 it replaced the
+// must not take the connection's OK report away: it once replaced the
 // reconnect handler, and the process stayed unhealthy for good after a NATS blip.
 func TestReconnectHooksKeepTheHealthReport(t *testing.T) {
 	srv := testenv.StartNATS(t)

@@ -14,7 +14,7 @@ import (
 
 // Why an allow-list: OTTL's standard functions are written for an operator's own
 // statements, and some make far more than they read before anything can measure the
-// result (issue 22): ExtractGrokPatterns with pattern definitions expanded a 383-byte
+// result: ExtractGrokPatterns with pattern definitions expanded a 383-byte
 // statement into 150 MB while it was compiled, and a definition that refers to itself
 // runs out of memory; flatten with a long prefix made 9.4 MB of a 3 KB record;
 // ConvertTextToElementsXML with a long element name 23 MB. Here every project's

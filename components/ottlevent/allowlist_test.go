@@ -48,7 +48,7 @@ func grokLevels(n int) string {
 	return `set(event["g"], ExtractGrokPatterns(b, "%{A00}", false, [` + strings.Join(defs, ",") + `]))`
 }
 
-// Issue 22 review: these made megabytes to gigabytes of a few KB, some while compiling.
+// These made megabytes to gigabytes of a few KB, some while compiling.
 // They are refused when the statement is compiled (a save or a dry run: 400
 // invalid_pipeline), naming the function and why, before anything is built.
 func TestExpandingFunctionsAreRefusedWhenCompiled(t *testing.T) {
@@ -158,8 +158,8 @@ func TestListIndexPastTheRecordLimitFailsBeforeAllocating(t *testing.T) {
 
 // An upgrade that renames a reviewed function's arguments, or changes their types,
 // refuses the function when a statement is compiled instead of running it unchecked or
-// panicking while compiling, in a process shared by every project (issue 22, second
-// review: the checks and the replace and flatten bounds read them by reflection).
+// panicking while compiling, in a process shared by every project
+// (the checks and the replace and flatten bounds read them by reflection).
 func TestChangedArgumentsAreRefused(t *testing.T) {
 	type other struct{ Target string }
 	// The reviewed names, each of another type than reviewed.

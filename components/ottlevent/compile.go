@@ -74,7 +74,7 @@ func (e *EvalError) Unwrap() error { return e.Err }
 
 // newParser returns a parser whose paths have no context prefix. OTTL's own contexts
 // enable context names (log.body), which makes a bare path an error; here the bare
-// path is the primary syntax (contract section 6), and `event.` remains accepted as
+// path is the primary syntax (docs/contract.md#section-6), and `event.` remains accepted as
 // a plain first segment that parsePath strips.
 func newParser(set component.TelemetrySettings, rd *reads) (ottl.Parser[*Record], error) {
 	if set.Logger == nil {
@@ -164,7 +164,7 @@ type Condition struct {
 }
 
 // CompileCondition compiles an OTTL condition over the event context. An empty
-// expression matches every record, as an empty trigger must (contract section 6).
+// expression matches every record, as an empty trigger must (docs/contract.md#section-6).
 func CompileCondition(expr string, set component.TelemetrySettings) (*Condition, error) {
 	if strings.TrimSpace(expr) == "" {
 		return &Condition{}, nil

@@ -21,7 +21,7 @@ import (
 const ContextName = "event"
 
 // aliases lets users write the snake_case names OTTL's log context uses for the
-// camelCase fields of a log record (contract section 6).
+// camelCase fields of a log record (docs/contract.md#section-6).
 var aliases = map[string]string{
 	"severity_number":     "severityNumber",
 	"severity_text":       "severityText",

@@ -1,5 +1,5 @@
 // Package ottlevent is the OTTL context `event`: triggers, transforms, context
-// filters and group keys written over the flat record (contract sections 4 and 6).
+// filters and group keys written over the flat record (docs/contract.md#section-4 and #section-6).
 //
 // # Why a context of its own
 //

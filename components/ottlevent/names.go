@@ -7,7 +7,7 @@ import (
 
 // OTTL's lexer reads a path segment only as [a-z][a-z0-9_]*, yet the flat record's
 // own field names are camelCase (traceId, severityNumber, durationMs) and the
-// envelope's start with an underscore (_event_type), and contract section 6 promises
+// envelope's start with an underscore (_event_type), and docs/contract.md#section-6 promises
 // that such a name written bare (the group key `traceId`) means event["name"]. So
 // before parsing, a bare name OTTL cannot read is rewritten to event["name"]; `event.`
 // in front of it is absorbed. Everything else is left to OTTL, and positions in its

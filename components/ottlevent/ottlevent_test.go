@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 )
 
-// Records shaped as contract section 4 puts them on the raw stream.
+// Records shaped as docs/contract.md#section-4 says the receiver puts them on the raw stream.
 const (
 	logRec = `{"resourceAttributes":{"service.name":"checkout","service.version":"2.14.3","deployment.environment":"production","host.name":"ip-10-0-12-34.eu-west-1.compute.internal","k8s.pod.name":"checkout-7d9f8b6c4-x2kqp"},` +
 		`"scope":{"name":"github.com/acme/checkout/internal/payments","version":"1.0.0"},"severityNumber":17,"severityText":"ERROR",` +

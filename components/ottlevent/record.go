@@ -7,7 +7,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/records"
 )
 
-// Signals a record can come from (the Svc-Signal header, contract section 4).
+// Signals a record can come from (the Svc-Signal header, docs/contract.md#section-4).
 const (
 	SignalLog    = "log"
 	SignalSpan   = "span"
@@ -39,7 +39,7 @@ type Record struct {
 	indexed bool
 }
 
-// topFields are the fields indexed by Record.top: those of contract section 4 that
+// topFields are the fields indexed by Record.top: those of docs/contract.md#section-4 that
 // triggers and group keys commonly name, and the snake_case names the aliases fall
 // back to.
 var topFields = [...]string{

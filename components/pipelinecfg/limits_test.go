@@ -15,7 +15,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/validation"
 )
 
-// Issue 22: the data plane compiles no pipeline past the statement and length limits,
+// The data plane compiles no pipeline past the statement and length limits,
 // whatever the control plane let through (an older one, or a mirror written by hand).
 func TestCompileRefusesPastTheLimits(t *testing.T) {
 	stmts := make([]string, validation.MaxStatements+1)
@@ -48,7 +48,7 @@ func TestCompileRefusesPastTheLimits(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// Issue 22 review: a pipeline saved before the statement, length and function limits
+// A pipeline saved before the statement, length and function limits
 // existed no longer compiles after the upgrade, and its project pauses. The operator
 // hears it once per project and configuration version, at WARN, with the limit; the
 // checks repeated at every reconcile say nothing more.

@@ -1,4 +1,4 @@
-// Package pipelinecfg compiles a project's pipeline configuration (contract section 6)
+// Package pipelinecfg compiles a project's pipeline configuration (docs/contract.md#section-6)
 // into ready-to-run OTTL expressions. Compiling is the expensive part, so each data-plane
 // component does it once per configuration version (Cache), and the control plane uses the
 // same code (Compile) to refuse an invalid expression when it is saved.
@@ -53,7 +53,7 @@ type Compiled struct {
 
 // FieldError says which configuration field is wrong, for a 400 invalid_pipeline.
 type FieldError struct {
-	Field string // the field's JSON name (contract section 6), e.g. trigger or cooldown_seconds
+	Field string // the field's JSON name (docs/contract.md#section-6), e.g. trigger or cooldown_seconds
 	Err   error
 }
 

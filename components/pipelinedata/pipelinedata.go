@@ -20,7 +20,7 @@ const (
 	AttrKind   = "svc.kind"   // KindRecord or KindWindowCall
 	AttrSeq    = "svc.seq"    // the stream sequence: stable across redeliveries
 	// AttrSuppressed is how many triggers of the record's dedup key a cooldown held back
-	// since the last call for it (issue 17), present only when some were: the agent
+	// since the last call for it, present only when some were: the agent
 	// exporter tells the agent in a header.
 	AttrSuppressed = "svc.suppressed"
 	// AttrGroup is a window call's group key, present only when not empty: the agent

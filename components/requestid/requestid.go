@@ -13,7 +13,7 @@
 //
 // What an attacker gains by forging or learning ids: nothing. A request id is not a
 // capability: a result is authenticated by the project's API key, and is accepted and
-// delivered whether its id verifies or not (contract section 3). "Unmatched" is a signal
+// delivered whether its id verifies or not (docs/contract.md#section-3). "Unmatched" is a signal
 // to the project's owner that its agent posts under made-up or foreign ids, not a gate.
 // Ids are bound to their project, so an id issued to project A is unmatched under B;
 // a guessed tag passes one time in 2^32, which only hides one result from that signal.

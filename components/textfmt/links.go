@@ -5,7 +5,7 @@ import (
 )
 
 // A result's author writes what the payload says, and a chat message must not let it
-// pass one thing off as another (issue 22): a masked link ("click" leading to
+// pass one thing off as another: a masked link ("click" leading to
 // https://evil.example) is shown with its real address, and bidirectional control
 // characters, which reorder what is shown (a right-to-left override makes "exe.pdf"
 // of "fdp.exe"), are removed, on every platform.

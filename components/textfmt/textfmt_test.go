@@ -211,7 +211,7 @@ func FuzzResolve(f *testing.F) {
 	})
 }
 
-// Issue 22, finding 11: a result's author cannot pass a link off as another, nor reorder
+// A result's author cannot pass a link off as another, nor reorder
 // what is shown, on any platform.
 func TestChatShowsWhereLinksGo(t *testing.T) {
 	const masked = `{"text":"Build failed: [click](https://evil.example) to see why"}`

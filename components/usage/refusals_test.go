@@ -26,7 +26,7 @@ func reserveOrRefuse(t *testing.T, m *Meter, account, project string, n int64) b
 	return false
 }
 
-// Issue 23 finding 3: the usage answers count the records refused this month, by reason,
+// The usage answers count the records refused this month, by reason,
 // per project (never another's), and say since when the account refuses for its quota;
 // a raised limit ends "refusing" and keeps the counts.
 func TestRefusedRecordsAreCounted(t *testing.T) {

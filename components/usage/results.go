@@ -15,7 +15,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 )
 
-// Agent results do not count against an account's month (contract section 10), so
+// Agent results do not count against an account's month (docs/contract.md#section-10), so
 // without a limit of their own they are storage anyone with an API key can fill. They
 // are bounded by what the service asked for instead:
 //

@@ -17,7 +17,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 )
 
-// Backlogs (issue 23 finding 1). A project's pipeline starts from new records when it
+// Backlogs. A project's pipeline starts from new records when it
 // gets an agent URL; processing what is already stored is a choice its user makes, after
 // a preview of how many records and agent calls it makes. The control plane never reads a
 // record (it links no collector code), so it asks a data-plane process for the preview

@@ -29,7 +29,7 @@ const (
 	// Version is the protocol's version, in the service's identity.
 	Version = "1.0.0"
 	// Subject is the validation endpoint's subject. The body is a mirror.Pipeline as JSON
-	// (contract section 6), the answer a Result.
+	// (docs/contract.md#section-6), the answer a Result.
 	Subject = "svc.pipeline.validate"
 	// Timeout is how long a caller waits for a data-plane process to answer.
 	Timeout = 2 * time.Second

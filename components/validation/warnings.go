@@ -6,7 +6,7 @@ package validation
 const HeaderProjectID = "Svc-Project-Id"
 
 // Warning is something in a valid pipeline that will likely not do what its author
-// means, such as a field the project's records never had (issue 23): shown beside the
+// means, such as a field the project's records never had: shown beside the
 // field, never a reason to refuse the pipeline.
 type Warning struct {
 	Field string `json:"field"`

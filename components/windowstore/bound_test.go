@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// Issue 22 review: each group was bounded (MaxPerGroup) but a project was not, so a free
+// Each group was bounded (MaxPerGroup) but a project was not, so a free
 // tenant could hold any number of groups of 1 MB records in a shared process. A
 // project's windows are now held to a byte bound, evicting its oldest entries first,
 // whatever their group; another project's windows are untouched.
@@ -92,7 +92,7 @@ func TestMemoryBoundCountsWhatExpires(t *testing.T) {
 	assert.Zero(t, m.ProjectBytes("p"))
 }
 
-// Issue 22, second review: the per-project bound alone let one account (10 projects on
+// The per-project bound alone let one account (10 projects on
 // the free tier) hold ten times it in a shared process. The process's windows are held
 // to memory_max_bytes too, and what goes is the oldest context of the project holding
 // the most: the tenants that filled the memory pay, the small ones keep their windows.

@@ -28,7 +28,7 @@ type Store interface {
 	Cooldowns
 }
 
-// Cooldowns decide triggers under a cooldown per dedup key (issue 17).
+// Cooldowns decide triggers under a cooldown per dedup key.
 type Cooldowns interface {
 	// Pass decides the trigger of stream sequence seq for key. When no call for key was
 	// made within cooldown it passes, becomes the key's call for the next cooldown, and

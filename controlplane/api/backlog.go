@@ -12,7 +12,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 )
 
-// Processing stored records (issue 23): POST .../pipeline/backlog previews or starts it,
+// Processing stored records: POST .../pipeline/backlog previews or starts it,
 // GET shows the latest one. The bodies carry counts only, never a record.
 
 // backlogBody is POST /api/v1/projects/{id}/pipeline/backlog.

@@ -49,7 +49,7 @@ func consoleCallTool(t *testing.T, cs *mcp.ClientSession, name string, args map[
 
 // Each console tool answers the request a person's dashboard would make, with a console
 // token of the caller for that project, and nothing else: the URL, the method and the
-// body are the receiver's console API (contract sections 11 and 12).
+// body are the receiver's console API (docs/contract.md#section-11 and #section-12).
 func TestMCPConsoleToolsAnswerTheRequest(t *testing.T) {
 	connect, pub := mcpServer(t)
 	owner := connect("u_1")

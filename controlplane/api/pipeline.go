@@ -9,7 +9,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
-// pipelineFields are contract section 6's fields of pl as a member of role may see them.
+// pipelineFields are the fields (docs/contract.md#section-6) of pl as a member of role may see them.
 func pipelineFields(pl mirror.Pipeline, role string) map[string]any {
 	pl = service.WithDefaults(pl)
 	out := map[string]any{
@@ -70,7 +70,7 @@ func (s *Server) getPipeline(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putPipeline(w http.ResponseWriter, r *http.Request) {
-	// The body is contract section 6 exactly: mirror.Pipeline carries its JSON names.
+	// The body is docs/contract.md#section-6 exactly: mirror.Pipeline carries its JSON names.
 	var b mirror.Pipeline
 	if e := decode(r, &b); e != nil {
 		fail(w, e)

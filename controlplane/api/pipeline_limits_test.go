@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 22: a pipeline of more statements, or longer expressions, than the limits is
+// A pipeline of more statements, or longer expressions, than the limits is
 // refused at save with 400 invalid_pipeline naming the field, and nothing is saved.
 func mustJSON(t *testing.T, v any) string {
 	b, err := json.Marshal(v)

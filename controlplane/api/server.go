@@ -1,4 +1,4 @@
-// Package api is the control plane's JSON API (contract section 9) and its MCP tools.
+// Package api is the control plane's JSON API (docs/contract.md#section-9) and its MCP tools.
 // Both call controlplane/service, where the rules live: every change is applied in a
 // database transaction, written to the configuration mirror, and committed only when the
 // mirror took it, so "200" means the data plane sees the change.

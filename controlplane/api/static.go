@@ -16,7 +16,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/controlplane/web"
 )
 
-// The dashboard (contract section 13) is served from the same origin as the API: the
+// The dashboard (docs/contract.md#section-13) is served from the same origin as the API: the
 // built assets under /assets/, and index.html for every other path outside the API's
 // prefixes, so the page's own router can show /projects/p_1/keys after a reload.
 

@@ -17,10 +17,10 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
-// Backlogs (issue 23). A project's pipeline starts from new records when it gets an agent
+// Backlogs. A project's pipeline starts from new records when it gets an agent
 // URL: sending what is already stored is a choice the user makes here, after a preview
 // that says how many records and calls it will be. The data plane counts (the control
-// plane never reads a record, contract section 13); the control plane stores the request
+// plane never reads a record, docs/contract.md#section-13); the control plane stores the request
 // and publishes it in the project's mirror entry, where the pipeline role finds it, runs
 // it, and reports progress in the svc-backlogs bucket.
 

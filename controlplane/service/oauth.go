@@ -1,4 +1,4 @@
-// The OAuth authorization server for MCP clients (issue 18): an MCP client given only
+// The OAuth authorization server for MCP clients: an MCP client given only
 // the URL of /mcp registers itself (RFC 7591), sends the user's browser to the
 // authorization endpoint (RFC 6749 authorization code with PKCE S256, RFC 8707 resource,
 // RFC 9207 iss), the user approves on the dashboard, and the client exchanges the code

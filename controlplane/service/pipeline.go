@@ -14,7 +14,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
-// WithDefaults fills contract section 6's defaults.
+// WithDefaults fills the defaults of docs/contract.md#section-6.
 func WithDefaults(p mirror.Pipeline) mirror.Pipeline {
 	if p.BatchSize == 0 {
 		p.BatchSize = mirror.DefaultBatchSize
@@ -46,7 +46,7 @@ func (s *Service) ValidatePipeline(ctx context.Context, p mirror.Pipeline) error
 
 // validatePipeline is ValidatePipeline for a pipeline of projectID (the caller checked the
 // user may see the project), which also returns the check's warnings: fields the
-// project's records never had, comparisons of a number field with a string (issue 23).
+// project's records never had, comparisons of a number field with a string.
 // Warnings never refuse a pipeline.
 func (s *Service) validatePipeline(ctx context.Context, projectID string, p mirror.Pipeline) ([]validation.Warning, error) {
 	if p.AgentEndpointURL != "" {

@@ -16,7 +16,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
-// Pipeline history (issue 23 finding 9): the project's version counts every change
+// Pipeline history: the project's version counts every change
 // (destinations, members, the secret) because the mirror needs it to; the pipeline has a
 // version of its own, bumped only when its content changes, and each version is kept
 // (store/versions.go) with who saved it, to compare and restore.
@@ -90,7 +90,7 @@ func (s *Service) changePipeline(ctx context.Context, userID, id string, restore
 
 // rawLastSeq is the last sequence of project's raw stream now (stream info, no record is
 // read): the pipeline starts right after it when the agent URL is set, so what was
-// stored before the save is never sent, with no clock in between (issue 23). 0 when the
+// stored before the save is never sent, with no clock in between. 0 when the
 // stream does not exist (NATS was wiped and not yet resynced): agent_since's time rules.
 func (s *Service) rawLastSeq(ctx context.Context, project string) (uint64, error) {
 	_, js, err := s.Mirror(ctx)

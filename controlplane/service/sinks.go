@@ -14,7 +14,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
-// SinkUpdate is contract section 8; pointers let an update change only what it names.
+// SinkUpdate is docs/contract.md#section-8; pointers let an update change only what it names.
 type SinkUpdate struct {
 	Kind         *string            `json:"kind"`
 	Enabled      *bool              `json:"enabled"`

@@ -31,7 +31,7 @@ const (
 	maxTemplateLen  = 4096
 )
 
-// SourceSpec is a push source's settings as users write them (contract section 9). The
+// SourceSpec is a push source's settings as users write them (docs/contract.md#section-9). The
 // API decodes request bodies into it and the MCP tools take it as input, so both check
 // the same rules (validate).
 type SourceSpec struct {

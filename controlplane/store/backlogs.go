@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Backlog is a user's request to run a project's pipeline over records already stored
-// (issue 23): the range of the raw stream and what the preview announced for it. The
+// Backlog is a user's request to run a project's pipeline over records already stored:
+// the range of the raw stream and what the preview announced for it. The
 // pipeline role runs it and keeps its progress in NATS (bucket svc-backlogs); the
 // database keeps the request, so the mirror's periodic re-publish carries it.
 type Backlog struct {

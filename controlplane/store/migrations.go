@@ -166,7 +166,7 @@ var migrations = []string{
 		published_at  BIGINT NOT NULL DEFAULT 0
 	);
 	CREATE INDEX revocations_expires ON revocations(expires_at)`,
-	// 9: the pipeline's own version and history (issue 23): projects.version counts every
+	// 9: the pipeline's own version and history: projects.version counts every
 	// change (sinks, members) and stays the mirror's; pipeline_version counts changes of
 	// the pipeline's content only, each kept in pipeline_versions with who saved it
 	// (store/versions.go, the newest MaxPipelineVersions per project). A project's
@@ -186,7 +186,7 @@ var migrations = []string{
 	);
 	INSERT INTO pipeline_versions (project_id, version, pipeline, saved_by, saved_at)
 		SELECT id, 1, pipeline, '', updated_at FROM projects`,
-	// 10: backlog requests (issue 23, store/backlogs.go): a range of a project's raw stream
+	// 10: backlog requests (store/backlogs.go): a range of a project's raw stream
 	// a user chose to send to the agent, with the preview's numbers. The mirror publishes
 	// the latest from here. prev_id chains each to the one before it (unique per project),
 	// so two starts from the same state cannot both be stored. generation is the mirror's
@@ -208,6 +208,6 @@ var migrations = []string{
 	)`,
 	// 11: agent_since_seq is the last sequence of the project's raw stream when
 	// agent_since was recorded (0: not recorded): the pipeline starts right after it,
-	// exactly, where agent_since's clock needs a margin (issue 23).
+	// exactly, where agent_since's clock needs a margin.
 	`ALTER TABLE projects ADD COLUMN agent_since_seq BIGINT NOT NULL DEFAULT 0`,
 }

@@ -15,7 +15,7 @@ import (
 // table without bound.
 const MaxPipelineVersions = 100
 
-// PipelineVersion is one saved content of a project's pipeline (issue 23): who saved it
+// PipelineVersion is one saved content of a project's pipeline: who saved it
 // and when; RestoredFrom names the version it restored (0 for an edit).
 type PipelineVersion struct {
 	ProjectID string

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// record holds the fields of a flat record (contract section 4) the summary reads. Log
+// record holds the fields of a flat record (docs/contract.md#section-4) the summary reads. Log
 // records carry severity and body; spans a status; events whatever the sender put in
 // them, so message/error/status are tried too.
 type record struct {
@@ -73,7 +73,7 @@ func isError(r record) bool {
 		return true
 	}
 	var st struct{ Code string }
-	// The receiver stores a span's status code as "error" (contract section 4); the
+	// The receiver stores a span's status code as "error" (docs/contract.md#section-4); the
 	// OTLP enum name is accepted too, for records from elsewhere.
 	if json.Unmarshal(r.Status, &st) == nil && (st.Code == "error" || st.Code == "STATUS_CODE_ERROR") {
 		return true

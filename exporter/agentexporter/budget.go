@@ -20,7 +20,7 @@ import (
 )
 
 // BudgetBucket holds each project's agent calls in the current minute and UTC day, for
-// max_calls_per_minute and max_calls_per_day (issue 17).
+// max_calls_per_minute and max_calls_per_day.
 //
 // Why a JetStream KV entry per project and one compare-and-set per call: every pipeline
 // process is connected to JetStream already (Redis is optional), and a compare-and-set

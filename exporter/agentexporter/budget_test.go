@@ -60,7 +60,7 @@ func settle(t *testing.T, e *env, project string, batches map[*deliverylog.Outco
 	return e.ledger(t, project)
 }
 
-// Issue 17's must-hold: max_calls_per_minute 5 under a storm, with two pipeline processes
+// max_calls_per_minute 5 under a storm, with two pipeline processes
 // sharing the project: 5 calls in the minute, the rest counted as suppressed in the
 // ledger, the next minute 5 more.
 func TestCallBudgetPerMinuteUnderAStormAcrossProcesses(t *testing.T) {

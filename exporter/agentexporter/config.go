@@ -38,8 +38,8 @@ type Config struct {
 	// is sent in smaller arrays rather than pass it, and a body that cannot fit it (a
 	// window call of a smaller limit than its window budget) is dead-lettered unsent.
 	MaxCallBytes int `mapstructure:"max_call_bytes"`
-	// DeliveryLog records every call and sink delivery for the console (contract
-	// section 11) and runs the replays it asks for.
+	// DeliveryLog records every call and sink delivery for the console
+	// (docs/contract.md#section-11) and runs the replays it asks for.
 	DeliveryLog DeliveryLogConfig `mapstructure:"delivery_log"`
 	// Target paces the requests of each project to each origin it sends to (target.go).
 	Target TargetConfig `mapstructure:"target"`

@@ -1,4 +1,4 @@
-// Package agentexporter POSTs a project's records to its AI agent (contract section 7):
+// Package agentexporter POSTs a project's records to its AI agent (docs/contract.md#section-7):
 // records in JSON-array batches of the project's batch_size, window calls one by one,
 // signed the Standard Webhooks way, retried with backoff within a budget, and moved to the
 // project's dead-letter stream when they cannot be delivered.

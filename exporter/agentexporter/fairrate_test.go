@@ -126,7 +126,7 @@ const (
 	stormFor     = 5 * time.Second
 )
 
-// The must-hold, in short: a destination answering 429 with Retry-After: 1 for 5s
+// In short: a destination answering 429 with Retry-After: 1 for 5s
 // gets about one request a second from a project with several destinations' results
 // waiting for it (not one per result per second), every result arrives afterwards in
 // order, and another project's deliveries to its own destination meanwhile are as quick

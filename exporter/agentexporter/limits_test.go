@@ -14,7 +14,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 )
 
-// Issue 22: a record a transform grew past the record limit reaches the exporter as a
+// A record a transform grew past the record limit reaches the exporter as a
 // failed item (the trigger and window processors make it). The agent gets the other
 // records and nothing of it; it is dead-lettered as stored, and its delivery shows the
 // error with the contract's code, so it is settled, not redelivered.

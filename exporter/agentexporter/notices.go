@@ -19,7 +19,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/streams"
 )
 
-// Failure notices (issue 23): when an agent call or a delivery to a destination is
+// Failure notices: when an agent call or a delivery to a destination is
 // dead-lettered, or a target's circuit opens, the project's destinations are told, as
 // they are told of usage thresholds: a notice on the project's output stream
 // (streams.NoticeMsg), which the sink role delivers to each enabled destination in the

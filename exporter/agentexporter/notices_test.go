@@ -103,7 +103,7 @@ func untilSentinel(t *testing.T, a *agent) []received {
 	return before
 }
 
-// The issue's must-hold: an agent answering 500 with a short retry budget; the project's
+// An agent answering 500 with a short retry budget; the project's
 // webhook destination receives one failure notice, with the delivery's id and a link to
 // it in the dashboard, and its chat destination the notice's text (not through its
 // template) with the same link.
@@ -264,7 +264,7 @@ func TestAFailedNoticeIsNotNotified(t *testing.T) {
 }
 
 // Usage notices reach chat destinations in the service's words, not through the
-// destination's text template (issue 23 finding 11: ":rotating_light: [] checkout-prod:
+// destination's text template (a template once made them ":rotating_light: [] checkout-prod:
 // 100% of…"), with a link to the project's usage; an agent's result goes through the
 // template and links to its own delivery.
 func TestNoticesSkipTheTemplateAndResultsLinkToTheirDelivery(t *testing.T) {

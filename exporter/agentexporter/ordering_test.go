@@ -62,7 +62,7 @@ func namedAgent(t *testing.T, respond func(name string, w http.ResponseWriter)) 
 	return a
 }
 
-// Issue 17's must-hold: with the agent failing the first call of group A three times
+// With the agent failing the first call of group A three times
 // (503), A's calls arrive in order and group B's calls arrive meanwhile.
 func TestGroupWaitsForItsRetriedCallWhileOthersGoAhead(t *testing.T) {
 	e := newEnv(t)
@@ -202,7 +202,7 @@ func windowBatch(first uint64, names ...string) plog.Logs {
 	return ld
 }
 
-// Issue 17 across batches: while group A's call of one batch is being retried, a later
+// Across batches: while group A's call of one batch is being retried, a later
 // batch hands off as soon as its calls are queued, its B call reaches the agent, and its A
 // call waits behind the retried one.
 func TestLaterBatchGoesAheadWhileAnEarlierBatchsGroupIsRetried(t *testing.T) {

@@ -143,7 +143,7 @@ func (e *agentExporter) deliverResult(ctx context.Context, proj mirror.Project, 
 	return false, nil
 }
 
-// sinkRequest is what a destination is sent for one result (contract section 8) under
+// sinkRequest is what a destination is sent for one result (docs/contract.md#section-8) under
 // delivery id id.
 func (e *agentExporter) sinkRequest(proj mirror.Project, sink mirror.Sink, it pipelinedata.Item, id string) (outgoing, error) {
 	requestID := it.RequestID

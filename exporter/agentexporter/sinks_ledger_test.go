@@ -11,7 +11,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 )
 
-// Issue 22, finding 7 (review): a sink dead letter the ledger cannot count is not
+// A sink dead letter the ledger cannot count is not
 // settled: the exporter fails the result, so the receiver does not ack it and it is
 // delivered (and dead-lettered, counted then) again. Before, it was acked anyway and
 // showed as delivered in figures the ledger said were exact. Here the ledger's bucket

@@ -42,8 +42,8 @@ func newTraceID() string {
 
 var traceIDKey = []byte(`"traceId"`)
 
-// recordTraceID is the "traceId" of a record (span and log records have one, contract
-// section 4), or of a window call's trigger; "" when it has none or it is not a valid W3C
+// recordTraceID is the "traceId" of a record (span and log records have one,
+// docs/contract.md#section-4), or of a window call's trigger; "" when it has none or it is not a valid W3C
 // trace id (32 lowercase hex, not all zero).
 //
 // It reads only the top level of the JSON object, never decoding it: records are sent

@@ -105,7 +105,7 @@ func duplicateKeys(body []byte) bool {
 }
 
 // BenchmarkRecordTraceID compares the scanner with a json.Decoder walk of the top level
-// on a log record whose trace id comes after its attributes (contract section 4 order).
+// on a log record whose trace id comes after its attributes (in the order of docs/contract.md#section-4).
 func BenchmarkRecordTraceID(b *testing.B) {
 	attrs := strings.Repeat(`"k":"`+strings.Repeat("v", 40)+`",`, 20)
 	body := []byte(`{"resourceAttributes":{` + attrs + `"service.name":"checkout"},"scope":{"name":"x"},"severityNumber":9,` +

@@ -20,7 +20,7 @@ import (
 )
 
 // ResultsConfig bounds what agent results each project stores. Results do not count
-// against the account's month (contract section 10), so without these an API key could
+// against the account's month (docs/contract.md#section-10), so without these an API key could
 // fill the service's storage through /internal/agent-output. 0 turns a bound off.
 type ResultsConfig struct {
 	// MaxBytes is each project's output stream budget (held like stream.max_bytes, by

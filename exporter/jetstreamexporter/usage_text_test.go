@@ -10,7 +10,7 @@ import (
 )
 
 // Usage notices are the service's sentences, saying whose limit it is, what happens at
-// 100% and until when (issue 23 finding 11: they used to read "checkout-prod: 100% of…",
+// 100% and until when (they used to read "checkout-prod: 100% of…",
 // and a chat template made that ":rotating_light: [] checkout-prod: 100% of…").
 func TestUsageNoticeTextIsTheServicesOwn(t *testing.T) {
 	reset := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)

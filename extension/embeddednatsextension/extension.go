@@ -24,7 +24,7 @@ func (e *embeddedNATS) Start(_ context.Context, _ component.Host) error {
 	if e.cfg.ExternalURL != "" {
 		// Said plainly, with the URL used: NATS_URL turns the embedded server off whatever
 		// its listen setting says, and a healthy collector without it was taken for one
-		// running it (issue 23).
+		// running it.
 		e.logger.Info("NATS_URL is set: the embedded NATS is not started (its listen setting is unused); components use the external NATS at "+redactURLs(e.cfg.ExternalURL),
 			zap.String("nats_url", redactURLs(e.cfg.ExternalURL)))
 		return nil

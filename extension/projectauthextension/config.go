@@ -15,8 +15,8 @@ import (
 type Config struct {
 	// NATS is where the configuration mirror lives.
 	NATS natsclient.Config `mapstructure:"nats"`
-	// PushIngest is how POSTs to push sources' ingest URLs are authenticated (contract
-	// section 5).
+	// PushIngest is how POSTs to push sources' ingest URLs are authenticated
+	// (docs/contract.md#section-5).
 	PushIngest PushIngestConfig `mapstructure:"push_ingest"`
 	// GRPC limits what OTLP/gRPC requests may hold, for the receivers that list this
 	// extension under `middlewares` (see grpclimits.go).

@@ -30,8 +30,8 @@ const (
 	msgUnknownSource = "no push source has this ingest URL: check the URL, or the source was deleted"
 )
 
-// AuthenticateIngest authorizes a POST to the ingest URL of ingestKey (contract section
-// 5) and returns the context carrying the source's project as the principal (scope
+// AuthenticateIngest authorizes a POST to the ingest URL of ingestKey
+// (docs/contract.md#section-5) and returns the context carrying the source's project as the principal (scope
 // ingest, with the source id) and the source. Accepted when any of these holds: the
 // Bearer token is this source's ingest-scoped key; the service token is configured and
 // sent as X-Service-Token or Bearer; push-ingest auth is off. Errors wrap

@@ -10,7 +10,7 @@ import (
 )
 
 // Config of the trigger processor. Everything it does is per project, from the
-// configuration mirror (trigger, transforms and guardrails, contract section 6).
+// configuration mirror (trigger, transforms and guardrails, docs/contract.md#section-6).
 type Config struct {
 	// RedisURL selects Redis for the cooldowns of cooldown_seconds, shared by every
 	// pipeline process (configs pass ${env:REDIS_URL:-}, as to the window processor).

@@ -153,7 +153,7 @@ func waitCooled(t *testing.T, p *triggerProcessor, project, key string) {
 	}, 10*time.Second, 20*time.Millisecond, "the cooldown ends")
 }
 
-// Issue 17's must-hold in legacy mode: a storm of 1,000 error records within 10 s is one
+// In legacy mode, a storm of 1,000 error records within 10 s is one
 // record sent; the next after the cooldown carries svc.suppressed = 999 (the agent
 // exporter's X-Suppressed-Count), and the held-back records are suppressed in the ledger.
 func TestLegacyCooldownStormIsOneRecordAndTheNextCarriesTheCount(t *testing.T) {
@@ -163,7 +163,7 @@ func TestLegacyCooldownStormIsOneRecordAndTheNextCarriesTheCount(t *testing.T) {
 			p := h.processor(t, redis)
 			project := fmt.Sprintf("prj_legacy_%s_%d", name, time.Now().UnixNano())
 			h.put(t, mirror.Project{ID: project, Version: 1, Pipeline: mirror.Pipeline{
-				Trigger: `severity_number >= 17`, CooldownSeconds: 1, // 60 in the issue
+				Trigger: `severity_number >= 17`, CooldownSeconds: 1, // 60 in real use; 1 here, so the test waits a second, not a minute
 			}})
 			var sent []pipelinedata.Item
 			o := deliverylog.NewOutcome()

@@ -28,7 +28,7 @@ func doublings(n int) []string {
 	return stmts
 }
 
-// Issue 22: a saved pipeline of 30 doublings over a 1 KiB record made the pipeline process
+// A saved pipeline of 30 doublings over a 1 KiB record made the pipeline process
 // build a 16 MiB body at 14 and would crash it at 30. The record now stops at the 10th
 // statement and goes on as a failed item, as stored, with the error the console shows;
 // the batch's other records are untouched.
@@ -77,7 +77,7 @@ func recordsBy(t *testing.T, tt *componenttest.Telemetry, outcome string) int64 
 	return n
 }
 
-// Issue 22 review: a tenant's failing transform logged a WARN for every record, so one
+// A tenant's failing transform logged a WARN for every record, so one
 // project's mistake filled the operator's log. Each record is counted by outcome; the
 // operator hears it once per project and configuration version, the rest at debug.
 func TestTenantFailuresAreCountedAndWarnedOncePerVersion(t *testing.T) {

@@ -143,7 +143,7 @@ func run(t *testing.T, p *windowProcessor, ctx context.Context, ld plog.Logs) []
 
 func stores() map[string]bool { return map[string]bool{"memory": false, "redis": true} }
 
-// Issue 17's must-hold: a storm of 1,000 error records for one pod within 10 s is one
+// A storm of 1,000 error records for one pod within 10 s is one
 // agent call; the next call after the cooldown says 999 were suppressed, and the ledger
 // counts them as suppressed (and dropped), never lost.
 func TestCooldownStormIsOneCallAndTheNextCarriesTheCount(t *testing.T) {
@@ -154,7 +154,7 @@ func TestCooldownStormIsOneCallAndTheNextCarriesTheCount(t *testing.T) {
 			project := fmt.Sprintf("prj_storm_%s_%d", name, time.Now().UnixNano())
 			h.put(t, mirror.Project{ID: project, Version: 1, Pipeline: mirror.Pipeline{
 				WindowEnabled: true, Trigger: `severity_number >= 17`, GroupKey: `resource_attributes["k8s.pod.name"]`,
-				CooldownSeconds: 1, // 60 in the issue; 1 here, so the test waits a second, not a minute
+				CooldownSeconds: 1, // 60 in real use; 1 here, so the test waits a second, not a minute
 			}})
 			ledger := map[*deliverylog.Outcome][]uint64{}
 			var sent []call

@@ -23,7 +23,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadatatest"
 )
 
-// Issue 22 in window mode: a record that 30 doublings would grow past the record limit
+// In window mode: a record that 30 doublings would grow past the record limit
 // neither triggers nor joins a window; it goes on as a failed item, as stored, with the
 // error, for the agent exporter to dead-letter. A later trigger's window lacks it.
 func TestDoublingRecordBecomesAVisibleErrorInWindowMode(t *testing.T) {
@@ -72,7 +72,7 @@ func recordsBy(t *testing.T, tt *componenttest.Telemetry, outcome string) int64 
 	return n
 }
 
-// Issue 22 review: a tenant's failing transform logged a WARN for every record. Each is
+// A tenant's failing transform logged a WARN for every record. Each is
 // counted by outcome; the operator hears it once per project and configuration version.
 func TestTenantFailuresAreCountedAndWarnedOncePerVersionInWindowMode(t *testing.T) {
 	h := newHarness(t)
@@ -117,7 +117,7 @@ func TestTenantFailuresAreCountedAndWarnedOncePerVersionInWindowMode(t *testing.
 	assert.Equal(t, 2, logs.FilterLevelExact(zap.WarnLevel).FilterField(zap.String("project_id", project)).Len())
 }
 
-// Issue 22 review: a project's in-memory windows are held to memory_max_project_bytes,
+// A project's in-memory windows are held to memory_max_project_bytes,
 // whatever the number of its groups: a trigger's window lacks the oldest context once
 // the project passed it, and has the newest.
 func TestProjectWindowsAreHeldToTheirMemoryBound(t *testing.T) {
@@ -155,7 +155,7 @@ func TestProjectWindowsAreHeldToTheirMemoryBound(t *testing.T) {
 	assert.Contains(t, bodies[1], `"window":[{"g":"199","pad":"`)
 }
 
-// Issue 22, second review: one account's projects, each within memory_max_project_bytes,
+// One account's projects, each within memory_max_project_bytes,
 // held the process's memory ten times over. memory_max_bytes holds the process: the
 // projects that filled it lose their oldest context, and a small project's trigger
 // still gets its whole window.

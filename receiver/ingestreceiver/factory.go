@@ -83,8 +83,8 @@ func createDefaultConfig() component.Config {
 		Console:        ConsoleConfig{AllowedOrigins: defaultDashboardOrigins()}}
 }
 
-// defaultDashboardOrigins are where `make run` serves the dashboard (contract section
-// 13), under each name a browser on the same machine may open it by: a browser sends the
+// defaultDashboardOrigins are where `make run` serves the dashboard
+// (docs/contract.md#section-13), under each name a browser on the same machine may open it by: a browser sends the
 // Origin as typed, so a page opened at http://127.0.0.1:8080 got no CORS answer from a
 // receiver allowing only http://localhost:8080, and Recent events and Fields broke.
 func defaultDashboardOrigins() []string {

@@ -21,7 +21,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 )
 
-// agentOutput is the body of POST /internal/agent-output (contract section 3).
+// agentOutput is the body of POST /internal/agent-output (docs/contract.md#section-3).
 type agentOutput struct {
 	RequestID string          `json:"request_id"`
 	Payload   json.RawMessage `json:"payload"`

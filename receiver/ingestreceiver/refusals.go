@@ -14,8 +14,8 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/usage"
 )
 
-// Records refused by a limit are counted in the account's usage (refused_by_reason, issue
-// 23), where the refusal is decided: the quota, the rate limit and the exporter's record
+// Records refused by a limit are counted in the account's usage (refused_by_reason),
+// where the refusal is decided: the quota, the rate limit and the exporter's record
 // size by the JetStream exporter's metering, the limits below by this receiver. Both add
 // in memory and write the usage bucket once a second (usage.RefusalCounter), so a client
 // hammering past a limit costs no write per request. Agent results are not records of the

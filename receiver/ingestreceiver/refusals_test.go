@@ -34,7 +34,7 @@ func (a ownAccountAuth) Authenticate(ctx context.Context, headers map[string][]s
 	return tenant.NewContext(ctx, tenant.Principal{ProjectID: p, AccountID: "acct-" + p}), nil
 }
 
-// Issue 23 finding 3: what this receiver refuses for an account's limits is counted in
+// What this receiver refuses for an account's limits is counted in
 // the account's usage, by reason, records where the request's count is known (an OTLP
 // request over max_records_per_request), 1 where its body was never parsed; bad input and
 // the receiver's own capacity are not the account's limits and are not counted; another

@@ -11,7 +11,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 )
 
-// Agent results are counted in their project's ledger (deliverylog, issue 15): results,
+// Agent results are counted in their project's ledger (deliverylog): results,
 // and those under a request id never issued to the project (unmatched). The ledger is
 // opened on the projectauth extension's NATS connection in the background, so the
 // receiver starts, and takes results, while NATS is away; what is counted before it

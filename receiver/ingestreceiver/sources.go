@@ -27,7 +27,7 @@ type dataPlaneAuth interface {
 
 const pushPrefix = "/ingest/"
 
-// handlePush takes POST /ingest/<ingest_key> (contract sections 3 to 5): one JSON object, a
+// handlePush takes POST /ingest/<ingest_key> (docs/contract.md#section-3 to #section-5): one JSON object, a
 // JSON array of objects or NDJSON from anything that can POST JSON. Each object is wrapped
 // in its source's envelope and stored as one "source" record on the project's raw stream,
 // with the source id in the Svc-Source-Id header.

@@ -60,7 +60,7 @@ func (r *jsReceiver) listenForWakes() error {
 	_ = sub.SetPendingLimits(-1, 64<<20)
 	r.wakes = sub
 	// A hook beside the connection's own handler, never SetReconnectHandler: that would
-	// replace the handler that reports the component healthy again (issue 22).
+	// replace the handler that reports the component healthy again.
 	natsclient.OnReconnect(r.nc, r.sweep)
 	return nil
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/validation"
 )
 
-// Backlogs (issue 23). A project's pipeline consumer starts from new records
+// Backlogs. A project's pipeline consumer starts from new records
 // (consumers.go); stored records are processed only when the project's user asks for it:
 // the control plane then puts a mirror.Backlog in the project's entry, naming a range of
 // its raw stream that a preview (components/validation/responder) counted. The pipeline

@@ -156,7 +156,7 @@ func agentURL(prj string, version int64, since time.Time) mirror.Project {
 		Pipeline: mirror.Pipeline{AgentEndpointURL: "https://agent.example.com/"}}
 }
 
-// Issue 23 finding 1: a project that gets an agent URL does not send what it stored
+// A project that gets an agent URL does not send what it stored
 // before to the agent; the next record goes.
 func TestSettingAnAgentURLDoesNotSendTheStoredRecords(t *testing.T) {
 	const prj = "prj_newurl"

@@ -58,8 +58,8 @@ func (r *jsReceiver) consumer(ctx context.Context, t target) (jetstream.Consumer
 }
 
 // pipelineConsumer returns a project's pipeline consumer on its raw stream, creating it
-// when it does not exist yet. A new one starts from new records, never a backlog (issue
-// 23: every matched record is an agent call someone pays for): right after the raw
+// when it does not exist yet. A new one starts from new records, never a backlog
+// (every matched record is an agent call someone pays for): right after the raw
 // stream's last sequence when the project's agent URL was set (Project.AgentSinceSeq,
 // exact: a record stored before the save is never sent, one after it always is), while
 // the stream still holds that history (seqStart). Without it (an entry of an older

@@ -101,7 +101,7 @@ func TestBatchesAreCountedInTheLedgerOnceBeforeTheirAck(t *testing.T) {
 	require.Equal(t, int64(total-sent-dl), v.Dropped)
 }
 
-// Issue 22, finding 7 (review): a destination cursor the previous release created has
+// A destination cursor the previous release created has
 // delivered already and has no start entry in the ledger. The upgraded sink role records
 // one when it opens the cursor, from where the cursor has settled to, so the
 // destination's figures are exact from then on and say since when, and the ledger can
@@ -168,7 +168,7 @@ func TestSinkRoleAdoptsACursorFromAPreviousRelease(t *testing.T) {
 	assert.True(t, v.Balanced)
 }
 
-// Issue 22, finding 7 (review): results the output stream removed (older than its
+// Results the output stream removed (older than its
 // max_age) before a destination took them count as settled on its cursor, and would
 // show as delivered. The sink role sees it when it opens the cursor and marks the
 // destination's figures approximate, so the ledger says so even when nobody looked

@@ -156,7 +156,7 @@ func (e *previewEnv) backlogDone(t *testing.T, project, id string) validation.Ba
 
 func ptr[T any](v T) *T { return &v }
 
-// Issue 23: the preview says how many records, matches and agent calls a backlog makes,
+// The preview says how many records, matches and agent calls a backlog makes,
 // and the backlog, run through the real pipeline role, makes exactly those calls at the
 // agent. 2,500 records are three batches of the run; matches spread over them leave
 // partial arrays at each batch's end, and six large matches split an array under the call
@@ -312,7 +312,7 @@ func TestPreviewRangesAndRefusals(t *testing.T) {
 	assert.Equal(t, uint64(51), pv.FirstSeq)
 }
 
-// Issue 23: a backlog previewed before the pipeline role created the project's live
+// A backlog previewed before the pipeline role created the project's live
 // consumer (it starts later, or no pipeline process runs yet) ends where that consumer
 // will start, right after agent_since_seq: every record reaches the agent exactly once,
 // from the backlog or from the live pipeline, never from both.

@@ -20,7 +20,7 @@ func TestCheckOverNATS(t *testing.T) {
 	// No collector running: the control plane must hear "unavailable", not "valid".
 	_, err := validation.Check(ctx, nc, mirror.Pipeline{Trigger: `status == "x"`})
 	require.ErrorIs(t, err, validation.ErrUnavailable)
-	// Past the statement and length limits (issue 22) it is refused without asking: such
+	// Past the statement and length limits it is refused without asking: such
 	// a pipeline may not even fit in a NATS message.
 	res, err := validation.Check(ctx, nc, mirror.Pipeline{Transforms: make([]string, validation.MaxStatements+1)})
 	require.NoError(t, err)
@@ -69,7 +69,7 @@ func TestCheckOverNATS(t *testing.T) {
 	}
 }
 
-// Issue 22 review: every data-plane process answers saves by compiling, so a statement
+// Every data-plane process answers saves by compiling, so a statement
 // that expands while compiling (grok pattern definitions referring to themselves ran a
 // process out of memory) is refused by name, and the process stays well.
 func TestCheckRefusesFunctionsThatExpand(t *testing.T) {

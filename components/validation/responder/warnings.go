@@ -23,7 +23,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/validation"
 )
 
-// Field warnings (issue 23): a valid pipeline whose expressions name a field the
+// Field warnings: a valid pipeline whose expressions name a field the
 // project's records never had (severty_number), or compare a number field with a string
 // (severity_number >= "high"), saves and never matches. The check of a project's
 // pipeline (validation.CheckProject) therefore also answers warnings, from the field

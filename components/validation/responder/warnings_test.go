@@ -18,7 +18,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/validation"
 )
 
-// Issue 23 finding 7: a misspelt field and a number compared with a string validate
+// A misspelt field and a number compared with a string validate
 // and never match. The check of a project's pipeline warns about both, at the field's
 // position, from the project's stored records, and the pipeline stays valid.
 func TestCheckProjectWarnsAboutFieldsOverNATS(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // GET /console/v1/projects/{project_id}/deliveries?state=&kind=&since=&limit=: the
 // project's deliveries (agent calls and sink deliveries), newest first, without bodies.
 // GET /console/v1/projects/{project_id}/deliveries/{delivery_id}: one, with its attempt
-// log and bodies (contract section 11).
+// log and bodies (docs/contract.md#section-11).
 //
 // Both carry next_attempt_at while a delivery waits for a retry, and each attempt its
 // request_headers. Those were redacted when written (deliverylog.LogHeaders), not here:

@@ -17,9 +17,9 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
 )
 
-// POST /console/v1/projects/{project_id}/pipeline/dry-run with {"pipeline": {contract
-// section 6 fields}, "limit": N}: the pipeline, saved or not, evaluated over the
-// project's newest N records as the data plane would run it (contract section 12), with
+// POST /console/v1/projects/{project_id}/pipeline/dry-run with {"pipeline": {the fields of
+// docs/contract.md#section-6}, "limit": N}: the pipeline, saved or not, evaluated over the
+// project's newest N records as the data plane would run it (docs/contract.md#section-12), with
 // nothing sent and nothing stored. Any credential that reads the project may ask: it
 // learns nothing a read of the records would not show. See dryrun_eval.go for the
 // evaluation.

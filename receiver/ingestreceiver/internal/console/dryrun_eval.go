@@ -46,7 +46,7 @@ type dryRunLimits struct {
 	errors      int
 }
 
-// The answer's types are the shared evaluator's (contract section 12).
+// The answer's types are the shared evaluator's (docs/contract.md#section-12).
 type (
 	dryRunAnswer = dryrun.Answer
 	dryRunError  = dryrun.Error

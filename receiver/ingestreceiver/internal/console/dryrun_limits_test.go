@@ -30,7 +30,7 @@ func doublingPipeline(n int, extra map[string]any) string {
 	return string(b)
 }
 
-// Issue 22: 30 doubling statements over a stored 1 KiB record, with any project's API
+// 30 doubling statements over a stored 1 KiB record, with any project's API
 // key, took the receiver from 67 MiB to 618 MiB at 17 and would crash it at 30. Now the
 // record fails at the statement that passes the record limit, in errors with its code,
 // and the run allocates a few megabytes.
@@ -109,7 +109,7 @@ func TestDryRunUsesTheConfiguredRecordLimit(t *testing.T) {
 	assert.Contains(t, ans.Errors[0].Message, "limit of 3000 bytes")
 }
 
-// Issue 22 review: ExtractGrokPatterns with 16 levels of pattern definitions allocated
+// ExtractGrokPatterns with 16 levels of pattern definitions allocated
 // 150 MB in the receiver while the dry run compiled it, and a definition that refers to
 // itself ran it out of memory. Refused before compiling, naming the function and why.
 func TestDryRunRefusesFunctionsThatExpand(t *testing.T) {

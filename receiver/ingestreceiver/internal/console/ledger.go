@@ -10,8 +10,8 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
 )
 
-// GET /console/v1/projects/{project_id}/ledger: the project's counts (contract section
-// 11: received, dropped, agent_calls, results, delivered, dead_lettered, pending) and
+// GET /console/v1/projects/{project_id}/ledger: the project's counts
+// (docs/contract.md#section-11: received, dropped, agent_calls, results, delivered, dead_lettered, pending) and
 // the rest of deliverylog.LedgerView (calls, unmatched, destinations, balanced,
 // unaccounted...), received and pending read from the streams now.
 
