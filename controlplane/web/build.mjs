@@ -1,6 +1,6 @@
 // Builds the dashboard into dist/ (index.html, assets/app.js, assets/app.css) for the
 // control plane to embed, and fails when the first load's compressed JS+CSS exceeds the
-// budget (issue 16: 250 KB).
+// budget of 250 KB.
 import { build } from 'esbuild';
 import { copyFileSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';

@@ -1,4 +1,4 @@
-// Process stored records in a real browser, by role and label (issue 23): events stored
+// Process stored records in a real browser, by role and label: events stored
 // before the agent URL was set are sent only when asked, after a preview of how many
 // records and calls it will be. Run by controlplane/dashboard_backlog_e2e_test.go
 // (TestDashboardBacklogInTheBrowser):

@@ -43,8 +43,8 @@ const sendLog = (key) => post(key, '/v1/logs', {
 });
 
 // showsRow waits for a row of Recent events with text, checking every frame, so the time
-// it took is the page's, not the wait's polling. Events must appear "within a second"
-// (issue 16): 1,200 ms leaves 200 for the browser to run the test's own checks.
+// it took is the page's, not the wait's polling. Events must appear "within a second":
+// 1,200 ms leaves 200 for the browser to run the test's own checks.
 const showsRow = (page, text) => page.waitForFunction((t) => [...document.querySelectorAll('[role=list][aria-label=Events] [role=listitem]')]
   .some((el) => el.textContent.includes(t)), text, { polling: 'raf', timeout: 1200 });
 
@@ -222,7 +222,7 @@ try {
   await shot(a, 'deliveries-replayed');
 
   // --- the ledger tells of calls the guardrails held back and of stray results ------------
-  // A cooldown (issue 17): after a call, payment failures within ten minutes call nobody.
+  // A cooldown: after a call, payment failures within ten minutes call nobody.
   await nav.getByRole('link', { name: 'Pipeline' }).click();
   await a.getByRole('heading', { name: 'Pipeline', level: 1 }).waitFor();
   await a.getByLabel('Cooldown', { exact: true }).fill('600');
@@ -239,7 +239,7 @@ try {
     await sendEvent(key, 'payment.failed', { order: 1100 + i, amount: 1, status: 'failed', message: `card declined again ${i}` });
     await heldBack.waitFor({ timeout: 4000 }).catch(() => {});
   }
-  // A result under a request id the service never issued to this project (issue 15).
+  // A result under a request id the service never issued to this project.
   await post(key, '/internal/agent-output', { request_id: 'req_made_up_by_someone', payload: { summary: 'not asked for' } });
   await a.getByRole('definition').filter({ hasText: /^1 posted under a request id this project never issued$/ }).waitFor({ timeout: 30_000 });
   await assertAccessible(a, 'deliveries ledger');

@@ -1,4 +1,4 @@
-// Deliveries and times in a real browser (issue 23 findings 4-6), by role and label:
+// Deliveries and times in a real browser, by role and label:
 // the Deliveries page with replay badges and a delivery waiting for its retry fits 1280
 // and 1024 px without a horizontal scroll, every Details button inside the table; times
 // show seconds and the time zone; a waiting delivery shows its next retry and each

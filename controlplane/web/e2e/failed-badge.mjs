@@ -1,4 +1,4 @@
-// The failed-deliveries badge in the navigation (issue 23 finding 2), by role and label:
+// The failed-deliveries badge in the navigation, by role and label:
 // after agent calls are dead-lettered, "Deliveries" in the project's navigation carries a
 // badge whose accessible name says how many ("2 failed deliveries"); opening Deliveries
 // counts them as seen and the badge goes; a later failure brings it back with the new

@@ -1,5 +1,5 @@
-// The Pipeline page's warnings, unsaved-edits prompt and history (issue 23 findings 7, 8,
-// 9) in a real browser, by role and label. Run by
+// The Pipeline page's warnings, unsaved-edits prompt and history
+// in a real browser, by role and label. Run by
 // controlplane/dashboard_pipeline_history_e2e_test.go against a real control plane and a
 // receiver collector (which answers the pipeline checks from the project's records):
 //   DASHBOARD_URL   the control plane

@@ -1,4 +1,4 @@
-// Issue 23 finding 3 in the browser: after the receiver refused events for the account's
+// In the browser: after the receiver refused events for the account's
 // monthly limit, the Usage pages say since when it refuses, what to do, how many events
 // were refused and why, and that a request is refused whole; every other project page
 // shows a banner linking to Usage. Run by controlplane/usage_refused_e2e_test.go, which

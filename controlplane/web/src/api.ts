@@ -129,7 +129,7 @@ export interface AccountUsage extends ProjectUsage {
   projects: { id: string; name: string | null; events: number; refused: number; deleted?: boolean }[];
 }
 
-/** Contract section 6 and the guardrails (issue 17); signing_secret for owners and admins. */
+/** The pipeline (docs/contract.md#section-6) and the guardrails; signing_secret for owners and admins. */
 export interface Pipeline {
   trigger: string;
   transforms: string[];
@@ -148,7 +148,7 @@ export interface Pipeline {
   version?: number;
   updated_at?: string | null;
   signing_secret?: string;
-  /** The pipeline's own version: bumped only when its content changes (issue 23). */
+  /** The pipeline's own version: bumped only when its content changes. */
   pipeline_version?: number;
   saved_by?: string | null;
   saved_at?: string | null;
@@ -222,7 +222,7 @@ export interface SourceTest {
   warnings: string[];
 }
 
-/** A personal access token (contract section 9); token only in the answer that creates it. */
+/** A personal access token (docs/contract.md#section-9); token only in the answer that creates it. */
 export interface AccessToken {
   id: string;
   name: string;

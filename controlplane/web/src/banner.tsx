@@ -1,5 +1,5 @@
 // The banner every project page shows while the project's account refuses events for its
-// monthly limit (issue 23): a user working on the pipeline or the deliveries must learn
+// monthly limit: a user working on the pipeline or the deliveries must learn
 // that new events are being refused without opening Usage.
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Project, type ProjectUsage } from './api';

@@ -25,7 +25,7 @@ export function CodeField(props: {
   readOnly?: boolean;
   rows?: number;
   actions?: ComponentChildren;
-  /** Warnings about a valid expression (issue 23): shown in amber, they do not block saving. */
+  /** Warnings about a valid expression: shown in amber, they do not block saving. */
   warnings?: PipelineProblem[];
 }) {
   const id = useId();

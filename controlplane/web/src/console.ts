@@ -1,4 +1,4 @@
-// The data plane's console API, called from the browser (contract sections 11-13): the
+// The data plane's console API, called from the browser (docs/contract.md#section-11 to #section-13): the
 // control plane issues a short-lived console token for one project, and the page sends it
 // to the receiver, so payloads never pass through the control plane. The token is kept in
 // memory only, per project, and fetched again before it expires.
@@ -86,7 +86,7 @@ export async function consoleApi<T>(
   }
 }
 
-/** Contract section 4's records as the console lists them. */
+/** Records (docs/contract.md#section-4) as the console lists them. */
 export interface ConsoleEvent {
   seq: number;
   time: string;
@@ -134,7 +134,7 @@ export interface DeliveryDetail extends Delivery {
 export interface Ledger {
   received: number;
   dropped: number;
-  /** The part of dropped a cooldown or call budget held back (issue 17). */
+  /** The part of dropped a cooldown or call budget held back. */
   suppressed?: number;
   agent_calls: number;
   dead_lettered: number;
@@ -142,7 +142,7 @@ export interface Ledger {
   calls?: number;
   calls_dead_lettered?: number;
   results: number;
-  /** Results naming a request id never issued to the project (issue 15). */
+  /** Results naming a request id never issued to the project. */
   unmatched?: number;
   delivered: number;
   sink_dead_lettered?: number;

@@ -1,5 +1,5 @@
-// The count of a project's failed deliveries beside "Deliveries" in the navigation
-// (issue 23 finding 2): dead-lettered deliveries of the last 24 hours, or since the user
+// The count of a project's failed deliveries beside "Deliveries" in the navigation:
+// dead-lettered deliveries of the last 24 hours, or since the user
 // last had the Deliveries page open when that is later (remembered in localStorage, per
 // project and browser). Read from the console API the Deliveries page reads.
 import { useEffect, useState } from 'preact/hooks';

@@ -1,4 +1,4 @@
-// Process stored records (issue 23): a project's pipeline sends new records as they
+// Process stored records: a project's pipeline sends new records as they
 // arrive; records stored earlier reach the agent only when someone asks here, after a
 // preview that says how many records and calls it will be. Counts only: the page never
 // sees a record.

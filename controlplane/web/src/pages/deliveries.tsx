@@ -1,5 +1,5 @@
 // Deliveries: the project's agent calls and destination deliveries from the receiver's
-// delivery log (contract section 11), the ledger's counts, a chart of calls and failures,
+// delivery log (docs/contract.md#section-11), the ledger's counts, a chart of calls and failures,
 // one delivery's attempts and bodies, and replay (owners and admins: the receiver takes
 // replays only from their console tokens, so members are not offered the buttons).
 import { Fragment } from 'preact';

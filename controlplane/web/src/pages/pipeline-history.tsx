@@ -1,4 +1,4 @@
-// The pipeline's history (issue 23): each saved version with who saved it and when, a
+// The pipeline's history: each saved version with who saved it and when, a
 // line diff of a version against the current pipeline, and Restore (as a new version).
 import { useEffect, useState } from 'preact/hooks';
 import { api, canWrite, type Pipeline, type PipelineVersion, type Project } from '../api';

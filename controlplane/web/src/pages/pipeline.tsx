@@ -70,7 +70,7 @@ export function PipelinePage({ project }: { project: Project }) {
   // never block saving.
   const [warnings, setWarnings] = useState<PipelineProblem[]>([]);
   const [showHistory, setShowHistory] = useState(false);
-  // Leaving with unsaved edits asks first (issue 23): the navigation waits here.
+  // Leaving with unsaved edits asks first: the navigation waits here.
   const [leaving, setLeaving] = useState<(() => void) | null>(null);
   useLeaveGuard(writable && dirty, (proceed) => setLeaving(() => proceed));
   const seq = useRef(0);

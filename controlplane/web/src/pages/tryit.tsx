@@ -1,5 +1,5 @@
 // Try it: the pipeline as it stands in the form, saved or not, run by the data plane's
-// dry run (contract section 12) over the project's newest stored records: which matched,
+// dry run (docs/contract.md#section-12) over the project's newest stored records: which matched,
 // the records as the transforms left them, and the bodies the agent would receive.
 // Nothing is sent or stored.
 import { useId, useState } from 'preact/hooks';
