@@ -348,7 +348,7 @@ func TestADeadLetterThatComesAgainAfterManyOthersIsCountedOnce(t *testing.T) {
 		require.NoError(t, m.DoubleAck(ctx))
 	}
 	require.NoError(t, first.Nak()) // its ack wait over: it comes again
-	for range 1 + delivered { // it and the rest, in whatever order the cursor gives
+	for range 1 + delivered {       // it and the rest, in whatever order the cursor gives
 		m := fetch(t, c, 1)[0]
 		meta, err := m.Metadata()
 		require.NoError(t, err)
