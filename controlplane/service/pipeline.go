@@ -78,6 +78,21 @@ func (s *Service) validatePipeline(ctx context.Context, projectID string, p mirr
 	return res.Warnings, nil
 }
 
+// checkForSave is what every save of a pipeline runs before its transaction: the data
+// plane's check (with the warnings), then the agent URL the save sets, if any ("" none).
+func (s *Service) checkForSave(ctx context.Context, id string, pl mirror.Pipeline, agentURL string) ([]validation.Warning, error) {
+	warnings, err := s.validatePipeline(ctx, id, pl)
+	if err != nil {
+		return nil, err
+	}
+	if agentURL != "" {
+		if err := s.CheckDestination(ctx, agentURL); err != nil {
+			return nil, InvalidPipeline("agent_endpoint_url", err.Error())
+		}
+	}
+	return warnings, nil
+}
+
 // CheckDestination refuses a URL that points where the data plane may not call
 // (outbound.CheckDestination): the owner learns it now, not from dead letters they
 // cannot see. It resolves names, so it runs before any transaction is opened. URLs saved
@@ -98,14 +113,9 @@ func (s *Service) ReplacePipeline(ctx context.Context, userID, id string, b mirr
 	if err := s.canChange(ctx, userID, id); err != nil {
 		return PipelineState{}, err
 	}
-	warnings, err := s.validatePipeline(ctx, id, pl)
+	warnings, err := s.checkForSave(ctx, id, pl, pl.AgentEndpointURL)
 	if err != nil {
 		return PipelineState{}, err
-	}
-	if pl.AgentEndpointURL != "" {
-		if err := s.CheckDestination(ctx, pl.AgentEndpointURL); err != nil {
-			return PipelineState{}, InvalidPipeline("agent_endpoint_url", err.Error())
-		}
 	}
 	st, err := s.changePipeline(ctx, userID, id, 0, func(_ context.Context, pr *store.Project) error {
 		pr.Pipeline = pl
@@ -176,14 +186,15 @@ func (s *Service) UpdatePipeline(ctx context.Context, userID, id string, u Pipel
 	pl := base
 	u.apply(&pl)
 	pl = WithDefaults(pl)
-	warnings, err := s.validatePipeline(ctx, id, pl)
+	// Only a URL the patch sets is checked: one saved before the check existed is still
+	// guarded by the call-time check.
+	newURL := ""
+	if u.AgentEndpointURL != nil {
+		newURL = *u.AgentEndpointURL
+	}
+	warnings, err := s.checkForSave(ctx, id, pl, newURL)
 	if err != nil {
 		return PipelineState{}, err
-	}
-	if u.AgentEndpointURL != nil && *u.AgentEndpointURL != "" {
-		if err := s.CheckDestination(ctx, *u.AgentEndpointURL); err != nil {
-			return PipelineState{}, InvalidPipeline("agent_endpoint_url", err.Error())
-		}
 	}
 	st, err := s.changePipeline(ctx, userID, id, 0, func(_ context.Context, pr *store.Project) error {
 		if !samePipeline(pr.Pipeline, base) {

@@ -171,14 +171,9 @@ func (s *Service) RestorePipeline(ctx context.Context, userID, id string, n int6
 		return PipelineState{}, err
 	}
 	pl := WithDefaults(v.Pipeline)
-	warnings, err := s.validatePipeline(ctx, id, pl)
+	warnings, err := s.checkForSave(ctx, id, pl, pl.AgentEndpointURL)
 	if err != nil {
 		return PipelineState{}, err
-	}
-	if pl.AgentEndpointURL != "" {
-		if err := s.CheckDestination(ctx, pl.AgentEndpointURL); err != nil {
-			return PipelineState{}, InvalidPipeline("agent_endpoint_url", err.Error())
-		}
 	}
 	st, err := s.changePipeline(ctx, userID, id, n, func(_ context.Context, pr *store.Project) error {
 		pr.Pipeline = pl
