@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -65,20 +66,14 @@ func (r *ingestReceiver) startRefusals(js jetstream.JetStream) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		wait := ledgerRetryInitial
-		for {
+		// The ledger's waits (250 ms doubling to its maximum), for as long as it takes.
+		waits := &backoff.ExponentialBackOff{InitialInterval: ledgerRetryInitial, Multiplier: 2, MaxInterval: ledgerRetryMax}
+		if _, err := backoff.Retry(ctx, func() (struct{}, error) {
 			octx, cancel := context.WithTimeout(ctx, ledgerOpenTimeout)
-			err := r.refusals.Open(octx, js, 0)
-			cancel()
-			if err == nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-			wait = min(2*wait, ledgerRetryMax)
+			defer cancel()
+			return struct{}{}, r.refusals.Open(octx, js, 0)
+		}, backoff.WithBackOff(waits), backoff.WithMaxElapsedTime(0)); err != nil {
+			return // shut down before the bucket could be bound
 		}
 		r.refusals.Run(ctx, refusalFlushInterval, func(err error) {
 			r.settings.Logger.Warn("could not count refused records in the usage bucket; retrying", zap.Error(err))
