@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,24 +46,3 @@ func TestPutProjectIfNewerKeepsALaterVersion(t *testing.T) {
 // A full publish from an older snapshot must not bring back what the API deleted while
 // it ran (a revoked key working again until the next publish); what was never there, or
 // was deleted long ago by hand, it restores.
-func TestJustDeleted(t *testing.T) {
-	ctx := context.Background()
-	n := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, n.URL())
-	ms, err := mirror.Open(ctx, js, 1)
-	require.NoError(t, err)
-	require.NoError(t, ms.PutKey(ctx, "h1", mirror.KeyEntry{KeyID: "k1", ProjectID: "p1", Scope: mirror.ScopeProject}))
-	gone, err := ms.JustDeleted(ctx, mirror.BucketKeys, "h1", time.Minute)
-	require.NoError(t, err)
-	assert.False(t, gone, "present")
-	require.NoError(t, ms.DeleteKey(ctx, "h1"))
-	gone, err = ms.JustDeleted(ctx, mirror.BucketKeys, "h1", time.Minute)
-	require.NoError(t, err)
-	assert.True(t, gone, "revoked a moment ago")
-	gone, err = ms.JustDeleted(ctx, mirror.BucketKeys, "h1", 0)
-	require.NoError(t, err)
-	assert.False(t, gone, "deleted before the grace")
-	gone, err = ms.JustDeleted(ctx, mirror.BucketKeys, "never", time.Minute)
-	require.NoError(t, err)
-	assert.False(t, gone, "never written")
-}

@@ -233,30 +233,6 @@ func (s *Store) Written(ctx context.Context, bucket, key string) (time.Time, boo
 	return e.Created(), true, nil
 }
 
-// JustDeleted reports whether an entry is absent because it was deleted (or purged)
-// less than within ago: a publish of the whole configuration from an older database
-// snapshot must not bring back a key revoked, or a project or source deleted, while it
-// ran. An entry absent for another reason (a new or wiped NATS, never written) is not.
-func (s *Store) JustDeleted(ctx context.Context, bucket, key string, within time.Duration) (bool, error) {
-	kv, err := s.bucketKV(bucket)
-	if err != nil {
-		return false, err
-	}
-	if _, err := kv.Get(ctx, key); err == nil || !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return false, err
-	}
-	hist, err := kv.History(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrNoKeysFound) || len(hist) == 0 {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	last := hist[len(hist)-1]
-	op := last.Operation()
-	return (op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge) && time.Since(last.Created()) < within, nil
-}
-
 func (s *Store) bucketKV(bucket string) (jetstream.KeyValue, error) {
 	switch bucket {
 	case BucketKeys:

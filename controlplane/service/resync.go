@@ -85,24 +85,27 @@ func (s *Service) Resync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// An entry the snapshot has but the API deleted while this ran (the mirror first, then
-	// the commit) is not brought back: a revoked key must stay revoked.
-	deletedMeanwhile := func(bucket, key string) (bool, error) {
-		return ms.JustDeleted(ctx, bucket, key, s.PruneGrace)
+	if s.afterSnapshot != nil {
+		s.afterSnapshot()
 	}
+	// An entry the snapshot has but the API deleted since is not brought back: each is
+	// written only while its row is held (publishHeld), so a revoked key stays revoked.
 	owner := map[string]string{}
 	gen := "" // the mirror's generation, read for the first project with a backlog
 	wantProjects := map[string]bool{}
+	byProject := map[string]int{}
+	ids := make([]string, 0, len(projects))
 	for i, p := range projects {
 		owner[p.ID] = p.OwnerID
 		wantProjects[p.ID] = true
-		if gone, err := deletedMeanwhile(mirror.BucketProjects, p.ID); err != nil || gone {
-			if err != nil {
-				return err
-			}
-			continue
-		}
+		byProject[p.ID] = i
+		ids = append(ids, p.ID)
+	}
+	err = s.publishHeld(ctx, "projects", "id", ids, func(id string) error {
+		i := byProject[id]
+		p := projects[i]
 		mp := mirrorProject(p, sinks[i], members[p.ID])
+		var err error
 		if b, ok := backlogs[p.ID]; ok {
 			// A backlog asked for on a NATS since wiped is left out (mirrorBacklog).
 			if gen == "" {
@@ -114,35 +117,39 @@ func (s *Service) Resync(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := ms.PutProjectIfNewer(ctx, mp); err != nil {
-			return err
-		}
+		return ms.PutProjectIfNewer(ctx, mp)
+	})
+	if err != nil {
+		return err
 	}
 	wantKeys := map[string]bool{}
+	byHash := map[string]store.Key{}
+	hashes := make([]string, 0, len(keys))
 	for _, k := range keys {
 		wantKeys[k.Hash] = true
-		if gone, err := deletedMeanwhile(mirror.BucketKeys, k.Hash); err != nil || gone {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if err := ms.PutKey(ctx, k.Hash, mirrorKey(k, owner[k.ProjectID])); err != nil {
-			return err
-		}
+		byHash[k.Hash] = k
+		hashes = append(hashes, k.Hash)
+	}
+	err = s.publishHeld(ctx, "api_keys", "hash", hashes, func(h string) error {
+		k := byHash[h]
+		return ms.PutKey(ctx, k.Hash, mirrorKey(k, owner[k.ProjectID]))
+	})
+	if err != nil {
+		return err
 	}
 	wantSources := map[string]bool{}
+	byIngest := map[string]store.Source{}
+	ingest := make([]string, 0, len(sources))
 	for _, src := range sources {
 		wantSources[src.IngestKey] = true
-		if gone, err := deletedMeanwhile(mirror.BucketSources, src.IngestKey); err != nil || gone {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if err := ms.PutSource(ctx, src.IngestKey, src.Config); err != nil {
-			return err
-		}
+		byIngest[src.IngestKey] = src
+		ingest = append(ingest, src.IngestKey)
+	}
+	err = s.publishHeld(ctx, "sources", "ingest_key", ingest, func(k string) error {
+		return ms.PutSource(ctx, k, byIngest[k].Config)
+	})
+	if err != nil {
+		return err
 	}
 	young := func(bucket string) func(context.Context, string) (bool, error) {
 		return func(ctx context.Context, key string) (bool, error) {
@@ -162,6 +169,39 @@ func (s *Service) Resync(ctx context.Context) error {
 	s.Logger.Debug("configuration mirror re-published", "projects", len(projects), "keys", len(keys), "sources", len(sources))
 	return nil
 }
+
+// publishHeld calls put for each of vals still in the database, in transactions of up
+// to publishChunk rows that hold those rows while put writes the mirror (store.Tx.Present):
+// the API deletes a row before its mirror entry, so a delete racing this publish either
+// waits and removes the entry after put, or commits first and put is skipped. Chunks keep
+// a delete's wait short and a large re-publish from holding thousands of rows.
+func (s *Service) publishHeld(ctx context.Context, table, col string, vals []string, put func(string) error) error {
+	for len(vals) > 0 {
+		chunk := vals[:min(publishChunk, len(vals))]
+		vals = vals[len(chunk):]
+		err := s.Store.InTx(ctx, func(tx *store.Tx) error {
+			there, err := tx.Present(ctx, table, col, chunk)
+			if err != nil {
+				return err
+			}
+			for _, v := range chunk {
+				if !there[v] {
+					continue
+				}
+				if err := put(v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("publish %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+const publishChunk = 200
 
 // prune deletes the entries the mirror had before the database was read that the
 // database does not know, unless young says they were written within Service.PruneGrace.

@@ -68,6 +68,10 @@ type Service struct {
 	// revDraining while it runs, revAgain when a failure was reported since its last read.
 	revMu                 sync.Mutex
 	revDraining, revAgain bool
+
+	// afterSnapshot, when set (tests), runs between Resync's database read and its
+	// publish: where a change the API makes races the re-publish.
+	afterSnapshot func()
 }
 
 // Access is the level an operation needs on a project.

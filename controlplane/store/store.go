@@ -211,3 +211,42 @@ func (t *Tx) SetSettingOnce(ctx context.Context, name, value string) (string, er
 	}
 	return t.Setting(ctx, name)
 }
+
+// Present returns which of vals are in table's column col, and holds each found row
+// (PostgreSQL: FOR SHARE; SQLite runs one transaction at a time) until the transaction
+// ends. The mirror's re-publish writes an entry only while its row is held this way: a
+// delete, which removes the row before the entry, then either waits for the write and
+// removes the entry after it, or commits first and the row is not found. Without the
+// hold a key revoked during a re-publish came back until the next one.
+func (t *Tx) Present(ctx context.Context, table, col string, vals []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(vals))
+	if len(vals) == 0 {
+		return out, nil
+	}
+	switch table + "." + col { // identifiers cannot be bound; only these are asked for
+	case "api_keys.hash", "sources.ingest_key", "projects.id":
+	default:
+		return nil, fmt.Errorf("store: Present on %s.%s", table, col)
+	}
+	q := `SELECT ` + col + ` FROM ` + table + ` WHERE ` + col + ` IN (?` + strings.Repeat(`, ?`, len(vals)-1) + `)`
+	if t.s.postgres {
+		q += ` FOR SHARE`
+	}
+	args := make([]any, len(vals))
+	for i, v := range vals {
+		args[i] = v
+	}
+	rows, err := t.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out[v] = true
+	}
+	return out, rows.Err()
+}
