@@ -114,10 +114,10 @@ test:
 # two processes of each role, the control plane on PostgreSQL, Redis; a NATS node and one
 # process of each role are killed under load. Needs Redis and PostgreSQL, as `make test`.
 test-cluster:
-	$(GO) test -count=1 -tags cluster -run TestCluster -v -timeout 10m ./cmd/otelcol-svc/ ./components/mirror/
+	$(GO) test -count=1 -tags cluster -run TestCluster -v -timeout 10m ./test/e2e/ ./internal/mirror/
 
 # The Python and JavaScript agent SDKs' own tests (their cross-language check against
-# components/webhooksig runs with the Go tests, in ./sdk).
+# internal/webhooksig runs with the Go tests, in ./sdk).
 test-sdk:
 	PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s sdk/python/tests -t sdk/python
 	node --test sdk/typescript/test/*.test.js
@@ -157,7 +157,7 @@ $(OCB):
 $(MDATAGEN): internal/tools/go.mod internal/tools/go.sum
 	cd internal/tools && GOBIN=$(abspath $(BIN)) $(GO) install go.opentelemetry.io/collector/cmd/mdatagen
 
-# cmd/otelcol-svc/telemetrygen_e2e_test.go builds the same binary itself, so it does not need make.
+# test/e2e/telemetrygen_e2e_test.go builds the same binary itself, so it does not need make.
 $(TELEMETRYGEN): internal/tools/telemetrygen/go.mod internal/tools/telemetrygen/go.sum
 	cd internal/tools/telemetrygen && GOBIN=$(abspath $(BIN)) $(GO) install github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen
 

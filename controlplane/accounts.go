@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 )
 
 // Exit codes of the accounts commands.
@@ -44,7 +44,7 @@ SVC_FREE_TIER_EVENTS, SVC_MAX_PROJECTS_PER_ACCOUNT, SVC_MIRROR_REPLICAS). Exit s
 `
 
 // accounts runs `controlplane accounts ...` for operators: limits live in the usage
-// limits bucket (components/usage), which every receiver watches, so a new limit is in
+// limits bucket (internal/usage), which every receiver watches, so a new limit is in
 // force on all of them within a second; accounts are named by email, as operators know
 // them, and resolved to ids through the database.
 func accounts(args []string, stdout, stderr io.Writer) int {

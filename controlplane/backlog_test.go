@@ -17,11 +17,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
-	"github.com/otelcol-svc/otelcol-svc/components/validation/responder"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/validationresponder"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // backlogAgent stands in for a project's agent: it answers 200 and keeps how many records
@@ -116,7 +116,7 @@ func startBacklogStack(t *testing.T, db map[string]string) *stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go cache.Run(ctx, js)
-	svc, err := responder.Start(nc, responder.WithBacklogs(js, cache, responder.OptionsFromEnv()))
+	svc, err := validationresponder.Start(nc, validationresponder.WithBacklogs(js, cache, validationresponder.OptionsFromEnv()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = svc.Stop() })
 	require.NoError(t, nc.Flush())

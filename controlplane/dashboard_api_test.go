@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
-	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // The pipeline check the dashboard calls as the user types: PUT's checks, the problem's

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // agentServer stands in for a project's agent: it answers 404 (a wrong URL, as a

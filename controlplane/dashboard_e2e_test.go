@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
-	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/web"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // browserTestNeeds skips a browser test on a machine without what it needs (Node, the

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // TestFailedDeliveriesBadgeInTheBrowser drives controlplane/web/e2e/failed-badge.mjs:

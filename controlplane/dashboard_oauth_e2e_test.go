@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // TestDashboardOAuthInTheBrowser drives an MCP client's OAuth sign-in through the

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // TestDashboardPipelineHistoryInTheBrowser drives the Pipeline page in headless Chromium

@@ -7,8 +7,8 @@ import (
 )
 
 // The control plane links no collector code: it is upgraded apart from the collectors,
-// and pipelines' OTTL is checked by them (components/validation). A new import that pulls
-// a collector package in (components/mirror/mirrorcache, pipelinecfg, records, ...) fails
+// and pipelines' OTTL is checked by them (internal/validation). A new import that pulls
+// a collector package in (internal/collector/mirrorcache, pipelinecfg, records, ...) fails
 // here, naming the packages.
 func TestLinksNoCollectorCode(t *testing.T) {
 	goBin, err := exec.LookPath("go")

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
-	"github.com/otelcol-svc/otelcol-svc/components/validation/responder"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/validationresponder"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // stack is a control plane with its NATS (and, when asked, a receiver on the same NATS).
@@ -41,13 +41,13 @@ func startStack(t *testing.T, db map[string]string) *stack {
 	return &stack{nats: n, cp: testenv.StartControlPlane(t, env), db: db}
 }
 
-// startValidator serves the data plane's pipeline checks (components/validation) on a
+// startValidator serves the data plane's pipeline checks (internal/validation) on a
 // NATS from this process, with the code every collector runs: the control plane saves
 // no pipeline while no collector answers.
 func startValidator(t *testing.T, natsURL string) {
 	t.Helper()
 	nc, _ := testenv.Connect(t, natsURL)
-	svc, err := responder.Start(nc)
+	svc, err := validationresponder.Start(nc)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = svc.Stop() })
 	// Once the server has the subscription, the next check finds the responder.

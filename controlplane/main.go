@@ -5,8 +5,8 @@
 // Settings come from the environment (see the README's settings table).
 //
 // The control plane links no collector code (a test checks `go list -deps`): it writes
-// the configuration mirror through components/mirror's schema, and has pipelines' OTTL
-// checked by a running collector over NATS (components/validation).
+// the configuration mirror through internal/mirror's schema, and has pipelines' OTTL
+// checked by a running collector over NATS (internal/validation).
 package main
 
 import (
@@ -33,15 +33,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/outbound"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
-	"github.com/otelcol-svc/otelcol-svc/components/validation"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/api"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
+	"github.com/otelcol-svc/otelcol-svc/internal/validation"
 )
 
 // defaultNATSURL is where the embedded NATS of the collector's default config listens.

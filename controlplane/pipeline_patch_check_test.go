@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
-	"github.com/otelcol-svc/otelcol-svc/components/validation"
-	"github.com/otelcol-svc/otelcol-svc/components/validation/responder"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/validationresponder"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/validation"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // heldChecks answers the control plane's pipeline checks with the data plane's real
@@ -38,7 +38,7 @@ func startHeldChecks(t *testing.T, natsURL string) *heldChecks {
 	t.Helper()
 	h := &heldChecks{held: make(chan struct{}, 1), release: make(chan struct{}), records: testenv.StartNATS(t)}
 	nc2, js2 := testenv.Connect(t, h.records.URL())
-	svc, err := responder.Start(nc2, responder.WithJetStream(js2))
+	svc, err := validationresponder.Start(nc2, validationresponder.WithJetStream(js2))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = svc.Stop() })
 	require.NoError(t, nc2.Flush())

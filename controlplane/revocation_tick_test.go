@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // TestARevocationItsControlPlaneDidNotPublishIsPublishedByAnother: a control plane

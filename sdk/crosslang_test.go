@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
 	"github.com/otelcol-svc/otelcol-svc/sdk/go/agentsdk"
 )
 
 // The contract promises that an agent can verify our calls with the SDKs. This signs
-// calls the way the agent exporter does (components/webhooksig) and has the Go, Python
+// calls the way the agent exporter does (internal/webhooksig) and has the Go, Python
 // and JavaScript SDKs parse each one, as an agent would: all three must accept the
 // genuine calls with the same content and refuse the forged ones for the same reason.
 

@@ -16,8 +16,8 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/otelcol-svc/otelcol-svc/components/records"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // result is what one timed phase measured. A "batch" is one request's records: one

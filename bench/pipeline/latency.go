@@ -20,11 +20,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apikey"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
-	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 const (
@@ -300,7 +300,7 @@ func cleanRedis(r *benchkit.Runner, url, project string) {
 	r.Cleanup(func() {
 		defer c.Close()
 		ctx := context.Background()
-		// The window store's keys: "svc:win:{<project>}:<group>" (components/windowstore).
+		// The window store's keys: "svc:win:{<project>}:<group>" (internal/windowstore).
 		it := c.Scan(ctx, 0, "svc:win:{"+project+"}:*", 1000).Iterator()
 		var keys []string
 		for it.Next(ctx) {

@@ -2,7 +2,7 @@
 // run, with a reference measured alongside each:
 //
 //  1. ottl: an OTTL condition in the project's `event` context vs the stock `ottllog`
-//     context on the same data (the go test benchmarks of components/ottlevent);
+//     context on the same data (the go test benchmarks of internal/collector/ottlevent);
 //  2. throughput: records/s through consume -> trigger (1% match) -> batch -> POST to a
 //     local agent, with the built collector running configs/pipeline.yaml against an
 //     in-process NATS holding pre-published records; reference: a plain JetStream pull
@@ -25,7 +25,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // Goals from the performance issue.

@@ -6,13 +6,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // The OTTL condition benchmarks live with the event context as go test benchmarks
-// (components/ottlevent/bench_test.go); this phase runs them and reads their figures, so
+// (internal/collector/ottlevent/bench_test.go); this phase runs them and reads their figures, so
 // that one run reports all three goals.
-var ottlArgs = []string{"test", "-run", "^$", "-bench", "BenchmarkConditionRatio|BenchmarkCondition", "-benchtime", "2s", "./components/ottlevent/"}
+var ottlArgs = []string{"test", "-run", "^$", "-bench", "BenchmarkConditionRatio|BenchmarkCondition", "-benchtime", "2s", "./internal/collector/ottlevent/"}
 
 type ottlReport struct {
 	Command string `json:"command"`

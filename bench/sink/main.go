@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 const goalP99Ms = 10.0

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // viaAPI is project creation the way a user does it, through the control plane's API on

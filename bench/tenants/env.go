@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
-	"github.com/otelcol-svc/otelcol-svc/components/apikey"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
-	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // env is one environment: nats-server and the collector (configs/embedded.yaml with

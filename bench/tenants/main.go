@@ -33,7 +33,7 @@ import (
 	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // Goals a data plane serving many tenants must meet.

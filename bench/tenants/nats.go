@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // natsServer is nats-server as a process of its own (built from the module in go.mod),

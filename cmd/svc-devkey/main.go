@@ -16,12 +16,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apikey"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
 )
 
 func main() {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 )
 
 // The backlog body comes from anyone with a token, and what it lets through decides how

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/validation"
-	"github.com/otelcol-svc/otelcol-svc/components/validation/responder"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/validationresponder"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/validation"
 )
 
 // Request bodies come from anyone with a token: decoding and validating them must never
@@ -19,7 +19,7 @@ import (
 // check runs in this process (the responder's own code), as a collector would run it.
 func FuzzPipelineBody(f *testing.F) {
 	svc := &service.Service{CheckPipeline: func(_ context.Context, p mirror.Pipeline) (validation.Result, error) {
-		return responder.Check(p), nil
+		return validationresponder.Check(p), nil
 	}}
 	for _, s := range []string{
 		`{"trigger":"severity_number >= 17","transforms":["set(event[\"a\"], 1)"],"batch_size":5}`,

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/consoletoken"
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/consoletoken"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 )
 
 // consoleOut is a console tool's answer, or its error text.

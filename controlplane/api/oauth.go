@@ -11,9 +11,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 )
 
 // The OAuth authorization server's endpoints (the rules are in service/oauth.go): RFC

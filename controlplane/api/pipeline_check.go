@@ -3,7 +3,7 @@ package api
 import (
 	"net/http"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
 // checkPipeline answers whether a pipeline (PUT's body) would be accepted, saving

@@ -17,13 +17,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
-	"github.com/otelcol-svc/otelcol-svc/components/validation"
-	"github.com/otelcol-svc/otelcol-svc/components/validation/responder"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/validationresponder"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/validation"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // guardrailServer serves the API with a real mirror (in-process NATS) and the data
@@ -52,7 +52,7 @@ func guardrailServer(t *testing.T) (string, string, *mcp.ClientSession) {
 	s := &Server{Tokens: tokens, Logger: logger, Svc: &service.Service{Store: st, Logger: logger,
 		Mirror: func(context.Context) (*mirror.Store, jetstream.JetStream, error) { return ms, js, nil },
 		CheckPipeline: func(_ context.Context, p mirror.Pipeline) (validation.Result, error) {
-			return responder.Check(p), nil
+			return validationresponder.Check(p), nil
 		}}}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)

@@ -18,9 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 )
 
 // maxBody bounds every request body of the API.

@@ -6,11 +6,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/apikey"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
 )
 
 // Browser sessions (the dashboard's login): POST /api/v1/auth/session logs in and

@@ -12,8 +12,8 @@ import (
 	"path"
 	"strings"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/web"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 )
 
 // The dashboard (docs/contract.md#section-13) is served from the same origin as the API: the

@@ -3,8 +3,8 @@ package api
 import (
 	"net/http"
 
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 )
 
 // limitJSON sets "limit" and "remaining" in out. An unlimited account shows

@@ -6,9 +6,9 @@ import (
 	"encoding/base64"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/consoletoken"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/consoletoken"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
 // consoleTokenTTL is the lifetime of a console token: the dashboard asks for a new one

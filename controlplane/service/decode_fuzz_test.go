@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/envelope"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/textfmt"
+	"github.com/otelcol-svc/otelcol-svc/internal/envelope"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/textfmt"
 )
 
 // decodeStrict decodes as the API does (unknown fields refused).

@@ -30,8 +30,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apikey"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
 )
 
 // Lifetimes and bounds of the authorization server.

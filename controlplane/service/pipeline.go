@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/outbound"
-	"github.com/otelcol-svc/otelcol-svc/components/validation"
-	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
+	"github.com/otelcol-svc/otelcol-svc/internal/validation"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
 )
 
 // WithDefaults fills the defaults of docs/contract.md#section-6.
@@ -38,7 +38,7 @@ const msgNoDataPlane = "checking the pipeline's OTTL expressions needs the data 
 
 // ValidatePipeline checks a pipeline as the data plane will run it: the agent URL is one
 // we may call, and every expression is compiled by a running collector
-// (components/validation: the control plane links no OTTL).
+// (internal/validation: the control plane links no OTTL).
 func (s *Service) ValidatePipeline(ctx context.Context, p mirror.Pipeline) error {
 	_, err := s.validatePipeline(ctx, "", p)
 	return err

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// The data plane's messages, as its compiler writes them (components/ottlevent), give
+// The data plane's messages, as its compiler writes them (internal/collector/ottlevent), give
 // the page a statement and a place to point at.
 func TestProblemOf(t *testing.T) {
 	p := problemOf("trigger", "condition \"severity_number >= = 17\": condition has invalid syntax at 1:20 near `= 17`: (expected Field (\".\" Field)*)")

@@ -12,12 +12,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/apikey"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
 )
 
 // ValidName trims a project or key name and checks its length.
@@ -104,7 +104,7 @@ func isProjectLimit(err error) bool {
 
 // createStreams creates a new project's raw and output streams. Their per-project byte
 // limit is held by the receiver, so creating them reserves nothing in nats-server's
-// store (components/streams); what can still fail is NATS itself, or a store that is
+// store (internal/streams); what can still fail is NATS itself, or a store that is
 // already full.
 func (s *Service) createStreams(ctx context.Context, js jetstream.JetStream, project string) *apierror.Error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
 // MirrorGeneration is the mirror's buckets' incarnation (mirror.Store.Generation).

@@ -22,12 +22,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
-	"github.com/otelcol-svc/otelcol-svc/components/validation"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
+	"github.com/otelcol-svc/otelcol-svc/internal/validation"
 )
 
 // Service carries what the rules need.
@@ -48,11 +48,11 @@ type Service struct {
 	ReceiverURL string
 	// StreamLimits are those a new project's streams are created with.
 	StreamLimits streams.Limits
-	// OutboundAllow is SVC_OUTBOUND_ALLOW (components/outbound).
+	// OutboundAllow is SVC_OUTBOUND_ALLOW (internal/outbound).
 	OutboundAllow []netip.Prefix
 	// ConsoleKey signs console tokens; its public half is published in the mirror.
 	ConsoleKey ed25519.PrivateKey
-	// Usage returns the reader of the receivers' usage counts (components/usage), or an
+	// Usage returns the reader of the receivers' usage counts (internal/usage), or an
 	// error while NATS is unreachable.
 	Usage func(ctx context.Context) (*usage.Reader, error)
 	// Now is the calendar clock of usage answers (time.Now when nil).

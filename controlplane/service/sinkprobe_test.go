@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/outbound"
-	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
 )
 
 type received struct {

@@ -14,12 +14,12 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/apikey"
-	"github.com/otelcol-svc/otelcol-svc/components/envelope"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/textfmt"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
+	"github.com/otelcol-svc/otelcol-svc/internal/envelope"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/textfmt"
 )
 
 // Limits of a push source's settings.
@@ -176,7 +176,7 @@ func validLabelName(n string) bool {
 }
 
 // checkPath checks a dot path to a payload field (a.b.c; a numeric segment indexes an
-// array), as components/textfmt resolves it.
+// array), as internal/textfmt resolves it.
 func checkPath(p string) error {
 	switch {
 	case len(p) > maxPathLen:
@@ -194,7 +194,7 @@ func checkPath(p string) error {
 	return nil
 }
 
-// checkTemplate checks a text template the way components/textfmt renders it: {path}
+// checkTemplate checks a text template the way internal/textfmt renders it: {path}
 // placeholders, {{ and }} for literal braces, nothing left open.
 func checkTemplate(tpl string) error {
 	if utf8.RuneCountInString(tpl) > maxTemplateLen {

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// Templates are checked the way components/textfmt renders them.
+// Templates are checked the way internal/textfmt renders them.
 func TestCheckTemplate(t *testing.T) {
 	for tpl, ok := range map[string]bool{
 		"":                      true,

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/apikey"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
 )
 
 // Personal access tokens: a user's long-lived credential for scripts and MCP clients,

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 )
 
-// Usage answers (contract §9). The counts are the receivers' (components/usage, in
+// Usage answers (contract §9). The counts are the receivers' (internal/usage, in
 // JetStream KV); the control plane only reads them and adds project names.
 
 // Limit is an account's monthly limit as the API shows it. Unlimited is its own flag and
@@ -51,7 +51,7 @@ type AccountUsage struct {
 	Refusals
 }
 
-// Refusals are the records refused this month (components/usage, Reason*): the count,
+// Refusals are the records refused this month (internal/usage, Reason*): the count,
 // by reason, and, while the account refuses for its quota, since when.
 type Refusals struct {
 	Refused         int64

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
 // Roles of project members.

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // eachDatabase runs fn against a fresh SQLite file and a fresh PostgreSQL database; open

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
 // Source is a push source: its ingest key (part of its URL) and its configuration.

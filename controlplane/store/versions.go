@@ -7,7 +7,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
 // MaxPipelineVersions is how many of a project's pipeline versions are kept: the newest,

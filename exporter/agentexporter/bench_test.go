@@ -5,10 +5,10 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
 // BenchmarkHotPath is what the delivery log costs a batch of agent calls and a sink
@@ -46,7 +46,7 @@ func BenchmarkHotPath(b *testing.B) {
 				ld, lrs := pipelinedata.New()
 				pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(`{"text":"checkout is failing","severity":"high"}`),
 					Kind: pipelinedata.KindResult, Seq: uint64(n), SinkID: "s_hook", RequestID: "req_1", MsgID: "out:req_1:" + strconv.Itoa(n)})
-				if err := r.exp.ConsumeLogs(tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "bs"}), ld); err != nil {
+				if err := r.exp.ConsumeLogs(principal.NewContext(context.Background(), principal.Principal{ProjectID: "bs"}), ld); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -13,10 +13,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/windowstore"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
 )
 
 // BudgetBucket holds each project's agent calls in the current minute and UTC day, for
@@ -25,7 +25,7 @@ import (
 // Why a JetStream KV entry per project and one compare-and-set per call: every pipeline
 // process is connected to JetStream already (Redis is optional), and a compare-and-set
 // on one entry holding both windows counts a call in both or in neither, so the limits
-// are exact however many processes race. components/usage's leases would save round
+// are exact however many processes race. internal/usage's leases would save round
 // trips, but an agent call costs an HTTP request and usually seconds of an LLM; two KV
 // round trips (one when this process wrote the entry last) are noise beside it, and
 // without leases nothing is stranded in another process.

@@ -14,9 +14,9 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor"
 	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor"
 )
@@ -64,7 +64,7 @@ func triggers(t *testing.T, pl consumer.Logs, project, pod string, seq uint64, n
 		seqs = append(seqs, s)
 	}
 	o := deliverylog.NewOutcome()
-	ctx := deliverylog.WithOutcome(tenant.NewContext(context.Background(), tenant.Principal{ProjectID: project, Scope: "pipeline"}), o)
+	ctx := deliverylog.WithOutcome(principal.NewContext(context.Background(), principal.Principal{ProjectID: project, Scope: "pipeline"}), o)
 	require.NoError(t, pl.ConsumeLogs(ctx, ld))
 	return o, seqs
 }

@@ -14,10 +14,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // clock is a time tests move by hand, shared by the exporters of one test.
@@ -44,7 +44,7 @@ func storm(t *testing.T, r *running, project string, seq uint64, n int) (*delive
 		seqs = append(seqs, s)
 	}
 	o := deliverylog.NewOutcome()
-	ctx := deliverylog.WithOutcome(tenant.NewContext(context.Background(), tenant.Principal{ProjectID: project}), o)
+	ctx := deliverylog.WithOutcome(principal.NewContext(context.Background(), principal.Principal{ProjectID: project}), o)
 	require.NoError(t, r.exp.ConsumeLogs(ctx, ld))
 	return o, seqs
 }

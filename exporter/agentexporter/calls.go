@@ -6,9 +6,9 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/plog"
 
-	"github.com/otelcol-svc/otelcol-svc/components/agentbody"
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/agentbody"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 )
 
 // call is one POST to the agent.

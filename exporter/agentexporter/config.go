@@ -9,11 +9,11 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/outbound"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // Config of the agent exporter.
@@ -121,7 +121,7 @@ func (t TargetConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// DeliveryLogConfig is the delivery log's part in the exporter (components/deliverylog).
+// DeliveryLogConfig is the delivery log's part in the exporter (internal/deliverylog).
 type DeliveryLogConfig struct {
 	Enabled bool `mapstructure:"enabled"`
 	// MaxPerProject is how many deliveries a project keeps; older ones are purged.

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 )
 
 // dlog is the exporter's side of the delivery log: the writer every call and sink

@@ -18,15 +18,15 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/outbound"
-	"github.com/otelcol-svc/otelcol-svc/components/requestid"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
+	"github.com/otelcol-svc/otelcol-svc/internal/requestid"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
 )
 
 type agentExporter struct {
@@ -182,7 +182,7 @@ var errNoProject = errors.New("agent exporter: the request carries no project; p
 // project returns the configuration of the request's project. A project that cannot be
 // called yet is a retryable error: its messages stay on the stream until it can.
 func (e *agentExporter) project(ctx context.Context) (mirror.Project, error) {
-	p, ok := tenant.FromContext(ctx)
+	p, ok := principal.FromContext(ctx)
 	if !ok {
 		return mirror.Project{}, consumererror.NewPermanent(errNoProject)
 	}

@@ -26,15 +26,15 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
-	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
 	"github.com/otelcol-svc/otelcol-svc/exporter/agentexporter/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // ---- environment: a real NATS, the mirror cache behind a test host, local agents ----
@@ -154,7 +154,7 @@ func consumeCtx(ctx context.Context, r *running, projectID string, items []item)
 	for i, it := range items {
 		pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(it.body), Signal: "event", Kind: it.kind, Seq: uint64(i + 1)})
 	}
-	return r.exp.ConsumeLogs(tenant.NewContext(ctx, tenant.Principal{ProjectID: projectID}), ld)
+	return r.exp.ConsumeLogs(principal.NewContext(ctx, principal.Principal{ProjectID: projectID}), ld)
 }
 
 func consume(r *running, projectID string, items []item) error {

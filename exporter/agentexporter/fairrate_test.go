@@ -18,10 +18,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // deliverResultN hands the exporter result n for sinkID, each its own output message.
@@ -29,7 +29,7 @@ func deliverResultN(ctx context.Context, r *running, projectID, sinkID string, n
 	ld, lrs := pipelinedata.New()
 	pipelinedata.Append(lrs, pipelinedata.Item{Body: fmt.Appendf(nil, `{"sink":%q,"n":%d}`, sinkID, n), Kind: pipelinedata.KindResult,
 		Seq: uint64(n + 1), SinkID: sinkID, RequestID: "req_" + strconv.Itoa(n), MsgID: "out:" + sinkID + ":" + strconv.Itoa(n)})
-	return r.exp.ConsumeLogs(tenant.NewContext(ctx, tenant.Principal{ProjectID: projectID}), ld)
+	return r.exp.ConsumeLogs(principal.NewContext(ctx, principal.Principal{ProjectID: projectID}), ld)
 }
 
 // stormDestination answers 429 with Retry-After: 1 until the storm ends, then takes

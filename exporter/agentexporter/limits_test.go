@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // A record a transform grew past the record limit reaches the exporter as a
@@ -31,7 +31,7 @@ func TestRecordTooLargeAfterTransformsIsDeadLetteredUnsent(t *testing.T) {
 	pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(stored), Signal: "event", Seq: 2, Kind: pipelinedata.KindFailed, Error: reason})
 	pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(`{"n":3}`), Signal: "event", Seq: 3})
 	o := deliverylog.NewOutcome()
-	ctx := deliverylog.WithOutcome(tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "p1"}), o)
+	ctx := deliverylog.WithOutcome(principal.NewContext(context.Background(), principal.Principal{ProjectID: "p1"}), o)
 	require.NoError(t, r.exp.ConsumeLogs(ctx, ld), "settled: the batch is acked, not redelivered")
 
 	var sent []string

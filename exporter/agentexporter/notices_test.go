@@ -15,12 +15,12 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/receiver/jetstreamreceiver"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 const dashboard = "https://dash.example.com"
@@ -240,7 +240,7 @@ func TestAFailedNoticeIsNotNotified(t *testing.T) {
 	ld, lrs := pipelinedata.New()
 	pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(`{"type":"usage_notice","text":"otelcol-svc: 80%"}`), Signal: streams.SignalNotice,
 		Kind: pipelinedata.KindResult, Seq: 1, SinkID: "s_broken", RequestID: "notice-acct-1", MsgID: "notice-acct-1"})
-	require.NoError(t, r.exp.ConsumeLogs(tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "quiet"}), ld))
+	require.NoError(t, r.exp.ConsumeLogs(principal.NewContext(context.Background(), principal.Principal{ProjectID: "quiet"}), ld))
 	require.Len(t, e.deadLetters(t, "quiet"), 1, "the notice was dead-lettered")
 
 	// Then a result to the same destination is dead-lettered: that one is told.
@@ -278,7 +278,7 @@ func TestNoticesSkipTheTemplateAndResultsLinkToTheirDelivery(t *testing.T) {
 	ld, lrs := pipelinedata.New()
 	pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(`{"type":"usage_notice","text":"` + text + `","percent":100}`), Signal: streams.SignalNotice,
 		Kind: pipelinedata.KindResult, Seq: 3, SinkID: "s_slack", RequestID: "notice-acct-2026-11-10000-100-words", MsgID: "notice-acct-2026-11-10000-100-words"})
-	require.NoError(t, r.exp.ConsumeLogs(tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "words"}), ld))
+	require.NoError(t, r.exp.ConsumeLogs(principal.NewContext(context.Background(), principal.Principal{ProjectID: "words"}), ld))
 	require.NoError(t, consumeResult(r, "words", "s_slack", `{"severity":"high","text":"checkout is failing"}`))
 	require.Len(t, slack.requests(), 2)
 

@@ -17,10 +17,10 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 
-	"github.com/otelcol-svc/otelcol-svc/components/batchorder"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
 	"github.com/otelcol-svc/otelcol-svc/exporter/agentexporter/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/internal/batchorder"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 )
 
 // windowCalls is a window-mode batch: each name ("A1") is a call of group name[:1].
@@ -104,7 +104,7 @@ func TestGroupWaitsForItsRetriedCallWhileOthersGoAhead(t *testing.T) {
 	e.putProject(t, project("p1", a.srv.URL))
 	r := e.start(t, nil)
 
-	ctx := tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "p1"})
+	ctx := principal.NewContext(context.Background(), principal.Principal{ProjectID: "p1"})
 	require.NoError(t, r.exp.ConsumeLogs(ctx, windowCalls("A1", "B1", "A2", "B2", "A3", "B3")))
 
 	got := names(t, a.requests())
@@ -151,7 +151,7 @@ func TestUnsettledGroupFailsTheBatchAndSendsNothingAfter(t *testing.T) {
 	e.putProject(t, project("p1", a.srv.URL))
 	r := e.start(t, func(c *Config) { c.Retry.MaxElapsedTime = time.Minute })
 
-	ctx, cancel := context.WithCancel(tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "p1"}))
+	ctx, cancel := context.WithCancel(principal.NewContext(context.Background(), principal.Principal{ProjectID: "p1"}))
 	defer cancel()
 	go func() {
 		// Bounded, so a broken exporter fails the test instead of retrying A1 for a minute.
@@ -183,7 +183,7 @@ func TestSuppressedCountHeaderOnLegacyCalls(t *testing.T) {
 	for i, n := range []int64{0, 0, 999, 3, 0} {
 		pipelinedata.Append(lrs, pipelinedata.Item{Body: fmt.Appendf(nil, `{"n":%d}`, i), Signal: "log", Seq: uint64(i + 1), Suppressed: n})
 	}
-	require.NoError(t, r.exp.ConsumeLogs(tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "p1"}), ld))
+	require.NoError(t, r.exp.ConsumeLogs(principal.NewContext(context.Background(), principal.Principal{ProjectID: "p1"}), ld))
 	got := a.requests()
 	require.Len(t, got, 3)
 	assert.Empty(t, got[0].header.Values("X-Suppressed-Count"), "nothing held back before these")
@@ -238,7 +238,7 @@ func TestLaterBatchGoesAheadWhileAnEarlierBatchsGroupIsRetried(t *testing.T) {
 	e.putProject(t, project("p1", a.srv.URL))
 	r := e.start(t, func(c *Config) { c.Retry.MaxElapsedTime = 20 * time.Second })
 
-	base := tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "p1"})
+	base := principal.NewContext(context.Background(), principal.Principal{ProjectID: "p1"})
 	ctx1, handed1 := batchorder.WithHandoff(base)
 	first := make(chan error, 1)
 	go func() { first <- r.exp.ConsumeLogs(ctx1, windowBatch(1, "A1")) }()
@@ -294,7 +294,7 @@ func TestUnsettledCallFailsItsGroupInLaterBatches(t *testing.T) {
 	e.putProject(t, project("p1", a.srv.URL))
 	r := e.start(t, func(c *Config) { c.Retry.MaxElapsedTime = time.Minute })
 
-	base := tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "p1"})
+	base := principal.NewContext(context.Background(), principal.Principal{ProjectID: "p1"})
 	ctx1, cancel1 := context.WithCancel(base)
 	defer cancel1()
 	ctx1, handed1 := batchorder.WithHandoff(ctx1)
@@ -344,7 +344,7 @@ func TestIdleLanesAreRemoved(t *testing.T) {
 	for i := range 40 {
 		groups = append(groups, fmt.Sprintf("%c%d", 'a'+i%26, i))
 	}
-	ctx := tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "p1"})
+	ctx := principal.NewContext(context.Background(), principal.Principal{ProjectID: "p1"})
 	require.NoError(t, exp.pushLogs(ctx, windowBatch(1, groups...)))
 	assert.Len(t, a.requests(), 40)
 	assert.LessOrEqual(t, most, maxCallsInFlight, "calls in flight per project are bounded")

@@ -11,13 +11,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
-// Replays: the console queues jobs (components/deliverylog, svc-replays); every exporter
+// Replays: the console queues jobs (internal/deliverylog, svc-replays); every exporter
 // process with the log on takes them one at a time from the one shared durable consumer
 // and sends each named delivery again as a new delivery naming the old one (replay_of),
 // through the same path as the first time: attempts logged, dead-lettered again if it

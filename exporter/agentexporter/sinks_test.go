@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // consumeResult hands the exporter one agent result bound for sinkID, as the JetStream
@@ -22,7 +22,7 @@ func consumeResult(r *running, projectID, sinkID, payload string) error {
 	ld, lrs := pipelinedata.New()
 	pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(payload), Kind: pipelinedata.KindResult, Seq: 7,
 		SinkID: sinkID, RequestID: "req_1", MsgID: "out:req_1:abc"})
-	return r.exp.ConsumeLogs(tenant.NewContext(context.Background(), tenant.Principal{ProjectID: projectID}), ld)
+	return r.exp.ConsumeLogs(principal.NewContext(context.Background(), principal.Principal{ProjectID: projectID}), ld)
 }
 
 func sinkProject(id string, sinks ...mirror.Sink) mirror.Project {

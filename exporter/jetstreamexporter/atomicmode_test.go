@@ -12,13 +12,13 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/records"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
+	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // atomic_batch mode: requests over the server's batch size go as whole chunks, in order;
@@ -38,7 +38,7 @@ func TestExporterAtomicBatchMode(t *testing.T) {
 	t.Cleanup(func() { _ = e.Shutdown(ctx) })
 	require.Eventually(t, e.nc.IsConnected, 5*time.Second, 10*time.Millisecond)
 
-	rctx := tenant.NewContext(ctx, tenant.Principal{ProjectID: "abx"})
+	rctx := principal.NewContext(ctx, principal.Principal{ProjectID: "abx"})
 	logs := func(from, n int) plog.Logs {
 		ld := plog.NewLogs()
 		lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()

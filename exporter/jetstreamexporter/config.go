@@ -7,9 +7,9 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // Config of the JetStream exporter.
@@ -39,7 +39,7 @@ type Config struct {
 	// default) minus room for headers; the server's own limit, when lower, wins.
 	MaxRecordBytes int `mapstructure:"max_record_bytes"`
 	// Usage meters each request's raw records against its account's monthly limit and its
-	// project's ingest rate (components/usage; docs/contract.md#section-9 and #section-10).
+	// project's ingest rate (internal/usage; docs/contract.md#section-9 and #section-10).
 	Usage UsageConfig `mapstructure:"usage"`
 	// Results bounds each project's agent results (results.go).
 	Results ResultsConfig `mapstructure:"results"`

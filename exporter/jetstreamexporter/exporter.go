@@ -22,15 +22,15 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/records"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/atomicbatch"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/fastbatch"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
+	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 )
 
 // Errors a client sees (in a 503's message) when storage cannot take its records. They
@@ -163,7 +163,7 @@ type emitFunc func(signal string, rec []byte) error
 // and returns once JetStream has confirmed them all. JetStream's acks, not the publishes,
 // are what make the 2xx truthful.
 func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, walk func(emitFunc) error) error {
-	p, ok := tenant.FromContext(ctx)
+	p, ok := principal.FromContext(ctx)
 	if !ok {
 		return consumererror.NewPermanent(errors.New("the request carries no authenticated project; the jetstream exporter must sit behind the projectauth authenticator with no asynchronous processor (batch) in between, which otelcol-svc validate refuses"))
 	}

@@ -16,11 +16,11 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/shared"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/sharedcomponent"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // defaultMaxRecordBytes leaves 48 KiB of the NATS default max_payload (1 MiB) for headers,
@@ -56,16 +56,16 @@ func createDefaultConfig() component.Config {
 	}
 }
 
-var instances shared.Map[*Config, *jsExporter]
+var instances sharedcomponent.Map[*Config, *jsExporter]
 
-func instance(set exporter.Settings, cfg component.Config) (*shared.Component[*jsExporter], error) {
+func instance(set exporter.Settings, cfg component.Config) (*sharedcomponent.Component[*jsExporter], error) {
 	c := cfg.(*Config)
 	return instances.LoadOrStore(c, func() (*jsExporter, error) { return newExporter(c, set), nil })
 }
 
 // The exporter is synchronous on purpose: no queue (the receiver's answer must mean
 // "stored") and no retry here (the client retries on 503, with the Retry-After we send).
-func helperOptions(s *shared.Component[*jsExporter]) []exporterhelper.Option {
+func helperOptions(s *sharedcomponent.Component[*jsExporter]) []exporterhelper.Option {
 	return []exporterhelper.Option{
 		exporterhelper.WithStart(s.Start),
 		exporterhelper.WithShutdown(s.Shutdown),

@@ -13,12 +13,12 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 func fbStored(t *testing.T, js jetstream.JetStream, stream string) []string {
@@ -54,7 +54,7 @@ func TestExporterFastBatchMode(t *testing.T) {
 	t.Cleanup(func() { _ = e.Shutdown(ctx) })
 	require.Eventually(t, e.nc.IsConnected, 5*time.Second, 10*time.Millisecond)
 
-	rctx := tenant.NewContext(ctx, tenant.Principal{ProjectID: "fbx"})
+	rctx := principal.NewContext(ctx, principal.Principal{ProjectID: "fbx"})
 	logs := func(n int, tag string) plog.Logs {
 		ld := plog.NewLogs()
 		lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()

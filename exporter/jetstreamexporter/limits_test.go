@@ -15,11 +15,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/records"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
+	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // logsWithBodies is one request whose log records have these bodies.
@@ -43,7 +43,7 @@ func TestOversizedRecordRefusesTheWholeRequest(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			e := startExporter(t, srv.URL(), streams.DefaultLimits(), mode)
 			project := "big" + strings.ReplaceAll(mode, "_", "")
-			ctx := tenant.NewContext(context.Background(), tenant.Principal{ProjectID: project})
+			ctx := principal.NewContext(context.Background(), principal.Principal{ProjectID: project})
 			requests := map[string]func() error{
 				"otlp": func() error { return e.pushLogs(ctx, logsWithBodies("first", huge, "third")) },
 				"prebuilt": func() error {
@@ -79,7 +79,7 @@ func TestOversizedRecordRefusesTheWholeRequest(t *testing.T) {
 func TestRecordLimitFollowsTheServersMaxPayload(t *testing.T) {
 	srv := testenv.StartNATSWith(t, func(o *server.Options) { o.MaxPayload = 64 << 10 })
 	e := startExporter(t, srv.URL(), streams.DefaultLimits(), PublishFastBatch)
-	ctx := tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "small"})
+	ctx := principal.NewContext(context.Background(), principal.Principal{ProjectID: "small"})
 	err := e.pushLogs(ctx, logsWithBodies("a", strings.Repeat("x", 100<<10)))
 	var tl *records.TooLargeError
 	require.ErrorAs(t, err, &tl)
@@ -132,7 +132,7 @@ func TestStreamRefusalIsNotCalledUnreachable(t *testing.T) {
 	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "squatter", Subjects: []string{streams.RawStream("ovl") + ".x", "svc-ai-raw.ovl.in"}})
 	require.NoError(t, err)
 	e := startExporter(t, srv.URL(), streams.DefaultLimits(), PublishAsync)
-	err = e.pushLogs(tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "ovl"}), logsWithBodies("a"))
+	err = e.pushLogs(principal.NewContext(context.Background(), principal.Principal{ProjectID: "ovl"}), logsWithBodies("a"))
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, errNotConnected)
 	assert.NotContains(t, err.Error(), "unreachable")

@@ -10,13 +10,13 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/requestid"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/requestid"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 )
 
 // ResultsConfig bounds what agent results each project stores. Results do not count
@@ -108,7 +108,7 @@ func (e *jsExporter) resultGate(ctx context.Context) (*usage.ResultLimiter, *req
 func (e *jsExporter) limitResults(push func(context.Context, plog.Logs) error) func(context.Context, plog.Logs) error {
 	return func(ctx context.Context, ld plog.Logs) error {
 		info := ingestctx.From(ctx)
-		p, ok := tenant.FromContext(ctx)
+		p, ok := principal.FromContext(ctx)
 		if !info.Output || !ok || !streams.ValidProjectID(p.ProjectID) {
 			return push(ctx, ld) // which refuses what is not a project's
 		}

@@ -14,11 +14,11 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // Streams reserve nothing in nats-server's store: with a 64 MiB store, 300 projects with
@@ -74,7 +74,7 @@ func TestProjectStorageLimit(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			e := startExporter(t, srv.URL(), limits, mode)
 			require.Equal(t, mode == PublishFastBatch, e.fast != nil)
-			full := tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "full-" + mode})
+			full := principal.NewContext(context.Background(), principal.Principal{ProjectID: "full-" + mode})
 			body := strings.Repeat("x", 500)
 			var err error
 			requests := 0
@@ -95,7 +95,7 @@ func TestProjectStorageLimit(t *testing.T) {
 			s, _ = js.Stream(context.Background(), streams.RawStream("full-"+mode))
 			assert.Equal(t, stored, int64(s.CachedInfo().State.Bytes))
 
-			other := tenant.NewContext(context.Background(), tenant.Principal{ProjectID: "other-" + mode})
+			other := principal.NewContext(context.Background(), principal.Principal{ProjectID: "other-" + mode})
 			require.NoError(t, e.pushLogs(other, logsOf(10, body)), "another project is not affected")
 		})
 	}

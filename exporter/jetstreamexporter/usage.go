@@ -19,13 +19,13 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 )
 
 // errMeterNotReady: the meter's buckets could not be opened yet (NATS away since Start).
@@ -152,7 +152,7 @@ func (m *metering) applyRate(projectID string) {
 // account is who pays for the project's records: the key's account, else the project's
 // in the mirror. Empty for entries written by a control plane older than metering (it
 // republishes everything with accounts when it starts).
-func (m *metering) account(p tenant.Principal) string {
+func (m *metering) account(p principal.Principal) string {
 	if p.AccountID != "" {
 		return p.AccountID
 	}
@@ -165,7 +165,7 @@ func (m *metering) account(p tenant.Principal) string {
 // reserve admits a request's n raw records, or refuses them all: over the project's rate,
 // over the account's month, or metering not possible now. The caller commits or refunds
 // the reservation after publishing.
-func (m *metering) reserve(ctx context.Context, p tenant.Principal, n int, quota *ingestctx.Quota) (usage.Reservation, error) {
+func (m *metering) reserve(ctx context.Context, p principal.Principal, n int, quota *ingestctx.Quota) (usage.Reservation, error) {
 	if d := m.limiter.Allow(p.ProjectID, n); !d.OK {
 		m.e.refused(ctx, reasonRate, n)
 		if d.TooLarge {
@@ -220,7 +220,7 @@ func (m *metering) reserve(ctx context.Context, p tenant.Principal, n int, quota
 // countRefused counts a refusal decided here (not the quota's: the meter counts those)
 // in the account's usage (refused_by_reason). Nothing before the meter is open, or
 // without metering (m nil).
-func (m *metering) countRefused(p tenant.Principal, reason string, n int) {
+func (m *metering) countRefused(p principal.Principal, reason string, n int) {
 	if m == nil {
 		return
 	}

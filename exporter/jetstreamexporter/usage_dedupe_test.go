@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 func keyed(ctx context.Context, key string) context.Context {
@@ -23,7 +23,7 @@ func TestRetriedRequestIsMeteredOnce(t *testing.T) {
 	for _, mode := range []string{PublishAsync, PublishFastBatch} {
 		t.Run(mode, func(t *testing.T) {
 			x := startMetered(t, func(c *Config) { c.Publish = mode })
-			ctx := principal("acct-"+mode, "shop-"+mode)
+			ctx := asProject("acct-"+mode, "shop-"+mode)
 			raw := streams.RawStream("shop-" + mode)
 
 			require.NoError(t, x.e.pushLogs(keyed(ctx, "k1"), logsOf(40, "a")))
@@ -52,7 +52,7 @@ func TestRetriedRequestIsMeteredOnce(t *testing.T) {
 // retry stores and counts every record again).
 func TestPartlyStoredKeyedRequestIsMeteredOnce(t *testing.T) {
 	x := startMetered(t, nil)
-	ctx := principal("acct-part", "part")
+	ctx := asProject("acct-part", "part")
 	// The project's stream as the exporter makes it, but taking only 30 messages.
 	cfg := streams.RawConfig("part", x.e.cfg.Stream)
 	cfg.MaxMsgs = 30

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 )
 
 // A receiver claimed the account's 80% notice and died before publishing it (its entry
@@ -35,7 +35,7 @@ func TestNoticeOfADeadReceiverReachesTheSinksOnce(t *testing.T) {
 	n := usage.Notice{Account: "acct_dead", Month: usage.Month(now), Percent: 80, Limit: 100, Used: 80, At: now, ResetAt: usage.ResetAt(now)}
 	kv, err := x.js.KeyValue(ctx, usage.BucketUsage)
 	require.NoError(t, err)
-	// The entry as a receiver's claim writes it (components/usage noticeEntry).
+	// The entry as a receiver's claim writes it (internal/usage noticeEntry).
 	claim := fmt.Sprintf(`{"account":"acct_dead","month":%q,"percent":80,"limit":100,"used":80,"at":%q,"reset_at":%q,"state":"claimed","claimed_at":%d,"attempts":1}`,
 		n.Month, now.Format(time.RFC3339Nano), n.ResetAt.Format(time.RFC3339), now.Add(-time.Hour).UnixMilli())
 	_, err = kv.Create(ctx, "n.acct_dead."+n.Month+".100.80", []byte(claim))

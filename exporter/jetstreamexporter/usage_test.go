@@ -17,16 +17,16 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/lifecyclehost"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/metadatatest"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/lifecyclehost"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 type metered struct {
@@ -60,8 +60,8 @@ func startMetered(t *testing.T, mutate func(*Config)) metered {
 	return metered{e: e, js: js, m: m, tt: tt}
 }
 
-func principal(account, project string) context.Context {
-	return tenant.NewContext(context.Background(), tenant.Principal{ProjectID: project, AccountID: account, Scope: mirror.ScopeProject})
+func asProject(account, project string) context.Context {
+	return principal.NewContext(context.Background(), principal.Principal{ProjectID: project, AccountID: account, Scope: mirror.ScopeProject})
 }
 
 func streamCount(t *testing.T, js jetstream.JetStream, name string) int {
@@ -100,7 +100,7 @@ func throttledPoint(reason string, n int64) metricdata.DataPoint[int64] {
 // results are neither counted nor refused.
 func TestQuotaRefusesWholeRequests(t *testing.T) {
 	x := startMetered(t, func(c *Config) { c.Usage.FreeTierEvents = 100 })
-	ctx := principal("acct", "shop")
+	ctx := asProject("acct", "shop")
 
 	quota := new(ingestctx.Quota)
 	require.NoError(t, x.e.pushLogs(ingestctx.With(ctx, ingestctx.Info{Quota: quota}), logsOf(60, "a")))
@@ -140,7 +140,7 @@ func TestQuotaRefusesWholeRequests(t *testing.T) {
 // limiter's Retry-After, and a request larger than the burst can never pass (413).
 func TestRateLimitRefusesWholeRequests(t *testing.T) {
 	x := startMetered(t, func(c *Config) { c.Usage.RateLimit = RateLimitConfig{PerSecond: 0.01, Burst: 100} })
-	ctx := principal("acct", "shop")
+	ctx := asProject("acct", "shop")
 	require.NoError(t, x.e.pushLogs(ctx, logsOf(60, "a")))
 	var th *ingestctx.Throttled
 	require.ErrorAs(t, x.e.pushLogs(ctx, logsOf(60, "b")), &th)
@@ -150,14 +150,14 @@ func TestRateLimitRefusesWholeRequests(t *testing.T) {
 	require.ErrorAs(t, x.e.pushLogs(ctx, logsOf(101, "c")), &th)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, th.Status)
 	assert.Equal(t, codes.InvalidArgument, th.GRPCStatus().Code(), "not retried by OTLP clients")
-	require.NoError(t, x.e.pushLogs(principal("acct", "other"), logsOf(60, "d")), "another project has its own bucket")
+	require.NoError(t, x.e.pushLogs(asProject("acct", "other"), logsOf(60, "d")), "another project has its own bucket")
 	assert.Equal(t, 60, streamCount(t, x.js, streams.RawStream("shop")))
 	assert.Equal(t, int64(120), settled(t, x.js, "acct").Events, "refused records are not counted")
 	metadatatest.AssertEqualJetstreamExporterRecordsThrottled(t, x.tt, []metricdata.DataPoint[int64]{throttledPoint("rate", 161)}, metricdatatest.IgnoreTimestamp())
 
 	// A project's own rate from the mirror replaces the default, on the running exporter.
 	require.NoError(t, x.m.PutProject(context.Background(), mirror.Project{ID: "other", Version: 1, IngestRate: &mirror.IngestRate{PerSecond: 1000, Burst: 1000}}))
-	require.Eventually(t, func() bool { return x.e.pushLogs(principal("acct", "other"), logsOf(500, "e")) == nil },
+	require.Eventually(t, func() bool { return x.e.pushLogs(asProject("acct", "other"), logsOf(500, "e")) == nil },
 		5*time.Second, 20*time.Millisecond)
 }
 
@@ -165,11 +165,11 @@ func TestRateLimitRefusesWholeRequests(t *testing.T) {
 // project's account from the mirror; with neither, the records are not metered.
 func TestAccountFromTheMirrorOrNone(t *testing.T) {
 	x := startMetered(t, func(c *Config) { c.Usage.FreeTierEvents = 10 })
-	require.NoError(t, x.e.pushLogs(principal("", "orphan"), logsOf(20, "a")), "no account anywhere: not metered")
+	require.NoError(t, x.e.pushLogs(asProject("", "orphan"), logsOf(20, "a")), "no account anywhere: not metered")
 	require.NoError(t, x.m.PutProject(context.Background(), mirror.Project{ID: "owned", AccountID: "acct_m", Version: 1}))
 	var th *ingestctx.Throttled
 	require.Eventually(t, func() bool {
-		return errors.As(x.e.pushLogs(principal("", "owned"), logsOf(20, "b")), &th)
+		return errors.As(x.e.pushLogs(asProject("", "owned"), logsOf(20, "b")), &th)
 	}, 5*time.Second, 20*time.Millisecond, "the project's account is metered once the mirror names it")
 	assert.Equal(t, apierror.QuotaExceeded, th.Code)
 }
@@ -177,7 +177,7 @@ func TestAccountFromTheMirrorOrNone(t *testing.T) {
 // When storing fails the records are given back: a failed request does not stay counted.
 func TestFailedStoreIsRefunded(t *testing.T) {
 	x := startMetered(t, nil)
-	ctx := principal("acct", "gone")
+	ctx := asProject("acct", "gone")
 	require.NoError(t, x.e.pushLogs(ctx, logsOf(50, "a")))
 	// The stream deleted behind the exporter's back: the next publish finds no stream.
 	require.NoError(t, x.js.DeleteStream(context.Background(), streams.RawStream("gone")))

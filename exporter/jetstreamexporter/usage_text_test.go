@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 )
 
 // Usage notices are the service's sentences, saying whose limit it is, what happens at

@@ -20,8 +20,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nats-io/nats.go"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/otelcol-svc/otelcol-svc/extension/embeddednatsextension/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 func TestLoadConfig(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/confmap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
 )
 
 // Config of the project-aware authenticator.

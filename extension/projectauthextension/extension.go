@@ -18,12 +18,12 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apikey"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/validation/responder"
 	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/validationresponder"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
 type authenticator struct {
@@ -79,9 +79,9 @@ func (a *authenticator) Start(_ context.Context, host component.Host) error {
 		return err
 	}
 	a.nc, a.js = nc, js
-	// Every role answers the control plane's pipeline checks (components/validation); a
+	// Every role answers the control plane's pipeline checks (internal/validation); a
 	// failure here leaves the other collectors to answer, so it does not stop this one.
-	if a.validator, err = responder.Start(nc, responder.WithBacklogs(js, a.cache, responder.OptionsFromEnv())); err != nil {
+	if a.validator, err = validationresponder.Start(nc, validationresponder.WithBacklogs(js, a.cache, validationresponder.OptionsFromEnv())); err != nil {
 		a.logger.Error("pipeline checks for the control plane not served", zap.Error(err))
 	}
 	if a.cfg.PushIngest.authOff() {
@@ -178,7 +178,7 @@ func (a *authenticator) Authenticate(ctx context.Context, sources map[string][]s
 	if err != nil {
 		return ctx, err
 	}
-	return tenant.NewContext(ctx, p), nil
+	return principal.NewContext(ctx, p), nil
 }
 
 // msgInvalidKey is what gRPC clients are told (the collector sends the error's text as
@@ -186,32 +186,32 @@ func (a *authenticator) Authenticate(ctx context.Context, sources map[string][]s
 // words, so one wrong key reads the same over both.
 const msgInvalidKey = "the API key is not valid: it is unknown, revoked, or not a project key"
 
-func (a *authenticator) resolve(key string) (tenant.Principal, error) {
+func (a *authenticator) resolve(key string) (principal.Principal, error) {
 	if key == "" {
-		return tenant.Principal{}, tenant.ErrMissingKey
+		return principal.Principal{}, principal.ErrMissingKey
 	}
 	if !a.cache.Ready() {
-		return tenant.Principal{}, tenant.ErrNotReady
+		return principal.Principal{}, principal.ErrNotReady
 	}
 	e, ok := a.cache.Key(apikey.Hash(key))
 	if !ok || e.Scope != mirror.ScopeProject {
-		return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidKey, msgInvalidKey)
+		return principal.Principal{}, principal.Refuse(principal.ErrInvalidKey, msgInvalidKey)
 	}
 	a.noteUse(e.KeyID)
-	return tenant.Principal{ProjectID: e.ProjectID, KeyID: e.KeyID, AccountID: e.AccountID, Scope: e.Scope}, nil
+	return principal.Principal{ProjectID: e.ProjectID, KeyID: e.KeyID, AccountID: e.AccountID, Scope: e.Scope}, nil
 }
 
 func outcome(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, tenant.ErrMissingKey):
+	case errors.Is(err, principal.ErrMissingKey):
 		return "missing_key"
-	case errors.Is(err, tenant.ErrNotReady):
+	case errors.Is(err, principal.ErrNotReady):
 		return "not_ready"
-	case errors.Is(err, tenant.ErrNotFound):
+	case errors.Is(err, principal.ErrNotFound):
 		return "not_found"
-	case errors.Is(err, tenant.ErrInvalidToken):
+	case errors.Is(err, principal.ErrInvalidToken):
 		return "invalid_token"
 	case errors.Is(err, ErrForbidden):
 		return "forbidden"

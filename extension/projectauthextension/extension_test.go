@@ -16,11 +16,11 @@ import (
 	"go.opentelemetry.io/collector/extension/extensionauth"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apikey"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 func TestConfig(t *testing.T) {
@@ -79,23 +79,23 @@ func TestResolvesKeysFromTheMirror(t *testing.T) {
 	} {
 		got, err := auth.Authenticate(ctx, sources)
 		require.NoError(t, err, name)
-		p, ok := tenant.FromContext(got)
+		p, ok := principal.FromContext(got)
 		require.True(t, ok, name)
-		assert.Equal(t, tenant.Principal{ProjectID: "p1", KeyID: "k1", AccountID: "a1", Scope: "project"}, p, name)
+		assert.Equal(t, principal.Principal{ProjectID: "p1", KeyID: "k1", AccountID: "a1", Scope: "project"}, p, name)
 	}
 	_, err = auth.Authenticate(ctx, map[string][]string{})
-	assert.ErrorIs(t, err, tenant.ErrMissingKey)
+	assert.ErrorIs(t, err, principal.ErrMissingKey)
 	_, err = auth.Authenticate(ctx, map[string][]string{"X-Api-Key": {"osk_unknown"}})
-	assert.ErrorIs(t, err, tenant.ErrInvalidKey)
+	assert.ErrorIs(t, err, principal.ErrInvalidKey)
 	// gRPC clients read this text; HTTP clients read the ingest receiver's, the same words.
 	assert.EqualError(t, err, "the API key is not valid: it is unknown, revoked, or not a project key")
 	_, err = auth.Authenticate(ctx, map[string][]string{"X-Api-Key": {ingest}})
-	assert.ErrorIs(t, err, tenant.ErrInvalidKey, "an ingest-scoped key only opens its source's ingest URL")
+	assert.ErrorIs(t, err, principal.ErrInvalidKey, "an ingest-scoped key only opens its source's ingest URL")
 
 	require.NoError(t, m.DeleteKey(ctx, apikey.Hash(project)))
 	require.Eventually(t, func() bool {
 		_, err := auth.Authenticate(ctx, map[string][]string{"X-Api-Key": {project}})
-		return errors.Is(err, tenant.ErrInvalidKey)
+		return errors.Is(err, principal.ErrInvalidKey)
 	}, time.Second, 5*time.Millisecond, "a revoked key must stop working within a second")
 }
 
@@ -103,7 +103,7 @@ func TestUnavailableUntilTheMirrorIsLoaded(t *testing.T) {
 	port := testenv.FreePort(t) // nothing listens here yet
 	auth := start(t, "nats://127.0.0.1:"+itoa(port))
 	_, err := auth.Authenticate(context.Background(), map[string][]string{"X-Api-Key": {"osk_anything"}})
-	assert.ErrorIs(t, err, tenant.ErrNotReady, "an unknown key is not known to be invalid before the mirror loads")
+	assert.ErrorIs(t, err, principal.ErrNotReady, "an unknown key is not known to be invalid before the mirror loads")
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

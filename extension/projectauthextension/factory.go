@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension"
 
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
 )
 
 // NewFactory returns the extension's factory.

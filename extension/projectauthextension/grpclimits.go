@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/otelcol-svc/otelcol-svc/components/records"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
 )
 
 // OTLP/gRPC requests are decoded by grpc-go before any interceptor, authenticator or
@@ -29,7 +29,7 @@ import (
 // about 340 MiB. The configgrpc settings bound the message's bytes, not what it holds,
 // and an exporter can only refuse what is already decoded. A server codec is the one
 // place that sees the message's bytes before they are decoded, so the record count is
-// checked there (components/records counts without decoding, as for OTLP/HTTP).
+// checked there (internal/collector/records counts without decoding, as for OTLP/HTTP).
 
 var _ extensionmiddleware.GRPCServer = (*authenticator)(nil)
 

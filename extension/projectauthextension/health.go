@@ -9,7 +9,7 @@ import (
 
 // healthFromComponentStatus is the contrib health_check's feature gate that makes its
 // answer follow the components' statuses instead of only "the collector started". Our
-// components report a lost NATS connection as a recoverable error (components/natsclient),
+// components report a lost NATS connection as a recoverable error (internal/collector/natsclient),
 // so with the gate on a process whose NATS is gone is not reported healthy. The
 // distribution turns it on here, in the extension every role's config has;
 // `--feature-gates=-extension.healthcheck.useComponentStatus` turns it off again (the

@@ -9,16 +9,16 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/otelcol-svc/otelcol-svc/extension/embeddednatsextension"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // newLifecycleHost is the host of the generated lifecycle test (metadata.yaml tests.host):
 // the embedded NATS extension that Start dials, real and started on a free port, with the
 // configuration mirror's buckets in it.
-// (components/lifecyclehost cannot be used here: it imports this package.)
+// (internal/collector/lifecyclehost cannot be used here: it imports this package.)
 func newLifecycleHost(t *testing.T) component.Host {
 	f := embeddednatsextension.NewFactory()
 	cfg := f.CreateDefaultConfig().(*embeddednatsextension.Config)

@@ -12,10 +12,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apikey"
-	"github.com/otelcol-svc/otelcol-svc/components/consoletoken"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/consoletoken"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
 // Messages of push-ingest refusals: what the sender should do.
@@ -35,26 +35,26 @@ const (
 // ingest, with the source id) and the source. Accepted when any of these holds: the
 // Bearer token is this source's ingest-scoped key; the service token is configured and
 // sent as X-Service-Token or Bearer; push-ingest auth is off. Errors wrap
-// tenant.ErrNotReady, ErrNotFound (unknown ingest key), ErrMissingKey, ErrInvalidKey or
-// ErrInvalidToken, with a message for the sender (tenant.Message).
+// principal.ErrNotReady, ErrNotFound (unknown ingest key), ErrMissingKey, ErrInvalidKey or
+// ErrInvalidToken, with a message for the sender (principal.Message).
 func (a *authenticator) AuthenticateIngest(ctx context.Context, headers map[string][]string, ingestKey string) (context.Context, mirror.Source, error) {
 	src, p, err := a.ingest(headers, ingestKey)
 	a.tel.ProjectauthRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err)), attribute.String("surface", "push_ingest")))
 	if err != nil {
 		return ctx, mirror.Source{}, err
 	}
-	return tenant.NewContext(ctx, p), src, nil
+	return principal.NewContext(ctx, p), src, nil
 }
 
-func (a *authenticator) ingest(headers map[string][]string, ingestKey string) (mirror.Source, tenant.Principal, error) {
+func (a *authenticator) ingest(headers map[string][]string, ingestKey string) (mirror.Source, principal.Principal, error) {
 	if !a.cache.Ready() {
-		return mirror.Source{}, tenant.Principal{}, tenant.ErrNotReady
+		return mirror.Source{}, principal.Principal{}, principal.ErrNotReady
 	}
 	src, ok := a.cache.Source(ingestKey)
 	if !ok || src.ProjectID == "" {
-		return mirror.Source{}, tenant.Principal{}, tenant.Refuse(tenant.ErrNotFound, msgUnknownSource)
+		return mirror.Source{}, principal.Principal{}, principal.Refuse(principal.ErrNotFound, msgUnknownSource)
 	}
-	p := tenant.Principal{ProjectID: src.ProjectID, Scope: mirror.ScopeIngest, SourceID: src.ID}
+	p := principal.Principal{ProjectID: src.ProjectID, Scope: mirror.ScopeIngest, SourceID: src.ID}
 	if proj, ok := a.cache.Project(src.ProjectID); ok {
 		p.AccountID = proj.AccountID
 	}
@@ -65,9 +65,9 @@ func (a *authenticator) ingest(headers map[string][]string, ingestKey string) (m
 	serviceTok := lookup(headers, "x-service-token")
 	if bearerTok == "" && serviceTok == "" {
 		if lookup(headers, "x-api-key") != "" {
-			return src, p, tenant.Refuse(tenant.ErrMissingKey, msgIngestXAPIKey)
+			return src, p, principal.Refuse(principal.ErrMissingKey, msgIngestXAPIKey)
 		}
-		return src, p, tenant.Refuse(tenant.ErrMissingKey, msgIngestMissing)
+		return src, p, principal.Refuse(principal.ErrMissingKey, msgIngestMissing)
 	}
 	// Any one valid credential is enough; when none is, the first presented one explains.
 	var refusal error
@@ -85,11 +85,11 @@ func (a *authenticator) ingest(headers map[string][]string, ingestKey string) (m
 			}
 			return src, p, nil
 		case ok && e.Scope == mirror.ScopeProject:
-			refusal = tenant.Refuse(tenant.ErrInvalidKey, msgIngestProject)
+			refusal = principal.Refuse(principal.ErrInvalidKey, msgIngestProject)
 		case ok && e.Scope == mirror.ScopeIngest:
-			refusal = tenant.Refuse(tenant.ErrInvalidKey, msgIngestOther)
+			refusal = principal.Refuse(principal.ErrInvalidKey, msgIngestOther)
 		default:
-			refusal = tenant.Refuse(tenant.ErrInvalidKey, msgIngestUnknown)
+			refusal = principal.Refuse(principal.ErrInvalidKey, msgIngestUnknown)
 		}
 	}
 	if serviceTok != "" {
@@ -101,7 +101,7 @@ func (a *authenticator) ingest(headers map[string][]string, ingestKey string) (m
 			if a.cfg.PushIngest.ServiceToken == "" {
 				msg = msgNoServiceTok
 			}
-			refusal = tenant.Refuse(tenant.ErrInvalidToken, msg)
+			refusal = principal.Refuse(principal.ErrInvalidToken, msg)
 		}
 	}
 	return src, p, refusal
@@ -130,35 +130,35 @@ const (
 
 // AuthenticateConsole authorizes a read of projectID's records through the console read
 // API: the project's API key (X-API-Key, or a Bearer that is not a JWT) or a console token
-// (a Bearer JWT, components/consoletoken) for this project. A credential for another
-// project is refused as tenant.ErrNotFound, exactly like a project that does not exist.
+// (a Bearer JWT, internal/consoletoken) for this project. A credential for another
+// project is refused as principal.ErrNotFound, exactly like a project that does not exist.
 func (a *authenticator) AuthenticateConsole(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error) {
 	p, err := a.console(headers, projectID)
 	a.tel.ProjectauthRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err)), attribute.String("surface", "console")))
 	if err != nil {
 		return ctx, err
 	}
-	return tenant.NewContext(ctx, p), nil
+	return principal.NewContext(ctx, p), nil
 }
 
-func (a *authenticator) console(headers map[string][]string, projectID string) (tenant.Principal, error) {
+func (a *authenticator) console(headers map[string][]string, projectID string) (principal.Principal, error) {
 	key := lookup(headers, "x-api-key")
 	tok := bearer(lookup(headers, "authorization"))
 	if key == "" && tok == "" {
-		return tenant.Principal{}, tenant.Refuse(tenant.ErrMissingKey, msgConsoleMissing)
+		return principal.Principal{}, principal.Refuse(principal.ErrMissingKey, msgConsoleMissing)
 	}
 	if !a.cache.Ready() {
-		return tenant.Principal{}, tenant.ErrNotReady
+		return principal.Principal{}, principal.ErrNotReady
 	}
 	if key == "" && looksLikeJWT(tok) {
 		c, err := consoletoken.Verify(a.cache.ConsoleKeys(), tok, time.Now())
 		switch {
 		case errors.Is(err, consoletoken.ErrNoKeys):
-			return tenant.Principal{}, tenant.Refuse(tenant.ErrNotReady, msgConsoleNoKeys)
+			return principal.Principal{}, principal.Refuse(principal.ErrNotReady, msgConsoleNoKeys)
 		case err != nil:
-			return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidToken, "the console token is not valid or has expired; get a new one from the control plane")
+			return principal.Principal{}, principal.Refuse(principal.ErrInvalidToken, "the console token is not valid or has expired; get a new one from the control plane")
 		case c.ProjectID != projectID:
-			return tenant.Principal{}, tenant.Refuse(tenant.ErrNotFound, msgConsoleNoProject)
+			return principal.Principal{}, principal.Refuse(principal.ErrNotFound, msgConsoleNoProject)
 		}
 		// A token stays valid for up to an hour, but access ends with the membership it
 		// was issued under: the mirror, not the token, says whether the project still
@@ -167,17 +167,17 @@ func (a *authenticator) console(headers map[string][]string, projectID string) (
 		proj, ok := a.cache.Project(c.ProjectID)
 		grant, member := proj.Members[c.UserID]
 		if !ok || !member {
-			return tenant.Principal{}, tenant.Refuse(tenant.ErrNotFound, msgConsoleNoProject)
+			return principal.Principal{}, principal.Refuse(principal.ErrNotFound, msgConsoleNoProject)
 		}
 		if grant != c.Grant {
-			return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidToken, msgConsoleOldGrant)
+			return principal.Principal{}, principal.Refuse(principal.ErrInvalidToken, msgConsoleOldGrant)
 		}
 		// Nor does it outlive the personal access token, session or OAuth grant that
 		// minted it.
 		if c.Credential != "" && a.cache.Revoked(c.Credential) {
-			return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidToken, msgConsoleRevoked)
+			return principal.Principal{}, principal.Refuse(principal.ErrInvalidToken, msgConsoleRevoked)
 		}
-		return tenant.Principal{ProjectID: c.ProjectID, Scope: tenant.ScopeConsole, KeyID: consoleUserPrefix + c.UserID}, nil
+		return principal.Principal{ProjectID: c.ProjectID, Scope: principal.ScopeConsole, KeyID: consoleUserPrefix + c.UserID}, nil
 	}
 	if key == "" {
 		key = tok
@@ -185,14 +185,14 @@ func (a *authenticator) console(headers map[string][]string, projectID string) (
 	e, ok := a.cache.Key(apikey.Hash(key))
 	switch {
 	case !ok:
-		return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidKey, "the API key is not valid: it is unknown or revoked")
+		return principal.Principal{}, principal.Refuse(principal.ErrInvalidKey, "the API key is not valid: it is unknown or revoked")
 	case e.Scope != mirror.ScopeProject:
-		return tenant.Principal{}, tenant.Refuse(tenant.ErrInvalidKey, msgConsoleIngestKey)
+		return principal.Principal{}, principal.Refuse(principal.ErrInvalidKey, msgConsoleIngestKey)
 	case e.ProjectID != projectID:
-		return tenant.Principal{}, tenant.Refuse(tenant.ErrNotFound, msgConsoleNoProject)
+		return principal.Principal{}, principal.Refuse(principal.ErrNotFound, msgConsoleNoProject)
 	}
 	a.noteUse(e.KeyID)
-	return tenant.Principal{ProjectID: e.ProjectID, KeyID: e.KeyID, AccountID: e.AccountID, Scope: e.Scope}, nil
+	return principal.Principal{ProjectID: e.ProjectID, KeyID: e.KeyID, AccountID: e.AccountID, Scope: e.Scope}, nil
 }
 
 // consoleUserPrefix starts the KeyID of a console token's principal; the user id follows.
@@ -221,7 +221,7 @@ const (
 
 // forbiddenError is the outcome of a credential that opens the project but may not do
 // what was asked. Callers recognise it by its Forbidden method (so they need not import
-// this package) and answer 403 with tenant.Message.
+// this package) and answer 403 with principal.Message.
 type forbiddenError struct{}
 
 func (forbiddenError) Error() string   { return "forbidden" }
@@ -234,7 +234,7 @@ var ErrForbidden error = forbiddenError{}
 // AuthorizeConsoleWrite authorizes a console request that changes projectID's data
 // (a replay of deliveries): only a console token whose user is, per the mirror now, the
 // project's owner or an admin. Everything AuthenticateConsole refuses is refused the same
-// way (another project's credential is tenant.ErrNotFound); a credential that would
+// way (another project's credential is principal.ErrNotFound); a credential that would
 // read but may not write (an API key, a member's or viewer's token) wraps ErrForbidden.
 // The role is read from the mirror, not the token, so a demotion takes effect at once.
 func (a *authenticator) AuthorizeConsoleWrite(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error) {
@@ -243,22 +243,22 @@ func (a *authenticator) AuthorizeConsoleWrite(ctx context.Context, headers map[s
 	if err != nil {
 		return ctx, err
 	}
-	return tenant.NewContext(ctx, p), nil
+	return principal.NewContext(ctx, p), nil
 }
 
-func (a *authenticator) consoleWrite(headers map[string][]string, projectID string) (tenant.Principal, error) {
+func (a *authenticator) consoleWrite(headers map[string][]string, projectID string) (principal.Principal, error) {
 	p, err := a.console(headers, projectID)
 	if err != nil {
 		return p, err
 	}
 	user, ok := strings.CutPrefix(p.KeyID, consoleUserPrefix)
-	if p.Scope != tenant.ScopeConsole || !ok {
-		return tenant.Principal{}, tenant.Refuse(ErrForbidden, msgWriteNeedsToken)
+	if p.Scope != principal.ScopeConsole || !ok {
+		return principal.Principal{}, principal.Refuse(ErrForbidden, msgWriteNeedsToken)
 	}
 	proj, _ := a.cache.Project(projectID)
 	switch proj.Roles[user] {
 	case roleOwner, roleAdmin:
 		return p, nil
 	}
-	return tenant.Principal{}, tenant.Refuse(ErrForbidden, msgWriteNeedsRole)
+	return principal.Principal{}, principal.Refuse(ErrForbidden, msgWriteNeedsRole)
 }

@@ -17,12 +17,12 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apikey"
-	"github.com/otelcol-svc/otelcol-svc/components/consoletoken"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/consoletoken"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 func TestPushIngestAuthSetting(t *testing.T) {
@@ -81,12 +81,12 @@ func startWith(t *testing.T, mutate func(*Config)) (*authenticator, fixture) {
 	return a, f
 }
 
-func ingestAs(a *authenticator, ingestKey string, headers map[string][]string) (tenant.Principal, error) {
+func ingestAs(a *authenticator, ingestKey string, headers map[string][]string) (principal.Principal, error) {
 	ctx, src, err := a.AuthenticateIngest(context.Background(), headers, ingestKey)
 	if err != nil {
-		return tenant.Principal{}, err
+		return principal.Principal{}, err
 	}
-	p, _ := tenant.FromContext(ctx)
+	p, _ := principal.FromContext(ctx)
 	if p.SourceID != src.ID {
 		panic("principal and source disagree")
 	}
@@ -97,7 +97,7 @@ func TestPushIngestWithIngestKey(t *testing.T) {
 	a, f := startWith(t, nil)
 	p, err := ingestAs(a, "in_one", map[string][]string{"Authorization": {"Bearer " + f.ingest}})
 	require.NoError(t, err)
-	assert.Equal(t, tenant.Principal{ProjectID: "p1", KeyID: "k2", AccountID: "a1", Scope: mirror.ScopeIngest, SourceID: "s1"}, p)
+	assert.Equal(t, principal.Principal{ProjectID: "p1", KeyID: "k2", AccountID: "a1", Scope: mirror.ScopeIngest, SourceID: "s1"}, p)
 
 	for name, c := range map[string]struct {
 		key     string
@@ -105,17 +105,17 @@ func TestPushIngestWithIngestKey(t *testing.T) {
 		want    error
 		msg     string
 	}{
-		"unknown ingest URL":      {"in_nope", map[string][]string{"Authorization": {"Bearer " + f.ingest}}, tenant.ErrNotFound, "no push source"},
-		"no credentials":          {"in_one", map[string][]string{}, tenant.ErrMissingKey, "needs authentication"},
-		"ingest key in X-API-Key": {"in_one", map[string][]string{"X-Api-Key": {f.ingest}}, tenant.ErrMissingKey, "Authorization: Bearer"},
-		"another source's key":    {"in_two", map[string][]string{"Authorization": {"Bearer " + f.ingest}}, tenant.ErrInvalidKey, "another source"},
-		"project key":             {"in_one", map[string][]string{"Authorization": {"Bearer " + f.project}}, tenant.ErrInvalidKey, "project API key"},
-		"unknown key":             {"in_one", map[string][]string{"Authorization": {"Bearer osi_nope"}}, tenant.ErrInvalidKey, "unknown or revoked"},
-		"service token unset":     {"in_one", map[string][]string{"X-Service-Token": {"0123456789abcdef0123"}}, tenant.ErrInvalidToken, "SERVICE_INGEST_TOKEN is unset"},
+		"unknown ingest URL":      {"in_nope", map[string][]string{"Authorization": {"Bearer " + f.ingest}}, principal.ErrNotFound, "no push source"},
+		"no credentials":          {"in_one", map[string][]string{}, principal.ErrMissingKey, "needs authentication"},
+		"ingest key in X-API-Key": {"in_one", map[string][]string{"X-Api-Key": {f.ingest}}, principal.ErrMissingKey, "Authorization: Bearer"},
+		"another source's key":    {"in_two", map[string][]string{"Authorization": {"Bearer " + f.ingest}}, principal.ErrInvalidKey, "another source"},
+		"project key":             {"in_one", map[string][]string{"Authorization": {"Bearer " + f.project}}, principal.ErrInvalidKey, "project API key"},
+		"unknown key":             {"in_one", map[string][]string{"Authorization": {"Bearer osi_nope"}}, principal.ErrInvalidKey, "unknown or revoked"},
+		"service token unset":     {"in_one", map[string][]string{"X-Service-Token": {"0123456789abcdef0123"}}, principal.ErrInvalidToken, "SERVICE_INGEST_TOKEN is unset"},
 	} {
 		_, err := ingestAs(a, c.key, c.headers)
 		assert.ErrorIs(t, err, c.want, name)
-		assert.Contains(t, tenant.Message(err, ""), c.msg, name)
+		assert.Contains(t, principal.Message(err, ""), c.msg, name)
 	}
 
 	// Revoking the ingest key (deleting the source) stops it.
@@ -145,28 +145,28 @@ func TestPushIngestWithServiceToken(t *testing.T) {
 	assert.Equal(t, "s2", p.SourceID)
 
 	_, err = ingestAs(a, "in_one", map[string][]string{"X-Service-Token": {tok + "x"}})
-	assert.ErrorIs(t, err, tenant.ErrInvalidToken)
+	assert.ErrorIs(t, err, principal.ErrInvalidToken)
 	_, err = ingestAs(a, "in_one", map[string][]string{"Authorization": {"Bearer " + tok[:10]}})
-	assert.ErrorIs(t, err, tenant.ErrInvalidKey)
+	assert.ErrorIs(t, err, principal.ErrInvalidKey)
 	_, err = ingestAs(a, "in_one", nil)
-	assert.ErrorIs(t, err, tenant.ErrMissingKey)
+	assert.ErrorIs(t, err, principal.ErrMissingKey)
 }
 
 func TestPushIngestAuthOff(t *testing.T) {
 	a, _ := startWith(t, func(c *Config) { c.PushIngest.Auth = "off" })
 	p, err := ingestAs(a, "in_two", nil)
 	require.NoError(t, err)
-	assert.Equal(t, tenant.Principal{ProjectID: "p1", AccountID: "a1", Scope: mirror.ScopeIngest, SourceID: "s2"}, p)
+	assert.Equal(t, principal.Principal{ProjectID: "p1", AccountID: "a1", Scope: mirror.ScopeIngest, SourceID: "s2"}, p)
 	// The ingest URL itself stays a secret.
 	_, err = ingestAs(a, "in_nope", nil)
-	assert.ErrorIs(t, err, tenant.ErrNotFound)
+	assert.ErrorIs(t, err, principal.ErrNotFound)
 }
 
 func TestConsoleAuth(t *testing.T) {
 	a, f := startWith(t, nil)
-	console := func(projectID string, h map[string][]string) (tenant.Principal, error) {
+	console := func(projectID string, h map[string][]string) (principal.Principal, error) {
 		ctx, err := a.AuthenticateConsole(context.Background(), h, projectID)
-		p, _ := tenant.FromContext(ctx)
+		p, _ := principal.FromContext(ctx)
 		return p, err
 	}
 	tokenOf := func(user string, grant int64, project string, priv ed25519.PrivateKey) string {
@@ -182,7 +182,7 @@ func TestConsoleAuth(t *testing.T) {
 	require.NoError(t, err)
 	p, err = console("p1", map[string][]string{"Authorization": {"Bearer " + token("p1", f.consolePriv)}})
 	require.NoError(t, err)
-	assert.Equal(t, tenant.Principal{ProjectID: "p1", Scope: tenant.ScopeConsole, KeyID: "user:u1"}, p)
+	assert.Equal(t, principal.Principal{ProjectID: "p1", Scope: principal.ScopeConsole, KeyID: "user:u1"}, p)
 
 	_, otherPriv, err := ed25519.GenerateKey(rand.Reader)
 	require.NoError(t, err)
@@ -191,18 +191,18 @@ func TestConsoleAuth(t *testing.T) {
 		headers map[string][]string
 		want    error
 	}{
-		"nothing":                {"p1", map[string][]string{}, tenant.ErrMissingKey},
-		"B's key for A":          {"p1", map[string][]string{"X-Api-Key": {f.projectB}}, tenant.ErrNotFound},
-		"A's key for B":          {"p2", map[string][]string{"X-Api-Key": {f.project}}, tenant.ErrNotFound},
-		"A's key, no project":    {"nope", map[string][]string{"X-Api-Key": {f.project}}, tenant.ErrNotFound},
-		"token for another":      {"p2", map[string][]string{"Authorization": {"Bearer " + token("p1", f.consolePriv)}}, tenant.ErrNotFound},
-		"token signed elsewhere": {"p1", map[string][]string{"Authorization": {"Bearer " + token("p1", otherPriv)}}, tenant.ErrInvalidToken},
-		"ingest key":             {"p1", map[string][]string{"X-Api-Key": {f.ingest}}, tenant.ErrInvalidKey},
-		"unknown key":            {"p1", map[string][]string{"X-Api-Key": {"osk_nope"}}, tenant.ErrInvalidKey},
+		"nothing":                {"p1", map[string][]string{}, principal.ErrMissingKey},
+		"B's key for A":          {"p1", map[string][]string{"X-Api-Key": {f.projectB}}, principal.ErrNotFound},
+		"A's key for B":          {"p2", map[string][]string{"X-Api-Key": {f.project}}, principal.ErrNotFound},
+		"A's key, no project":    {"nope", map[string][]string{"X-Api-Key": {f.project}}, principal.ErrNotFound},
+		"token for another":      {"p2", map[string][]string{"Authorization": {"Bearer " + token("p1", f.consolePriv)}}, principal.ErrNotFound},
+		"token signed elsewhere": {"p1", map[string][]string{"Authorization": {"Bearer " + token("p1", otherPriv)}}, principal.ErrInvalidToken},
+		"ingest key":             {"p1", map[string][]string{"X-Api-Key": {f.ingest}}, principal.ErrInvalidKey},
+		"unknown key":            {"p1", map[string][]string{"X-Api-Key": {"osk_nope"}}, principal.ErrInvalidKey},
 	} {
 		_, err := console(c.project, c.headers)
 		assert.ErrorIs(t, err, c.want, name)
-		assert.NotEmpty(t, tenant.Message(err, ""), name)
+		assert.NotEmpty(t, principal.Message(err, ""), name)
 	}
 
 	// A token lives up to an hour; the membership it names ends it sooner. Removed
@@ -216,7 +216,7 @@ func TestConsoleAuth(t *testing.T) {
 	require.NoError(t, f.m.PutProject(ctx, mirror.Project{ID: "p1", AccountID: "a1", Version: 1, Members: map[string]int64{"u1": 1000}}))
 	require.Eventually(t, func() bool {
 		_, err := console("p1", bearerOf(u2))
-		return errors.Is(err, tenant.ErrNotFound)
+		return errors.Is(err, principal.ErrNotFound)
 	}, 5*time.Second, time.Millisecond, "a removed member's token still opens the project")
 	_, err = console("p1", bearerOf(token("p1", f.consolePriv)))
 	require.NoError(t, err, "the other member's token still works")
@@ -226,13 +226,13 @@ func TestConsoleAuth(t *testing.T) {
 		return err == nil
 	}, 5*time.Second, time.Millisecond, "a member added again gets in with a new token")
 	_, err = console("p1", bearerOf(u2))
-	assert.ErrorIs(t, err, tenant.ErrInvalidToken, "a token of the earlier membership")
-	assert.Equal(t, msgConsoleOldGrant, tenant.Message(err, ""))
+	assert.ErrorIs(t, err, principal.ErrInvalidToken, "a token of the earlier membership")
+	assert.Equal(t, msgConsoleOldGrant, principal.Message(err, ""))
 	// An entry written without members (an older control plane) honours no token.
 	require.NoError(t, f.m.PutProject(ctx, mirror.Project{ID: "p1", AccountID: "a1", Version: 1}))
 	require.Eventually(t, func() bool {
 		_, err := console("p1", bearerOf(token("p1", f.consolePriv)))
-		return errors.Is(err, tenant.ErrNotFound)
+		return errors.Is(err, principal.ErrNotFound)
 	}, 5*time.Second, time.Millisecond, "a project entry without members honours tokens")
 	require.NoError(t, f.m.PutProject(ctx, mirror.Project{ID: "p1", AccountID: "a1", Version: 1, Members: map[string]int64{"u1": 1000}}))
 	require.Eventually(t, func() bool {
@@ -246,11 +246,11 @@ func TestConsoleAuth(t *testing.T) {
 	require.NoError(t, f.m.DeleteProject(context.Background(), "p1"))
 	require.Eventually(t, func() bool {
 		_, err := console("p1", map[string][]string{"Authorization": {"Bearer " + tok}})
-		return errors.Is(err, tenant.ErrNotFound)
+		return errors.Is(err, principal.ErrNotFound)
 	}, 5*time.Second, 10*time.Millisecond, "a token of a deleted project still opens it")
 	_, err = console("p9", map[string][]string{"Authorization": {"Bearer " + token("p9", f.consolePriv)}})
-	assert.ErrorIs(t, err, tenant.ErrNotFound, "a token of a project the mirror never had")
-	assert.Equal(t, msgConsoleNoProject, tenant.Message(err, ""))
+	assert.ErrorIs(t, err, principal.ErrNotFound, "a token of a project the mirror never had")
+	assert.Equal(t, msgConsoleNoProject, principal.Message(err, ""))
 }
 
 // Replay changes a project's data: only a console token of its owner or an admin, by the
@@ -267,14 +267,14 @@ func TestConsoleWriteNeedsOwnerOrAdminToken(t *testing.T) {
 		require.NoError(t, err)
 		return map[string][]string{"Authorization": {"Bearer " + tok}}
 	}
-	write := func(project string, h map[string][]string) (tenant.Principal, error) {
+	write := func(project string, h map[string][]string) (principal.Principal, error) {
 		ctx, err := a.AuthorizeConsoleWrite(context.Background(), h, project)
-		p, _ := tenant.FromContext(ctx)
+		p, _ := principal.FromContext(ctx)
 		return p, err
 	}
 	p, err := write("p1", bearerOf("u1", 1000, "p1"))
 	require.NoError(t, err, "owner")
-	assert.Equal(t, tenant.Principal{ProjectID: "p1", Scope: tenant.ScopeConsole, KeyID: "user:u1"}, p)
+	assert.Equal(t, principal.Principal{ProjectID: "p1", Scope: principal.ScopeConsole, KeyID: "user:u1"}, p)
 	_, err = write("p1", bearerOf("u2", 2000, "p1"))
 	require.NoError(t, err, "admin")
 
@@ -288,14 +288,14 @@ func TestConsoleWriteNeedsOwnerOrAdminToken(t *testing.T) {
 		"viewer":             {"p1", bearerOf("u4", 4000, "p1"), ErrForbidden, msgWriteNeedsRole},
 		"API key":            {"p1", map[string][]string{"X-Api-Key": {f.project}}, ErrForbidden, msgWriteNeedsToken},
 		"API key as Bearer":  {"p1", map[string][]string{"Authorization": {"Bearer " + f.project}}, ErrForbidden, msgWriteNeedsToken},
-		"owner's token, B":   {"p2", bearerOf("u1", 1000, "p1"), tenant.ErrNotFound, msgConsoleNoProject},
-		"A's key for B":      {"p2", map[string][]string{"X-Api-Key": {f.project}}, tenant.ErrNotFound, msgConsoleNoProject},
-		"nothing":            {"p1", map[string][]string{}, tenant.ErrMissingKey, msgConsoleMissing},
-		"B's owner token, A": {"p1", bearerOf("u1", 1000, "p2"), tenant.ErrNotFound, msgConsoleNoProject},
+		"owner's token, B":   {"p2", bearerOf("u1", 1000, "p1"), principal.ErrNotFound, msgConsoleNoProject},
+		"A's key for B":      {"p2", map[string][]string{"X-Api-Key": {f.project}}, principal.ErrNotFound, msgConsoleNoProject},
+		"nothing":            {"p1", map[string][]string{}, principal.ErrMissingKey, msgConsoleMissing},
+		"B's owner token, A": {"p1", bearerOf("u1", 1000, "p2"), principal.ErrNotFound, msgConsoleNoProject},
 	} {
 		_, err := write(c.project, c.headers)
 		require.ErrorIs(t, err, c.want, name)
-		assert.Equal(t, c.msg, tenant.Message(err, ""), name)
+		assert.Equal(t, c.msg, principal.Message(err, ""), name)
 		var f interface{ Forbidden() bool }
 		assert.Equal(t, c.want == ErrForbidden, errors.As(err, &f), "%s: recognised by its Forbidden method", name)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 )
 
 // Config of the trigger processor. Everything it does is per project, from the

@@ -17,16 +17,16 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/processor/processortest"
 
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/lifecyclehost"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/lifecyclehost"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -115,7 +115,7 @@ func (h *harness) processor(t *testing.T, redis bool) *triggerProcessor {
 }
 
 func request(project string, o *deliverylog.Outcome) context.Context {
-	ctx := tenant.NewContext(context.Background(), tenant.Principal{ProjectID: project, Scope: "pipeline"})
+	ctx := principal.NewContext(context.Background(), principal.Principal{ProjectID: project, Scope: "pipeline"})
 	return deliverylog.WithOutcome(ctx, o)
 }
 

@@ -3,8 +3,8 @@ package triggerprocessor
 import (
 	"errors"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/ottlevent"
 )
 
 // isTooLarge reports whether a transform (not the trigger, whose failure only means no

@@ -7,7 +7,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 )
 
 // Config of the window processor. The window itself (transforms, trigger, context filter,

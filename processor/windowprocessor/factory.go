@@ -17,9 +17,9 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
-	"github.com/otelcol-svc/otelcol-svc/components/windowstore"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/ottlevent"
+	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
 	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadata"
 )
 

@@ -14,16 +14,16 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/processor/processortest"
 
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/lifecyclehost"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/lifecyclehost"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // redisURL is the machine's Redis, database 13 of these tests (projects are fresh ids).
@@ -97,7 +97,7 @@ func (h *harness) settled(t *testing.T, project string, batches map[*deliverylog
 }
 
 func request(project string, o *deliverylog.Outcome) context.Context {
-	ctx := tenant.NewContext(context.Background(), tenant.Principal{ProjectID: project, Scope: "pipeline"})
+	ctx := principal.NewContext(context.Background(), principal.Principal{ProjectID: project, Scope: "pipeline"})
 	return deliverylog.WithOutcome(ctx, o)
 }
 

@@ -5,7 +5,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 
-	"github.com/otelcol-svc/otelcol-svc/components/lifecyclehost"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/lifecyclehost"
 )
 
 // newLifecycleHost is the host of the generated lifecycle test (metadata.yaml tests.host):

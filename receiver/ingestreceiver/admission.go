@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 )
 
 // Memory a request costs while it is read, decoded and stored, as estimated before it is
@@ -73,7 +73,7 @@ func (a *admission) ticket(tenant string) *ticket { return &ticket{a: a, tenant:
 // that signs up (one account may make many projects), or its project when the credential
 // names no account (keys minted before keys carried it).
 func tenantOf(ctx context.Context) string {
-	p, _ := tenant.FromContext(ctx)
+	p, _ := principal.FromContext(ctx)
 	if p.AccountID != "" {
 		return "account:" + p.AccountID
 	}

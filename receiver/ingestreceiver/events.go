@@ -13,10 +13,10 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/plog"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/eventjson"
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/records"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
+	"github.com/otelcol-svc/otelcol-svc/internal/eventjson"
+	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
 )
 
 // maxHeaderValue bounds X-Event-Type, X-Source and Idempotency-Key: they become record

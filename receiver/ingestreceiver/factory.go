@@ -19,7 +19,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/receiver"
 
-	"github.com/otelcol-svc/otelcol-svc/components/shared"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/sharedcomponent"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/metadata"
 )
@@ -91,9 +91,9 @@ func defaultDashboardOrigins() []string {
 	return []string{"http://localhost:8080", "http://127.0.0.1:8080", "http://[::1]:8080"}
 }
 
-var instances shared.Map[*Config, *ingestReceiver]
+var instances sharedcomponent.Map[*Config, *ingestReceiver]
 
-func instance(set receiver.Settings, cfg component.Config) (*shared.Component[*ingestReceiver], error) {
+func instance(set receiver.Settings, cfg component.Config) (*sharedcomponent.Component[*ingestReceiver], error) {
 	c := cfg.(*Config)
 	return instances.LoadOrStore(c, func() (*ingestReceiver, error) { return newReceiver(c, set) })
 }

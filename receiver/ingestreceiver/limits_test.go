@@ -18,12 +18,12 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/otelcol-svc/otelcol-svc/components/lifecyclehost"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/lifecyclehost"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // exporterEnv is the receiver in front of the real JetStream exporter (exporterhelper and
@@ -42,9 +42,9 @@ type accountAuth struct{ *fakeAuth }
 
 func (a accountAuth) Authenticate(ctx context.Context, headers map[string][]string) (context.Context, error) {
 	ctx, err := a.fakeAuth.Authenticate(ctx, headers)
-	if p, ok := tenant.FromContext(ctx); ok && err == nil {
+	if p, ok := principal.FromContext(ctx); ok && err == nil {
 		p.AccountID = "acct"
-		ctx = tenant.NewContext(ctx, p)
+		ctx = principal.NewContext(ctx, p)
 	}
 	return ctx, err
 }

@@ -14,11 +14,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/eventjson"
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/requestid"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/eventjson"
+	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/requestid"
 )
 
 // agentOutput is the body of POST /internal/agent-output (docs/contract.md#section-3).
@@ -66,7 +66,7 @@ func (r *ingestReceiver) agentOutput(w http.ResponseWriter, req *http.Request) (
 	if aerr != nil {
 		return "", aerr
 	}
-	p, _ := tenant.FromContext(ctx)
+	p, _ := principal.FromContext(ctx)
 	info := ingestctx.Info{Prebuilt: "agent_output", Output: true, RequestID: out.RequestID, Unmatched: r.unmatched(p.ProjectID, out.RequestID)}
 	if err := r.consumePrebuilt(ctx, info, [][]byte{out.Payload}); err != nil {
 		return "", r.consumeError(err)

@@ -24,12 +24,12 @@ import (
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/records"
-	"github.com/otelcol-svc/otelcol-svc/components/requestid"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
+	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/requestid"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/otlphttp"
 )
@@ -177,15 +177,15 @@ func (r *ingestReceiver) newConsole() *console.API {
 func (r *ingestReceiver) authenticate(req *http.Request) (context.Context, *apierror.Error) {
 	ctx, err := r.auth.Authenticate(req.Context(), req.Header)
 	if err == nil {
-		if _, ok := tenant.FromContext(ctx); ok {
+		if _, ok := principal.FromContext(ctx); ok {
 			return ctx, nil
 		}
-		err = tenant.ErrInvalidKey
+		err = principal.ErrInvalidKey
 	}
 	switch {
-	case errors.Is(err, tenant.ErrMissingKey):
+	case errors.Is(err, principal.ErrMissingKey):
 		return nil, apierror.New(http.StatusUnauthorized, apierror.MissingAPIKey, "no API key: send your project's key in the X-API-Key header")
-	case errors.Is(err, tenant.ErrNotReady):
+	case errors.Is(err, principal.ErrNotReady):
 		e := apierror.New(http.StatusServiceUnavailable, apierror.Unavailable, "the receiver is still loading its key configuration; retry in a moment")
 		e.RetryAfter = r.cfg.RetryAfter
 		return nil, e

@@ -18,10 +18,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/metadata"
 )
 
@@ -35,24 +35,24 @@ type fakeAuth struct {
 func (f *fakeAuth) Authenticate(ctx context.Context, headers map[string][]string) (context.Context, error) {
 	key := http.Header(headers).Get("X-Api-Key")
 	if !strings.HasPrefix(key, "key-") {
-		return ctx, tenant.ErrInvalidKey
+		return ctx, principal.ErrInvalidKey
 	}
-	return tenant.NewContext(ctx, tenant.Principal{ProjectID: strings.TrimPrefix(key, "key-")}), nil
+	return principal.NewContext(ctx, principal.Principal{ProjectID: strings.TrimPrefix(key, "key-")}), nil
 }
 
 func (f *fakeAuth) AuthenticateIngest(ctx context.Context, _ map[string][]string, ingestKey string) (context.Context, mirror.Source, error) {
 	src, ok := f.sources[ingestKey]
 	if !ok {
-		return ctx, mirror.Source{}, tenant.ErrNotFound
+		return ctx, mirror.Source{}, principal.ErrNotFound
 	}
-	return tenant.NewContext(ctx, tenant.Principal{ProjectID: src.ProjectID, SourceID: src.ID}), src, nil
+	return principal.NewContext(ctx, principal.Principal{ProjectID: src.ProjectID, SourceID: src.ID}), src, nil
 }
 
 func (f *fakeAuth) AuthenticateConsole(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error) {
 	if http.Header(headers).Get("X-Api-Key") != "key-"+projectID {
-		return ctx, tenant.ErrNotFound
+		return ctx, principal.ErrNotFound
 	}
-	return tenant.NewContext(ctx, tenant.Principal{ProjectID: projectID}), nil
+	return principal.NewContext(ctx, principal.Principal{ProjectID: projectID}), nil
 }
 
 // AuthorizeConsoleWrite lets the key write too: the real role check is the projectauth

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 )
 
 // Records refused by a limit are counted in the account's usage (refused_by_reason),
@@ -48,7 +48,7 @@ func refusalReason(e *apierror.Error) string {
 // was parsed counts as 1.
 func (r *ingestReceiver) countRefusal(ctx context.Context, e *apierror.Error, n int) *apierror.Error {
 	if reason := refusalReason(e); reason != "" {
-		p, _ := tenant.FromContext(ctx)
+		p, _ := principal.FromContext(ctx)
 		r.refusals.Add(p.AccountID, p.ProjectID, reason, int64(max(n, 1)), 0)
 	}
 	return e

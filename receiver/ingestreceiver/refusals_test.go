@@ -14,11 +14,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
-	"github.com/otelcol-svc/otelcol-svc/components/usage"
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/usage"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // ownAccountAuth is fakeAuth whose keys name an account, as the projectauth extension's
@@ -28,10 +28,10 @@ type ownAccountAuth struct{ *fakeAuth }
 func (a ownAccountAuth) Authenticate(ctx context.Context, headers map[string][]string) (context.Context, error) {
 	key := http.Header(headers).Get("X-Api-Key")
 	if !strings.HasPrefix(key, "key-") {
-		return ctx, tenant.ErrInvalidKey
+		return ctx, principal.ErrInvalidKey
 	}
 	p := strings.TrimPrefix(key, "key-")
-	return tenant.NewContext(ctx, tenant.Principal{ProjectID: p, AccountID: "acct-" + p}), nil
+	return principal.NewContext(ctx, principal.Principal{ProjectID: p, AccountID: "acct-" + p}), nil
 }
 
 // What this receiver refuses for an account's limits is counted in

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 )
 
 // Agent results are counted in their project's ledger (deliverylog): results,

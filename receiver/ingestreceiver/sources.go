@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/envelope"
-	"github.com/otelcol-svc/otelcol-svc/components/eventjson"
-	"github.com/otelcol-svc/otelcol-svc/components/ingestctx"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/records"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
+	"github.com/otelcol-svc/otelcol-svc/internal/envelope"
+	"github.com/otelcol-svc/otelcol-svc/internal/eventjson"
+	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
 )
 
@@ -118,18 +118,18 @@ func pushMsgID(sourceID, idempotencyKey string) string {
 // authRefusal answers a refusal of the push-ingest or console authenticator.
 func (r *ingestReceiver) authRefusal(err error) *apierror.Error {
 	switch {
-	case errors.Is(err, tenant.ErrNotReady):
+	case errors.Is(err, principal.ErrNotReady):
 		e := apierror.New(http.StatusServiceUnavailable, apierror.Unavailable,
-			tenant.Message(err, "the receiver is still loading its configuration; retry in a moment"))
+			principal.Message(err, "the receiver is still loading its configuration; retry in a moment"))
 		e.RetryAfter = r.cfg.RetryAfter
 		return e
-	case errors.Is(err, tenant.ErrNotFound):
-		return apierror.New(http.StatusNotFound, apierror.NotFound, tenant.Message(err, "not found"))
-	case errors.Is(err, tenant.ErrMissingKey):
-		return apierror.New(http.StatusUnauthorized, apierror.MissingAPIKey, tenant.Message(err, "no credentials: send an API key"))
-	case errors.Is(err, tenant.ErrInvalidToken):
-		return apierror.New(http.StatusUnauthorized, apierror.InvalidToken, tenant.Message(err, "the token is not valid"))
+	case errors.Is(err, principal.ErrNotFound):
+		return apierror.New(http.StatusNotFound, apierror.NotFound, principal.Message(err, "not found"))
+	case errors.Is(err, principal.ErrMissingKey):
+		return apierror.New(http.StatusUnauthorized, apierror.MissingAPIKey, principal.Message(err, "no credentials: send an API key"))
+	case errors.Is(err, principal.ErrInvalidToken):
+		return apierror.New(http.StatusUnauthorized, apierror.InvalidToken, principal.Message(err, "the token is not valid"))
 	default:
-		return apierror.New(http.StatusUnauthorized, apierror.InvalidAPIKey, tenant.Message(err, "the API key is not valid"))
+		return apierror.New(http.StatusUnauthorized, apierror.InvalidAPIKey, principal.Message(err, "the API key is not valid"))
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // Idle projects cost no polling. A pull consumer that waits for records keeps a pull

@@ -13,15 +13,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/validation"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/validation"
 )
 
 // Backlogs. A project's pipeline consumer starts from new records
 // (consumers.go); stored records are processed only when the project's user asks for it:
 // the control plane then puts a mirror.Backlog in the project's entry, naming a range of
-// its raw stream that a preview (components/validation/responder) counted. The pipeline
+// its raw stream that a preview (internal/collector/validationresponder) counted. The pipeline
 // role runs it here, once:
 //
 //   - on a durable consumer of its own, "<durable>-backlog-<id>", from FirstSeq, so a

@@ -7,9 +7,9 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // What a receiver consumes.
@@ -46,7 +46,7 @@ type Config struct {
 	// pipeline at once, each acked on its own when settled: a batch whose agent call is
 	// being retried then does not hold up the later batches' other groups. The next batch
 	// starts only once the previous one's calls are queued in the agent exporter's
-	// per-group lanes (components/batchorder), so each group keeps the stream's order and
+	// per-group lanes (internal/batchorder), so each group keeps the stream's order and
 	// the processors still see one batch at a time. 1 is one batch at a time. Output mode
 	// always takes one result at a time per destination.
 	MaxInflightBatches int `mapstructure:"max_inflight_batches"`
@@ -67,7 +67,7 @@ type Config struct {
 	// records whose wake was lost (one consumer info each); 0 turns the sweep off.
 	SweepInterval time.Duration `mapstructure:"sweep_interval"`
 	// Ledger (raw mode) counts each handled batch in the project's ledger before acking
-	// it (components/deliverylog): what was dropped by the trigger, sent to the agent or
+	// it (internal/deliverylog): what was dropped by the trigger, sent to the agent or
 	// dead-lettered, exactly once across crashes.
 	Ledger bool `mapstructure:"ledger"`
 }

@@ -14,9 +14,9 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/receiver"
 
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/receiver/jetstreamreceiver/internal/metadata"
 )
 

@@ -18,14 +18,14 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/batchorder"
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/internal/batchorder"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/receiver/jetstreamreceiver/internal/metadata"
 )
 
@@ -442,7 +442,7 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 			return err
 		}
 		// The next batch starts once this one has handed off (the agent exporter has
-		// queued its calls in their groups' lanes, components/batchorder) or returned, so
+		// queued its calls in their groups' lanes, internal/batchorder) or returned, so
 		// batches reach the lanes, and the processors, one at a time and in order; a
 		// pipeline that never hands off (the sink role) stays one batch at a time.
 		hctx, handedOff := batchorder.WithHandoff(ctx)
@@ -504,7 +504,7 @@ func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Ms
 	if t.sink != "" {
 		scope = "sink"
 	}
-	pctx := tenant.NewContext(ctx, tenant.Principal{ProjectID: project, Scope: scope})
+	pctx := principal.NewContext(ctx, principal.Principal{ProjectID: project, Scope: scope})
 	// The exporter tells what it did with each record; the batch is counted in the
 	// ledger from it before it is acked (ledger.go).
 	var outcome *deliverylog.Outcome

@@ -10,12 +10,12 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
-	"github.com/otelcol-svc/otelcol-svc/components/lifecyclehost"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/lifecyclehost"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // stoppingWorker is a pipeline whose batch ends only when its worker is stopped, and

@@ -1,5 +1,5 @@
 // otelcol-svc agent SDK: verify the collector's calls and webhook deliveries (Standard
-// Webhooks, as components/webhooksig signs them) and send agent results back.
+// Webhooks, as internal/webhooksig signs them) and send agent results back.
 // No dependencies: node:crypto and the global fetch (Node 18+).
 import { createHmac, timingSafeEqual } from "node:crypto";
 

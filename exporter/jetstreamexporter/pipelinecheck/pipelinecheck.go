@@ -6,7 +6,7 @@
 // "stored", and it reads what it needs about the request from the request's context: the
 // authenticated project (client.Info.Auth, which projectauth sets) and, for the ingest
 // receiver's events, push-source records and agent results, the record facts of
-// components/ingestctx. A processor that queues data and exports it later from its own
+// internal/ingestctx. A processor that queues data and exports it later from its own
 // goroutine (batch) drops that context and breaks the 2xx-after-storage promise, so every
 // such request would fail. Carrying the project in the data instead would let any OTLP
 // client name another project (tenant isolation), so the coupling stays, made explicit.

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
 )
 
 // DefaultMaxBodyBytes bounds what ParseCall and VerifyWebhook read when the Verifier sets

@@ -31,6 +31,6 @@
 //		}()
 //	})
 //
-// The signature scheme is the one of components/webhooksig, which this package uses; the
+// The signature scheme is the one of internal/webhooksig, which this package uses; the
 // Python and TypeScript SDKs beside it (sdk/python, sdk/typescript) implement the same.
 package agentsdk

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
 	"github.com/otelcol-svc/otelcol-svc/sdk/go/agentsdk"
 )
 

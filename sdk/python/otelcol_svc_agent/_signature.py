@@ -1,4 +1,4 @@
-"""Standard Webhooks signatures, as components/webhooksig signs and checks them."""
+"""Standard Webhooks signatures, as internal/webhooksig signs and checks them."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // The answers and the all-or-nothing storage this package relies on, against a real

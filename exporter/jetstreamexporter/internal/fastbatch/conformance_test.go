@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // verifiedNATSServer is the nats-server release whose fast batch protocol this package was

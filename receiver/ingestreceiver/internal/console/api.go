@@ -30,10 +30,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 const (
@@ -236,7 +236,7 @@ func (a *API) readDetailed(req *http.Request, ep endpoint) (answer any, release 
 	if err != nil {
 		var f interface{ Forbidden() bool }
 		if errors.As(err, &f) && f.Forbidden() {
-			return nil, nil, apierror.New(http.StatusForbidden, apierror.Forbidden, tenant.Message(err, "your credentials may read this project but not change it")), nil
+			return nil, nil, apierror.New(http.StatusForbidden, apierror.Forbidden, principal.Message(err, "your credentials may read this project but not change it")), nil
 		}
 		return nil, nil, a.set.Refuse(err), nil
 	}

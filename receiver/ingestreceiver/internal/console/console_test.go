@@ -18,11 +18,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // consoleAuth stands in for the projectauth extension: API key "key-<project>" opens
@@ -31,9 +31,9 @@ type consoleAuth struct{ js jetstream.JetStream }
 
 func (f consoleAuth) AuthenticateConsole(ctx context.Context, headers map[string][]string, projectID string) (context.Context, error) {
 	if http.Header(headers).Get("X-Api-Key") != "key-"+projectID {
-		return ctx, tenant.ErrNotFound
+		return ctx, principal.ErrNotFound
 	}
-	return tenant.NewContext(ctx, tenant.Principal{ProjectID: projectID}), nil
+	return principal.NewContext(ctx, principal.Principal{ProjectID: projectID}), nil
 }
 
 // AuthorizeConsoleWrite lets the key write too: the real role check is tested against the

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 )
 
 // CORS: the dashboard is served by the control plane, another origin than the

@@ -23,15 +23,15 @@ import (
 	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/apikey"
-	"github.com/otelcol-svc/otelcol-svc/components/consoletoken"
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/streams"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
-	"github.com/otelcol-svc/otelcol-svc/components/testenv"
 	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/consoletoken"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // logStack is the console API authenticated by the real projectauth extension, against a
@@ -106,14 +106,14 @@ func startLogStack(t *testing.T) *logStack {
 // refuse maps refusals as the receiver does (sources.go authRefusal).
 func refuse(err error) *apierror.Error {
 	switch {
-	case errors.Is(err, tenant.ErrNotFound):
-		return apierror.New(http.StatusNotFound, apierror.NotFound, tenant.Message(err, "not found"))
-	case errors.Is(err, tenant.ErrMissingKey):
-		return apierror.New(http.StatusUnauthorized, apierror.MissingAPIKey, tenant.Message(err, "no credentials"))
-	case errors.Is(err, tenant.ErrInvalidToken):
-		return apierror.New(http.StatusUnauthorized, apierror.InvalidToken, tenant.Message(err, "invalid token"))
+	case errors.Is(err, principal.ErrNotFound):
+		return apierror.New(http.StatusNotFound, apierror.NotFound, principal.Message(err, "not found"))
+	case errors.Is(err, principal.ErrMissingKey):
+		return apierror.New(http.StatusUnauthorized, apierror.MissingAPIKey, principal.Message(err, "no credentials"))
+	case errors.Is(err, principal.ErrInvalidToken):
+		return apierror.New(http.StatusUnauthorized, apierror.InvalidToken, principal.Message(err, "invalid token"))
 	default:
-		return apierror.New(http.StatusUnauthorized, apierror.InvalidAPIKey, tenant.Message(err, "invalid key"))
+		return apierror.New(http.StatusUnauthorized, apierror.InvalidAPIKey, principal.Message(err, "invalid key"))
 	}
 }
 

@@ -11,10 +11,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/ottlevent"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/ottlevent"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
 // POST /console/v1/projects/{project_id}/pipeline/dry-run with {"pipeline": {the fields of

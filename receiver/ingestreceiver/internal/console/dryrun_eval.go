@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/dryrun"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/dryrun"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
 )
 
-// The dry run's evaluation is components/dryrun's, the one the backlog preview uses too:
+// The dry run's evaluation is internal/collector/dryrun's, the one the backlog preview uses too:
 // the records of a read, oldest first, through a compiled pipeline as the trigger and
 // window processors run them, with nothing sent and nothing stored.
 

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/mirror"
-	"github.com/otelcol-svc/otelcol-svc/components/pipelinecfg"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
 func doublingPipeline(n int, extra map[string]any) string {

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 )
 
 // GET /console/v1/projects/{project_id}/events?limit=50&source_id=<id>: the project's

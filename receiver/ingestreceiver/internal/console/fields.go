@@ -3,8 +3,8 @@ package console
 import (
 	"net/url"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/fieldstats"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/fieldstats"
 )
 
 // GET /console/v1/projects/{project_id}/fields?limit=100&source_id=<id>: the field paths
@@ -22,7 +22,7 @@ func fieldsEndpoint() endpoint {
 	})}
 }
 
-// FieldStat is one path of the Fields view (components/fieldstats, shared with the data
+// FieldStat is one path of the Fields view (internal/fieldstats, shared with the data
 // plane's pipeline check).
 type FieldStat = fieldstats.Field
 

@@ -6,8 +6,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 )
 
 // GET /console/v1/projects/{project_id}/ledger: the project's counts

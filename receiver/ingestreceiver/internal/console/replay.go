@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/components/apierror"
-	"github.com/otelcol-svc/otelcol-svc/components/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/components/tenant"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 )
 
 // POST /console/v1/projects/{project_id}/deliveries/replay with {"ids": [...]} or
@@ -80,7 +80,7 @@ func (a *API) replay(ctx context.Context, js jetstream.JetStream, projectID stri
 	if err != nil || len(chosen) == 0 {
 		return ans, err
 	}
-	p, _ := tenant.FromContext(ctx)
+	p, _ := principal.FromContext(ctx)
 	now := time.Now().UTC()
 	jobs := make([]deliverylog.Job, 0, len(chosen))
 	for _, d := range chosen {

@@ -1,0 +1,214 @@
+// Package pipelinedata is how flat records travel through the collector pipeline of the
+// pipeline role (and agent results through the sink role's), from the JetStream receiver through the trigger and window processors to
+// the agent exporter. Each record is one plog.LogRecord whose body holds the record's JSON
+// bytes exactly as they sit on the stream, so a record no transform touched reaches the
+// agent byte for byte; metadata rides in the log record's attributes, never in the record.
+//
+// The project is not here: it is the request's authenticated identity (internal/collector/principal),
+// set by the JetStream receiver for each project's consumer.
+package pipelinedata
+
+import (
+	"iter"
+
+	"go.opentelemetry.io/collector/pdata/plog"
+)
+
+// Attribute names.
+const (
+	AttrSignal = "svc.signal" // records.Signal*: log, span, metric, event, source
+	AttrKind   = "svc.kind"   // KindRecord or KindWindowCall
+	AttrSeq    = "svc.seq"    // the stream sequence: stable across redeliveries
+	// AttrSuppressed is how many triggers of the record's dedup key a cooldown held back
+	// since the last call for it, present only when some were: the agent
+	// exporter tells the agent in a header.
+	AttrSuppressed = "svc.suppressed"
+	// AttrGroup is a window call's group key, present only when not empty: the agent
+	// exporter delivers the calls of one group in order and different groups in parallel.
+	AttrGroup = "svc.group"
+	// AttrError is why a KindFailed item cannot be sent.
+	AttrError = "svc.error"
+
+	// The sink role's items: an agent result bound for one destination.
+	AttrSink      = "svc.sink"       // the destination (sink id) the result is for
+	AttrRequestID = "svc.request_id" // the agent call the result answers
+	AttrMsgID     = "svc.msg_id"     // the output message's id: stable across redeliveries
+	// AttrUnmatched is present (true) on a result whose request id was never issued to
+	// the project.
+	AttrUnmatched = "svc.unmatched"
+)
+
+// Kinds of item.
+const (
+	// KindRecord is a flat record; the agent gets such records in JSON-array batches.
+	KindRecord = "record"
+	// KindWindowCall is a finished window-mode call body, {"trigger": ..., "window": [...]},
+	// sent to the agent on its own.
+	KindWindowCall = "window_call"
+	// KindFailed is a record (or window call) the pipeline cannot send, with why in
+	// AttrError (a transform grew it past the record limit): the agent exporter settles
+	// it as a dead-lettered delivery showing the error, without calling the agent, so it
+	// is neither sent nor redelivered.
+	KindFailed = "failed"
+	// KindResult is an agent result from an output stream, to be delivered to the
+	// destination named by AttrSink.
+	KindResult = "result"
+)
+
+// Item is one record (or window call) in a pipeline batch.
+type Item struct {
+	Body   []byte
+	Signal string
+	Kind   string
+	Seq    uint64
+	// Suppressed is what a cooldown held back before this record passed (0: none).
+	Suppressed int64
+	// Group is a window call's group key ("" for legacy records and the empty group).
+	Group string
+	// Error is why a KindFailed item cannot be sent.
+	Error string
+
+	// Set on KindResult items only.
+	SinkID    string
+	RequestID string
+	MsgID     string
+	Unmatched bool
+}
+
+// Append adds an item to a batch.
+func Append(lrs plog.LogRecordSlice, it Item) {
+	lr := lrs.AppendEmpty()
+	lr.Body().SetEmptyBytes().FromRaw(it.Body)
+	attrs := lr.Attributes()
+	attrs.EnsureCapacity(3)
+	attrs.PutStr(AttrSignal, it.Signal)
+	if it.Kind != "" && it.Kind != KindRecord {
+		attrs.PutStr(AttrKind, it.Kind)
+	}
+	attrs.PutInt(AttrSeq, int64(it.Seq))
+	if it.Suppressed > 0 {
+		attrs.PutInt(AttrSuppressed, it.Suppressed)
+	}
+	if it.Group != "" {
+		attrs.PutStr(AttrGroup, it.Group)
+	}
+	if it.Error != "" {
+		attrs.PutStr(AttrError, it.Error)
+	}
+	if it.Kind == KindResult {
+		attrs.PutStr(AttrSink, it.SinkID)
+		attrs.PutStr(AttrRequestID, it.RequestID)
+		attrs.PutStr(AttrMsgID, it.MsgID)
+		if it.Unmatched {
+			attrs.PutBool(AttrUnmatched, true)
+		}
+	}
+}
+
+// New returns an empty batch and the slice to Append to.
+func New() (plog.Logs, plog.LogRecordSlice) {
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	return ld, lrs
+}
+
+// Read returns the item a log record carries.
+func Read(lr plog.LogRecord) Item {
+	attrs := lr.Attributes()
+	it := Item{Body: lr.Body().Bytes().AsRaw(), Kind: KindRecord}
+	if v, ok := attrs.Get(AttrSignal); ok {
+		it.Signal = v.Str()
+	}
+	if v, ok := attrs.Get(AttrKind); ok {
+		it.Kind = v.Str()
+	}
+	if v, ok := attrs.Get(AttrSeq); ok {
+		it.Seq = uint64(v.Int())
+	}
+	if v, ok := attrs.Get(AttrSuppressed); ok {
+		it.Suppressed = v.Int()
+	}
+	if v, ok := attrs.Get(AttrGroup); ok {
+		it.Group = v.Str()
+	}
+	if v, ok := attrs.Get(AttrError); ok {
+		it.Error = v.Str()
+	}
+	if it.Kind == KindResult {
+		str := func(name string) string {
+			v, _ := attrs.Get(name)
+			return v.Str()
+		}
+		it.SinkID, it.RequestID, it.MsgID = str(AttrSink), str(AttrRequestID), str(AttrMsgID)
+		if v, ok := attrs.Get(AttrUnmatched); ok {
+			it.Unmatched = v.Bool()
+		}
+	}
+	return it
+}
+
+// KindOf is the kind of item a log record carries, without reading the rest of it.
+func KindOf(lr plog.LogRecord) string {
+	if v, ok := lr.Attributes().Get(AttrKind); ok {
+		return v.Str()
+	}
+	return KindRecord
+}
+
+// SetSuppressed records on a record passed through a cooldown how many triggers of its
+// key were held back before it (n > 0).
+func SetSuppressed(lr plog.LogRecord, n int64) {
+	if n > 0 {
+		lr.Attributes().PutInt(AttrSuppressed, n)
+	}
+}
+
+// SetFailed makes a record a KindFailed item: it goes on to the agent exporter as it was
+// stored, to be settled with the error instead of sent.
+func SetFailed(lr plog.LogRecord, reason string) {
+	lr.Attributes().PutStr(AttrKind, KindFailed)
+	lr.Attributes().PutStr(AttrError, reason)
+}
+
+// SetBody replaces a record's bytes, after a transform changed it.
+func SetBody(lr plog.LogRecord, body []byte) {
+	lr.Body().SetEmptyBytes().FromRaw(body)
+}
+
+// All yields every log record of a batch, in order: the one walk over the
+// resource/scope/record nesting, for this package's items and for the prebuilt records
+// the jetstream exporter publishes.
+func All(ld plog.Logs) iter.Seq[plog.LogRecord] {
+	return func(yield func(plog.LogRecord) bool) {
+		rls := ld.ResourceLogs()
+		for i := 0; i < rls.Len(); i++ {
+			sls := rls.At(i).ScopeLogs()
+			for j := 0; j < sls.Len(); j++ {
+				lrs := sls.At(j).LogRecords()
+				for k := 0; k < lrs.Len(); k++ {
+					if !yield(lrs.At(k)) {
+						return
+					}
+				}
+			}
+		}
+	}
+}
+
+// Each calls fn for every log record of a batch, in order.
+func Each(ld plog.Logs, fn func(lr plog.LogRecord)) {
+	for lr := range All(ld) {
+		fn(lr)
+	}
+}
+
+// RemoveIf drops the log records for which drop returns true.
+func RemoveIf(ld plog.Logs, drop func(lr plog.LogRecord) bool) {
+	rls := ld.ResourceLogs()
+	for i := 0; i < rls.Len(); i++ {
+		sls := rls.At(i).ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			sls.At(j).LogRecords().RemoveIf(drop)
+		}
+	}
+}

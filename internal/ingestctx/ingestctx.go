@@ -1,0 +1,74 @@
+// Package ingestctx carries what the ingest receiver knows about a request to the
+// JetStream exporter through the collector pipeline's context. The pipeline between them
+// is synchronous (no batching or queue), which is what lets a 2xx answer mean "stored".
+//
+// The context, not the data, carries it on purpose: log record attributes would reach the
+// exporter from any OTLP client too, and one that set them could make the exporter publish
+// arbitrary bytes, to the output stream or as another push source. The price is that an
+// asynchronous processor between the two (batch) loses it, as it loses the authenticated
+// project (client.Info); exporter/jetstreamexporter/pipelinecheck makes `otelcol-svc
+// validate` and the start refuse such a pipeline.
+package ingestctx
+
+import (
+	"context"
+	"time"
+)
+
+type key struct{}
+
+// Info describes the records of one request.
+type Info struct {
+	// Prebuilt is the record kind (records.SignalEvent, records.SignalSource) when each log
+	// record's body already holds the flat record's JSON bytes, published as they are.
+	// Empty for OTLP data, which the exporter flattens. Only our receiver sets it, so an
+	// OTLP client cannot make the exporter publish arbitrary bytes.
+	Prebuilt string
+	// IdempotencyKey, from the Idempotency-Key header, becomes the Nats-Msg-Id of the
+	// request's records (suffixed ":<index>" when the request holds more than one), so a
+	// retried request is stored once within the stream's duplicate window. For a push
+	// source the receiver scopes it to the source ("src:<source id>:<key>"), as dedup is
+	// per project stream and sources number their deliveries independently.
+	IdempotencyKey string
+	// RequestDigest identifies the request that carried IdempotencyKey (its surface, the
+	// headers that shape its records, its body): the exporter binds the key to it, so the
+	// same key with another request is refused (Throttled, 422 idempotency_key_reused)
+	// instead of being answered "accepted" while its records are dropped as duplicates.
+	RequestDigest string
+	// Output sends the records to the project's output stream (agent results) instead of
+	// its raw stream; each record is then one result, with RequestID in Svc-Request-Id.
+	Output    bool
+	RequestID string
+	// Unmatched marks a result whose RequestID the service never issued to the project
+	// (internal/requestid); it is stored with Svc-Unmatched: 1 all the same.
+	Unmatched bool
+	// SourceID is the push source of the request's records (Prebuilt records.SignalSource);
+	// it becomes the Svc-Source-Id header of each record.
+	SourceID string
+	// Quota, when the receiver sets it, is filled by the exporter for an accepted request
+	// of a metered account: the receiver answers it as RateLimit-* headers. A pointer so
+	// that the exporter can hand it back up the synchronous pipeline.
+	Quota *Quota
+}
+
+// Quota is an account's month after an accepted request, as the exporter's meter knew it.
+type Quota struct {
+	// Limit is the account's monthly limit; 0 means unlimited (no headers are sent).
+	Limit int64
+	// Remaining is what the account has left (an estimate across receivers: exact within
+	// a lease, see internal/usage).
+	Remaining int64
+	// Reset is when the count starts again (00:00 UTC on the 1st).
+	Reset time.Time
+}
+
+// With returns ctx carrying info.
+func With(ctx context.Context, info Info) context.Context {
+	return context.WithValue(ctx, key{}, info)
+}
+
+// From returns the Info in ctx, or the zero Info.
+func From(ctx context.Context) Info {
+	info, _ := ctx.Value(key{}).(Info)
+	return info
+}
