@@ -102,3 +102,93 @@ func TestUpdateKVFunctionDecides(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "b", string(e.Value()))
 }
+
+// countingKV counts the reads UpdateKV makes of a real bucket.
+type countingKV struct {
+	jetstream.KeyValue
+	gets int
+}
+
+func (c *countingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	c.gets++
+	return c.KeyValue.Get(ctx, key)
+}
+
+// KVAttempts bounds the rounds, or (0) lifts the bound for counts that must not be dropped:
+// a key another writer wins 70 times in a row, past the default bound, is still written.
+func TestUpdateKVAttempts(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	ctx := context.Background()
+	_, js := testenv.Connect(t, srv.URL())
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "b", History: 1})
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, "k", []byte("0"))
+	require.NoError(t, err)
+
+	// losing makes the next n writes of fn lose: another writer puts the key in between.
+	losing := func(n int) (func([]byte, bool) ([]byte, error), *int) {
+		calls := 0
+		return func(old []byte, exists bool) ([]byte, error) {
+			calls++
+			if calls <= n {
+				_, err := kv.Put(ctx, "k", []byte("other"))
+				require.NoError(t, err)
+			}
+			return []byte("mine"), nil
+		}, &calls
+	}
+
+	fn, calls := losing(2)
+	_, err = UpdateKV(ctx, kv, "k", fn, KVAttempts(2))
+	require.ErrorIs(t, err, ErrKVContended)
+	assert.Equal(t, 2, *calls)
+
+	fn, calls = losing(70)
+	_, err = UpdateKV(ctx, kv, "k", fn)
+	require.ErrorIs(t, err, ErrKVContended, "the default bound")
+	assert.Equal(t, kvAttempts, *calls)
+
+	fn, calls = losing(70)
+	_, err = UpdateKV(ctx, kv, "k", fn, KVAttempts(0))
+	require.NoError(t, err)
+	assert.Equal(t, 71, *calls)
+	e, err := kv.Get(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, "mine", string(e.Value()))
+
+	// Unbounded still ends with the context.
+	cctx, cancel := context.WithCancel(ctx)
+	fn, _ = losing(1 << 30)
+	_, err = UpdateKV(cctx, kv, "k", func(old []byte, exists bool) ([]byte, error) {
+		cancel()
+		return fn(old, exists)
+	}, KVAttempts(0))
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// KVAssume saves the read when the guess is right, and costs only a lost round when it is
+// stale: the update then applies to what the key really holds.
+func TestUpdateKVAssume(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	ctx := context.Background()
+	_, js := testenv.Connect(t, srv.URL())
+	b, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "b", History: 1})
+	require.NoError(t, err)
+	kv := &countingKV{KeyValue: b}
+	appendX := func(old []byte, exists bool) ([]byte, error) { return append(old, 'x'), nil }
+
+	rev, err := UpdateKV(ctx, kv, "k", appendX, KVAssume(nil, 0))
+	require.NoError(t, err)
+	rev, err = UpdateKV(ctx, kv, "k", appendX, KVAssume([]byte("x"), rev))
+	require.NoError(t, err)
+	assert.Equal(t, 0, kv.gets, "right guesses: no read")
+
+	_, err = b.Put(ctx, "k", []byte("other"))
+	require.NoError(t, err)
+	_, err = UpdateKV(ctx, kv, "k", appendX, KVAssume([]byte("xx"), rev))
+	require.NoError(t, err)
+	assert.Equal(t, 1, kv.gets)
+	e, err := b.Get(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, "otherx", string(e.Value()), "applied to the value written meanwhile")
+}

@@ -204,8 +204,11 @@ func keepFlags(have jetstream.StreamConfig, want *jetstream.StreamConfig) {
 
 // IsKVConflict reports whether a KV Create or Update lost a compare-and-set: the key
 // exists, or its revision moved on since it was read. The caller reads again and retries.
+// A replicated bucket reports an Update's conflict with another code (10164) than a
+// single-replica one, which the client marks ErrKeyRevisionMismatch.
 func IsKVConflict(err error) bool {
-	return errors.Is(err, jetstream.ErrKeyExists) || isCode(err, jetstream.JSErrCodeStreamWrongLastSequence)
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
+		isCode(err, jetstream.JSErrCodeStreamWrongLastSequence)
 }
 
 func isCode(err error, code jetstream.ErrorCode) bool {
