@@ -4,8 +4,8 @@
 // (internal/collector/validationresponder) both use it, so that what they announce is one
 // evaluation, not two that could drift apart.
 //
-// The records go through the pipeline as the trigger processor (legacy mode) or the
-// window processor (window mode) runs them, and the bodies the agent exporter would POST
+// The records go through internal/collector/pipelineeval, the evaluation the trigger
+// processor (legacy mode) and the window processor (window mode) run, and the bodies the agent exporter would POST
 // are built by the same code (internal/agentbody):
 //
 //   - legacy mode: each record through the trigger, then the transforms; the matched
@@ -37,6 +37,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelineeval"
 )
 
 // Record is one message of a project's raw stream.
@@ -142,13 +143,13 @@ type Evaluator struct {
 	stopped     bool
 	callBytes   int
 	recordBytes int
-	// held is what the evaluation keeps (a batch's matches, windows), against
-	// lim.HeldBytes.
+	// held is what a batch's matches keep (legacy mode); with the windows' bytes
+	// (window mode), against lim.HeldBytes.
 	held int
 	// matched are the current batch's matches (legacy mode).
 	matched []matchedBody
-	// groups are the windows' kept records (window mode).
-	groups map[string][]kept
+	eval    *pipelineeval.Evaluator
+	windows *pipelineeval.MemoryWindows
 }
 
 type matchedBody struct {
@@ -159,19 +160,17 @@ type matchedBody struct {
 	failed bool
 }
 
-// kept is a record of a window, as the window store holds it.
-type kept struct {
-	t    time.Time
-	body []byte
-}
-
 // New starts an evaluation; its time limit runs from now.
 func New(ctx context.Context, c *pipelinecfg.Compiled, lim Limits) *Evaluator {
 	ans := &Answer{Mode: "legacy", MatchedSeqs: []uint64{}, Records: []MatchedRecord{}, Calls: []json.RawMessage{}, Errors: []Error{}}
 	if c.Window {
 		ans.Mode = "window"
 	}
-	return &Evaluator{ctx: ctx, c: c, lim: lim, ans: ans, deadline: time.Now().Add(lim.EvalTime), groups: map[string][]kept{}}
+	windows := pipelineeval.NewMemoryWindows()
+	// Cooldowns and call budgets hang on live state (what was called when) that a
+	// trial must neither read nor change: none is injected.
+	eval := pipelineeval.New(pipelineeval.Options{Windows: windows, MaxRecordBytes: lim.MaxRecordBytes, NoWindows: lim.Count})
+	return &Evaluator{ctx: ctx, c: c, lim: lim, ans: ans, deadline: time.Now().Add(lim.EvalTime), eval: eval, windows: windows}
 }
 
 // Evaluate runs recs, oldest first, as one batch.
@@ -264,131 +263,59 @@ func (e *Evaluator) stop() bool {
 	}
 	if e.ctx.Err() != nil || time.Now().After(e.deadline) {
 		e.ans.TimedOut, e.stopped = true, true
-	} else if e.lim.HeldBytes > 0 && e.held > e.lim.HeldBytes {
+	} else if e.lim.HeldBytes > 0 && e.held+e.windows.Bytes > e.lim.HeldBytes {
 		e.ans.MemoryBudgetExceeded, e.stopped = true, true
 	}
 	return e.stopped
 }
 
-// legacy runs the trigger processor's steps (processor/triggerprocessor record).
+// legacy runs the trigger processor's evaluation (pipelineeval), without cooldowns.
 func (e *Evaluator) legacy(r Record) {
-	body, ok := e.legacyRecord(r)
-	if !ok {
+	res, _ := e.eval.Legacy(e.ctx, "", e.c, item(r)) // no cooldowns, so no store to fail
+	switch res.Outcome {
+	case pipelineeval.Failed:
+		e.fail(r.Seq, res.Step, res.Err)
+		return
+	case pipelineeval.TooLarge:
+		// The pipeline dead-letters it: a barrier between calls.
+		e.fail(r.Seq, res.Step, res.Err)
+		e.matched = append(e.matched, matchedBody{seq: r.Seq, failed: true})
+		return
+	case pipelineeval.Matched:
+	default:
 		return
 	}
 	e.ans.Matched++
 	e.ans.MatchedSeqs = append(e.ans.MatchedSeqs, r.Seq)
-	e.matchedRecord(r, body)
-	e.matched = append(e.matched, matchedBody{seq: r.Seq, body: body})
-	e.held += len(body)
+	e.matchedRecord(r, res.Body)
+	e.matched = append(e.matched, matchedBody{seq: r.Seq, body: res.Body})
+	e.held += len(res.Body)
 }
 
-func (e *Evaluator) legacyRecord(r Record) ([]byte, bool) {
-	c := e.c
-	if c.Trigger.String() == "" && c.Transforms == nil {
-		return r.Data, true // the pipeline sends such records undecoded
-	}
-	rec, err := ottlevent.DecodeRecord(r.Data, r.Signal)
-	if err != nil {
-		e.fail(r.Seq, "record", err)
-		return nil, false
-	}
-	rec.SetMaxBytes(e.lim.MaxRecordBytes)
-	match, err := c.Trigger.Match(e.ctx, rec)
-	if err != nil {
-		e.fail(r.Seq, "trigger", err)
-		return nil, false
-	}
-	if !match {
-		return nil, false
-	}
-	if c.Transforms != nil {
-		if err := c.Transforms.Apply(e.ctx, rec); err != nil {
-			// The pipeline drops such a record rather than send it half transformed, or
-			// dead-letters it when it grew too large (a barrier between calls).
-			e.fail(r.Seq, "transforms", err)
-			if errors.Is(err, ottlevent.ErrRecordTooLarge) {
-				e.matched = append(e.matched, matchedBody{seq: r.Seq, failed: true})
-			}
-			return nil, false
-		}
-		if rec.Changed() {
-			return rec.AppendJSON(nil), true
-		}
-	}
-	return r.Data, true
-}
-
-// window runs the window processor's steps (processor/windowprocessor record, trigger)
-// with the group's kept records in memory in place of the window store.
+// window runs the window processor's evaluation (pipelineeval) with the windows of
+// these records in memory in place of the window store, at each record's stored time.
 func (e *Evaluator) window(r Record) {
-	c := e.c
-	rec, err := ottlevent.DecodeRecord(r.Data, r.Signal)
-	if err != nil {
-		e.fail(r.Seq, "record", err)
+	res, _ := e.eval.Window(e.ctx, "", e.c, item(r)) // in-memory windows and no cooldowns: no store to fail
+	if res.Skipped {
+		e.fail(r.Seq, res.Step, res.Err)
 		return
 	}
-	rec.SetMaxBytes(e.lim.MaxRecordBytes)
-	body := r.Data
-	if c.Transforms != nil {
-		if err := c.Transforms.Apply(e.ctx, rec); err != nil {
-			e.fail(r.Seq, "transforms", err)
-			return
-		}
-		if rec.Changed() {
-			body = rec.AppendJSON(nil)
-		}
+	if res.TriggerErr != nil {
+		e.fail(r.Seq, pipelineeval.StepTrigger, res.TriggerErr)
 	}
-	group := ""
-	if c.GroupKey != nil {
-		if group, err = c.GroupKey.String(e.ctx, rec); err != nil {
-			group = "" // as the pipeline: a record without the group field goes to the empty group
-		}
-	}
-	match, err := c.Trigger.Match(e.ctx, rec)
-	if err != nil {
-		e.fail(r.Seq, "trigger", err)
-	}
-	if match {
+	if res.Triggered {
 		e.ans.Matched++
 		e.ans.MatchedSeqs = append(e.ans.MatchedSeqs, r.Seq)
-		e.matchedRecord(r, body)
-		if !e.lim.Count && e.callBytes < e.lim.CallBytes {
-			window := e.groups[group]
-			e.call(func() []byte { return e.windowCall(body, window, r.Time) })
-		} else {
-			e.ans.CallsLeftOut++
-		}
+		e.matchedRecord(r, res.Body)
+		e.call(func() []byte { return res.Call.Body }) // no call under Count, which lists none
 	}
-	if e.lim.Count {
-		return // a count needs no windows
-	}
-	pass, err := c.ContextFilter.Match(e.ctx, rec)
-	if err != nil {
-		e.fail(r.Seq, "context_filter", err)
-	}
-	if pass {
-		e.groups[group] = append(e.groups[group], kept{t: r.Time, body: body})
-		e.held += len(body)
+	if res.FilterErr != nil {
+		e.fail(r.Seq, pipelineeval.StepContextFilter, res.FilterErr)
 	}
 }
 
-// windowCall is the trigger's body: the group's records within window_duration before
-// the trigger, the newest window_max_events of them, cut to window_max_bytes.
-func (e *Evaluator) windowCall(trigger []byte, group []kept, at time.Time) []byte {
-	since := at.Add(-e.c.WindowDuration)
-	var window [][]byte
-	for _, k := range group {
-		if !k.t.Before(since) {
-			window = append(window, k.body)
-		}
-	}
-	total := len(window)
-	if total > e.c.WindowMaxEvents {
-		window = window[total-e.c.WindowMaxEvents:]
-	}
-	cut, _ := agentbody.FitWindow(window, e.c.WindowMaxBytes)
-	return agentbody.WindowCall(trigger, cut, total-len(cut), 0)
+func item(r Record) pipelineeval.Item {
+	return pipelineeval.Item{Seq: r.Seq, Signal: r.Signal, Body: r.Data, Time: r.Time}
 }
 
 // call adds a body to the answer within the answer's byte budget; build is called only
