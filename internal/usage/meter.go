@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // Config tunes a Meter. The zero value of every field but DefaultLimit means its default.
@@ -488,43 +490,28 @@ func (m *Meter) remainingEstimate(am *accountMonth) int64 {
 	return am.free + am.granted - am.used
 }
 
-// update applies f to the month value at key with optimistic concurrency (kv.Update with
-// the last revision, or Create when absent), retrying on a conflicting write; f returns
-// whether it changed anything (nothing is written otherwise). Returns the value as left.
+// update applies f to the month value at key with compare-and-set, retrying on a
+// conflicting write until ctx ends: a count or a lease given back must not be dropped
+// because the account is busy. f returns whether it changed anything (nothing is written
+// otherwise). Returns the value as left.
 func (m *Meter) update(ctx context.Context, key string, f func(*monthValue) bool) (monthValue, error) {
-	for attempt := 0; ; attempt++ {
-		var v monthValue
-		var rev uint64
-		e, err := m.kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return v, fmt.Errorf("usage: read %s: %w", key, err)
-		default:
-			rev = e.Revision()
-			if err := json.Unmarshal(e.Value(), &v); err != nil {
-				return v, fmt.Errorf("usage: %s holds %q: %w", key, e.Value(), err)
+	var v monthValue
+	_, err := streams.UpdateKV(ctx, m.kv, key, func(old []byte, exists bool) ([]byte, error) {
+		v = monthValue{}
+		if exists {
+			if err := json.Unmarshal(old, &v); err != nil {
+				return nil, fmt.Errorf("%s holds %q: %w", key, old, err)
 			}
 		}
 		if !f(&v) {
-			return v, nil
+			return nil, streams.ErrKVUnchanged
 		}
-		b, _ := json.Marshal(v)
-		if rev == 0 {
-			_, err = m.kv.Create(ctx, key, b)
-		} else {
-			_, err = m.kv.Update(ctx, key, b, rev)
-		}
-		if err == nil {
-			return v, nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return v, fmt.Errorf("usage: write %s: %w", key, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return v, err
-		}
+		return json.Marshal(v)
+	}, streams.KVAttempts(0))
+	if err != nil {
+		return v, fmt.Errorf("usage: %w", err)
 	}
+	return v, nil
 }
 
 func (m *Meter) accountMonth(account string, now time.Time) *accountMonth {
@@ -653,31 +640,12 @@ func (m *Meter) flushDays(ctx context.Context) error {
 }
 
 func (m *Meter) addDay(ctx context.Context, key string, n int64) error {
-	for {
+	_, err := streams.UpdateKV(ctx, m.kv, key, func(old []byte, _ bool) ([]byte, error) {
 		var cur int64
-		var rev uint64
-		e, err := m.kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return err
-		default:
-			rev = e.Revision()
-			fmt.Sscan(string(e.Value()), &cur) //nolint:errcheck // a damaged counter restarts from 0
-		}
-		b := fmt.Appendf(nil, "%d", cur+n)
-		if rev == 0 {
-			_, err = m.kv.Create(ctx, key, b)
-		} else {
-			_, err = m.kv.Update(ctx, key, b, rev)
-		}
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return err
-		}
-	}
+		fmt.Sscan(string(old), &cur) //nolint:errcheck // a damaged counter restarts from 0
+		return fmt.Appendf(nil, "%d", cur+n), nil
+	}, streams.KVAttempts(0))
+	return err
 }
 
 // Flush gives back every lease and writes the per-day counts now: after it, the month

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // Why a request's records were refused: the keys of the usage API's refused_by_reason,
@@ -207,34 +209,15 @@ func (c *RefusalCounter) Run(ctx context.Context, interval time.Duration, onErro
 }
 
 func addRefusals(ctx context.Context, kv jetstream.KeyValue, key string, b refusalValue) error {
-	for {
+	_, err := streams.UpdateKV(ctx, kv, key, func(old []byte, _ bool) ([]byte, error) {
 		var v refusalValue
-		var rev uint64
-		e, err := kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return fmt.Errorf("usage: read %s: %w", key, err)
-		default:
-			rev = e.Revision()
-			// A damaged value restarts from the batch rather than block every flush.
-			_ = json.Unmarshal(e.Value(), &v)
-		}
+		// A damaged value restarts from the batch rather than block every flush.
+		_ = json.Unmarshal(old, &v)
 		v.merge(b)
-		body, _ := json.Marshal(v)
-		if rev == 0 {
-			_, err = kv.Create(ctx, key, body)
-		} else {
-			_, err = kv.Update(ctx, key, body, rev)
-		}
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return fmt.Errorf("usage: write %s: %w", key, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+		return json.Marshal(v)
+	}, streams.KVAttempts(0))
+	if err != nil {
+		return fmt.Errorf("usage: %w", err)
 	}
+	return nil
 }
