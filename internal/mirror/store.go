@@ -174,26 +174,14 @@ func (s *Store) PutProjectIfNewer(ctx context.Context, p Project) error {
 	if err != nil {
 		return err
 	}
-	for range 16 {
-		e, err := s.projects.Get(ctx, p.ID)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			if _, err = s.projects.Create(ctx, p.ID, b); err == nil || !errors.Is(err, jetstream.ErrKeyExists) {
-				return wrapPut(s.projects, p.ID, err)
-			}
-			continue
-		}
-		if err != nil {
-			return wrapPut(s.projects, p.ID, err)
-		}
+	_, err = streams.UpdateKV(ctx, s.projects, p.ID, func(old []byte, exists bool) ([]byte, error) {
 		var cur Project
-		if json.Unmarshal(e.Value(), &cur) == nil && cur.Version >= p.Version {
-			return nil
+		if exists && json.Unmarshal(old, &cur) == nil && cur.Version >= p.Version {
+			return nil, streams.ErrKVUnchanged
 		}
-		if _, err = s.projects.Update(ctx, p.ID, b, e.Revision()); err == nil || !streams.IsKVConflict(err) {
-			return wrapPut(s.projects, p.ID, err)
-		}
-	}
-	return fmt.Errorf("mirror put %s/%s: kept changing under the write", s.projects.Bucket(), p.ID)
+		return b, nil
+	}, streams.KVAttempts(16))
+	return wrapPut(s.projects, p.ID, err)
 }
 
 func wrapPut(kv jetstream.KeyValue, key string, err error) error {
