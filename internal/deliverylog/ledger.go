@@ -127,7 +127,7 @@ type delta struct {
 }
 
 type cached struct {
-	d   doc
+	b   []byte
 	rev uint64
 }
 
@@ -306,67 +306,38 @@ func (l *Ledger) Settle(ctx context.Context, project string, seqs []uint64, o *O
 }
 
 // update applies fn to the project's entry with compare-and-set, retrying on conflict;
-// fn returns false when there is nothing to write.
+// fn returns false when there is nothing to write. It starts from the entry as this
+// process last wrote it, when it has.
 func (l *Ledger) update(ctx context.Context, project string, fn func(*doc) bool) error {
+	var opts []streams.KVOption
 	l.cmu.Lock()
-	c, haveCache := l.last[project]
+	if c, ok := l.last[project]; ok {
+		opts = append(opts, streams.KVAssume(c.b, c.rev))
+	}
 	l.cmu.Unlock()
-	for range 100 {
+	var written []byte
+	rev, err := streams.UpdateKV(ctx, l.kv, project, func(old []byte, exists bool) ([]byte, error) {
+		written = nil
 		var d doc
-		var rev uint64
-		if haveCache {
-			d, rev = c.d.clone(), c.rev
-		} else {
-			e, err := l.kv.Get(ctx, project)
-			switch {
-			case errors.Is(err, jetstream.ErrKeyNotFound):
-			case err != nil:
-				return err
-			default:
-				if err := json.Unmarshal(e.Value(), &d); err != nil {
-					return err
-				}
-				rev = e.Revision()
+		if exists {
+			if err := json.Unmarshal(old, &d); err != nil {
+				return nil, err
 			}
 		}
 		if !fn(&d) {
-			return nil
+			return nil, streams.ErrKVUnchanged
 		}
-		b, err := json.Marshal(d)
-		if err != nil {
-			return err
-		}
-		var newRev uint64
-		if rev == 0 {
-			newRev, err = l.kv.Create(ctx, project, b)
-		} else {
-			newRev, err = l.kv.Update(ctx, project, b, rev)
-		}
-		if err == nil {
-			l.cmu.Lock()
-			l.last[project] = cached{d: d, rev: newRev}
-			l.cmu.Unlock()
-			return nil
-		}
-		if !streams.IsKVConflict(err) {
-			return err
-		}
-		// Another process wrote since: read its version.
-		haveCache = false
+		var err error
+		written, err = json.Marshal(d)
+		return written, err
+	}, append(opts, streams.KVAttempts(100))...)
+	if err != nil || written == nil {
+		return err
 	}
-	return errors.New("deliverylog: ledger update kept conflicting")
-}
-
-func (d doc) clone() doc {
-	out := d
-	if d.Destinations != nil {
-		out.Destinations = make(map[string]Destination, len(d.Destinations))
-		for k, v := range d.Destinations {
-			out.Destinations[k] = v
-		}
-	}
-	out.Settled = append([][2]uint64(nil), d.Settled...)
-	return out
+	l.cmu.Lock()
+	l.last[project] = cached{b: written, rev: rev}
+	l.cmu.Unlock()
+	return nil
 }
 
 // Close flushes and stops.
