@@ -70,3 +70,62 @@ service:
       exporters: [debug]
 `))
 }
+
+// The pipeline and sink roles talk through the request's context too (the project, the
+// batch's order hand-off, trigger cooldowns given back, the delivery outcome), and the
+// jetstream receiver acknowledges a message when the call returns: a batch processor
+// there would lose every call's context and acknowledge unprocessed messages.
+func TestBatchInThePipelineAndSinkRolesRefused(t *testing.T) {
+	err := convert(t, `
+service:
+  pipelines:
+    logs/pipeline:
+      receivers: [jetstream/raw]
+      processors: [trigger, batch, window]
+      exporters: [agent]
+    logs/sink:
+      receivers: [jetstream/output]
+      processors: [batch/results]
+      exporters: [sink]
+    logs/custom:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [agent/2]
+`)
+	require.Error(t, err)
+	require.ErrorContains(t, err, `pipeline "logs/pipeline": processor "batch" cannot sit in this pipeline: the jetstream receiver acknowledges`)
+	require.ErrorContains(t, err, "the trigger processor reads the project")
+	require.ErrorContains(t, err, `pipeline "logs/sink": processor "batch/results" cannot sit in this pipeline`)
+	require.ErrorContains(t, err, "the sink exporter reads the project and the delivery outcome")
+	require.ErrorContains(t, err, `pipeline "logs/custom": processor "batch" cannot sit in this pipeline: the agent exporter reads`)
+	require.NotContains(t, err.Error(), `"trigger" cannot`)
+	require.NotContains(t, err.Error(), `"window" cannot`)
+}
+
+// The pipeline role's own processors are synchronous, and memory_limiter may guard it.
+func TestPipelineRoleWithItsProcessorsPasses(t *testing.T) {
+	require.NoError(t, convert(t, `
+service:
+  pipelines:
+    logs/pipeline:
+      receivers: [jetstream/raw]
+      processors: [memory_limiter, trigger, window]
+      exporters: [agent]
+    logs/sink:
+      receivers: [jetstream/output]
+      exporters: [sink]
+`))
+}
+
+// The ingest role keeps its stricter rule: the pipeline's processors run after storage.
+func TestTriggerBeforeJetStreamRefused(t *testing.T) {
+	err := convert(t, `
+service:
+  pipelines:
+    logs:
+      receivers: [ingest]
+      processors: [trigger]
+      exporters: [jetstream]
+`)
+	require.ErrorContains(t, err, `processor "trigger" cannot sit before the "jetstream" exporter`)
+}
