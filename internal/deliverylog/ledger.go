@@ -204,58 +204,43 @@ func (l *Ledger) add(project string, c Counters, sink string, d Destination) {
 	p := l.pending[project]
 	p.c.add(c)
 	if sink != "" {
-		if p.dests == nil {
-			p.dests = map[string]Destination{}
-		}
-		cur := p.dests[sink]
-		cur.Delivered += d.Delivered
-		cur.DeadLettered += d.DeadLettered
-		p.dests[sink] = cur
+		addDestination(&p.dests, sink, d)
 	}
 	l.pending[project] = p
 	l.mu.Unlock()
 }
 
+// addDestination adds d's deliveries and dead letters to (*m)[sink], making the map when
+// there is none.
+func addDestination(m *map[string]Destination, sink string, d Destination) {
+	if *m == nil {
+		*m = map[string]Destination{}
+	}
+	cur := (*m)[sink]
+	cur.Delivered += d.Delivered
+	cur.DeadLettered += d.DeadLettered
+	(*m)[sink] = cur
+}
+
+// addTo adds the delta to a project's counters and destinations.
+func (dl delta) addTo(c *Counters, dests *map[string]Destination) {
+	c.add(dl.c)
+	for s, v := range dl.dests {
+		addDestination(dests, s, v)
+	}
+}
+
 // Flush writes what was added since the last flush; what fails is kept for the next.
 func (l *Ledger) Flush(ctx context.Context) error {
-	l.mu.Lock()
-	batch := l.pending
-	l.pending = map[string]delta{}
-	l.mu.Unlock()
-	var errs []error
-	for p, dl := range batch {
-		err := l.update(ctx, p, func(d *doc) bool {
-			d.add(dl.c)
-			for s, v := range dl.dests {
-				if d.Destinations == nil {
-					d.Destinations = map[string]Destination{}
-				}
-				cur := d.Destinations[s]
-				cur.Delivered += v.Delivered
-				cur.DeadLettered += v.DeadLettered
-				d.Destinations[s] = cur
-			}
+	return streams.FlushPending(&l.mu, &l.pending, func(p string, dl delta) error {
+		return l.update(ctx, p, func(d *doc) bool {
+			dl.addTo(&d.Counters, &d.Destinations)
 			return true
 		})
-		if err != nil {
-			errs = append(errs, err)
-			l.mu.Lock()
-			p2 := l.pending[p]
-			p2.c.add(dl.c)
-			for s, v := range dl.dests {
-				if p2.dests == nil {
-					p2.dests = map[string]Destination{}
-				}
-				cur := p2.dests[s]
-				cur.Delivered += v.Delivered
-				cur.DeadLettered += v.DeadLettered
-				p2.dests[s] = cur
-			}
-			l.pending[p] = p2
-			l.mu.Unlock()
-		}
-	}
-	return errors.Join(errs...)
+	}, func(failed, newer delta) delta {
+		failed.addTo(&newer.c, &newer.dests)
+		return newer
+	})
 }
 
 // Settle counts a pipeline batch before it is acknowledged: each raw sequence of seqs

@@ -620,23 +620,13 @@ func (m *Meter) settleExpired(ctx context.Context, all bool) {
 	}
 }
 
-// flushDays adds the committed records of each project and day to their KV counters.
+// flushDays adds the committed records of each project and day to their KV counters;
+// what fails is added again at the next flush.
 func (m *Meter) flushDays(ctx context.Context) error {
-	m.mu.Lock()
-	days := m.days
-	m.days = map[dayID]int64{}
-	m.mu.Unlock()
-	var errs []error
-	for k, n := range days {
+	return streams.FlushPending(&m.mu, &m.days, func(k dayID, n int64) error {
 		key := dayKey(k.account, fmt.Sprintf("%04d-%02d", k.date/10000, k.date/100%100), fmt.Sprintf("%02d", k.date%100), k.project)
-		if err := m.addDay(ctx, key, n); err != nil {
-			errs = append(errs, err)
-			m.mu.Lock()
-			m.days[k] += n // next flush tries again
-			m.mu.Unlock()
-		}
-	}
-	return errors.Join(errs...)
+		return m.addDay(ctx, key, n)
+	}, func(failed, newer int64) int64 { return failed + newer })
 }
 
 func (m *Meter) addDay(ctx context.Context, key string, n int64) error {

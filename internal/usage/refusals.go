@@ -158,30 +158,25 @@ func (c *RefusalCounter) Flush(ctx context.Context) error {
 		return nil
 	}
 	c.mu.Lock()
-	kv := c.kv
-	if kv == nil || len(c.pending) == 0 && c.lost == 0 {
-		c.mu.Unlock()
+	kv, lost := c.kv, c.lost
+	if kv != nil {
+		c.lost = 0
+	}
+	c.mu.Unlock()
+	if kv == nil {
 		return nil
 	}
-	batch, lost := c.pending, c.lost
-	c.pending, c.lost = map[refusalID]*refusalValue{}, 0
-	c.mu.Unlock()
 	var errs []error
 	if lost > 0 {
 		errs = append(errs, fmt.Errorf("usage: %d refused records were not counted: more than %d projects were refused within one flush", lost, maxPendingRefusals))
 	}
-	for id, b := range batch {
-		if err := addRefusals(ctx, kv, refusalKey(id.account, id.month, id.project), *b); err != nil {
-			errs = append(errs, err)
-			c.mu.Lock()
-			if v := c.pending[id]; v != nil {
-				// Newer counts came in meanwhile: b is older, so it goes under them.
-				b.merge(*v)
-			}
-			c.pending[id] = b
-			c.mu.Unlock()
-		}
-	}
+	errs = append(errs, streams.FlushPending(&c.mu, &c.pending, func(id refusalID, b *refusalValue) error {
+		return addRefusals(ctx, kv, refusalKey(id.account, id.month, id.project), *b)
+	}, func(failed, newer *refusalValue) *refusalValue {
+		// failed is older, so it goes under the newer counts.
+		failed.merge(*newer)
+		return failed
+	}))
 	return errors.Join(errs...)
 }
 
