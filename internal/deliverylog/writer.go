@@ -415,6 +415,13 @@ func (w *Writer) apply(open, touched map[key]*Delivery, order []key, e event) []
 	k := key{e.project, e.d.ID}
 	now := time.Now().UTC()
 	var d *Delivery
+	if e.op != 'r' && e.op != 's' {
+		// Tries, waits and ends are of a delivery recorded and still open.
+		if d = open[k]; d == nil {
+			w.dropped.Add(1)
+			return order
+		}
+	}
 	switch e.op {
 	case 'r':
 		nd := e.d
@@ -432,11 +439,6 @@ func (w *Writer) apply(open, touched map[key]*Delivery, order []key, e event) []
 		d = &nd
 		open[k] = d
 	case 'a':
-		d = open[k]
-		if d == nil {
-			w.dropped.Add(1)
-			return order
-		}
 		if e.attempt.At.IsZero() {
 			e.attempt.At = now
 		}
@@ -458,19 +460,9 @@ func (w *Writer) apply(open, touched map[key]*Delivery, order []key, e event) []
 		}
 		d.UpdatedAt = now
 	case 'n':
-		d = open[k]
-		if d == nil {
-			w.dropped.Add(1)
-			return order
-		}
 		d.NextAttemptAt = e.d.NextAttemptAt
 		d.UpdatedAt = now
 	case 'f':
-		d = open[k]
-		if d == nil {
-			w.dropped.Add(1)
-			return order
-		}
 		delete(open, k)
 		d.NextAttemptAt = time.Time{}
 		d.State = e.final.State
@@ -483,11 +475,6 @@ func (w *Writer) apply(open, touched map[key]*Delivery, order []key, e event) []
 		}
 		d.UpdatedAt = now
 	case 'x':
-		d = open[k]
-		if d == nil {
-			w.dropped.Add(1)
-			return order
-		}
 		delete(open, k)
 		d.NextAttemptAt = time.Time{}
 		d.Error = e.d.Error
