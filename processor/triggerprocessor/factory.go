@@ -1,6 +1,8 @@
 // Package triggerprocessor is legacy mode (window_enabled false): each record is kept
 // only when the project's OTTL trigger matches it, then reshaped by the project's OTTL
 // transforms. Records of window-mode projects pass through for the window processor.
+// The evaluation is internal/collector/pipelineeval's (the dry run's too); this package
+// adapts it to the collector: the mirror, the cooldown store, metrics and logs.
 package triggerprocessor
 
 //go:generate ../../bin/mdatagen metadata.yaml
@@ -10,13 +12,12 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/ottlevent"
-	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelineeval"
 	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor/internal/metadata"
 )
 
@@ -41,13 +42,5 @@ func createLogs(ctx context.Context, set processor.Settings, cfg component.Confi
 	if err != nil {
 		return nil, err
 	}
-	return passesLogs{l}, nil
-}
-
-// passesLogs gives each batch a windowstore.Passes before the processor runs: the agent
-// exporter after it gives back the cooldowns of the calls its call budget refuses.
-type passesLogs struct{ processor.Logs }
-
-func (l passesLogs) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
-	return l.Logs.ConsumeLogs(windowstore.WithPasses(ctx), ld)
+	return pipelineeval.WithPasses(l), nil
 }

@@ -14,10 +14,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/internal/collector/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelineeval"
 	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
 	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor/internal/metadata"
 )
@@ -100,40 +99,43 @@ func (p *triggerProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.
 	}
 	var matched, dropped, failed, tooLarge, suppressed int64
 	var storeErr error
-	outcome := deliverylog.OutcomeFrom(ctx)
+	eval := pipelineeval.New(pipelineeval.Options{Cooldowns: p.cooldowns, MaxRecordBytes: p.maxRecordBytes})
 	pipelinedata.RemoveIf(ld, func(lr plog.LogRecord) bool {
 		if storeErr != nil {
 			return false // the batch is retried whole
 		}
-		keep, rec, err := p.record(ctx, c, lr)
-		switch {
-		case isTooLarge(err):
+		it := pipelinedata.Read(lr)
+		res, err := eval.Legacy(ctx, project.ID, c, pipelineeval.Item{Seq: it.Seq, Signal: it.Signal, Body: it.Body})
+		if err != nil {
+			storeErr = err
+			return false
+		}
+		switch res.Outcome {
+		case pipelineeval.TooLarge:
 			// Neither sent nor dropped unseen: the agent exporter dead-letters it with the
 			// error, as it was stored, and the console shows why.
 			tooLarge++
-			pipelinedata.SetFailed(lr, TooLargeReason(err))
-			p.logFailure(project.ID, c.Version, "record dead-lettered: a transform made it larger than the record limit", err)
+			pipelinedata.SetFailed(lr, pipelineeval.TooLargeReason(res.Err))
+			p.logFailure(project.ID, c.Version, "record dead-lettered: a transform made it larger than the record limit", res.Err)
 			return false
-		case err != nil:
+		case pipelineeval.Failed:
 			failed++
-			p.logger.Debug("record skipped", zap.String("project_id", project.ID), zap.Error(err))
-		case keep && c.Cooldown > 0:
-			var pass bool
-			if pass, storeErr = p.cooldown(ctx, project.ID, c, lr, rec); storeErr != nil {
-				return false
-			}
-			if !pass {
-				suppressed++
-				outcome.Suppressed([]uint64{pipelinedata.Read(lr).Seq})
-				return true
-			}
+			p.logger.Debug("record skipped", zap.String("project_id", project.ID), zap.Error(res.Err))
+			return true
+		case pipelineeval.Suppressed:
+			suppressed++
+			return true
+		case pipelineeval.Matched:
 			matched++
-		case keep:
-			matched++
+			if res.Changed {
+				pipelinedata.SetBody(lr, res.Body)
+			}
+			pipelinedata.SetSuppressed(lr, res.SuppressedBefore)
+			return false
 		default:
 			dropped++
+			return true
 		}
-		return !keep
 	})
 	if storeErr != nil {
 		return ld, fmt.Errorf("cooldown store: %w", storeErr)
@@ -169,77 +171,4 @@ func (p *triggerProcessor) logFailure(project string, version int64, msg string,
 		return
 	}
 	p.logger.Debug(msg, fields...)
-}
-
-// cooldown decides a matched record under the project's cooldown: it passes when its
-// dedup key (one key per project by default) had no call within the cooldown, and then
-// carries how many records of the key were held back before it (svc.suppressed).
-func (p *triggerProcessor) cooldown(ctx context.Context, project string, c *pipelinecfg.Compiled, lr plog.LogRecord, rec *ottlevent.Record) (bool, error) {
-	it := pipelinedata.Read(lr)
-	key := ""
-	if c.DedupKey != nil {
-		if rec == nil {
-			// Decoded in part, or not at all: the key may read any field.
-			rec, _ = ottlevent.DecodeRecord(it.Body, it.Signal)
-		}
-		if rec != nil {
-			if k, err := c.DedupKey.String(ctx, rec); err == nil {
-				key = k // a record without the key's field shares the empty key
-			}
-		}
-	}
-	pass, n, err := p.cooldowns.Pass(ctx, project, key, it.Seq, c.Cooldown)
-	if err != nil || !pass {
-		return false, err
-	}
-	pipelinedata.SetSuppressed(lr, n)
-	windowstore.PassesFrom(ctx).Took(p.cooldowns, project, key, it.Seq)
-	return true, nil
-}
-
-// record runs the trigger, then the transforms, on one record. A record the trigger or a
-// transform cannot evaluate is dropped (counted and logged), never retried: retrying
-// cannot change the outcome and would stall the project. rec is the whole record as the
-// agent gets it, or nil when it was not (wholly) decoded.
-func (p *triggerProcessor) record(ctx context.Context, c *pipelinecfg.Compiled, lr plog.LogRecord) (bool, *ottlevent.Record, error) {
-	if c.Trigger.String() == "" && c.Transforms == nil {
-		return true, nil, nil // every record goes as it is: no need to decode it
-	}
-	it := pipelinedata.Read(lr)
-	// Most records do not match: decode only what the trigger reads, and the whole
-	// record only for a match that transforms will change.
-	var rec *ottlevent.Record
-	var err error
-	if c.TriggerFields != nil {
-		rec, err = ottlevent.DecodeRecordFields(it.Body, it.Signal, c.TriggerFields)
-	} else {
-		rec, err = ottlevent.DecodeRecord(it.Body, it.Signal)
-	}
-	if err != nil {
-		return false, nil, err
-	}
-	rec.SetMaxBytes(p.maxRecordBytes)
-	match, err := c.Trigger.Match(ctx, rec)
-	if err != nil || !match {
-		return false, nil, err
-	}
-	if c.Transforms == nil {
-		if c.TriggerFields != nil {
-			return true, nil, nil
-		}
-		return true, rec, nil
-	}
-	if c.TriggerFields != nil {
-		if rec, err = ottlevent.DecodeRecord(it.Body, it.Signal); err != nil {
-			return false, nil, err
-		}
-		rec.SetMaxBytes(p.maxRecordBytes)
-	}
-	if err := c.Transforms.Apply(ctx, rec); err != nil {
-		return false, nil, err
-	}
-	if rec.Changed() {
-		pipelinedata.SetBody(lr, rec.AppendJSON(nil))
-	}
-	return true, rec, nil
 }

@@ -2,7 +2,9 @@
 // the project's transforms run; when the trigger matches, the window of the record's group
 // is read and a {"trigger", "window"} call is emitted; when the context filter passes, the
 // record is stored in its group's window for window_duration. Records of legacy projects
-// pass through for the trigger processor.
+// pass through for the trigger processor. The evaluation is
+// internal/collector/pipelineeval's (the dry run's too); this package adapts it to the
+// collector: the mirror, the window store, metrics and logs.
 package windowprocessor
 
 //go:generate ../../bin/mdatagen metadata.yaml
@@ -13,12 +15,12 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/ottlevent"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelineeval"
 	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
 	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadata"
 )
@@ -46,13 +48,5 @@ func createLogs(ctx context.Context, set processor.Settings, cfg component.Confi
 	if err != nil {
 		return nil, err
 	}
-	return passesLogs{l}, nil
-}
-
-// passesLogs gives each batch a windowstore.Passes before the processor runs: the agent
-// exporter after it gives back the cooldowns of the calls its call budget refuses.
-type passesLogs struct{ processor.Logs }
-
-func (l passesLogs) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
-	return l.Logs.ConsumeLogs(windowstore.WithPasses(ctx), ld)
+	return pipelineeval.WithPasses(l), nil
 }

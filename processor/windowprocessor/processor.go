@@ -2,8 +2,6 @@ package windowprocessor
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -14,13 +12,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/internal/agentbody"
-	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
-	"github.com/otelcol-svc/otelcol-svc/internal/collector/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
-	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelineeval"
 	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
 	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadata"
 )
@@ -97,11 +92,12 @@ func (p *windowProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.L
 	}
 	out, calls := pipelinedata.New()
 	var storeErr error
+	eval := pipelineeval.New(pipelineeval.Options{Windows: p.store, Cooldowns: p.store, MaxRecordBytes: p.cfg.MaxRecordBytes})
 	pipelinedata.Each(ld, func(lr plog.LogRecord) {
 		if storeErr != nil {
 			return
 		}
-		storeErr = p.record(ctx, project.ID, c, pipelinedata.Read(lr), calls)
+		storeErr = p.record(ctx, eval, project.ID, c, pipelinedata.Read(lr), calls)
 	})
 	if storeErr != nil {
 		// The window store is away: the whole batch is delivered again later. Adds are
@@ -114,98 +110,43 @@ func (p *windowProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.L
 	return out, nil
 }
 
-// record runs one record through transforms, trigger and context filter. Only window
-// store failures are returned (retryable); a record that cannot be evaluated is skipped.
-func (p *windowProcessor) record(ctx context.Context, project string, c *pipelinecfg.Compiled, it pipelinedata.Item, calls plog.LogRecordSlice) error {
-	rec, err := ottlevent.DecodeRecord(it.Body, it.Signal)
-	if err != nil {
-		p.skip(ctx, project, c.Version, err)
+// record runs one record through the pipeline's evaluation and counts what it did. Only
+// window store failures are returned (retryable); a record that cannot be evaluated is
+// skipped.
+func (p *windowProcessor) record(ctx context.Context, eval *pipelineeval.Evaluator, project string, c *pipelinecfg.Compiled, it pipelinedata.Item, calls plog.LogRecordSlice) error {
+	res, err := eval.Window(ctx, project, c, pipelineeval.Item{Seq: it.Seq, Signal: it.Signal, Body: it.Body, Time: time.Now()})
+	switch {
+	case res.TooLarge:
+		// Neither a trigger nor in a window, and not dropped unseen: the agent
+		// exporter dead-letters it, as stored, with the error.
+		pipelinedata.Append(calls, pipelinedata.Item{Body: it.Body, Signal: it.Signal, Kind: pipelinedata.KindFailed,
+			Seq: it.Seq, Error: pipelineeval.TooLargeReason(res.Err)})
+		p.tel.WindowRecords.Add(ctx, 1, outcome("too_large"))
+		p.logFailure(project, c.Version, "record dead-lettered: a transform made it larger than the record limit", res.Err)
+		return nil
+	case res.Skipped:
+		p.skip(ctx, project, c.Version, res.Err)
 		return nil
 	}
-	rec.SetMaxBytes(p.cfg.MaxRecordBytes)
-	body := it.Body
-	if c.Transforms != nil {
-		if err := c.Transforms.Apply(ctx, rec); err != nil {
-			if errors.Is(err, ottlevent.ErrRecordTooLarge) {
-				// Neither a trigger nor in a window, and not dropped unseen: the agent
-				// exporter dead-letters it, as stored, with the error.
-				pipelinedata.Append(calls, pipelinedata.Item{Body: it.Body, Signal: it.Signal, Kind: pipelinedata.KindFailed,
-					Seq: it.Seq, Error: apierror.RecordTooLargeAfterTransforms + ": " + err.Error()})
-				p.tel.WindowRecords.Add(ctx, 1, outcome("too_large"))
-				p.logFailure(project, c.Version, "record dead-lettered: a transform made it larger than the record limit", err)
-				return nil
-			}
-			p.skip(ctx, project, c.Version, err)
-			return nil
-		}
-		if rec.Changed() {
-			body = rec.AppendJSON(nil)
-		}
+	if res.Suppressed {
+		p.tel.WindowSuppressed.Add(ctx, 1)
 	}
-	group := ""
-	if c.GroupKey != nil {
-		if group, err = c.GroupKey.String(ctx, rec); err != nil {
-			group = "" // a record without the group field goes to the empty group
+	if call := res.Call; call != nil {
+		if call.LeftOut > 0 {
+			p.tel.WindowTruncated.Add(ctx, int64(call.LeftOut), truncation("left_out"))
 		}
+		if call.Markers > 0 {
+			p.tel.WindowTruncated.Add(ctx, int64(call.Markers), truncation("cut"))
+		}
+		pipelinedata.Append(calls, pipelinedata.Item{Body: call.Body, Signal: it.Signal,
+			Kind: pipelinedata.KindWindowCall, Seq: it.Seq, Suppressed: call.Suppressed, Group: res.Group})
+		p.tel.WindowRecords.Add(ctx, 1, outcome("triggered"))
+		p.tel.WindowSize.Record(ctx, int64(call.Window))
 	}
-	now := time.Now()
-	if match, err := c.Trigger.Match(ctx, rec); err == nil && match {
-		if err := p.trigger(ctx, project, c, it, rec, body, group, now, calls); err != nil {
-			return err
-		}
-	}
-	if pass, err := c.ContextFilter.Match(ctx, rec); err == nil && pass {
-		if err := p.store.Add(ctx, project, group, it.Seq, body, now, c.WindowDuration); err != nil {
-			return fmt.Errorf("window store: %w", err)
-		}
+	if res.Stored {
 		p.tel.WindowRecords.Add(ctx, 1, outcome("stored"))
 	}
-	return nil
-}
-
-// trigger emits the call of a trigger, unless its dedup key is cooling down: then the
-// trigger is held back, counted for the key's next call, and marked suppressed in the
-// ledger. The window is cut to the project's budget.
-func (p *windowProcessor) trigger(ctx context.Context, project string, c *pipelinecfg.Compiled, it pipelinedata.Item,
-	rec *ottlevent.Record, body []byte, group string, now time.Time, calls plog.LogRecordSlice) error {
-	var suppressed int64
-	if c.Cooldown > 0 {
-		key := group
-		if c.DedupKey != nil {
-			var err error
-			if key, err = c.DedupKey.String(ctx, rec); err != nil {
-				key = "" // as the group key: a record without the field shares the empty key
-			}
-		}
-		pass, n, err := p.store.Pass(ctx, project, key, it.Seq, c.Cooldown)
-		if err != nil {
-			return err
-		}
-		if !pass {
-			deliverylog.OutcomeFrom(ctx).Suppressed([]uint64{it.Seq})
-			p.tel.WindowSuppressed.Add(ctx, 1)
-			return nil
-		}
-		suppressed = n
-		windowstore.PassesFrom(ctx).Took(p.store, project, key, it.Seq)
-	}
-	window, total, err := p.store.Window(ctx, project, group, now.Add(-c.WindowDuration), c.WindowMaxEvents)
-	if err != nil {
-		return err
-	}
-	kept, markers := agentbody.FitWindow(window, c.WindowMaxBytes)
-	leftOut := total - len(kept)
-	if leftOut > 0 {
-		p.tel.WindowTruncated.Add(ctx, int64(leftOut), truncation("left_out"))
-	}
-	if markers > 0 {
-		p.tel.WindowTruncated.Add(ctx, int64(markers), truncation("cut"))
-	}
-	pipelinedata.Append(calls, pipelinedata.Item{Body: agentbody.WindowCall(body, kept, leftOut, suppressed), Signal: it.Signal,
-		Kind: pipelinedata.KindWindowCall, Seq: it.Seq, Suppressed: suppressed, Group: group})
-	p.tel.WindowRecords.Add(ctx, 1, outcome("triggered"))
-	p.tel.WindowSize.Record(ctx, int64(len(kept)))
-	return nil
+	return err
 }
 
 func (p *windowProcessor) skip(ctx context.Context, project string, version int64, err error) {
