@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/confmap"
 
-	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 )
 
 // Config of the project-aware authenticator.
 type Config struct {
-	// NATS is where the configuration mirror lives.
-	NATS natsclient.Config `mapstructure:"nats"`
+	// Mirror names the configmirror extension whose copy of the configuration mirror
+	// resolves keys, sources, projects and console tokens; its NATS connection also
+	// carries key-use reports and the ingest receiver's console reads.
+	Mirror component.ID `mapstructure:"mirror"`
 	// PushIngest is how POSTs to push sources' ingest URLs are authenticated
 	// (docs/contract.md#section-5).
 	PushIngest PushIngestConfig `mapstructure:"push_ingest"`
@@ -31,6 +34,19 @@ type GRPCLimitsConfig struct {
 	// MaxInflightBytes is the memory (estimated) that requests being decoded and stored
 	// may hold at once; past it requests get UNAVAILABLE with retry info. 0 = no bound.
 	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes"`
+}
+
+// errNATSMoved refuses a config written when this extension dialled NATS itself.
+var errNATSMoved = errors.New("projectauth no longer connects to NATS: move its `nats` settings to the configmirror extension (extensions: configmirror: nats: ...), list configmirror in service.extensions, and set mirror: configmirror here")
+
+// Unmarshal refuses the `nats` settings projectauth had while it held the configuration
+// mirror, with the new form, instead of the collector's bare "invalid keys: nats".
+func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	if conf.IsSet("nats") {
+		return errNATSMoved
+	}
+	type plain Config // without this method, so Unmarshal does not recurse
+	return conf.Unmarshal((*plain)(c))
 }
 
 // PushIngestConfig authenticates push ingest (POST /ingest/<ingest_key>).
@@ -77,8 +93,8 @@ const minServiceToken = 16
 // Validate checks the settings.
 func (c *Config) Validate() error {
 	var errs []error
-	if err := c.NATS.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("nats: %w", err))
+	if err := mirrorcache.CheckExtension(c.Mirror); err != nil {
+		errs = append(errs, err)
 	}
 	switch strings.ToLower(strings.TrimSpace(c.PushIngest.Auth)) {
 	case "", "on", "true", "enabled", "off", "false", "disabled", "none":

@@ -3,13 +3,12 @@ package projectauthextension
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensionauth"
@@ -22,22 +21,18 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
-	"github.com/otelcol-svc/otelcol-svc/internal/collector/validationresponder"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
 type authenticator struct {
 	cfg    *Config
 	logger *zap.Logger
-	cache  *mirrorcache.Cache
+	// cache and js are the configmirror extension's (cfg.Mirror), set at Start.
+	cache *mirrorcache.Cache
+	js    jetstream.JetStream
 
-	nc     *nats.Conn
-	js     jetstream.JetStream
 	cancel context.CancelFunc
 	done   chan struct{}
-
-	// validator answers the control plane's pipeline checks.
-	validator micro.Service
 
 	tel *metadata.TelemetryBuilder
 
@@ -51,18 +46,20 @@ const usageEvery = time.Minute
 
 var (
 	_ extensionauth.Server            = (*authenticator)(nil)
-	_ mirrorcache.Provider            = (*authenticator)(nil)
 	_ extensioncapabilities.Dependent = (*authenticator)(nil)
 )
 
-// Dependencies makes the collector start the embedded NATS first when we use it (an
-// empty nats.url), so the key mirror loads at once instead of after retries. Without the
-// extension configured, the collector refuses the config with a message naming it.
+// mirrorExtension is what the configmirror extension offers beside its cache: the NATS
+// connection that holds the mirror.
+type mirrorExtension interface {
+	mirrorcache.Provider
+	JetStream() jetstream.JetStream
+}
+
+// Dependencies makes the collector start the configmirror extension first, so its cache
+// and connection exist when Start takes them.
 func (a *authenticator) Dependencies() []component.ID {
-	if a.cfg.NATS.URL == "" {
-		return []component.ID{a.cfg.NATS.Extension}
-	}
-	return nil
+	return []component.ID{a.cfg.Mirror}
 }
 
 func newAuthenticator(cfg *Config, set extension.Settings) (*authenticator, error) {
@@ -70,20 +67,19 @@ func newAuthenticator(cfg *Config, set extension.Settings) (*authenticator, erro
 	if err != nil {
 		return nil, err
 	}
-	return &authenticator{cfg: cfg, logger: set.Logger, cache: mirrorcache.NewCache(set.Logger), tel: tel}, nil
+	return &authenticator{cfg: cfg, logger: set.Logger, tel: tel}, nil
 }
 
 func (a *authenticator) Start(_ context.Context, host component.Host) error {
-	nc, js, err := a.cfg.NATS.ConnectJetStream(host, "otelcol-svc projectauth", a.logger)
+	cache, err := mirrorcache.FromHost(host, a.cfg.Mirror)
 	if err != nil {
 		return err
 	}
-	a.nc, a.js = nc, js
-	// Every role answers the control plane's pipeline checks (internal/validation); a
-	// failure here leaves the other collectors to answer, so it does not stop this one.
-	if a.validator, err = validationresponder.Start(nc, validationresponder.WithBacklogs(js, a.cache, validationresponder.OptionsFromEnv())); err != nil {
-		a.logger.Error("pipeline checks for the control plane not served", zap.Error(err))
+	m, ok := host.GetExtensions()[a.cfg.Mirror].(mirrorExtension)
+	if !ok || m.JetStream() == nil {
+		return fmt.Errorf("the extension %s offers no NATS connection: `mirror` must name a configmirror extension", a.cfg.Mirror)
 	}
+	a.cache, a.js = cache, m.JetStream()
 	if a.cfg.PushIngest.authOff() {
 		a.logger.Warn("push-ingest authentication is OFF (push_ingest.auth: off, SVC_INGEST_AUTH=off): anyone who knows a source's ingest URL can post to it; turn it on unless this instance is only reachable by trusted senders")
 	} else if a.cfg.PushIngest.ServiceToken != "" {
@@ -93,19 +89,9 @@ func (a *authenticator) Start(_ context.Context, host component.Host) error {
 	a.cancel = cancel
 	a.done = make(chan struct{})
 	a.used = make(chan string, 1024)
-	var wg sync.WaitGroup
-	wg.Add(2)
 	go func() {
-		defer wg.Done()
-		a.cache.Run(ctx, js)
-	}()
-	go func() {
-		defer wg.Done()
-		a.reportUsage(ctx, js)
-	}()
-	go func() {
-		wg.Wait()
-		close(a.done)
+		defer close(a.done)
+		a.reportUsage(ctx, a.js)
 	}()
 	return nil
 }
@@ -147,14 +133,6 @@ func (a *authenticator) reportUsage(ctx context.Context, js jetstream.JetStream)
 }
 
 func (a *authenticator) Shutdown(context.Context) error {
-	// Close the connection first: stopping the KV watchers makes JetStream API calls,
-	// which would each wait out their timeout while NATS is unreachable.
-	if a.validator != nil {
-		_ = a.validator.Stop()
-	}
-	if a.nc != nil {
-		a.nc.Close()
-	}
 	if a.cancel != nil {
 		a.cancel()
 		<-a.done
@@ -162,7 +140,9 @@ func (a *authenticator) Shutdown(context.Context) error {
 	return nil
 }
 
-// MirrorCache implements mirrorcache.Provider.
+// MirrorCache is the configmirror extension's cache, which the ingest receiver's console
+// reads a project's destinations from. Nil before Start. Components' `mirror` settings
+// cannot name this extension (mirrorcache.FromHost refuses it).
 func (a *authenticator) MirrorCache() *mirrorcache.Cache { return a.cache }
 
 // Authenticate resolves a project key from the X-API-Key header (HTTP) or x-api-key
@@ -190,7 +170,7 @@ func (a *authenticator) resolve(key string) (principal.Principal, error) {
 	if key == "" {
 		return principal.Principal{}, principal.ErrMissingKey
 	}
-	if !a.cache.Ready() {
+	if !a.ready() {
 		return principal.Principal{}, principal.ErrNotReady
 	}
 	e, ok := a.cache.Key(apikey.Hash(key))
@@ -200,6 +180,9 @@ func (a *authenticator) resolve(key string) (principal.Principal, error) {
 	a.noteUse(e.KeyID)
 	return principal.Principal{ProjectID: e.ProjectID, KeyID: e.KeyID, AccountID: e.AccountID, Scope: e.Scope}, nil
 }
+
+// ready reports whether the mirror has loaded; before Start there is none.
+func (a *authenticator) ready() bool { return a.cache != nil && a.cache.Ready() }
 
 func outcome(err error) string {
 	switch {

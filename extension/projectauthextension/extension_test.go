@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/extension/extensionauth"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
+	"github.com/otelcol-svc/otelcol-svc/extension/configmirrorextension"
 	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension/internal/metadata"
 	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
@@ -27,7 +28,8 @@ func TestConfig(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
 	for name, wantErr := range map[string]string{
-		"": "", "cluster": "", "bad": "scheme must be nats",
+		"": "", "tenants": "",
+		"legacy_mirror": "projectauth no longer holds the configuration mirror: add the configmirror extension and set mirror: configmirror",
 		"ingest_off": "", "ingest_token": "", "ingest_bool": "",
 		"ingest_bad": "push_ingest.auth must be on or off", "short_token": "at least 16 characters",
 		"grpc_limit": "", "grpc_negative": "grpc.max_records_per_request must be 0",
@@ -42,15 +44,44 @@ func TestConfig(t *testing.T) {
 			assert.ErrorContains(t, cfg.Validate(), wantErr, name)
 		}
 	}
+	def := createDefaultConfig().(*Config)
+	assert.Equal(t, component.MustNewID("configmirror"), def.Mirror)
+	assert.Equal(t, []component.ID{def.Mirror}, (&authenticator{cfg: def}).Dependencies(), "configmirror starts first")
+
+	// An old config's `nats` settings are refused with where they went.
+	sub, err := cm.Sub(component.MustNewIDWithName("projectauth", "legacy_nats").String())
+	require.NoError(t, err)
+	assert.ErrorContains(t, sub.Unmarshal(createDefaultConfig()), "projectauth no longer connects to NATS: move its `nats` settings to the configmirror extension (extensions: configmirror: nats: ...), list configmirror in service.extensions, and set mirror: configmirror here")
+}
+
+// mirrorHost starts the configmirror extension on the NATS at url and returns the host
+// that holds it, as the collector starts it before projectauth (Dependencies).
+func mirrorHost(t *testing.T, url string) component.Host {
+	t.Helper()
+	f := configmirrorextension.NewFactory()
+	cfg := f.CreateDefaultConfig().(*configmirrorextension.Config)
+	cfg.NATS.URL = url
+	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { _ = ext.Shutdown(context.Background()) })
+	return componenttestHost{component.MustNewID("configmirror"): ext}
+}
+
+// Without the configmirror extension its `mirror` names, projectauth does not start, and
+// says what to add.
+func TestStartNeedsTheConfigmirrorExtension(t *testing.T) {
+	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(metadata.Type), createDefaultConfig())
+	require.NoError(t, err)
+	err = ext.Start(context.Background(), componenttestHost{})
+	assert.ErrorContains(t, err, "no configmirror extension is running: add it under `extensions:` and `service.extensions`")
 }
 
 func start(t *testing.T, url string) extensionauth.Server {
 	t.Helper()
-	cfg := createDefaultConfig().(*Config)
-	cfg.NATS.URL = url
-	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(metadata.Type), cfg)
+	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(metadata.Type), createDefaultConfig())
 	require.NoError(t, err)
-	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, ext.Start(context.Background(), mirrorHost(t, url)))
 	t.Cleanup(func() { _ = ext.Shutdown(context.Background()) })
 	return ext.(extensionauth.Server)
 }

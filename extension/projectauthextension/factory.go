@@ -1,7 +1,9 @@
 // Package projectauthextension resolves API keys to projects. It implements the
 // collector's server-authenticator interface, so it plugs into `auth: authenticator:` of
-// the stock otlpreceiver (gRPC metadata x-api-key) as well as our ingest receiver, and it
-// owns the in-memory configuration mirror that other data-plane components read.
+// the stock otlpreceiver (gRPC metadata x-api-key) as well as our ingest receiver, and,
+// as gRPC server middleware, bounds what decoding an OTLP/gRPC request may cost. Keys are
+// looked up in the configuration mirror of the configmirror extension its `mirror`
+// setting names.
 package projectauthextension
 
 //go:generate ../../bin/mdatagen metadata.yaml
@@ -13,7 +15,7 @@ import (
 	"go.opentelemetry.io/collector/extension"
 
 	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension/internal/metadata"
-	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 )
 
 // NewFactory returns the extension's factory.
@@ -22,7 +24,7 @@ func NewFactory() extension.Factory {
 }
 
 func createDefaultConfig() component.Config {
-	return &Config{NATS: natsclient.DefaultConfig(), PushIngest: PushIngestConfig{Auth: "on"}, GRPC: GRPCLimitsConfig{MaxRecordsPerRequest: 10000, MaxInflightBytes: 128 << 20}}
+	return &Config{Mirror: mirrorcache.DefaultExtension, PushIngest: PushIngestConfig{Auth: "on"}, GRPC: GRPCLimitsConfig{MaxRecordsPerRequest: 10000, MaxInflightBytes: 128 << 20}}
 }
 
 func create(_ context.Context, set extension.Settings, cfg component.Config) (extension.Extension, error) {

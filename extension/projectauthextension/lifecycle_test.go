@@ -9,15 +9,17 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
+	"github.com/otelcol-svc/otelcol-svc/extension/configmirrorextension"
 	"github.com/otelcol-svc/otelcol-svc/extension/embeddednatsextension"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // newLifecycleHost is the host of the generated lifecycle test (metadata.yaml tests.host):
-// the embedded NATS extension that Start dials, real and started on a free port, with the
-// configuration mirror's buckets in it.
+// the configmirror extension that Start takes keys from, on the embedded NATS, both real
+// and started (the NATS on a free port, the configuration mirror's buckets in it).
 // (internal/collector/lifecyclehost cannot be used here: it imports this package.)
 func newLifecycleHost(t *testing.T) component.Host {
 	f := embeddednatsextension.NewFactory()
@@ -34,7 +36,14 @@ func newLifecycleHost(t *testing.T) component.Host {
 	_, js := testenv.Connect(t, ext.(natsclient.Embedded).ClientURL())
 	_, err = mirror.Open(context.Background(), js, 1)
 	require.NoError(t, err)
-	return componenttestHost{natsclient.DefaultExtension: ext}
+	h := componenttestHost{natsclient.DefaultExtension: ext}
+	mf := configmirrorextension.NewFactory()
+	m, err := mf.Create(context.Background(), extensiontest.NewNopSettings(mf.Type()), mf.CreateDefaultConfig())
+	require.NoError(t, err)
+	require.NoError(t, m.Start(context.Background(), h))
+	t.Cleanup(func() { require.NoError(t, m.Shutdown(context.Background())) })
+	h[mirrorcache.DefaultExtension] = m
+	return h
 }
 
 type componenttestHost map[component.ID]component.Component

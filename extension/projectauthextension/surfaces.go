@@ -47,7 +47,7 @@ func (a *authenticator) AuthenticateIngest(ctx context.Context, headers map[stri
 }
 
 func (a *authenticator) ingest(headers map[string][]string, ingestKey string) (mirror.Source, principal.Principal, error) {
-	if !a.cache.Ready() {
+	if !a.ready() {
 		return mirror.Source{}, principal.Principal{}, principal.ErrNotReady
 	}
 	src, ok := a.cache.Source(ingestKey)
@@ -147,7 +147,7 @@ func (a *authenticator) console(headers map[string][]string, projectID string) (
 	if key == "" && tok == "" {
 		return principal.Principal{}, principal.Refuse(principal.ErrMissingKey, msgConsoleMissing)
 	}
-	if !a.cache.Ready() {
+	if !a.ready() {
 		return principal.Principal{}, principal.ErrNotReady
 	}
 	if key == "" && looksLikeJWT(tok) {
@@ -203,9 +203,9 @@ func looksLikeJWT(s string) bool {
 	return strings.HasPrefix(s, "eyJ") && strings.Count(s, ".") == 2
 }
 
-// JetStream is the extension's connection to the NATS that holds the mirror and the
-// streams; the ingest receiver reads recent records through it for the console. Nil
-// before Start.
+// JetStream is the configmirror extension's connection to the NATS that holds the mirror
+// and the streams; the ingest receiver reads recent records through it for the console.
+// Nil before Start.
 func (a *authenticator) JetStream() jetstream.JetStream { return a.js }
 
 // Roles that may change a project's data-plane state through the console (replay).

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
@@ -68,13 +67,12 @@ func startWith(t *testing.T, mutate func(*Config)) (*authenticator, fixture) {
 	require.NoError(t, m.PutConsoleKeys(ctx, mirror.ConsoleKeys{PublicKeys: []string{base64.StdEncoding.EncodeToString(pub)}}))
 
 	cfg := createDefaultConfig().(*Config)
-	cfg.NATS.URL = n.URL()
 	if mutate != nil {
 		mutate(cfg)
 	}
 	ext, err := NewFactory().Create(ctx, extensiontest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
-	require.NoError(t, ext.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(t, ext.Start(ctx, mirrorHost(t, n.URL())))
 	t.Cleanup(func() { _ = ext.Shutdown(context.Background()) })
 	a := ext.(*authenticator)
 	require.Eventually(t, func() bool { return a.cache.Ready() && len(a.cache.ConsoleKeys()) == 1 }, 10*time.Second, 10*time.Millisecond)

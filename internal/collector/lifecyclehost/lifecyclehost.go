@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
+	"github.com/otelcol-svc/otelcol-svc/extension/configmirrorextension"
 	"github.com/otelcol-svc/otelcol-svc/extension/embeddednatsextension"
 	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
@@ -30,13 +31,15 @@ type Host map[component.ID]component.Component
 func (h Host) GetExtensions() map[component.ID]component.Component { return h }
 
 // New starts the embedded NATS extension (on a free port, its store in a temporary
-// directory) and the projectauth extension on it, under the IDs our components' default
-// configs name (embeddednats, projectauth). Both stop when the test ends, after the
-// component under test has been shut down.
+// directory), the configmirror extension on it and the projectauth authenticator on that,
+// under the IDs our components' default configs name (embeddednats, configmirror,
+// projectauth). All stop when the test ends, after the component under test has been
+// shut down.
 func New(t *testing.T) Host {
 	t.Helper()
 	h := NATSOnly(t)
-	start(t, h, projectauthextension.NewFactory(), mirrorcache.DefaultExtension, nil)
+	start(t, h, configmirrorextension.NewFactory(), mirrorcache.DefaultExtension, nil)
+	start(t, h, projectauthextension.NewFactory(), component.MustNewID("projectauth"), nil)
 	// Wait for the mirror to be loaded, as a collector's components find it in steady
 	// state: loading creates the mirror's buckets, and a stream still being created when
 	// the server shuts down leaves nats-server goroutines behind (goleak sees them).
@@ -45,8 +48,7 @@ func New(t *testing.T) Host {
 	return h
 }
 
-// NATSOnly is New without the projectauth extension, for the projectauth extension's own
-// test.
+// NATSOnly is New with the embedded NATS extension alone.
 func NATSOnly(t *testing.T) Host {
 	t.Helper()
 	h := Host{}

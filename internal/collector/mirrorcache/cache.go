@@ -1,6 +1,6 @@
 // Package mirrorcache is the data plane's side of the configuration mirror
 // (internal/mirror): an in-memory copy kept current by KV watches, owned by the
-// projectauth extension and found by other components through the collector's host.
+// configmirror extension and found by other components through the collector's host.
 // It is apart from internal/mirror so that the control plane, which writes the
 // mirror, links no collector code.
 package mirrorcache
@@ -342,20 +342,31 @@ func decodeInto[T any](m map[string]T, key string, value []byte, deleted bool, l
 	return false
 }
 
-// Provider is implemented by the extension that owns the cache (projectauth), so other
+// Provider is implemented by the extension that owns the cache (configmirror), so other
 // data-plane components read project configuration from the one copy in the process.
 type Provider interface {
 	MirrorCache() *Cache
 }
 
-// DefaultExtension is the projectauth extension of our configs, the default of the
+// DefaultExtension is the configmirror extension of our configs, the default of the
 // `mirror` setting of the components that read the cache.
-var DefaultExtension = component.MustNewID("projectauth")
+var DefaultExtension = component.MustNewID("configmirror")
+
+// legacyOwner is the extension that held the mirror before configmirror did. It still
+// lends its cache to the ingest receiver's console, so FromHost would find one there:
+// an old config naming it is refused instead, with the way to the new form.
+var legacyOwner = component.MustNewType("projectauth")
+
+// ErrLegacyMirror is the refusal of a `mirror` setting that names projectauth.
+var ErrLegacyMirror = errors.New("projectauth no longer holds the configuration mirror: add the configmirror extension and set mirror: configmirror")
 
 // CheckExtension validates a component's `mirror` setting.
 func CheckExtension(id component.ID) error {
-	if id.Type().String() == "" {
-		return errors.New("mirror must name the projectauth extension that holds the configuration mirror, e.g. projectauth")
+	switch id.Type() {
+	case component.Type{}:
+		return errors.New("mirror must name the configmirror extension that holds the configuration mirror, e.g. configmirror")
+	case legacyOwner:
+		return ErrLegacyMirror
 	}
 	return nil
 }
@@ -366,13 +377,24 @@ func CheckExtension(id component.ID) error {
 func FromHost(host interface {
 	GetExtensions() map[component.ID]component.Component
 }, id component.ID) (*Cache, error) {
-	ext, ok := host.GetExtensions()[id]
+	if id.Type() == legacyOwner {
+		return nil, ErrLegacyMirror
+	}
+	exts := host.GetExtensions()
+	ext, ok := exts[id]
 	if !ok {
-		return nil, fmt.Errorf("no %s extension is running: add it under `extensions:` and `service.extensions`, or set `mirror` to the projectauth extension you run", id)
+		for other := range exts {
+			if other.Type() == legacyOwner {
+				// A config written for the projectauth extension that held the mirror,
+				// relying on the `mirror` default.
+				return nil, fmt.Errorf("no %s extension is running: %w", id, ErrLegacyMirror)
+			}
+		}
+		return nil, fmt.Errorf("no %s extension is running: add it under `extensions:` and `service.extensions`, or set `mirror` to the configmirror extension you run", id)
 	}
 	p, ok := ext.(Provider)
 	if !ok {
-		return nil, fmt.Errorf("the extension %s holds no configuration mirror: `mirror` must name a projectauth extension", id)
+		return nil, fmt.Errorf("the extension %s holds no configuration mirror: `mirror` must name a configmirror extension", id)
 	}
 	return p.MirrorCache(), nil
 }

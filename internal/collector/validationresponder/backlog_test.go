@@ -77,7 +77,7 @@ type previewEnv struct {
 	store *mirror.Store
 }
 
-// newPreviewEnv runs the collector's extensions (embedded NATS, projectauth), whose
+// newPreviewEnv runs the collector's extensions (embedded NATS, configmirror), whose
 // responder answers the previews, as every collector role runs it.
 func newPreviewEnv(t *testing.T) *previewEnv {
 	// The deployment's call body limit, which the agent exporter gets from the configs

@@ -1,7 +1,7 @@
 // Package responder answers the control plane's pipeline checks (internal/validation)
 // with the data plane's own compiler, and its backlog previews with the dry run's
 // evaluator, as a NATS micro service. Every collector role runs
-// it (the projectauth extension starts it), and micro's queue group has any one of them
+// it (the configmirror extension starts it), and micro's queue group has any one of them
 // answer each check.
 package validationresponder
 
