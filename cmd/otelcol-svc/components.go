@@ -6,6 +6,7 @@ import (
 	healthcheckextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension"
 	agentexporter "github.com/otelcol-svc/otelcol-svc/exporter/agentexporter"
 	jetstreamexporter "github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter"
+	configmirrorextension "github.com/otelcol-svc/otelcol-svc/extension/configmirrorextension"
 	embeddednatsextension "github.com/otelcol-svc/otelcol-svc/extension/embeddednatsextension"
 	projectauthextension "github.com/otelcol-svc/otelcol-svc/extension/projectauthextension"
 	triggerprocessor "github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor"
@@ -50,6 +51,7 @@ func components() (otelcol.Factories, error) {
 	factories.Extensions, err = otelcol.MakeFactoryMap[extension.Factory](
 		embeddednatsextension.NewFactory(),
 		projectauthextension.NewFactory(),
+		configmirrorextension.NewFactory(),
 		healthcheckextension.NewFactory(),
 	)
 	if err != nil {
@@ -58,6 +60,7 @@ func components() (otelcol.Factories, error) {
 	factories.ExtensionModules = makeModulesMap(factories.Extensions, map[component.Type]string{
 		embeddednatsextension.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
 		projectauthextension.NewFactory().Type():  "github.com/otelcol-svc/otelcol-svc v0.0.0",
+		configmirrorextension.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
 		healthcheckextension.NewFactory().Type():  "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension v0.162.0",
 	})
 

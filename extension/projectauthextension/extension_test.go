@@ -30,7 +30,7 @@ func TestConfig(t *testing.T) {
 	for name, wantErr := range map[string]string{
 		"": "", "tenants": "",
 		"legacy_mirror": "projectauth no longer holds the configuration mirror: add the configmirror extension and set mirror: configmirror",
-		"ingest_off": "", "ingest_token": "", "ingest_bool": "",
+		"ingest_off":    "", "ingest_token": "", "ingest_bool": "",
 		"ingest_bad": "push_ingest.auth must be on or off", "short_token": "at least 16 characters",
 		"grpc_limit": "", "grpc_negative": "grpc.max_records_per_request must be 0",
 	} {
