@@ -21,7 +21,7 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, streams.DefaultLimits(), def.Stream)
 	assert.Equal(t, PublishAsync, def.Publish)
 	assert.Equal(t, 1_000_000, def.MaxRecordBytes)
-	assert.Equal(t, UsageConfig{Enabled: true, FreeTierEvents: 10_000, Mirror: component.MustNewID("projectauth")}, def.Usage,
+	assert.Equal(t, UsageConfig{Enabled: true, FreeTierEvents: 10_000, Mirror: component.MustNewID("configmirror")}, def.Usage,
 		"metering on, the specification's free tier, no rate limit")
 }
 
@@ -44,7 +44,7 @@ func TestLoadConfig(t *testing.T) {
 			Usage: UsageConfig{
 				Enabled: true, FreeTierEvents: 50000,
 				RateLimit: RateLimitConfig{PerSecond: 200, Burst: 1000},
-				Mirror:    component.MustNewIDWithName("projectauth", "tenants"),
+				Mirror:    component.MustNewIDWithName("configmirror", "tenants"),
 			},
 			Results: defaultResultsConfig(),
 		}},

@@ -19,10 +19,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/extension/configmirrorextension"
 	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension"
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
@@ -45,6 +47,13 @@ type logStack struct {
 	grants     map[string]int64
 	writer     *deliverylog.Writer
 }
+
+// hostOf is the collector host holding the extensions projectauth takes at Start.
+type hostOf map[component.ID]component.Component
+
+func (h hostOf) GetExtensions() map[component.ID]component.Component { return h }
+
+var mcfgID = component.MustNewID("configmirror")
 
 const (
 	projA = "pa"
@@ -73,12 +82,18 @@ func startLogStack(t *testing.T) *logStack {
 	s.priv = priv
 	require.NoError(t, m.PutConsoleKeys(ctx, mirror.ConsoleKeys{PublicKeys: []string{base64.StdEncoding.EncodeToString(pub)}}))
 
-	f := projectauthextension.NewFactory()
-	cfg := f.CreateDefaultConfig().(*projectauthextension.Config)
-	cfg.NATS.URL = n.URL()
-	ext, err := f.Create(ctx, extensiontest.NewNopSettings(f.Type()), cfg)
+	// projectauth reads the mirror, and lends its NATS connection, from configmirror.
+	mf := configmirrorextension.NewFactory()
+	mcfg := mf.CreateDefaultConfig().(*configmirrorextension.Config)
+	mcfg.NATS.URL = n.URL()
+	mext, err := mf.Create(ctx, extensiontest.NewNopSettings(mf.Type()), mcfg)
 	require.NoError(t, err)
-	require.NoError(t, ext.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(t, mext.Start(ctx, componenttest.NewNopHost()))
+	t.Cleanup(func() { _ = mext.Shutdown(context.Background()) })
+	f := projectauthextension.NewFactory()
+	ext, err := f.Create(ctx, extensiontest.NewNopSettings(f.Type()), f.CreateDefaultConfig())
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(ctx, hostOf{mcfgID: mext}))
 	t.Cleanup(func() { _ = ext.Shutdown(context.Background()) })
 	auth, ok := ext.(Authenticator)
 	require.True(t, ok, "the projectauth extension is what the console needs")
