@@ -10,10 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"regexp"
 	"sort"
-	"strconv"
-	"strings"
+
+	"github.com/otelcol-svc/otelcol-svc/internal/ottlpath"
 )
 
 // Field paths of the Fields view.
@@ -71,11 +70,7 @@ type fieldAcc struct {
 }
 
 // fieldKey is one step of a field: an object member's key, or an array index.
-type fieldKey struct {
-	name  string
-	index int
-	isIdx bool
-}
+type fieldKey = ottlpath.Key
 
 // Stats accumulates field paths over sampled records.
 type Stats struct {
@@ -149,7 +144,7 @@ func (s *Stats) walk(dec *json.Decoder, path string, depth int) error {
 				if depth > 0 {
 					child = path + "." + key
 				}
-				s.keys = append(s.keys[:depth], fieldKey{name: key})
+				s.keys = append(s.keys[:depth], fieldKey{Name: key})
 				if err := s.walk(dec, child, depth+1); err != nil {
 					return err
 				}
@@ -157,7 +152,7 @@ func (s *Stats) walk(dec *json.Decoder, path string, depth int) error {
 		case '[':
 			t = typeArray
 			for i := 0; dec.More(); i++ {
-				s.keys = append(s.keys[:depth], fieldKey{index: i, isIdx: true})
+				s.keys = append(s.keys[:depth], fieldKey{Index: i, IsIdx: true})
 				if err := s.walk(dec, path+"[]", depth+1); err != nil {
 					return err
 				}
@@ -190,56 +185,13 @@ func (s *Stats) walk(dec *json.Decoder, path string, depth int) error {
 	return nil
 }
 
-// ottlAliases are ottlevent's snake_case names of the camelCase log fields.
-var ottlAliases = map[string]string{
-	"severityNumber":     "severity_number",
-	"severityText":       "severity_text",
-	"resourceAttributes": "resource_attributes",
-	"traceId":            "trace_id",
-	"spanId":             "span_id",
-}
-
-// ottlTaken are bare names that mean something other than the record's field of that
-// name (ottlevent's aliases, signal, event, OTTL's literals and operators).
-var ottlTaken = map[string]bool{"signal": true, "event": true, "severity_number": true, "severity_text": true,
-	"resource_attributes": true, "trace_id": true, "span_id": true, "true": true, "false": true, "nil": true,
-	"and": true, "or": true, "not": true}
-
-// ottlBare is what OTTL's lexer reads as a path segment.
-var ottlBare = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
-
-// ottlPath writes keys as an OTTL path of package ottlevent: the first key bare when
-// OTTL reads it as the record's field (status, attributes), as its alias
-// (resource_attributes), else event["_event_type"]; every further key in brackets,
-// quoted as OTTL's parser unquotes strings (Go syntax): attributes["http.method"],
-// payload["labels"][0]["name"]. An array element is the index where a sampled record
-// had the field, so the expression reads a value that exists. The web console's
-// ottlpath.ts does the same for answers from receivers without "ottl".
-func ottlPath(keys []fieldKey) string {
-	if len(keys) == 0 {
-		return "event"
-	}
-	var b strings.Builder
-	first := keys[0]
-	switch {
-	case first.isIdx:
-		return "" // the record is an array, not an object: no path of the event context reads it
-	case ottlAliases[first.name] != "":
-		b.WriteString(ottlAliases[first.name])
-	case ottlBare.MatchString(first.name) && !ottlTaken[first.name]:
-		b.WriteString(first.name)
-	default:
-		b.WriteString("event[" + strconv.Quote(first.name) + "]")
-	}
-	for _, k := range keys[1:] {
-		if k.isIdx {
-			b.WriteString("[" + strconv.Itoa(k.index) + "]")
-		} else {
-			b.WriteString("[" + strconv.Quote(k.name) + "]")
-		}
-	}
-	return b.String()
-}
+// ottlPath writes keys as an OTTL path by internal/ottlpath's rules, the ones the
+// pipeline's OTTL context reads paths by: attributes["http.method"],
+// event["_event_type"], payload["labels"][0]["name"]. An array element is the index
+// where a sampled record had the field, so the expression reads a value that exists.
+// The dashboard's ottlpath.ts writes paths by the same rules (generated from them) for
+// answers from receivers without "ottl".
+func ottlPath(keys []fieldKey) string { return ottlpath.Path(keys) }
 
 // Result lists the paths in path order.
 func (s *Stats) Result() []Field {

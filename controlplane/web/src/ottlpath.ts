@@ -2,8 +2,10 @@
 // a field as its keys joined with dots (attributes.http.method), which cannot tell a key
 // holding dots from nested objects, so the keys are looked up in the sampled records
 // themselves; only a path none of them has is split by rule. Receivers now answer each
-// field's "ottl" themselves (fields.go ottlPath, the same rules), which the Fields page
+// field's "ottl" themselves (internal/fieldstats, the same rules), which the Fields page
 // prefers: this stays for receivers that predate it.
+
+import rules from './generated/ottlpaths.json';
 
 export type Key = string | number;
 
@@ -48,28 +50,24 @@ export function splitPath(path: string): Key[] {
   return keys;
 }
 
-// ottlevent's aliases of the camelCase log fields, written as their snake_case names.
-const aliases: Record<string, string> = {
-  severityNumber: 'severity_number',
-  severityText: 'severity_text',
-  resourceAttributes: 'resource_attributes',
-  traceId: 'trace_id',
-  spanId: 'span_id',
-};
-// Bare names that mean something else than the record's field of that name.
-const taken = new Set(['signal', 'event', 'severity_number', 'severity_text', 'resource_attributes', 'trace_id', 'span_id',
-  'true', 'false', 'nil', 'and', 'or', 'not']);
+// The path rules of the pipeline's OTTL context, generated from the Go source
+// (internal/ottlpath: `go generate ./internal/ottlpath`), so the dashboard writes the
+// paths the pipeline reads: camelCase log fields by their aliases, and the bare names
+// that mean something else than the record's field of that name.
+const aliases: Record<string, string> = rules.aliases;
+const taken = new Set([rules.context, rules.signal, ...Object.values(rules.aliases), ...rules.keywords]);
+const bare = new RegExp(rules.bare);
 
 const quote = (k: string) => JSON.stringify(k);
 
 /** An OTTL path of keys: attributes["http.method"], event["_event_type"], items[0]["sku"]. */
 export function ottlPath(keys: Key[]): string {
-  if (keys.length === 0) return 'event';
+  if (keys.length === 0) return rules.context;
   const [first, ...rest] = keys;
   let out: string;
   if (typeof first === 'string' && aliases[first]) out = aliases[first];
-  else if (typeof first === 'string' && /^[a-z][a-z0-9_]*$/.test(first) && !taken.has(first)) out = first;
-  else out = `event[${typeof first === 'number' ? first : quote(first)}]`;
+  else if (typeof first === 'string' && bare.test(first) && !taken.has(first)) out = first;
+  else out = `${rules.context}[${typeof first === 'number' ? first : quote(first)}]`;
   for (const k of rest) out += `[${typeof k === 'number' ? k : quote(k)}]`;
   return out;
 }

@@ -14,21 +14,15 @@ import (
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/ottlfuncs"
+
+	"github.com/otelcol-svc/otelcol-svc/internal/ottlpath"
 )
 
 // ContextName is the name of the record as a whole in expressions (`event`, or the
-// optional prefix `event.`).
-const ContextName = "event"
-
-// aliases lets users write the snake_case names OTTL's log context uses for the
-// camelCase fields of a log record (docs/contract.md#section-6).
-var aliases = map[string]string{
-	"severity_number":     "severityNumber",
-	"severity_text":       "severityText",
-	"resource_attributes": "resourceAttributes",
-	"trace_id":            "traceId",
-	"span_id":             "spanId",
-}
+// optional prefix `event.`). It, signal and the aliases of a log record's camelCase
+// fields (severity_number...) are internal/ottlpath's, the rules the Fields view and
+// the dashboard write paths by.
+const ContextName = ottlpath.Context
 
 var errSignalReadOnly = errors.New(`signal is read-only: it says where the record came from; write to event["signal"] to set a field of that name`)
 
@@ -412,13 +406,13 @@ func parsePath(path ottl.Path[*Record]) (ottl.GetSetter[*Record], error) {
 			}
 		}
 		return &fieldPath{root: true, keys: segs, text: ContextName + keysText(segs), slot: -1, altSlot: -1}, nil
-	case name == "signal":
+	case name == ottlpath.Signal:
 		if len(segs) > 0 {
 			return nil, fmt.Errorf("invalid path %q: signal is a string and has no keys", text)
 		}
 		return signalPath{}, nil
 	}
-	if camel, ok := aliases[name]; ok {
+	if camel, ok := ottlpath.Field(name); ok {
 		return newFieldPath(camel, name, segs, name+keysText(segs)), nil
 	}
 	return newFieldPath(name, "", segs, name+keysText(segs)), nil

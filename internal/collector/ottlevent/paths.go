@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/collector/component"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl"
+
+	"github.com/otelcol-svc/otelcol-svc/internal/ottlpath"
 )
 
 // PathRef is a field of the record an expression names, as OTTL's parser resolved it
@@ -179,13 +181,14 @@ type written struct {
 	used  bool
 }
 
-var notPaths = map[string]bool{"and": true, "or": true, "not": true, "true": true, "false": true, "nil": true, "where": true}
+// notPaths reports OTTL's keywords, and the where of a statement's condition.
+func notPaths(name string) bool { return name == "where" || ottlpath.Keyword(name) }
 
 func writtenPaths(toks []token) []*written {
 	var out []*written
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
-		if t.kind != tIdent || notPaths[t.text] || (i > 0 && toks[i-1].text == ".") {
+		if t.kind != tIdent || notPaths(t.text) || (i > 0 && toks[i-1].text == ".") {
 			continue
 		}
 		next := ""
@@ -242,7 +245,7 @@ func writtenPaths(toks []token) []*written {
 				continue // the whole record
 			}
 			w.field, keys = keys[0].S, keys[1:]
-		} else if camel, ok := aliases[w.field]; ok {
+		} else if camel, ok := ottlpath.Field(w.field); ok {
 			w.field = camel
 		}
 		w.keys, w.end = keys, j
