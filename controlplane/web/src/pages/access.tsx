@@ -1,7 +1,8 @@
 import { useState } from 'preact/hooks';
 import { api, type AccessToken, type OAuthGrant } from '../api';
 import { useAction, useConfirmRemoval, useLoad } from '../hooks';
-import { ConfirmDialog, CopyButton, ErrorMessage, Field, LoadStatus, PageHeader, When } from '../ui';
+import { RemovableTable } from '../removal';
+import { CopyButton, ErrorMessage, Field, LoadStatus, PageHeader, When } from '../ui';
 
 /** The MCP client configuration that sends the token as a header (Claude, VS Code, Cursor). */
 export function mcpClientConfig(origin: string, token: string): string {
@@ -128,54 +129,36 @@ function TokensSection() {
           of signing in.
         </p>
       )}
-      {tokens && tokens.length > 0 && (
-        <table>
-          <caption class="sr-only">Personal access tokens</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Prefix</th>
-              <th scope="col">Created</th>
-              <th scope="col">Expires</th>
-              <th scope="col">Last used</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {tokens.map((t) => (
-              <tr key={t.id}>
-                <td>{t.name}</td>
-                <td class="mono">{t.prefix}…</td>
-                <td>
-                  <When at={t.created_at} />
-                </td>
-                <td>
-                  <When at={t.expires_at} />
-                  {expired(t) && <span class="badge badge-quiet">expired</span>}
-                </td>
-                <td>
-                  <When at={t.last_used_at} />
-                </td>
-                <td class="row-actions">
-                  <button type="button" class="btn btn-small btn-danger-quiet" aria-label={`Revoke token ${t.name}`}
-                    onClick={() => revoking.ask(t)}>
-                    Revoke
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
-      <ConfirmDialog {...revoking.dialog} busy={busy} title={`Revoke token “${revoking.item?.name ?? ''}”?`}
-        confirmLabel="Revoke token">
-        <p>
-          Scripts and MCP clients using <span class="mono">{revoking.item?.prefix}…</span> are refused within a second. This
-          cannot be undone.
-        </p>
-      </ConfirmDialog>
+      <RemovableTable caption="Personal access tokens" columns={['Name', 'Prefix', 'Created', 'Expires', 'Last used']}
+        items={tokens} id={(t) => t.id} removal={revoking} busy={busy}
+        cells={(t) => (
+          <>
+            <td>{t.name}</td>
+            <td class="mono">{t.prefix}…</td>
+            <td>
+              <When at={t.created_at} />
+            </td>
+            <td>
+              <When at={t.expires_at} />
+              {expired(t) && <span class="badge badge-quiet">expired</span>}
+            </td>
+            <td>
+              <When at={t.last_used_at} />
+            </td>
+          </>
+        )}
+        action={(t) => ({ label: `Revoke token ${t.name}` })}
+        confirm={(t) => ({
+          title: `Revoke token “${t.name}”?`,
+          confirmLabel: 'Revoke token',
+          body: (
+            <>
+              Scripts and MCP clients using <span class="mono">{t.prefix}…</span> are refused within a second. This cannot
+              be undone.
+            </>
+          ),
+        })}
+      />
     </section>
   );
 }
@@ -199,51 +182,29 @@ function AppsSection() {
           allow it when it asks: it shows here, where you can revoke it.
         </p>
       )}
-      {grants && grants.length > 0 && (
-        <table>
-          <caption class="sr-only">Connected apps</caption>
-          <thead>
-            <tr>
-              <th scope="col">App</th>
-              <th scope="col">Client ID</th>
-              <th scope="col">Connected</th>
-              <th scope="col">Last used</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {grants.map((g) => (
-              <tr key={g.id}>
-                <td>
-                  <bdi>{g.client_name}</bdi>
-                </td>
-                <td class="mono">{g.client_id}</td>
-                <td>
-                  <When at={g.created_at} />
-                </td>
-                <td>
-                  <When at={g.last_used_at} />
-                </td>
-                <td class="row-actions">
-                  <button type="button" class="btn btn-small btn-danger-quiet" aria-label={`Revoke ${g.client_name}`}
-                    onClick={() => revoking.ask(g)}>
-                    Revoke
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
-      <ConfirmDialog {...revoking.dialog} title={`Disconnect “${revoking.item?.client_name ?? ''}”?`}
-        confirmLabel="Revoke access">
-        <p>
-          Its MCP calls are refused within a second, and it must ask you again to reconnect. The app itself is not
-          uninstalled.
-        </p>
-      </ConfirmDialog>
+      <RemovableTable caption="Connected apps" columns={['App', 'Client ID', 'Connected', 'Last used']} items={grants}
+        id={(g) => g.id} removal={revoking}
+        cells={(g) => (
+          <>
+            <td>
+              <bdi>{g.client_name}</bdi>
+            </td>
+            <td class="mono">{g.client_id}</td>
+            <td>
+              <When at={g.created_at} />
+            </td>
+            <td>
+              <When at={g.last_used_at} />
+            </td>
+          </>
+        )}
+        action={(g) => ({ label: `Revoke ${g.client_name}` })}
+        confirm={(g) => ({
+          title: `Disconnect “${g.client_name}”?`,
+          confirmLabel: 'Revoke access',
+          body: 'Its MCP calls are refused within a second, and it must ask you again to reconnect. The app itself is not uninstalled.',
+        })}
+      />
     </section>
   );
 }

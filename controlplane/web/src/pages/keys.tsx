@@ -1,7 +1,8 @@
 import { useState } from 'preact/hooks';
 import { api, canWrite, type Key, type Project } from '../api';
 import { useAction, useConfirmRemoval, useLoad } from '../hooks';
-import { ConfirmDialog, CopyButton, ErrorMessage, Field, LoadStatus, PageHeader, When } from '../ui';
+import { RemovableTable } from '../removal';
+import { CopyButton, ErrorMessage, Field, LoadStatus, PageHeader, When } from '../ui';
 
 /** The curl line that sends a first event with the key. */
 export function firstEventCurl(receiverURL: string, key: string): string {
@@ -89,56 +90,34 @@ export function KeysPage({ project, receiverURL }: { project: Project; receiverU
       )}
       <LoadStatus load={list} what="keys" />
       {keys && keys.length === 0 && <p class="empty">No keys yet.{writable && ' Create one above.'}</p>}
-      {keys && keys.length > 0 && (
-        <table>
-          <caption class="sr-only">API keys of {project.name}</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Prefix</th>
-              <th scope="col">Created</th>
-              <th scope="col">Last used</th>
-              {writable && (
-                <th scope="col">
-                  <span class="sr-only">Actions</span>
-                </th>
-              )}
-            </tr>
-          </thead>
-          <tbody>
-            {keys.map((k) => (
-              <tr key={k.id}>
-                <td>
-                  {k.name}
-                  {k.source_id && <span class="badge badge-quiet">push source</span>}
-                </td>
-                <td class="mono">{k.prefix}…</td>
-                <td>
-                  <When at={k.created_at} />
-                </td>
-                <td>
-                  <When at={k.last_used_at} />
-                </td>
-                {writable && (
-                  <td class="row-actions">
-                    <button type="button" class="btn btn-small btn-danger-quiet" aria-label={`Revoke key ${k.name}`}
-                      onClick={() => revoking.ask(k)}>
-                      Revoke
-                    </button>
-                  </td>
-                )}
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
-      <ConfirmDialog {...revoking.dialog} busy={busy} title={`Revoke key “${revoking.item?.name ?? ''}”?`}
-        confirmLabel="Revoke key">
-        <p>
-          Anything sending with <span class="mono">{revoking.item?.prefix}…</span> is refused within a second. This cannot be
-          undone.
-        </p>
-      </ConfirmDialog>
+      <RemovableTable caption={`API keys of ${project.name}`} columns={['Name', 'Prefix', 'Created', 'Last used']}
+        items={keys} id={(k) => k.id} removal={revoking} busy={busy} withActions={writable}
+        cells={(k) => (
+          <>
+            <td>
+              {k.name}
+              {k.source_id && <span class="badge badge-quiet">push source</span>}
+            </td>
+            <td class="mono">{k.prefix}…</td>
+            <td>
+              <When at={k.created_at} />
+            </td>
+            <td>
+              <When at={k.last_used_at} />
+            </td>
+          </>
+        )}
+        action={(k) => ({ label: `Revoke key ${k.name}` })}
+        confirm={(k) => ({
+          title: `Revoke key “${k.name}”?`,
+          confirmLabel: 'Revoke key',
+          body: (
+            <>
+              Anything sending with <span class="mono">{k.prefix}…</span> is refused within a second. This cannot be undone.
+            </>
+          ),
+        })}
+      />
     </>
   );
 }

@@ -1,8 +1,9 @@
 import { useId, useState } from 'preact/hooks';
 import { api, canWrite, type Member, type Project, type Session } from '../api';
 import { useAction, useConfirmRemoval, useLoad } from '../hooks';
+import { RemovableTable } from '../removal';
 import { navigate } from '../router';
-import { ConfirmDialog, ErrorMessage, Field, LoadStatus, Notice, PageHeader, When } from '../ui';
+import { ErrorMessage, Field, LoadStatus, Notice, PageHeader, When } from '../ui';
 
 /**
  * Members: owners and admins invite by email with a role, change roles and remove; a
@@ -76,60 +77,45 @@ export function MembersPage({ project, session }: { project: Project; session: S
       <ErrorMessage error={posting.error} />
       {done && <Notice>{done}</Notice>}
       <LoadStatus load={list} what="members" />
-      {members && (
-        <table>
-          <caption class="sr-only">Members of {project.name}</caption>
-          <thead>
-            <tr>
-              <th scope="col">Email</th>
-              <th scope="col">Role</th>
-              <th scope="col">Since</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {members.map((m) => (
-              <tr key={m.user_id}>
-                <td>
-                  {m.email}
-                  {m.user_id === me && <span class="badge badge-quiet">you</span>}
-                </td>
-                <td>
-                  {manage && m.role !== 'owner' ? (
-                    <RoleSelect label={`Role of ${m.email}`} hideLabel value={m.role} disabled={busy}
-                      onChange={(v) => changeRole(m, v)} />
-                  ) : (
-                    <span class="badge">{m.role}</span>
-                  )}
-                </td>
-                <td>
-                  <When at={m.created_at} never="" />
-                </td>
-                <td class="row-actions">
-                  {m.role !== 'owner' && (manage || m.user_id === me) && (
-                    <button type="button" class="btn btn-small btn-danger-quiet"
-                      aria-label={m.user_id === me ? 'Leave this project' : `Remove ${m.email}`}
-                      onClick={() => removing.ask(m)}>
-                      {m.user_id === me ? 'Leave' : 'Remove'}
-                    </button>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
-      <ConfirmDialog {...removing.dialog} busy={busy}
-        title={removing.item?.user_id === me ? `Leave “${project.name}”?` : `Remove ${removing.item?.email ?? ''}?`}
-        confirmLabel={removing.item?.user_id === me ? 'Leave project' : 'Remove member'}>
-        <p>
-          {removing.item?.user_id === me
-            ? 'You lose access to this project at once; an owner or admin can invite you again.'
-            : 'They lose access to this project at once, including its console reads.'}
-        </p>
-      </ConfirmDialog>
+      <RemovableTable caption={`Members of ${project.name}`} columns={['Email', 'Role', 'Since']} items={members}
+        id={(m) => m.user_id} removal={removing} busy={busy}
+        cells={(m) => (
+          <>
+            <td>
+              {m.email}
+              {m.user_id === me && <span class="badge badge-quiet">you</span>}
+            </td>
+            <td>
+              {manage && m.role !== 'owner' ? (
+                <RoleSelect label={`Role of ${m.email}`} hideLabel value={m.role} disabled={busy}
+                  onChange={(v) => changeRole(m, v)} />
+              ) : (
+                <span class="badge">{m.role}</span>
+              )}
+            </td>
+            <td>
+              <When at={m.created_at} never="" />
+            </td>
+          </>
+        )}
+        action={(m) => {
+          if (m.role === 'owner' || !(manage || m.user_id === me)) return null;
+          return m.user_id === me ? { label: 'Leave this project', text: 'Leave' } : { label: `Remove ${m.email}`, text: 'Remove' };
+        }}
+        confirm={(m) =>
+          m.user_id === me
+            ? {
+                title: `Leave “${project.name}”?`,
+                confirmLabel: 'Leave project',
+                body: 'You lose access to this project at once; an owner or admin can invite you again.',
+              }
+            : {
+                title: `Remove ${m.email}?`,
+                confirmLabel: 'Remove member',
+                body: 'They lose access to this project at once, including its console reads.',
+              }
+        }
+      />
     </>
   );
 }
