@@ -52,12 +52,7 @@ func BenchmarkListDeadLetters(b *testing.B) {
 		total = v
 	}
 	ctx := context.Background()
-	n := testenv.StartNATS(b)
-	_, js := testenv.Connect(b, n.URL())
-	s, err := EnsureStream(ctx, js, StoreConfig{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	js, s := startLog(b, StoreConfig{})
 	w := NewWriter(js, WriterConfig{Buffer: 1 << 14})
 	body := make([]byte, 32<<10)
 	for i := range total {

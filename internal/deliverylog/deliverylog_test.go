@@ -13,21 +13,28 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
-func setup(t *testing.T) (*Writer, *Reader) {
+// startLog starts a NATS server with the delivery log's stream as cfg makes it.
+func startLog(t testenv.T, cfg StoreConfig) (jetstream.JetStream, jetstream.Stream) {
 	t.Helper()
-	ctx := context.Background()
 	n := testenv.StartNATS(t)
 	_, js := testenv.Connect(t, n.URL())
-	s, err := EnsureStream(ctx, js, StoreConfig{})
+	s, err := EnsureStream(context.Background(), js, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js, s
+}
+
+func setup(t *testing.T) (*Writer, *Reader) {
+	t.Helper()
+	js, s := startLog(t, StoreConfig{})
 	w := NewWriter(js, WriterConfig{})
 	t.Cleanup(func() { _ = w.Close(context.Background()) })
 	return w, NewReader(s)
@@ -135,12 +142,7 @@ func TestTenantIsolation(t *testing.T) {
 // ids are bounded by Trim: TestTrimBoundsEachProject, TestTrimBoundsEachProjectsBytes).
 func TestRewritesKeepOneMessagePerDelivery(t *testing.T) {
 	ctx := context.Background()
-	n := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, n.URL())
-	s, err := EnsureStream(ctx, js, StoreConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, s := startLog(t, StoreConfig{})
 	w := NewWriter(js, WriterConfig{Buffer: 1 << 14})
 	w.Record("quiet", Delivery{ID: "q1", Kind: KindSink})
 	// Rewriting the same deliveries many times keeps one message per delivery.
@@ -300,12 +302,7 @@ func TestFinishErrorAndAbandon(t *testing.T) {
 // With a linger, a delivery recorded, tried and finished within it is published once.
 func TestLingerPublishesAQuickDeliveryOnce(t *testing.T) {
 	ctx := context.Background()
-	n := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, n.URL())
-	s, err := EnsureStream(ctx, js, StoreConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, s := startLog(t, StoreConfig{})
 	w := NewWriter(js, WriterConfig{Linger: time.Hour})
 	w.Record("p1", Delivery{ID: "d1", Kind: KindAgent})
 	w.Attempt("p1", "d1", Attempt{StatusCode: 200}, nil)
@@ -380,10 +377,7 @@ func TestListReadsHeadersNotBodies(t *testing.T) {
 // Messages written before the delivery headers existed are still listed and traced.
 func TestListReadsOldMessagesWithoutHeaders(t *testing.T) {
 	ctx := context.Background()
-	n := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, n.URL())
-	s, err := EnsureStream(ctx, js, StoreConfig{})
-	require.NoError(t, err)
+	js, s := startLog(t, StoreConfig{})
 	old := time.Now().UTC().Add(-time.Minute)
 	for i, st := range []string{StateDeadLettered, StateDelivered} {
 		b, err := json.Marshal(Delivery{ID: fmt.Sprintf("old%d", i), Kind: KindAgent, State: st, RequestID: "r", CreatedAt: old.Add(time.Duration(i) * time.Second), Seqs: []uint64{5}, RequestBody: []byte("x")})
@@ -438,10 +432,7 @@ func TestListItemCarriesEveryContractKey(t *testing.T) {
 // pending or retrying: its final state is never dropped.
 func TestFinalStateSurvivesAFullBuffer(t *testing.T) {
 	ctx := context.Background()
-	n := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, n.URL())
-	s, err := EnsureStream(ctx, js, StoreConfig{})
-	require.NoError(t, err)
+	js, s := startLog(t, StoreConfig{})
 	// The linger holds the writer after its first event, so the buffer of 4 fills.
 	w := NewWriter(js, WriterConfig{Buffer: 4, Linger: time.Hour})
 	const total = 50

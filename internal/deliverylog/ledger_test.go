@@ -116,12 +116,7 @@ func TestAddSeqsKeepsSortedDisjointIntervals(t *testing.T) {
 // The log keeps at most MaxPerProject deliveries of a project; another project's stay.
 func TestTrimBoundsEachProject(t *testing.T) {
 	ctx := context.Background()
-	n := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, n.URL())
-	s, err := EnsureStream(ctx, js, StoreConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, s := startLog(t, StoreConfig{})
 	w := NewWriter(js, WriterConfig{MaxPerProject: 50, TrimInterval: time.Hour, Buffer: 1 << 12})
 	w.Record("quiet", Delivery{ID: "q1", Kind: KindSink})
 	for i := range 300 {
@@ -154,12 +149,7 @@ func TestTrimBoundsEachProject(t *testing.T) {
 // writer's publishing keeps up with three times as many deliveries.
 func TestWriterCoalescesADeliverysEvents(t *testing.T) {
 	ctx := context.Background()
-	n := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, n.URL())
-	s, err := EnsureStream(ctx, js, StoreConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, s := startLog(t, StoreConfig{})
 	w := NewWriter(js, WriterConfig{Buffer: 1 << 14})
 	const total = 3000
 	for i := range total {
@@ -192,12 +182,7 @@ func TestWriterCoalescesADeliverysEvents(t *testing.T) {
 
 func TestTraceFollowsARecordToItsCallResultAndDeliveries(t *testing.T) {
 	ctx := context.Background()
-	n := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, n.URL())
-	s, err := EnsureStream(ctx, js, StoreConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, s := startLog(t, StoreConfig{})
 	if err := streams.Create(ctx, js, streams.RawConfig("p", streams.DefaultLimits())); err != nil {
 		t.Fatal(err)
 	}
@@ -399,10 +384,7 @@ func TestSettleBalancesInAnyOrder(t *testing.T) {
 // its newest; another project's deliveries stay.
 func TestTrimBoundsEachProjectsBytes(t *testing.T) {
 	ctx := context.Background()
-	n := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, n.URL())
-	s, err := EnsureStream(ctx, js, StoreConfig{})
-	require.NoError(t, err)
+	js, s := startLog(t, StoreConfig{})
 	const budget = 256 << 10
 	w := NewWriter(js, WriterConfig{MaxBytesPerProject: budget, TrimInterval: time.Hour, Buffer: 1 << 12})
 	w.Record("quiet", Delivery{ID: "q1", Kind: KindSink})
@@ -433,10 +415,7 @@ func TestTrimBoundsEachProjectsBytes(t *testing.T) {
 // removing deliveries before their 7 days.
 func TestTrimCountsAStreamDiscardingYoungDeliveries(t *testing.T) {
 	ctx := context.Background()
-	n := testenv.StartNATS(t)
-	_, js := testenv.Connect(t, n.URL())
-	s, err := EnsureStream(ctx, js, StoreConfig{MaxBytes: 1 << 20})
-	require.NoError(t, err)
+	js, s := startLog(t, StoreConfig{MaxBytes: 1 << 20})
 	w := NewWriter(js, WriterConfig{TrimInterval: time.Hour, Buffer: 1 << 12})
 	t.Cleanup(func() { _ = w.Close(context.Background()) })
 	body := make([]byte, 8<<10)

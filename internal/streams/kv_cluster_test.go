@@ -4,13 +4,10 @@ package streams
 
 import (
 	"context"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
@@ -30,30 +27,5 @@ func TestClusterUpdateKVReplicatedBucket(t *testing.T) {
 		require.NoError(t, err)
 		kvs = append(kvs, kv)
 	}
-	const writers, each = 6, 20
-	incr := func(old []byte, exists bool) ([]byte, error) {
-		n, _ := strconv.Atoi(string(old))
-		return []byte(strconv.Itoa(n + 1)), nil
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, writers*each)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range each {
-				if _, err := UpdateKV(ctx, kvs[w%len(kvs)], "n", incr); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	e, err := kvs[0].Get(ctx, "n")
-	require.NoError(t, err)
-	assert.Equal(t, strconv.Itoa(writers*each), string(e.Value()))
+	incrementConcurrently(t, ctx, kvs, 6, 20)
 }

@@ -27,7 +27,13 @@ func TestUpdateKVLosesNoConcurrentIncrement(t *testing.T) {
 		require.NoError(t, err)
 		kvs = append(kvs, kv)
 	}
-	const writers, each = 8, 25
+	incrementConcurrently(t, ctx, kvs, 8, 25)
+}
+
+// incrementConcurrently has writers goroutines add one to key "n" each times through
+// UpdateKV, taking turns over kvs (connections or nodes), and checks the sum.
+func incrementConcurrently(t *testing.T, ctx context.Context, kvs []jetstream.KeyValue, writers, each int) {
+	t.Helper()
 	incr := func(old []byte, exists bool) ([]byte, error) {
 		n := 0
 		if exists {
@@ -45,7 +51,7 @@ func TestUpdateKVLosesNoConcurrentIncrement(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range each {
-				if _, err := UpdateKV(ctx, kvs[w%2], "n", incr); err != nil {
+				if _, err := UpdateKV(ctx, kvs[w%len(kvs)], "n", incr); err != nil {
 					errs <- err
 				}
 			}
