@@ -6,6 +6,7 @@ import (
 	healthcheckextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension"
 	agentexporter "github.com/otelcol-svc/otelcol-svc/exporter/agentexporter"
 	jetstreamexporter "github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter"
+	sinkexporter "github.com/otelcol-svc/otelcol-svc/exporter/sinkexporter"
 	configmirrorextension "github.com/otelcol-svc/otelcol-svc/extension/configmirrorextension"
 	embeddednatsextension "github.com/otelcol-svc/otelcol-svc/extension/embeddednatsextension"
 	projectauthextension "github.com/otelcol-svc/otelcol-svc/extension/projectauthextension"
@@ -81,6 +82,7 @@ func components() (otelcol.Factories, error) {
 	factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](
 		jetstreamexporter.NewFactory(),
 		agentexporter.NewFactory(),
+		sinkexporter.NewFactory(),
 		debugexporter.NewFactory(),
 		otlphttpexporter.NewFactory(),
 	)
@@ -90,6 +92,7 @@ func components() (otelcol.Factories, error) {
 	factories.ExporterModules = makeModulesMap(factories.Exporters, map[component.Type]string{
 		jetstreamexporter.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
 		agentexporter.NewFactory().Type():     "github.com/otelcol-svc/otelcol-svc v0.0.0",
+		sinkexporter.NewFactory().Type():      "github.com/otelcol-svc/otelcol-svc v0.0.0",
 		debugexporter.NewFactory().Type():     "go.opentelemetry.io/collector/exporter/debugexporter v0.162.0",
 		otlphttpexporter.NewFactory().Type():  "go.opentelemetry.io/collector/exporter/otlphttpexporter v0.162.0",
 	})

@@ -3,17 +3,13 @@ package agentexporter
 import (
 	"errors"
 	"fmt"
-	"math"
-	"net/url"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
-	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
-	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
-	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/delivery"
 )
 
 // Config of the agent exporter.
@@ -22,169 +18,17 @@ type Config struct {
 	NATS natsclient.Config `mapstructure:"nats"`
 	// Mirror names the projectauth extension whose configuration mirror it reads.
 	Mirror component.ID `mapstructure:"mirror"`
-	// DeadLetterStream holds the limits of each project's dead-letter stream, applied when
-	// the exporter first dead-letters a call of the project.
-	DeadLetterStream streams.Limits `mapstructure:"dead_letter_stream"`
-	// Timeout bounds one attempt: connecting, sending, and the agent's answer.
-	Timeout time.Duration `mapstructure:"timeout"`
-	// Retry is the backoff between attempts of one call and the call's retry budget.
-	Retry RetryConfig `mapstructure:"retry"`
-	// AllowCIDRs is the comma-separated SVC_OUTBOUND_ALLOW value: ranges the agent may be
-	// in although they are loopback or private.
-	AllowCIDRs string `mapstructure:"allow_cidrs"`
-	// MaxResponseBytes is how much of an answer is read; the rest is discarded.
-	MaxResponseBytes int64 `mapstructure:"max_response_bytes"`
+	// Settings are the delivery settings the sink exporter shares: timeout, retry,
+	// allow_cidrs, dead_letter_stream, delivery_log, target, dashboard_url,
+	// failure_notices, max_response_bytes.
+	delivery.Settings `mapstructure:",squash"`
 	// MaxCallBytes bounds an agent call's body (SVC_MAX_CALL_BYTES): a legacy batch
 	// is sent in smaller arrays rather than pass it, and a body that cannot fit it (a
 	// window call of a smaller limit than its window budget) is dead-lettered unsent.
 	MaxCallBytes int `mapstructure:"max_call_bytes"`
-	// DeliveryLog records every call and sink delivery for the console
-	// (docs/contract.md#section-11) and runs the replays it asks for.
-	DeliveryLog DeliveryLogConfig `mapstructure:"delivery_log"`
-	// Target paces the requests of each project to each origin it sends to (target.go).
-	Target TargetConfig `mapstructure:"target"`
-	// DashboardURL is the dashboard's address (the control plane's SVC_PUBLIC_URL), for
-	// the link to its delivery each chat message and failure notice carries. Empty: no
-	// link, rather than a wrong one.
-	DashboardURL string `mapstructure:"dashboard_url"`
-	// FailureNotices tell the project's destinations of dead-lettered deliveries and
-	// open circuits (notices.go).
-	FailureNotices FailureNoticesConfig `mapstructure:"failure_notices"`
 
 	// now is the clock of the call budget's windows; nil is time.Now (tests move it).
 	now func() time.Time
-}
-
-// FailureNoticesConfig switches failure notices and sets how often a project's
-// destinations may be told: at most once per Interval, the failures after a notice
-// counted in the next.
-type FailureNoticesConfig struct {
-	Enabled  bool          `mapstructure:"enabled"`
-	Interval time.Duration `mapstructure:"interval"`
-}
-
-// validDashboardURL checks dashboard_url: empty, or an http(s) address with nothing a
-// link is appended to could not take (a query, a fragment, credentials).
-func validDashboardURL(raw string) error {
-	if raw == "" {
-		return nil
-	}
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return err
-	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
-		return fmt.Errorf("%q is not an http(s) address such as https://cp.example.com", raw)
-	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
-		return fmt.Errorf("%q must be the dashboard's address alone, without a query, fragment or credentials", raw)
-	case len(raw) > 512:
-		return errors.New("is longer than 512 bytes")
-	}
-	return nil
-}
-
-// TargetConfig is the pace of one project's requests to one target (scheme, host, port).
-type TargetConfig struct {
-	// MaxRate caps requests per second; 0 sets no cap (a target's 429 and Retry-After
-	// still slow it).
-	MaxRate float64 `mapstructure:"max_rate"`
-	// Circuit stops sending to a target that keeps failing.
-	Circuit CircuitConfig `mapstructure:"circuit"`
-}
-
-// CircuitConfig opens a target's circuit after Failures consecutive retryable failures
-// spanning at least MinDuration; while open, one probe is sent every ProbeInterval and
-// the first answer closes it.
-type CircuitConfig struct {
-	// Failures: 0 turns the circuit off.
-	Failures      int           `mapstructure:"failures"`
-	MinDuration   time.Duration `mapstructure:"min_duration"`
-	ProbeInterval time.Duration `mapstructure:"probe_interval"`
-}
-
-// Validate checks the pacing settings.
-func (t TargetConfig) Validate() error {
-	var errs []error
-	if math.IsNaN(t.MaxRate) || math.IsInf(t.MaxRate, 0) || t.MaxRate < 0 {
-		errs = append(errs, errors.New("max_rate must be 0 (no cap) or a positive number of requests per second"))
-	}
-	c := t.Circuit
-	if c.Failures < 0 {
-		errs = append(errs, errors.New("circuit: failures must be 0 (no circuit) or positive"))
-	}
-	if c.MinDuration < 0 {
-		errs = append(errs, errors.New("circuit: min_duration must not be negative"))
-	}
-	if c.Failures > 0 && c.ProbeInterval <= 0 {
-		errs = append(errs, errors.New("circuit: probe_interval must be positive (an open circuit lets one request through per interval)"))
-	}
-	return errors.Join(errs...)
-}
-
-// DeliveryLogConfig is the delivery log's part in the exporter (internal/deliverylog).
-type DeliveryLogConfig struct {
-	Enabled bool `mapstructure:"enabled"`
-	// MaxPerProject is how many deliveries a project keeps; older ones are purged.
-	MaxPerProject int `mapstructure:"max_per_project"`
-	// MaxBytesPerProject is about how many bytes of the shared log a project keeps;
-	// older deliveries are purged, so one busy project cannot push out the others'.
-	MaxBytesPerProject int64 `mapstructure:"max_bytes_per_project"`
-	// Stream bounds the log's one shared stream (svc-deliveries).
-	Stream DeliveryStreamConfig `mapstructure:"stream"`
-	// Replay runs the replays the console queues. It needs the log (it reads the
-	// delivery to send again from it).
-	Replay ReplayConfig `mapstructure:"replay"`
-}
-
-// DeliveryStreamConfig holds the shared stream's limits.
-type DeliveryStreamConfig struct {
-	MaxBytes int64 `mapstructure:"max_bytes"`
-	// Replicas: 0 follows dead_letter_stream.replicas, so one setting replicates every
-	// stream the exporter writes.
-	Replicas int `mapstructure:"replicas"`
-}
-
-// ReplayConfig switches the replay loop.
-type ReplayConfig struct {
-	Enabled bool `mapstructure:"enabled"`
-}
-
-// logReplicas is the shared streams' replica count.
-func (c *Config) logReplicas() int {
-	if c.DeliveryLog.Stream.Replicas > 0 {
-		return c.DeliveryLog.Stream.Replicas
-	}
-	return max(c.DeadLetterStream.Replicas, 1)
-}
-
-// Validate checks the delivery log settings.
-func (d DeliveryLogConfig) Validate() error {
-	var errs []error
-	if d.MaxPerProject < 1 {
-		errs = append(errs, errors.New("max_per_project must be at least 1"))
-	}
-	if d.MaxBytesPerProject < 1<<20 {
-		errs = append(errs, errors.New("max_bytes_per_project must be at least 1048576"))
-	}
-	if d.Stream.MaxBytes < 1<<20 {
-		errs = append(errs, errors.New("stream: max_bytes must be at least 1048576 (it bounds the whole log, every project's)"))
-	}
-	if d.Stream.Replicas < 0 || d.Stream.Replicas > 5 {
-		errs = append(errs, fmt.Errorf("stream: replicas must be between 0 (as dead_letter_stream) and 5, got %d", d.Stream.Replicas))
-	}
-	return errors.Join(errs...)
-}
-
-// RetryConfig is exponential backoff with full jitter, within a budget per call.
-type RetryConfig struct {
-	// InitialInterval caps the wait after the first failed attempt; the cap doubles after
-	// every further one. The wait itself is random between zero and the cap.
-	InitialInterval time.Duration `mapstructure:"initial_interval"`
-	// MaxInterval is the largest cap.
-	MaxInterval time.Duration `mapstructure:"max_interval"`
-	// MaxElapsedTime is the retry budget: no attempt starts later than this after the
-	// first; then the call goes to the dead-letter stream.
-	MaxElapsedTime time.Duration `mapstructure:"max_elapsed_time"`
 }
 
 // DefaultMaxCallBytes (12 MiB) holds the largest window call the pipeline settings
@@ -198,28 +42,10 @@ const (
 
 func defaultConfig() *Config {
 	return &Config{
-		NATS:             natsclient.DefaultConfig(),
-		Mirror:           mirrorcache.DefaultExtension,
-		DeadLetterStream: streams.DefaultLimits(),
-		Timeout:          10 * time.Second,
-		Retry: RetryConfig{
-			InitialInterval: 500 * time.Millisecond,
-			MaxInterval:     30 * time.Second,
-			MaxElapsedTime:  2 * time.Minute,
-		},
-		MaxResponseBytes: 64 << 10,
-		MaxCallBytes:     DefaultMaxCallBytes,
-		DeliveryLog: DeliveryLogConfig{
-			Enabled:            true,
-			MaxPerProject:      deliverylog.DefaultMaxPerProject,
-			MaxBytesPerProject: deliverylog.DefaultMaxBytesPerProject,
-			Stream:             DeliveryStreamConfig{MaxBytes: 8 << 30},
-			Replay:             ReplayConfig{Enabled: true},
-		},
-		// No cap by default; the circuit needs a target failing for 30s, ten times in a
-		// row, which a brief outage or a slow deploy does not reach.
-		Target:         TargetConfig{Circuit: CircuitConfig{Failures: 10, MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}},
-		FailureNotices: FailureNoticesConfig{Enabled: true, Interval: 10 * time.Minute},
+		NATS:         natsclient.DefaultConfig(),
+		Mirror:       mirrorcache.DefaultExtension,
+		Settings:     delivery.DefaultSettings(),
+		MaxCallBytes: DefaultMaxCallBytes,
 	}
 }
 
@@ -232,50 +58,11 @@ func (c *Config) Validate() error {
 	if err := mirrorcache.CheckExtension(c.Mirror); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.DeadLetterStream.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("dead_letter_stream: %w", err))
-	}
-	if c.Timeout <= 0 {
-		errs = append(errs, errors.New("timeout must be positive (it bounds each attempt, e.g. 10s)"))
-	}
-	if err := c.Retry.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("retry: %w", err))
-	}
-	if _, err := outbound.ParseAllow(c.AllowCIDRs); err != nil {
-		errs = append(errs, fmt.Errorf("allow_cidrs: %w", err))
-	}
-	if c.MaxResponseBytes < 1 {
-		errs = append(errs, errors.New("max_response_bytes must be at least 1"))
+	if err := c.Settings.Check(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxCallBytes < minMaxCallBytes {
 		errs = append(errs, fmt.Errorf("max_call_bytes must be at least %d, e.g. %d", minMaxCallBytes, DefaultMaxCallBytes))
-	}
-	if err := c.DeliveryLog.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("delivery_log: %w", err))
-	}
-	if err := c.Target.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("target: %w", err))
-	}
-	if err := validDashboardURL(c.DashboardURL); err != nil {
-		errs = append(errs, fmt.Errorf("dashboard_url: %w", err))
-	}
-	if c.FailureNotices.Enabled && c.FailureNotices.Interval < time.Second {
-		errs = append(errs, errors.New("failure_notices: interval must be at least 1s (at most one notice per project and interval), e.g. 10m"))
-	}
-	return errors.Join(errs...)
-}
-
-// Validate checks the backoff settings.
-func (r RetryConfig) Validate() error {
-	var errs []error
-	if r.InitialInterval <= 0 {
-		errs = append(errs, errors.New("initial_interval must be positive"))
-	}
-	if r.MaxInterval < r.InitialInterval {
-		errs = append(errs, errors.New("max_interval must not be less than initial_interval"))
-	}
-	if r.MaxElapsedTime <= 0 {
-		errs = append(errs, errors.New("max_elapsed_time must be positive (it is the retry budget of each call)"))
 	}
 	return errors.Join(errs...)
 }

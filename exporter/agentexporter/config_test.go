@@ -14,6 +14,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/exporter/agentexporter/internal/metadata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
+	"github.com/otelcol-svc/otelcol-svc/internal/delivery"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
@@ -21,18 +22,18 @@ import (
 func TestDefaultConfig(t *testing.T) {
 	def := NewFactory().CreateDefaultConfig().(*Config)
 	assert.Equal(t, 10*time.Second, def.Timeout)
-	assert.Equal(t, RetryConfig{InitialInterval: 500 * time.Millisecond, MaxInterval: 30 * time.Second, MaxElapsedTime: 2 * time.Minute}, def.Retry)
+	assert.Equal(t, delivery.RetryConfig{InitialInterval: 500 * time.Millisecond, MaxInterval: 30 * time.Second, MaxElapsedTime: 2 * time.Minute}, def.Retry)
 	assert.Equal(t, int64(64<<10), def.MaxResponseBytes)
 	assert.Equal(t, 12<<20, def.MaxCallBytes)
-	assert.Equal(t, DeliveryLogConfig{Enabled: true, MaxPerProject: deliverylog.DefaultMaxPerProject, MaxBytesPerProject: deliverylog.DefaultMaxBytesPerProject,
-		Stream: DeliveryStreamConfig{MaxBytes: 8 << 30}, Replay: ReplayConfig{Enabled: true}}, def.DeliveryLog)
-	assert.Equal(t, TargetConfig{Circuit: CircuitConfig{Failures: 10, MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}}, def.Target,
+	assert.Equal(t, delivery.DeliveryLogConfig{Enabled: true, MaxPerProject: deliverylog.DefaultMaxPerProject, MaxBytesPerProject: deliverylog.DefaultMaxBytesPerProject,
+		Stream: delivery.DeliveryStreamConfig{MaxBytes: 8 << 30}, Replay: delivery.ReplayConfig{Enabled: true}}, def.DeliveryLog)
+	assert.Equal(t, delivery.TargetConfig{Circuit: delivery.CircuitConfig{Failures: 10, MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}}, def.Target,
 		"no rate cap; a circuit only for a target failing ten times over 30s")
-	assert.Equal(t, FailureNoticesConfig{Enabled: true, Interval: 10 * time.Minute}, def.FailureNotices)
+	assert.Equal(t, delivery.FailureNoticesConfig{Enabled: true, Interval: 10 * time.Minute}, def.FailureNotices)
 	assert.Empty(t, def.DashboardURL, "no link unless the dashboard's address is known")
-	assert.Equal(t, 1, def.logReplicas())
+	assert.Equal(t, 1, def.LogReplicas())
 	def.DeadLetterStream.Replicas = 3
-	assert.Equal(t, 3, def.logReplicas(), "the log follows the dead-letter stream's replicas")
+	assert.Equal(t, 3, def.LogReplicas(), "the log follows the dead-letter stream's replicas")
 }
 
 func TestLoadConfig(t *testing.T) {
@@ -45,22 +46,24 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		{id: component.NewID(metadata.Type), expected: defaultConfig()},
 		{id: component.NewIDWithName(metadata.Type, "custom"), expected: &Config{
-			NATS:             natsclient.Config{URL: "nats://n1:4222,nats://n2:4222", Extension: natsclient.DefaultExtension, ConnectTimeout: 2 * time.Second},
-			Mirror:           mirrorcache.DefaultExtension,
-			DeadLetterStream: streams.Limits{MaxAge: 336 * time.Hour, MaxBytes: 256 << 20, Replicas: 3, DuplicateWindow: 2 * time.Minute},
-			Timeout:          5 * time.Second,
-			Retry:            RetryConfig{InitialInterval: time.Second, MaxInterval: time.Minute, MaxElapsedTime: 10 * time.Minute},
-			AllowCIDRs:       "127.0.0.0/8, 10.0.0.7",
-			MaxResponseBytes: 4096,
-			MaxCallBytes:     2 << 20,
-			DeliveryLog: DeliveryLogConfig{
-				MaxPerProject: 500, MaxBytesPerProject: 16 << 20,
-				Stream: DeliveryStreamConfig{MaxBytes: 1 << 30, Replicas: 3},
+			NATS:   natsclient.Config{URL: "nats://n1:4222,nats://n2:4222", Extension: natsclient.DefaultExtension, ConnectTimeout: 2 * time.Second},
+			Mirror: mirrorcache.DefaultExtension,
+			Settings: delivery.Settings{
+				DeadLetterStream: streams.Limits{MaxAge: 336 * time.Hour, MaxBytes: 256 << 20, Replicas: 3, DuplicateWindow: 2 * time.Minute},
+				Timeout:          5 * time.Second,
+				Retry:            delivery.RetryConfig{InitialInterval: time.Second, MaxInterval: time.Minute, MaxElapsedTime: 10 * time.Minute},
+				AllowCIDRs:       "127.0.0.0/8, 10.0.0.7",
+				MaxResponseBytes: 4096,
+				DeliveryLog: delivery.DeliveryLogConfig{
+					MaxPerProject: 500, MaxBytesPerProject: 16 << 20,
+					Stream: delivery.DeliveryStreamConfig{MaxBytes: 1 << 30, Replicas: 3},
+				},
+				// failures: 0 turns the circuit off; the other circuit settings keep their defaults.
+				Target:         delivery.TargetConfig{MaxRate: 2.5, Circuit: delivery.CircuitConfig{MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}},
+				DashboardURL:   "https://cp.example.com",
+				FailureNotices: delivery.FailureNoticesConfig{Enabled: true, Interval: 30 * time.Minute},
 			},
-			// failures: 0 turns the circuit off; the other circuit settings keep their defaults.
-			Target:         TargetConfig{MaxRate: 2.5, Circuit: CircuitConfig{MinDuration: 30 * time.Second, ProbeInterval: 30 * time.Second}},
-			DashboardURL:   "https://cp.example.com",
-			FailureNotices: FailureNoticesConfig{Enabled: true, Interval: 30 * time.Minute},
+			MaxCallBytes: 2 << 20,
 		}},
 		{id: component.NewIDWithName(metadata.Type, "bad"), errs: []string{
 			"nats: nats url",

@@ -20,23 +20,23 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/delivery"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
-	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
 	"github.com/otelcol-svc/otelcol-svc/internal/requestid"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
-	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
 )
 
 type agentExporter struct {
-	cfg       *Config
-	logger    *zap.Logger
-	tel       *telemetry
-	userAgent string
+	cfg    *Config
+	logger *zap.Logger
+	tel    *telemetry
 
-	client *http.Client
-	cache  *mirrorcache.Cache
+	// engine delivers the calls: retries, target pacing, dead letters, the delivery log,
+	// replays and failure notices (internal/delivery, shared with the sink exporter).
+	engine *delivery.Engine
 	nc     *nats.Conn
 	js     jetstream.JetStream
 
@@ -45,27 +45,13 @@ type agentExporter struct {
 	ids    atomic.Pointer[requestid.Issuer]
 	idsMux sync.Mutex
 
-	// ensured holds the projects whose dead-letter stream this process created or checked.
-	ensured sync.Map
-	// log is the delivery log; nil when delivery_log.enabled is false.
-	log *dlog
-	// targets paces each project's requests to each origin (target.go).
-	targets *targets
-
 	// budget counts calls against max_calls_per_minute and max_calls_per_day (budget.go).
 	budget *callBudget
 	// warnedBudget holds, per project, the limit and window last logged as spent.
 	warnedBudget sync.Map
 
-	// warnedUnsigned holds the projects already logged as having no signing secret, so a
-	// busy project does not flood the log.
-	warnedUnsigned sync.Map
-
 	// lanes keep each group's calls in order across batches (ordering.go).
 	lanes *lanes
-
-	// notices tell the project's destinations of failures (notices.go); nil when off.
-	notices *notifier
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*agentExporter, error) {
@@ -73,13 +59,12 @@ func newExporter(cfg *Config, set exporter.Settings) (*agentExporter, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &agentExporter{
-		cfg:       cfg,
-		logger:    set.Logger,
-		tel:       tel,
-		userAgent: "otelcol-svc/" + set.BuildInfo.Version,
-		targets:   newTargets(cfg.Target, tel),
-	}
+	e := &agentExporter{cfg: cfg, logger: set.Logger, tel: tel}
+	e.engine = delivery.New(delivery.Options{
+		Settings: cfg.Settings, Name: "agent exporter", Logger: set.Logger, Telemetry: tel,
+		UserAgent: "otelcol-svc/" + set.BuildInfo.Version,
+		Replays:   map[string]delivery.ReplayFunc{deliverylog.KindAgent: e.replayCall},
+	})
 	e.lanes = newLanes(e)
 	return e, nil
 }
@@ -89,22 +74,14 @@ func (e *agentExporter) Start(ctx context.Context, host component.Host) error {
 	if err != nil {
 		return fmt.Errorf("agent exporter: %w", err)
 	}
-	allow, err := outbound.ParseAllow(e.cfg.AllowCIDRs)
-	if err != nil {
-		return fmt.Errorf("agent exporter: allow_cidrs: %w", err)
-	}
 	nc, js, err := e.cfg.NATS.ConnectJetStream(host, "otelcol-svc agent exporter", e.logger)
 	if err != nil {
 		return fmt.Errorf("agent exporter: %w", err)
 	}
-	// Each attempt is bounded by its own context (cfg.Timeout), so the client needs none.
-	e.client = outbound.NewClient(outbound.Options{AllowCIDRs: allow})
-	e.cache, e.nc, e.js = cache, nc, js
+	e.nc, e.js = nc, js
 	e.budget = newCallBudget(js, e.cfg.DeadLetterStream.Replicas, e.cfg.now)
-	e.notices = newNotifier(e)
-	e.log = startLog(e.cfg, js, e.logger, e.replayLoop)
-	if err := e.tel.observeLog(e.log); err != nil {
-		return fmt.Errorf("agent exporter: %w", err)
+	if err := e.engine.Start(cache, nc, js); err != nil {
+		return err
 	}
 	// NATS away at start must not stop the collector: the first call loads the key then.
 	if nc.IsConnected() {
@@ -141,16 +118,9 @@ func (e *agentExporter) issuer(ctx context.Context) (*requestid.Issuer, error) {
 
 func (e *agentExporter) Shutdown(ctx context.Context) error {
 	// The replay loop stops first (it uses the connection), then the log is flushed
-	// while NATS is still there.
-	if err := e.log.close(ctx); err != nil {
-		e.logger.Warn("delivery log not flushed at shutdown; the last entries may be missing", zap.Error(err))
-	}
-	// Before NATS goes: a notice being sent gets its chance (bounded by noticeTimeout).
-	e.notices.close()
+	// and the notices sent while NATS is still there.
+	e.engine.Shutdown(ctx)
 	e.tel.Shutdown()
-	if e.client != nil {
-		e.client.CloseIdleConnections()
-	}
 	if e.nc != nil {
 		e.nc.Close()
 		e.nc = nil
@@ -161,15 +131,15 @@ func (e *agentExporter) Shutdown(ctx context.Context) error {
 // pushLogs sends the batch's calls, each group's in order across batches (sendCalls).
 // When a call can be neither delivered nor dead-lettered it returns a retryable error:
 // the JetStream receiver then redelivers the batch (calls already delivered are sent
-// again; delivery is at least once). Results (the sink role) never hand the batch off, so
-// the receiver keeps them strictly one at a time per destination.
+// again; delivery is at least once).
 func (e *agentExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
+	if isResults(ld) {
+		// Not dropped: the receiver keeps them until the pipeline is fixed.
+		return errResults
+	}
 	proj, err := e.project(ctx)
 	if err != nil {
 		return err
-	}
-	if isResults(ld) {
-		return e.pushResults(ctx, proj, ld)
 	}
 	if proj.Pipeline.AgentEndpointURL == "" {
 		return fmt.Errorf("project %s has no agent_endpoint_url; the records will be redelivered once it has one", proj.ID)
@@ -178,6 +148,22 @@ func (e *agentExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
 }
 
 var errNoProject = errors.New("agent exporter: the request carries no project; put it in a pipeline fed by the jetstream receiver")
+
+// errResults: the sink role's pipeline still ends in the agent exporter, as it did
+// before results had an exporter of their own.
+var errResults = errors.New("agent exporter: this pipeline hands it agent results (the jetstream receiver's output mode), which the sink exporter delivers: " +
+	"in the sink pipeline use the `sink` exporter instead of `agent/sink` (the results stay on the output stream until then)")
+
+// isResults reports whether a batch holds agent results for the sink role (the JetStream
+// receiver in output mode) rather than records for an agent. A batch is one or the other,
+// so its first item tells.
+func isResults(ld plog.Logs) bool {
+	rls := ld.ResourceLogs()
+	if rls.Len() == 0 || rls.At(0).ScopeLogs().Len() == 0 || rls.At(0).ScopeLogs().At(0).LogRecords().Len() == 0 {
+		return false
+	}
+	return pipelinedata.KindOf(rls.At(0).ScopeLogs().At(0).LogRecords().At(0)) == pipelinedata.KindResult
+}
 
 // project returns the configuration of the request's project. A project that cannot be
 // called yet is a retryable error: its messages stay on the stream until it can.
@@ -189,26 +175,7 @@ func (e *agentExporter) project(ctx context.Context) (mirror.Project, error) {
 	if !streams.ValidProjectID(p.ProjectID) {
 		return mirror.Project{}, consumererror.NewPermanent(fmt.Errorf("agent exporter: invalid project id %q", p.ProjectID))
 	}
-	proj, ok := e.cache.Project(p.ProjectID)
-	switch {
-	case !ok && !e.cache.Ready():
-		return proj, fmt.Errorf("project %s: the configuration mirror is not loaded yet; the records will be redelivered", p.ProjectID)
-	case !ok:
-		return proj, fmt.Errorf("project %s is not in the configuration mirror; the records will be redelivered", p.ProjectID)
-	}
-	if proj.SigningSecret == "" {
-		e.warnUnsigned(proj.ID)
-	} else if err := webhooksig.ValidateSecret(proj.SigningSecret); err != nil {
-		return proj, fmt.Errorf("project %s: signing secret: %w; the records will be redelivered once it is fixed", p.ProjectID, err)
-	}
-	return proj, nil
-}
-
-func (e *agentExporter) warnUnsigned(projectID string) {
-	if _, seen := e.warnedUnsigned.LoadOrStore(projectID, struct{}{}); !seen {
-		e.logger.Warn("project has no signing secret: its agent calls and webhooks are sent unsigned, so the receiving side cannot tell them from forged ones",
-			zap.String("project", projectID))
-	}
+	return e.engine.Project(p.ProjectID)
 }
 
 func batchSize(p mirror.Project) int {
@@ -252,6 +219,18 @@ func (e *agentExporter) handle(ctx context.Context, proj mirror.Project, c call)
 
 // settleFailed dead-letters a call that must not be made, with its reason as the
 // delivery's error; like makeCall, an error means it must be settled again later.
+// deadLetterKind is the last token of the dead letter's subject: the stream also takes
+// the sink exporter's.
+const deadLetterKind = "agent"
+
+// deadLetter stores a call that could not be delivered, with why, in the project's
+// dead-letter stream, and returns once JetStream has acknowledged it, with the message's
+// stream sequence (the delivery log points there, for a replay).
+func (e *agentExporter) deadLetter(ctx context.Context, proj mirror.Project, c call, id string, res delivery.Result) (uint64, error) {
+	h := delivery.DeadLetterHeaders(id, res, proj.Pipeline.AgentEndpointURL)
+	return e.engine.PublishDeadLetter(ctx, proj.ID, deadLetterKind, c.body, h)
+}
+
 func (e *agentExporter) settleFailed(ctx context.Context, proj mirror.Project, c call, id string) (bool, error) {
 	traceID := c.traceID
 	if traceID == "" {
@@ -264,19 +243,19 @@ func (e *agentExporter) settleFailed(ctx context.Context, proj mirror.Project, c
 	if strings.HasPrefix(c.failed, apierror.RecordTooLargeAfterTransforms+":") {
 		status = http.StatusRequestEntityTooLarge
 	}
-	e.log.record(proj.ID, deliverylog.Delivery{ID: id, Kind: deliverylog.KindAgent, RequestID: id, Records: c.records,
+	e.engine.Log().Record(proj.ID, deliverylog.Delivery{ID: id, Kind: deliverylog.KindAgent, RequestID: id, Records: c.records,
 		RequestBody: c.body, Seqs: c.seqs, TraceID: traceID, StatusCode: status})
-	seq, err := e.deadLetter(ctx, proj, c, id, result{reason: c.failed, status: status})
+	seq, err := e.deadLetter(ctx, proj, c, id, delivery.Result{Reason: c.failed, Status: status})
 	if err != nil {
-		e.log.abandon(proj.ID, id, c.failed+"; not dead-lettered (the dead-letter stream was unavailable): settled again later")
+		e.engine.Log().Abandon(proj.ID, id, c.failed+"; not dead-lettered (the dead-letter stream was unavailable): settled again later")
 		return false, fmt.Errorf("call %s of project %s cannot be made (%s) and could not be dead-lettered: %w; the records will be redelivered",
 			id, proj.ID, c.failed, err)
 	}
-	e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDeadLettered, DeadLetterSeq: seq, Error: c.failed})
-	e.tel.callEnded(ctx, outcomeDeadLettered, c.records, 0)
+	e.engine.Log().Finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDeadLettered, DeadLetterSeq: seq, Error: c.failed})
+	e.tel.callEnded(ctx, delivery.OutcomeDeadLettered, c.records, 0)
 	e.logger.Warn("agent call dead-lettered without calling the agent",
 		zap.String("project", proj.ID), zap.String("request_id", id), zap.String("reason", c.failed))
-	e.notices.failed(proj.ID, failure{DeliveryID: id, Kind: failedAgentCall, Error: c.failed})
+	e.engine.Failed(proj.ID, delivery.Failure{DeliveryID: id, Kind: delivery.FailedAgentCall, Error: c.failed})
 	return true, nil
 }
 
@@ -289,38 +268,38 @@ func (e *agentExporter) makeCall(ctx context.Context, proj mirror.Project, c cal
 	if traceID == "" {
 		traceID = newTraceID()
 	}
-	e.log.record(proj.ID, deliverylog.Delivery{ID: id, Kind: deliverylog.KindAgent, RequestID: id, Records: c.records,
+	e.engine.Log().Record(proj.ID, deliverylog.Delivery{ID: id, Kind: deliverylog.KindAgent, RequestID: id, Records: c.records,
 		RequestBody: c.body, Seqs: c.seqs, TraceID: traceID, ReplayOf: replayOf})
 	start := time.Now()
-	res := e.deliver(ctx, outgoing{
-		who: "agent", urlField: "agent_endpoint_url", project: proj.ID,
-		target: proj.Pipeline.AgentEndpointURL, body: c.body, requestID: id, secret: proj.SigningSecret,
-		traceparent: traceparent(traceID), logID: id, headers: suppressedHeader(c),
+	res := e.engine.Deliver(ctx, delivery.Request{
+		Who: "agent", URLField: "agent_endpoint_url", Project: proj.ID,
+		Target: proj.Pipeline.AgentEndpointURL, Body: c.body, RequestID: id, Secret: proj.SigningSecret,
+		Traceparent: traceparent(traceID), LogID: id, Headers: suppressedHeader(c),
 	})
 	switch {
-	case res.delivered:
-		e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDelivered})
-		e.tel.callEnded(ctx, outcomeDelivered, c.records, time.Since(start))
+	case res.Delivered:
+		e.engine.Log().Finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDelivered})
+		e.tel.callEnded(ctx, delivery.OutcomeDelivered, c.records, time.Since(start))
 		return false, nil
-	case res.aborted:
-		e.log.abandon(proj.ID, id, "interrupted by shutdown; the records are sent again in a new call")
+	case res.Aborted:
+		e.engine.Log().Abandon(proj.ID, id, "interrupted by shutdown; the records are sent again in a new call")
 		return false, fmt.Errorf("call %s to the agent of project %s interrupted: %w; the records will be redelivered", id, proj.ID, context.Cause(ctx))
 	}
 	seq, err := e.deadLetter(ctx, proj, c, id, res)
 	if err != nil {
-		e.log.abandon(proj.ID, id, res.reason+"; not dead-lettered (the dead-letter stream was unavailable): the records are sent again in a new call")
+		e.engine.Log().Abandon(proj.ID, id, res.Reason+"; not dead-lettered (the dead-letter stream was unavailable): the records are sent again in a new call")
 		return false, fmt.Errorf("call %s to the agent of project %s failed (%s) and could not be dead-lettered: %w; the records will be redelivered",
-			id, proj.ID, res.reason, err)
+			id, proj.ID, res.Reason, err)
 	}
-	e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDeadLettered, DeadLetterSeq: seq, Error: res.reason})
-	e.tel.callEnded(ctx, outcomeDeadLettered, c.records, time.Since(start))
+	e.engine.Log().Finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDeadLettered, DeadLetterSeq: seq, Error: res.Reason})
+	e.tel.callEnded(ctx, delivery.OutcomeDeadLettered, c.records, time.Since(start))
 	e.logger.Warn("agent call dead-lettered",
 		zap.String("project", proj.ID),
 		zap.String("request_id", id),
-		zap.String("reason", res.reason),
-		zap.Int("status", res.status),
-		zap.Int("attempts", res.attempts),
-		zap.String("agent", origin(proj.Pipeline.AgentEndpointURL)))
-	e.notices.failed(proj.ID, failure{DeliveryID: id, Kind: failedAgentCall, Error: res.reason})
+		zap.String("reason", res.Reason),
+		zap.Int("status", res.Status),
+		zap.Int("attempts", res.Attempts),
+		zap.String("agent", delivery.Origin(proj.Pipeline.AgentEndpointURL)))
+	e.engine.Failed(proj.ID, delivery.Failure{DeliveryID: id, Kind: delivery.FailedAgentCall, Error: res.Reason})
 	return true, nil
 }

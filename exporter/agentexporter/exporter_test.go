@@ -30,6 +30,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/delivery"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
@@ -72,7 +73,7 @@ func newEnv(t testing.TB) *env {
 	go func() { defer close(done); cache.Run(ctx, js) }()
 	t.Cleanup(func() { cancel(); <-done })
 	require.Eventually(t, cache.Ready, 5*time.Second, 5*time.Millisecond)
-	host := testHost{component.MustNewID("projectauth"): mirrorExtension{cache: cache}}
+	host := testHost{component.MustNewID("configmirror"): mirrorExtension{cache: cache}}
 	return &env{nats: n, js: js, store: store, host: host, cache: cache}
 }
 
@@ -101,7 +102,7 @@ func (e *env) start(t testing.TB, mutate func(*Config)) *running {
 	cfg.NATS.URL = e.nats.URL()
 	cfg.AllowCIDRs = "127.0.0.0/8"
 	cfg.Timeout = 2 * time.Second
-	cfg.Retry = RetryConfig{InitialInterval: 10 * time.Millisecond, MaxInterval: 50 * time.Millisecond, MaxElapsedTime: 5 * time.Second}
+	cfg.Retry = delivery.RetryConfig{InitialInterval: 10 * time.Millisecond, MaxInterval: 50 * time.Millisecond, MaxElapsedTime: 5 * time.Second}
 	if mutate != nil {
 		mutate(cfg)
 	}
@@ -296,10 +297,10 @@ func TestBatchesRecordsSignedAndVerbatim(t *testing.T) {
 	}
 	assert.Len(t, ids, 3, "every call has its own request id")
 
-	assert.Equal(t, int64(3), r.sum(t, "otelcol_agent_calls", outcomeDelivered))
+	assert.Equal(t, int64(3), r.sum(t, "otelcol_agent_calls", delivery.OutcomeDelivered))
 	assert.Equal(t, int64(25), r.sum(t, "otelcol_agent_records", ""))
-	assert.Equal(t, int64(3), r.sum(t, "otelcol_agent_call_attempts", attemptOK))
-	assert.Equal(t, int64(3), r.sum(t, "otelcol_agent_call_duration", outcomeDelivered))
+	assert.Equal(t, int64(3), r.sum(t, "otelcol_agent_call_attempts", delivery.AttemptOK))
+	assert.Equal(t, int64(3), r.sum(t, "otelcol_agent_call_duration", delivery.OutcomeDelivered))
 	assert.Empty(t, e.deadLetters(t, "p1"))
 }
 
@@ -338,9 +339,9 @@ func TestRetriesKeepTheRequestID(t *testing.T) {
 		assert.Equal(t, id, req.header.Get("webhook-id"))
 		assert.NoError(t, webhooksig.Verify(p.SigningSecret, req.header, req.body, time.Now(), time.Minute))
 	}
-	assert.Equal(t, int64(1), r.sum(t, "otelcol_agent_calls", outcomeDelivered))
-	assert.Equal(t, int64(2), r.sum(t, "otelcol_agent_call_attempts", attemptRetryable))
-	assert.Equal(t, int64(1), r.sum(t, "otelcol_agent_call_attempts", attemptOK))
+	assert.Equal(t, int64(1), r.sum(t, "otelcol_agent_calls", delivery.OutcomeDelivered))
+	assert.Equal(t, int64(2), r.sum(t, "otelcol_agent_call_attempts", delivery.AttemptRetryable))
+	assert.Equal(t, int64(1), r.sum(t, "otelcol_agent_call_attempts", delivery.AttemptOK))
 
 	require.NoError(t, consume(r, "p1", records(1)))
 	assert.NotEqual(t, id, a.requests()[3].header.Get("X-Request-Id"), "a new call, a new id")
@@ -412,8 +413,8 @@ func TestFinal4xxIsDeadLettered(t *testing.T) {
 	assert.Equal(t, "1", m.Header.Get(streams.HeaderDLQAttempts))
 	assert.Equal(t, a.srv.URL+"/hook", m.Header.Get(streams.HeaderDLQTarget), "no query or fragment")
 
-	assert.Equal(t, int64(1), r.sum(t, "otelcol_agent_calls", outcomeDeadLettered))
-	assert.Equal(t, int64(1), r.sum(t, "otelcol_agent_call_attempts", attemptFinal))
+	assert.Equal(t, int64(1), r.sum(t, "otelcol_agent_calls", delivery.OutcomeDeadLettered))
+	assert.Equal(t, int64(1), r.sum(t, "otelcol_agent_call_attempts", delivery.AttemptFinal))
 	assert.Equal(t, int64(0), r.sum(t, "otelcol_agent_records", ""))
 
 	warns := r.logs.FilterMessage("agent call dead-lettered").All()
@@ -444,7 +445,7 @@ func TestTimeoutsAreRetried(t *testing.T) {
 	got := a.requests()
 	require.Len(t, got, 3)
 	assert.Equal(t, got[0].header.Get("X-Request-Id"), got[2].header.Get("X-Request-Id"))
-	assert.Equal(t, int64(1), r.sum(t, "otelcol_agent_calls", outcomeDelivered))
+	assert.Equal(t, int64(1), r.sum(t, "otelcol_agent_calls", delivery.OutcomeDelivered))
 	assert.Empty(t, e.deadLetters(t, "p1"))
 }
 
@@ -453,7 +454,7 @@ func TestBudgetExhaustedIsDeadLettered(t *testing.T) {
 	a := newAgent(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) })
 	e.putProject(t, project("p1", a.srv.URL))
 	r := e.start(t, func(c *Config) {
-		c.Retry = RetryConfig{InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond, MaxElapsedTime: 300 * time.Millisecond}
+		c.Retry = delivery.RetryConfig{InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond, MaxElapsedTime: 300 * time.Millisecond}
 	})
 
 	require.NoError(t, consume(r, "p1", records(2)))

@@ -8,6 +8,7 @@ package agentexporter
 
 import (
 	"context"
+	"errors"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -28,10 +29,20 @@ func NewFactory() exporter.Factory {
 
 func createDefaultConfig() component.Config { return defaultConfig() }
 
+// oldSinkName is the name the sink role once gave this exporter (agent/sink), when it
+// delivered results too.
+const oldSinkName = "sink"
+
+var errOldSinkName = errors.New("the agent exporter no longer delivers agent results to sinks: " +
+	"rename `agent/sink` to `sink` (the sink exporter, which takes the same settings except max_call_bytes) under exporters and in the sink pipeline")
+
 // The exporter is synchronous on purpose: no queue (the JetStream receiver acks a raw
 // message only when its call was delivered or dead-lettered) and no helper retry (the
 // exporter retries each call itself, within its budget, keeping the request id).
 func createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
+	if set.ID.Name() == oldSinkName {
+		return nil, errOldSinkName
+	}
 	e, err := newExporter(cfg.(*Config), set)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/delivery"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
@@ -55,7 +56,7 @@ func TestRecordTooLargeAfterTransformsIsDeadLetteredUnsent(t *testing.T) {
 	assert.Equal(t, "413", dl[0].Header.Get(streams.HeaderDLQStatus))
 	assert.Equal(t, []uint64{2}, d.Seqs)
 	assert.Equal(t, 1, d.Records)
-	assert.Equal(t, int64(1), r.sum(t, "otelcol_agent_calls", outcomeDeadLettered))
+	assert.Equal(t, int64(1), r.sum(t, "otelcol_agent_calls", delivery.OutcomeDeadLettered))
 }
 
 // The call body limit: a legacy batch is sent in smaller arrays rather than pass it, and

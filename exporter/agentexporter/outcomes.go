@@ -9,20 +9,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/otelcol-svc/otelcol-svc/exporter/agentexporter/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/internal/delivery"
 )
 
-// Outcomes, the values of the "outcome" attribute (documentation.md).
-const (
-	outcomeDelivered    = "delivered"
-	outcomeDeadLettered = "dead_lettered"
-	attemptOK           = "ok"
-	attemptRetryable    = "retryable"
-	attemptFinal        = "final"
-	// outcomeSkipped: the result's destination was removed or disabled meanwhile.
-	outcomeSkipped = "skipped"
-)
-
-// telemetry records how calls, deliveries and their attempts end on the instruments that
+// telemetry records how calls and their attempts end on the instruments that
 // mdatagen generates from metadata.yaml, so every call site labels them the same way.
 type telemetry struct{ *metadata.TelemetryBuilder }
 
@@ -38,54 +28,50 @@ func outcomeAttr(v string) metric.MeasurementOption {
 	return metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", v)))
 }
 
-func (t *telemetry) attempt(ctx context.Context, who, outcome string) {
-	if who == "agent" {
-		t.AgentCallAttempts.Add(ctx, 1, outcomeAttr(outcome))
-		return
-	}
-	t.SinkDeliveryAttempts.Add(ctx, 1, kindOutcome(who, outcome))
+// Attempt counts an HTTP attempt of an agent call.
+func (t *telemetry) Attempt(ctx context.Context, _, outcome string) {
+	t.AgentCallAttempts.Add(ctx, 1, outcomeAttr(outcome))
 }
 
-func kindOutcome(kind, outcome string) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", kind), attribute.String("outcome", outcome)))
+// ThrottledWait counts a call that waited for the agent's target.
+func (t *telemetry) ThrottledWait(ctx context.Context, reason string) {
+	t.TargetThrottledWaits.Add(ctx, 1, attr("reason", reason))
 }
 
-func (t *telemetry) deliveryEnded(ctx context.Context, kind, outcome string, took time.Duration) {
-	opt := kindOutcome(kind, outcome)
-	t.SinkDeliveries.Add(ctx, 1, opt)
-	if outcome != outcomeSkipped {
-		t.SinkDeliveryDuration.Record(ctx, took.Seconds(), opt)
-	}
+// CircuitChange counts the agent target's circuit entering state.
+func (t *telemetry) CircuitChange(ctx context.Context, state string) {
+	t.TargetCircuitChanges.Add(ctx, 1, attr("state", state))
+}
+
+func attr(k, v string) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String(k, v)))
 }
 
 func (t *telemetry) callEnded(ctx context.Context, outcome string, records int, took time.Duration) {
 	opt := outcomeAttr(outcome)
 	t.AgentCalls.Add(ctx, 1, opt)
 	t.AgentCallDuration.Record(ctx, took.Seconds(), opt)
-	if outcome == outcomeDelivered {
+	if outcome == delivery.OutcomeDelivered {
 		t.AgentRecords.Add(ctx, int64(records))
 	}
 }
 
-// observeLog reports the delivery log writer's losses (none when the log is off).
-func (t *telemetry) observeLog(l *dlog) error {
-	if l == nil {
-		return nil
-	}
+// ObserveLog reports the delivery log writer's losses.
+func (t *telemetry) ObserveLog(dropped, failed, retentionCut func() int64) error {
 	if err := t.RegisterDeliveryLogDroppedCallback(func(_ context.Context, o metric.Int64Observer) error {
-		o.Observe(l.w.Dropped())
+		o.Observe(dropped())
 		return nil
 	}); err != nil {
 		return err
 	}
 	if err := t.RegisterDeliveryLogFailedCallback(func(_ context.Context, o metric.Int64Observer) error {
-		o.Observe(l.w.Failed())
+		o.Observe(failed())
 		return nil
 	}); err != nil {
 		return err
 	}
 	return t.RegisterDeliveryLogRetentionCutCallback(func(_ context.Context, o metric.Int64Observer) error {
-		o.Observe(l.w.RetentionCut())
+		o.Observe(retentionCut())
 		return nil
 	})
 }

@@ -36,9 +36,6 @@ type TelemetryBuilder struct {
 	DeliveryLogDropped      metric.Int64ObservableCounter
 	DeliveryLogFailed       metric.Int64ObservableCounter
 	DeliveryLogRetentionCut metric.Int64ObservableCounter
-	SinkDeliveries          metric.Int64Counter
-	SinkDeliveryAttempts    metric.Int64Counter
-	SinkDeliveryDuration    metric.Float64Histogram
 	TargetCircuitChanges    metric.Int64Counter
 	TargetThrottledWaits    metric.Int64Counter
 }
@@ -174,25 +171,6 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_delivery_log_retention_cut",
 		metric.WithDescription("Minutes in which the shared delivery log was full and gave up deliveries younger than its 7-day retention; raise the stream's max_bytes or lower max_bytes_per_project. [Beta]"),
 		metric.WithUnit("{minute}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.SinkDeliveries, err = builder.meter.Int64Counter(
-		"otelcol_sink_deliveries",
-		metric.WithDescription("Agent results to sink destinations that ended, by kind (webhook, chat) and outcome (delivered, dead_lettered, skipped). [Beta]"),
-		metric.WithUnit("{delivery}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.SinkDeliveryAttempts, err = builder.meter.Int64Counter(
-		"otelcol_sink_delivery_attempts",
-		metric.WithDescription("HTTP attempts of sink deliveries, by kind and outcome (ok, retryable, final). [Beta]"),
-		metric.WithUnit("{attempt}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.SinkDeliveryDuration, err = builder.meter.Float64Histogram(
-		"otelcol_sink_delivery_duration",
-		metric.WithDescription("Duration of sink deliveries from the first attempt to delivery or dead letter, retries included. [Beta]"),
-		metric.WithUnit("s"),
-		metric.WithExplicitBucketBoundaries([]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}...),
 	)
 	errs = errors.Join(errs, err)
 	builder.TargetCircuitChanges, err = builder.meter.Int64Counter(

@@ -37,9 +37,6 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.AgentCalls.Add(context.Background(), 1)
 	tb.AgentCallsSuppressed.Add(context.Background(), 1)
 	tb.AgentRecords.Add(context.Background(), 1)
-	tb.SinkDeliveries.Add(context.Background(), 1)
-	tb.SinkDeliveryAttempts.Add(context.Background(), 1)
-	tb.SinkDeliveryDuration.Record(context.Background(), 1)
 	tb.TargetCircuitChanges.Add(context.Background(), 1)
 	tb.TargetThrottledWaits.Add(context.Background(), 1)
 	AssertEqualAgentCallAttempts(t, testTel,
@@ -65,15 +62,6 @@ func TestSetupTelemetry(t *testing.T) {
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualDeliveryLogRetentionCut(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualSinkDeliveries(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualSinkDeliveryAttempts(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualSinkDeliveryDuration(t, testTel,
-		[]metricdata.HistogramDataPoint[float64]{{}}, metricdatatest.IgnoreValue(),
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualTargetCircuitChanges(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},

@@ -1,4 +1,4 @@
-package agentexporter
+package sinkexporter
 
 import (
 	"context"

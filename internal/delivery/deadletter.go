@@ -1,4 +1,4 @@
-package agentexporter
+package delivery
 
 import (
 	"context"
@@ -11,35 +11,28 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
-
-// deadLetterKind is the last token of the subject: the stream also takes sink failures.
-const deadLetterKind = "agent"
 
 // deadLetterTimeout bounds creating the stream and waiting for the publish's ack.
 const deadLetterTimeout = 5 * time.Second
 
-// deadLetter stores a call that could not be delivered, with why, in the project's
-// dead-letter stream, and returns once JetStream has acknowledged it, with the message's
-// stream sequence (the delivery log points there, for a replay).
-func (e *agentExporter) deadLetter(ctx context.Context, proj mirror.Project, c call, id string, res result) (uint64, error) {
-	h := deadLetterHeaders(id, res, proj.Pipeline.AgentEndpointURL)
-	return e.publishDeadLetter(ctx, proj.ID, deadLetterKind, c.body, h)
-}
-
-func deadLetterHeaders(requestID string, res result, target string) nats.Header {
+// DeadLetterHeaders say why a delivery to target was dead-lettered.
+func DeadLetterHeaders(requestID string, res Result, target string) nats.Header {
 	h := nats.Header{}
 	h.Set(streams.HeaderRequestID, requestID)
-	h.Set(streams.HeaderDLQReason, headerValue(res.reason))
-	h.Set(streams.HeaderDLQStatus, strconv.Itoa(res.status))
-	h.Set(streams.HeaderDLQAttempts, strconv.Itoa(res.attempts))
+	h.Set(streams.HeaderDLQReason, headerValue(res.Reason))
+	h.Set(streams.HeaderDLQStatus, strconv.Itoa(res.Status))
+	h.Set(streams.HeaderDLQAttempts, strconv.Itoa(res.Attempts))
 	h.Set(streams.HeaderDLQTarget, headerValue(redactURL(target)))
 	return h
 }
 
-func (e *agentExporter) publishDeadLetter(ctx context.Context, projectID, kind string, body []byte, h nats.Header) (uint64, error) {
+// PublishDeadLetter stores body, which could not be delivered, with why (h), in the
+// project's dead-letter stream under kind (the subject's last token: "agent", "sink"),
+// and returns once JetStream has acknowledged it, with the message's stream sequence
+// (the delivery log points there, for a replay).
+func (e *Engine) PublishDeadLetter(ctx context.Context, projectID, kind string, body []byte, h nats.Header) (uint64, error) {
 	if e.nc == nil || !e.nc.IsConnected() {
 		// Fail at once rather than wait out the timeout: the messages are redelivered
 		// anyway, and the consumer is free again sooner.
@@ -57,7 +50,7 @@ func (e *agentExporter) publishDeadLetter(ctx context.Context, projectID, kind s
 	return ack.Sequence, nil
 }
 
-func (e *agentExporter) ensureDeadLetterStream(ctx context.Context, projectID string) error {
+func (e *Engine) ensureDeadLetterStream(ctx context.Context, projectID string) error {
 	if _, ok := e.ensured.Load(projectID); ok {
 		return nil
 	}
@@ -80,8 +73,8 @@ func redactURL(raw string) string {
 	return u.String()
 }
 
-// origin is scheme and host only, for logs: some services put a token in the path.
-func origin(raw string) string {
+// Origin is scheme and host only, for logs: some services put a token in the path.
+func Origin(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return "(not a valid URL)"

@@ -1,4 +1,4 @@
-package agentexporter
+package sinkexporter
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +20,6 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
-	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // deliverResultN hands the exporter result n for sinkID, each its own output message.
@@ -176,7 +174,7 @@ func TestStormySlowsTheTargetNotOtherProjects(t *testing.T) {
 		assert.Equal(t, []int{0, 1, 2, 3}, taken["s_"+strconv.Itoa(i)], "sink %d: every result, in order", i)
 	}
 	assert.Empty(t, e.deadLetters(t, "storm"), "nothing was lost to the storm")
-	assert.Positive(t, r.sumAttr(t, "otelcol_target_throttled_waits", "reason", throttleRetryAfter))
+	assert.Positive(t, r.sumAttr(t, "otelcol_target_throttled_waits", "reason", "retry_after"))
 
 	base, storm := p99(baseline), p99(during)
 	ratio := float64(storm) / float64(max(base, 5*time.Millisecond))
@@ -189,64 +187,6 @@ func closed() chan struct{} {
 	c := make(chan struct{})
 	close(c)
 	return c
-}
-
-// A target failing without a Retry-After opens its circuit: the deliveries waiting for
-// it cost one probe per interval, not one request per retry, and end dead-lettered saying
-// the circuit was open; once the target answers, a probe closes it and deliveries go on.
-func TestCircuitLimitsAFailingTargetToProbes(t *testing.T) {
-	e := newEnv(t)
-	var up atomic.Bool
-	a := newAgent(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-		if !up.Load() {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		_, _ = io.WriteString(w, `{}`)
-	})
-	e.putProject(t, project("down", a.srv.URL))
-	const (
-		callers = 5
-		budget  = 2 * time.Second
-		probe   = 400 * time.Millisecond
-	)
-	r := e.start(t, func(c *Config) {
-		c.DeliveryLog.Enabled = false
-		c.Retry.MaxElapsedTime = budget
-		c.Target.Circuit = CircuitConfig{Failures: 3, MinDuration: 100 * time.Millisecond, ProbeInterval: probe}
-	})
-
-	var wg sync.WaitGroup
-	for range callers {
-		wg.Add(1)
-		go func() { defer wg.Done(); assert.NoError(t, consume(r, "down", records(1))) }()
-	}
-	wg.Wait()
-	sent := len(a.requests())
-	// Backoff of 10-50ms for 2s would be ~80 requests per call, ~400 in all.
-	t.Logf("%d calls over a %s budget against a failing agent: %d requests", callers, budget, sent)
-	assert.Less(t, sent, 60, "after the circuit opened, one probe per interval")
-
-	dl := e.deadLetters(t, "down")
-	require.Len(t, dl, callers)
-	for _, m := range dl {
-		assert.Contains(t, m.Header.Get(streams.HeaderDLQReason), "circuit to "+targetOrigin(a.srv.URL))
-	}
-	assert.Positive(t, r.sumAttr(t, "otelcol_target_circuit_changes", "state", circuitOpen))
-	assert.Positive(t, r.sumAttr(t, "otelcol_target_circuit_changes", "state", circuitHalfOpen))
-
-	up.Store(true)
-	before := len(a.requests())
-	require.NoError(t, consume(r, "down", records(1)))
-	assert.Equal(t, before+1, len(a.requests()), "the probe is the call, and it closes the circuit")
-	assert.Equal(t, int64(1), r.sumAttr(t, "otelcol_target_circuit_changes", "state", circuitClosed))
-	opened := r.logs.FilterMessageSnippet("circuit opened").All()
-	require.Len(t, opened, 1, "the owner is told once, not per probe")
-	assert.Equal(t, "down", opened[0].ContextMap()["project"])
-	assert.Equal(t, targetOrigin(a.srv.URL), opened[0].ContextMap()["target"])
-	assert.Equal(t, 1, r.logs.FilterMessageSnippet("circuit closed").Len())
-	require.NoError(t, consume(r, "down", records(1)))
-	assert.Len(t, e.deadLetters(t, "down"), callers)
 }
 
 // sumAttr reads a counter's total over the points whose attribute key is value.

@@ -1,4 +1,4 @@
-package agentexporter
+package delivery
 
 import (
 	"context"
@@ -13,15 +13,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component/componenttest"
 )
 
 func testTargets(t *testing.T, cfg TargetConfig) *targets {
 	t.Helper()
-	tel, err := newTelemetry(componenttest.NewNopTelemetrySettings())
-	require.NoError(t, err)
-	return newTargets(cfg, tel)
+	return newTargets(cfg, nopTelemetry{})
 }
+
+// nopTelemetry records nothing: these tests read the targets' state, not the metrics
+// (the exporters' tests read those).
+type nopTelemetry struct{}
+
+func (nopTelemetry) Attempt(context.Context, string, string) {}
+func (nopTelemetry) ThrottledWait(context.Context, string)   {}
+func (nopTelemetry) CircuitChange(context.Context, string)   {}
+func (nopTelemetry) ObserveLog(_, _, _ func() int64) error   { return nil }
 
 func TestTargetOrigin(t *testing.T) {
 	for raw, want := range map[string]string{

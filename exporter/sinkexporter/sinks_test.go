@@ -1,4 +1,4 @@
-package agentexporter
+package sinkexporter
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/delivery"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
@@ -43,7 +44,7 @@ func TestResultForARemovedDestinationIsSkipped(t *testing.T) {
 	require.NoError(t, consumeResult(r, "skip", "s_gone", `{"text":"x"}`), "nothing owed to a removed destination")
 	assert.Empty(t, hook.requests(), "and nothing sent elsewhere")
 	assert.Empty(t, e.deadLetters(t, "skip"), "nor dead-lettered")
-	assert.Equal(t, int64(1), r.sum(t, "otelcol_sink_deliveries", outcomeSkipped))
+	assert.Equal(t, int64(1), r.sum(t, "otelcol_sink_deliveries", delivery.OutcomeSkipped))
 }
 
 // Sink URLs are user input like agent URLs: an internal address is refused when the
@@ -62,7 +63,7 @@ func TestSinkToAnInternalAddressIsRefusedAndDeadLettered(t *testing.T) {
 	assert.Equal(t, "1", dl[0].Header.Get(streams.HeaderDLQAttempts))
 	assert.Equal(t, "s_int", dl[0].Header.Get(streams.HeaderDLQSink))
 	assert.Equal(t, "chat", dl[0].Header.Get(streams.HeaderDLQKind))
-	assert.Equal(t, int64(1), r.sum(t, "otelcol_sink_deliveries", outcomeDeadLettered))
+	assert.Equal(t, int64(1), r.sum(t, "otelcol_sink_deliveries", delivery.OutcomeDeadLettered))
 }
 
 func TestChatMessagesPerPlatform(t *testing.T) {
@@ -110,4 +111,27 @@ func TestChatMessagesPerPlatform(t *testing.T) {
 	require.Len(t, card.Attachments, 1)
 	assert.Equal(t, "application/vnd.microsoft.card.adaptive", card.Attachments[0].ContentType)
 	assert.Equal(t, "checkout is failing", card.Attachments[0].Content.Body[0].Text)
+}
+
+// Records for an agent handed to the sink exporter (a pipeline wired to the wrong
+// exporter) are refused naming the agent exporter, and nothing is sent or dead-lettered:
+// they stay on their stream.
+func TestRecordsHandedToTheSinkExporterAreRefused(t *testing.T) {
+	e := newEnv(t)
+	hook := newAgent(t, nil)
+	p := sinkProject("wrong", mirror.Sink{ID: "s_hook", Kind: "webhook", URL: hook.srv.URL})
+	p.Pipeline.AgentEndpointURL = hook.srv.URL
+	e.putProject(t, p)
+	r := e.start(t, nil)
+
+	ld, lrs := pipelinedata.New()
+	pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(`{"n":1}`), Signal: "event", Seq: 1})
+	err := r.exp.ConsumeLogs(principal.NewContext(context.Background(), principal.Principal{ProjectID: "wrong"}), ld)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "use the `agent` exporter in that pipeline")
+	assert.Empty(t, hook.requests())
+	assert.Empty(t, e.deadLetters(t, "wrong"))
+
+	require.NoError(t, consumeResult(r, "wrong", "s_hook", `{"text":"x"}`), "results are delivered")
+	assert.Len(t, hook.requests(), 1)
 }

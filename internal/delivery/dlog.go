@@ -1,7 +1,8 @@
-package agentexporter
+package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -13,11 +14,11 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 )
 
-// dlog is the exporter's side of the delivery log: the writer every call and sink
+// Log is an exporter's side of the delivery log: the writer every call and sink
 // delivery reports to, the ledger for destination and replay counts, and the replay
-// loop. A nil *dlog (delivery_log.enabled false) does nothing.
-type dlog struct {
-	cfg    *Config
+// loop. A nil *Log (delivery_log.enabled false) does nothing.
+type Log struct {
+	cfg    *Settings
 	js     jetstream.JetStream
 	logger *zap.Logger
 	w      *deliverylog.Writer
@@ -48,11 +49,11 @@ const setupTimeout = 5 * time.Second
 // there its publishes fail and are counted) and sets up the streams, the ledger and the
 // replay loop in the background, retrying until NATS answers, so a NATS that is away at
 // Start does not stop the collector.
-func startLog(cfg *Config, js jetstream.JetStream, logger *zap.Logger, replay func(context.Context, jetstream.Consumer)) *dlog {
+func startLog(cfg *Settings, js jetstream.JetStream, logger *zap.Logger, replay func(context.Context, jetstream.Consumer)) *Log {
 	if !cfg.DeliveryLog.Enabled {
 		return nil
 	}
-	l := &dlog{cfg: cfg, js: js, logger: logger,
+	l := &Log{cfg: cfg, js: js, logger: logger,
 		w: deliverylog.NewWriter(js, deliverylog.WriterConfig{
 			MaxPerProject: cfg.DeliveryLog.MaxPerProject, MaxBytesPerProject: cfg.DeliveryLog.MaxBytesPerProject, Linger: logLinger, Buffer: logBuffer})}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -81,13 +82,13 @@ func startLog(cfg *Config, js jetstream.JetStream, logger *zap.Logger, replay fu
 
 // setup ensures the log's stream, the ledger and the replay queue; it returns the
 // replay consumer, nil when replays are off.
-func (l *dlog) setup(ctx context.Context) (jetstream.Consumer, error) {
+func (l *Log) setup(ctx context.Context) (jetstream.Consumer, error) {
 	l.mu.Lock()
 	have := l.reader != nil
 	l.mu.Unlock()
 	if !have {
 		s, err := deliverylog.EnsureStream(ctx, l.js, deliverylog.StoreConfig{
-			MaxBytes: l.cfg.DeliveryLog.Stream.MaxBytes, Replicas: l.cfg.logReplicas()})
+			MaxBytes: l.cfg.DeliveryLog.Stream.MaxBytes, Replicas: l.cfg.LogReplicas()})
 		if err != nil {
 			return nil, err
 		}
@@ -101,7 +102,7 @@ func (l *dlog) setup(ctx context.Context) (jetstream.Consumer, error) {
 	if !l.cfg.DeliveryLog.Replay.Enabled {
 		return nil, nil
 	}
-	s, err := deliverylog.EnsureReplayStream(ctx, l.js, l.cfg.logReplicas())
+	s, err := deliverylog.EnsureReplayStream(ctx, l.js, l.cfg.LogReplicas())
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +111,7 @@ func (l *dlog) setup(ctx context.Context) (jetstream.Consumer, error) {
 
 // openLedger returns the ledger, opening it now when the background setup has not yet:
 // a count is not lost to a race at start.
-func (l *dlog) openLedger(ctx context.Context) (*deliverylog.Ledger, error) {
+func (l *Log) openLedger(ctx context.Context) (*deliverylog.Ledger, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ledger != nil {
@@ -124,23 +125,27 @@ func (l *dlog) openLedger(ctx context.Context) (*deliverylog.Ledger, error) {
 	return led, nil
 }
 
-func (l *dlog) getReader() *deliverylog.Reader {
+// Reader reads the log; nil until the background setup has opened it.
+func (l *Log) Reader() *deliverylog.Reader {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.reader
 }
 
-// addDestination counts a sink delivery in the ledger; a replay's is none of the
+// AddDestination counts a sink delivery in the ledger; a replay's is none of the
 // destination cursor's results (deliverylog.AddReplayedDestination). seq is the result's
 // output sequence, by which a dead letter that comes again is counted once. An error means a
 // dead letter of the cursor's could not be counted: the caller must not ack the result
 // (acked, it would show as delivered in figures said to be exact). A delivery's count is
 // never an error: the delivered figure is derived from the cursor.
-func (l *dlog) addDestination(ctx context.Context, project, sink string, seq uint64, delivered, replay bool) error {
+func (l *Log) AddDestination(ctx context.Context, project, sink string, seq uint64, delivered, replay bool) error {
 	if l == nil {
 		return nil
 	}
-	led, err := l.ledgerNow(ctx)
+	led, err := l.LedgerNow(ctx)
 	if err != nil {
 		if delivered || replay {
 			return nil
@@ -161,7 +166,11 @@ func (l *dlog) addDestination(ctx context.Context, project, sink string, seq uin
 	return led.AddDestinationResult(project, sink, seq, deliverylog.Counters{SinkDeadLettered: 1}, deliverylog.Destination{DeadLettered: 1})
 }
 
-func (l *dlog) ledgerNow(ctx context.Context) (*deliverylog.Ledger, error) {
+// LedgerNow returns the ledger, opening it now if need be; an error means a count is lost.
+func (l *Log) LedgerNow(ctx context.Context) (*deliverylog.Ledger, error) {
+	if l == nil {
+		return nil, errors.New("the delivery log is off")
+	}
 	l.mu.Lock()
 	led := l.ledger
 	l.mu.Unlock()
@@ -177,37 +186,37 @@ func (l *dlog) ledgerNow(ctx context.Context) (*deliverylog.Ledger, error) {
 	return led, err
 }
 
-func (l *dlog) record(project string, d deliverylog.Delivery) {
+func (l *Log) Record(project string, d deliverylog.Delivery) {
 	if l != nil {
 		l.w.Record(project, d)
 	}
 }
 
-func (l *dlog) attempt(project, id string, a deliverylog.Attempt, answer []byte) {
+func (l *Log) attempt(project, id string, a deliverylog.Attempt, answer []byte) {
 	if l != nil {
 		l.w.Attempt(project, id, a, answer)
 	}
 }
 
-func (l *dlog) nextAttempt(project, id string, at time.Time) {
+func (l *Log) nextAttempt(project, id string, at time.Time) {
 	if l != nil {
 		l.w.NextAttempt(project, id, at)
 	}
 }
 
-func (l *dlog) finish(project, id string, f deliverylog.Final) {
+func (l *Log) Finish(project, id string, f deliverylog.Final) {
 	if l != nil {
 		l.w.Finish(project, id, f)
 	}
 }
 
-func (l *dlog) superseded(project string, old deliverylog.Delivery, by string) {
+func (l *Log) Superseded(project string, old deliverylog.Delivery, by string) {
 	if l != nil {
 		l.w.Superseded(project, old, by)
 	}
 }
 
-func (l *dlog) abandon(project, id, reason string) {
+func (l *Log) Abandon(project, id, reason string) {
 	if l != nil {
 		l.w.Abandon(project, id, reason)
 	}
@@ -215,7 +224,7 @@ func (l *dlog) abandon(project, id, reason string) {
 
 // close stops the setup and the replay loop, then publishes what the writer holds and
 // flushes the ledger, within ctx.
-func (l *dlog) close(ctx context.Context) error {
+func (l *Log) close(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package agentexporter
+package delivery
 
 import (
 	"net/http"
@@ -75,7 +75,7 @@ func TestRedactURL(t *testing.T) {
 	} {
 		assert.Equal(t, want, redactURL(raw), raw)
 	}
-	assert.Equal(t, "https://agent.example.com", origin("https://u:p@agent.example.com/T0/B0/secret"))
+	assert.Equal(t, "https://agent.example.com", Origin("https://u:p@agent.example.com/T0/B0/secret"))
 }
 
 func TestHeaderValueIsOneBoundedLine(t *testing.T) {

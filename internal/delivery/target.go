@@ -1,4 +1,4 @@
-package agentexporter
+package delivery
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"golang.org/x/time/rate"
 )
 
@@ -50,7 +48,7 @@ const (
 // targets holds the state of every target in use.
 type targets struct {
 	cfg TargetConfig
-	tel *telemetry
+	tel Telemetry
 
 	mu sync.Mutex
 	m  map[string]*target
@@ -62,7 +60,7 @@ type targets struct {
 // minSweep is the number of targets kept before any is dropped.
 const minSweep = 1024
 
-func newTargets(cfg TargetConfig, tel *telemetry) *targets {
+func newTargets(cfg TargetConfig, tel Telemetry) *targets {
 	return &targets{cfg: cfg, tel: tel, m: map[string]*target{}, sweepAt: minSweep}
 }
 
@@ -167,7 +165,7 @@ func (ts *targets) admit(ctx context.Context, t *target, deadline time.Time) (pr
 	count := func(reason string) {
 		if !counted {
 			counted = true
-			ts.tel.TargetThrottledWaits.Add(ctx, 1, attr("reason", reason))
+			ts.tel.ThrottledWait(ctx, reason)
 		}
 	}
 	for {
@@ -181,7 +179,7 @@ func (ts *targets) admit(ctx context.Context, t *target, deadline time.Time) (pr
 		t.mu.Unlock()
 		if admitted {
 			if probe && state == stateOpen {
-				ts.tel.TargetCircuitChanges.Add(ctx, 1, attr("state", circuitHalfOpen))
+				ts.tel.CircuitChange(ctx, circuitHalfOpen)
 			}
 			break
 		}
@@ -287,12 +285,12 @@ func (ts *targets) report(ctx context.Context, t *target, probe bool, a attemptR
 	t.mu.Unlock()
 	switch {
 	case after == stateOpen && (before != stateOpen || probe):
-		ts.tel.TargetCircuitChanges.Add(ctx, 1, attr("state", circuitOpen))
+		ts.tel.CircuitChange(ctx, circuitOpen)
 		if before != stateOpen {
 			return circuitOpen
 		}
 	case after == stateClosed && before == stateOpen:
-		ts.tel.TargetCircuitChanges.Add(ctx, 1, attr("state", circuitClosed))
+		ts.tel.CircuitChange(ctx, circuitClosed)
 		return circuitClosed
 	}
 	return ""
@@ -345,10 +343,6 @@ func (t *target) isOpen() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.state == stateOpen
-}
-
-func attr(k, v string) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(attribute.String(k, v)))
 }
 
 // targetOrigin is the part of a URL that names the target: scheme, host and port, with

@@ -1,4 +1,4 @@
-package agentexporter
+package sinkexporter
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"strconv"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/plog"
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/delivery"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
@@ -23,42 +23,18 @@ import (
 // deadLetterKindSink is the subject token of results a destination never took.
 const deadLetterKindSink = "sink"
 
-// isResults reports whether a batch holds agent results for the sink role (the JetStream
-// receiver in output mode) rather than records for an agent. A batch is one or the other,
-// so its first item tells.
-func isResults(ld plog.Logs) bool {
-	rls := ld.ResourceLogs()
-	if rls.Len() == 0 || rls.At(0).ScopeLogs().Len() == 0 || rls.At(0).ScopeLogs().At(0).LogRecords().Len() == 0 {
-		return false
-	}
-	return pipelinedata.KindOf(rls.At(0).ScopeLogs().At(0).LogRecords().At(0)) == pipelinedata.KindResult
-}
-
-// pushResults delivers each result to its destination, in order. Like agent calls, a
-// result is settled (delivered or dead-lettered) before the next; only an interrupted
-// delivery fails the batch, which is then redelivered.
-func (e *agentExporter) pushResults(ctx context.Context, proj mirror.Project, ld plog.Logs) error {
-	var err error
-	pipelinedata.Each(ld, func(lr plog.LogRecord) {
-		if err == nil {
-			err = e.settleResult(ctx, proj, pipelinedata.Read(lr))
-		}
-	})
-	return err
-}
-
-func (e *agentExporter) settleResult(ctx context.Context, proj mirror.Project, it pipelinedata.Item) error {
+func (e *sinkExporter) settleResult(ctx context.Context, proj mirror.Project, it pipelinedata.Item) error {
 	sink, ok := findSink(proj, it.SinkID)
 	if !ok || !sink.Enabled {
 		// Removed or disabled since the result was fetched: the receiver stops this
 		// destination's consumer, and nothing more is owed to it.
-		e.tel.deliveryEnded(ctx, sinkKind(sink), outcomeSkipped, 0)
+		e.tel.deliveryEnded(ctx, sinkKind(sink), delivery.OutcomeSkipped, 0)
 		return nil
 	}
 	if n, ok := readNotice(it); ok && slices.Contains(n.AboutDestinations, sink.ID) {
 		// A notice about this destination's own failure: it would not take it either,
 		// and telling it would be a loop.
-		e.tel.deliveryEnded(ctx, sink.Kind, outcomeSkipped, 0)
+		e.tel.deliveryEnded(ctx, sink.Kind, delivery.OutcomeSkipped, 0)
 		return nil
 	}
 	_, err := e.deliverResult(ctx, proj, sink, it, sinkDeliveryID(it, sink.ID), "")
@@ -80,93 +56,93 @@ func sinkDeliveryID(it pipelinedata.Item, sinkID string) string {
 // deliverResult delivers one result to sink under delivery id id (a replay names the
 // delivery it replays in replayOf), logging it, and settles it: delivered, or
 // dead-lettered. An error means neither: it must be delivered again.
-func (e *agentExporter) deliverResult(ctx context.Context, proj mirror.Project, sink mirror.Sink, it pipelinedata.Item, id, replayOf string) (bool, error) {
+func (e *sinkExporter) deliverResult(ctx context.Context, proj mirror.Project, sink mirror.Sink, it pipelinedata.Item, id, replayOf string) (bool, error) {
 	o, err := e.sinkRequest(proj, sink, it, id)
-	sent := o.body
+	sent := o.Body
 	if err != nil {
 		sent = it.Body
 	}
-	e.log.record(proj.ID, deliverylog.Delivery{ID: id, Kind: deliverylog.KindSink, SinkID: sink.ID, SinkKind: sink.Kind,
+	e.engine.Log().Record(proj.ID, deliverylog.Delivery{ID: id, Kind: deliverylog.KindSink, SinkID: sink.ID, SinkKind: sink.Kind,
 		RequestID: it.RequestID, SourceSeq: it.Seq, Records: 1, RequestBody: sent, Unmatched: it.Unmatched, ReplayOf: replayOf})
 	start := time.Now()
-	var res result
+	var res delivery.Result
 	if err != nil {
-		res = result{reason: err.Error()}
+		res = delivery.Result{Reason: err.Error()}
 	} else {
-		o.logID = id
-		res = e.deliver(ctx, o)
+		o.LogID = id
+		res = e.engine.Deliver(ctx, o)
 	}
 	switch {
-	case res.delivered:
-		e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDelivered})
-		_ = e.log.addDestination(ctx, proj.ID, sink.ID, it.Seq, true, replayOf != "") // never fails: derived from the cursor
-		e.tel.deliveryEnded(ctx, sink.Kind, outcomeDelivered, time.Since(start))
+	case res.Delivered:
+		e.engine.Log().Finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDelivered})
+		_ = e.engine.Log().AddDestination(ctx, proj.ID, sink.ID, it.Seq, true, replayOf != "") // never fails: derived from the cursor
+		e.tel.deliveryEnded(ctx, sink.Kind, delivery.OutcomeDelivered, time.Since(start))
 		return true, nil
-	case res.aborted:
-		e.log.abandon(proj.ID, id, "interrupted by shutdown; the result is delivered again")
+	case res.Aborted:
+		e.engine.Log().Abandon(proj.ID, id, "interrupted by shutdown; the result is delivered again")
 		return false, fmt.Errorf("result %s for sink %s of project %s interrupted: %w; it will be delivered again",
 			it.RequestID, sink.ID, proj.ID, context.Cause(ctx))
 	}
-	h := deadLetterHeaders(it.RequestID, res, sink.URL)
+	h := delivery.DeadLetterHeaders(it.RequestID, res, sink.URL)
 	h.Set(streams.HeaderDLQSink, sink.ID)
 	h.Set(streams.HeaderDLQKind, sink.Kind)
 	// The payload as the agent sent it, whatever the destination was sent: replaying it
 	// goes through the same rendering.
-	seq, err := e.publishDeadLetter(ctx, proj.ID, deadLetterKindSink, it.Body, h)
+	seq, err := e.engine.PublishDeadLetter(ctx, proj.ID, deadLetterKindSink, it.Body, h)
 	if err != nil {
-		e.log.abandon(proj.ID, id, res.reason+"; not dead-lettered (the dead-letter stream was unavailable): the result is delivered again")
+		e.engine.Log().Abandon(proj.ID, id, res.Reason+"; not dead-lettered (the dead-letter stream was unavailable): the result is delivered again")
 		return false, fmt.Errorf("result %s for sink %s of project %s failed (%s) and could not be dead-lettered: %w; it will be delivered again",
-			it.RequestID, sink.ID, proj.ID, res.reason, err)
+			it.RequestID, sink.ID, proj.ID, res.Reason, err)
 	}
 	// Counted before the ack: the delivered figure is the cursor's settled results less
 	// the dead letters counted, so one acked uncounted would show as delivered.
-	if err := e.log.addDestination(ctx, proj.ID, sink.ID, it.Seq, false, replayOf != ""); err != nil {
-		e.log.abandon(proj.ID, id, res.reason+"; dead-lettered but not counted in the ledger: the result is delivered again")
+	if err := e.engine.Log().AddDestination(ctx, proj.ID, sink.ID, it.Seq, false, replayOf != ""); err != nil {
+		e.engine.Log().Abandon(proj.ID, id, res.Reason+"; dead-lettered but not counted in the ledger: the result is delivered again")
 		return false, fmt.Errorf("result %s for sink %s of project %s was dead-lettered (%s) but %w; it will be delivered again",
-			it.RequestID, sink.ID, proj.ID, res.reason, err)
+			it.RequestID, sink.ID, proj.ID, res.Reason, err)
 	}
-	e.log.finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDeadLettered, DeadLetterSeq: seq, Error: res.reason})
-	e.tel.deliveryEnded(ctx, sink.Kind, outcomeDeadLettered, time.Since(start))
+	e.engine.Log().Finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDeadLettered, DeadLetterSeq: seq, Error: res.Reason})
+	e.tel.deliveryEnded(ctx, sink.Kind, delivery.OutcomeDeadLettered, time.Since(start))
 	if !streams.IsNotice(it.Signal, it.RequestID, it.Unmatched) {
 		// A notice that failed is not notified about: that would be the loop.
-		e.notices.failed(proj.ID, failure{DeliveryID: id, Kind: failedDestination, Error: res.reason,
+		e.engine.Failed(proj.ID, delivery.Failure{DeliveryID: id, Kind: delivery.FailedDestination, Error: res.Reason,
 			SinkID: sink.ID, SinkKind: sink.Kind, About: []string{sink.ID}})
 	}
 	e.logger.Warn("sink delivery dead-lettered",
 		zap.String("project", proj.ID),
 		zap.String("sink", sink.ID),
 		zap.String("request_id", it.RequestID),
-		zap.String("reason", res.reason),
-		zap.Int("status", res.status),
-		zap.Int("attempts", res.attempts),
-		zap.String("destination", origin(sink.URL)))
+		zap.String("reason", res.Reason),
+		zap.Int("status", res.Status),
+		zap.Int("attempts", res.Attempts),
+		zap.String("destination", delivery.Origin(sink.URL)))
 	return false, nil
 }
 
 // sinkRequest is what a destination is sent for one result (docs/contract.md#section-8) under
 // delivery id id.
-func (e *agentExporter) sinkRequest(proj mirror.Project, sink mirror.Sink, it pipelinedata.Item, id string) (outgoing, error) {
+func (e *sinkExporter) sinkRequest(proj mirror.Project, sink mirror.Sink, it pipelinedata.Item, id string) (delivery.Request, error) {
 	requestID := it.RequestID
 	if requestID == "" {
 		requestID = "seq_" + strconv.FormatUint(it.Seq, 10)
 	}
-	o := outgoing{
-		who: sink.Kind, urlField: "the sink's url", project: proj.ID,
-		target: sink.URL, requestID: requestID,
+	o := delivery.Request{
+		Who: sink.Kind, URLField: "the sink's url", Project: proj.ID,
+		Target: sink.URL, RequestID: requestID,
 	}
 	n, notice := readNotice(it)
 	switch sink.Kind {
 	case "webhook":
-		o.method, o.headers, o.body = sink.Method, sink.Headers, it.Body
+		o.Method, o.Headers, o.Body = sink.Method, sink.Headers, it.Body
 		// webhook-id names the result, the same on every attempt and redelivery, so the
 		// receiving side can deduplicate.
-		o.signID, o.secret = it.MsgID, proj.SigningSecret
-		if o.signID == "" {
-			o.signID = requestID
+		o.SignID, o.Secret = it.MsgID, proj.SigningSecret
+		if o.SignID == "" {
+			o.SignID = requestID
 		}
 		return o, nil
 	case "chat":
-		label, link := "View this delivery in the dashboard", e.deliveryLink(proj.ID, id)
+		label, link := "View this delivery in the dashboard", e.engine.DeliveryLink(proj.ID, id)
 		tpl := sink.TextTemplate
 		if notice {
 			// The service's own words: the destination's template is written for the
@@ -176,14 +152,14 @@ func (e *agentExporter) sinkRequest(proj mirror.Project, sink mirror.Sink, it pi
 			case n.URL != "":
 				label, link = "View the failed delivery in the dashboard", n.URL
 			case n.Type == "usage_notice":
-				label, link = "View usage in the dashboard", e.projectLink(proj.ID, "usage")
+				label, link = "View usage in the dashboard", e.engine.ProjectLink(proj.ID, "usage")
 			}
 		}
 		body, err := chatBody(sink, tpl, it.Body, label, link)
 		if err != nil {
 			return o, err
 		}
-		o.body = body
+		o.Body = body
 		return o, nil
 	}
 	return o, fmt.Errorf("sink kind %q is not known to this version", sink.Kind)

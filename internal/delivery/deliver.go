@@ -1,4 +1,4 @@
-package agentexporter
+package delivery
 
 import (
 	"bytes"
@@ -22,14 +22,14 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
 )
 
-// result is how a call ended.
-type result struct {
-	delivered bool
-	// aborted: ctx ended (collector shutdown); the call is neither delivered nor final.
-	aborted  bool
-	status   int // the last HTTP status, 0 when there was none
-	attempts int
-	reason   string // why it was not delivered, a sentence for the dead-letter headers
+// Result is how a delivery ended.
+type Result struct {
+	Delivered bool
+	// Aborted: ctx ended (collector shutdown); the delivery is neither delivered nor final.
+	Aborted  bool
+	Status   int // the last HTTP status, 0 when there was none
+	Attempts int
+	Reason   string // why it was not delivered, a sentence for the dead-letter headers
 }
 
 type class int
@@ -58,32 +58,32 @@ type attemptResult struct {
 	sent http.Header
 }
 
-// outgoing is one HTTP request the exporter must deliver: a call to an agent, or a
+// Request is one HTTP request an exporter must deliver: a call to an agent, or a
 // result to a sink destination.
-type outgoing struct {
-	// who is "agent", "webhook" or "chat": it names the other side in reasons and logs,
+type Request struct {
+	// Who is "agent", "webhook" or "chat": it names the other side in reasons and logs,
 	// and labels the telemetry.
-	who string
-	// urlField names the setting the URL comes from, for a sentence about a bad URL.
-	urlField  string
-	project   string
-	method    string
-	target    string
-	headers   map[string]string // configured by the user (webhook sinks)
-	body      []byte
-	requestID string
-	// signID is the webhook-id of the signature, the same on every attempt; empty means
+	Who string
+	// URLField names the setting the URL comes from, for a sentence about a bad URL.
+	URLField  string
+	Project   string
+	Method    string
+	Target    string
+	Headers   map[string]string // configured by the user (webhook sinks)
+	Body      []byte
+	RequestID string
+	// SignID is the webhook-id of the signature, the same on every attempt; empty means
 	// the request id.
-	signID string
-	// secret signs the request; empty sends it unsigned.
-	secret string
-	// traceparent is the W3C header of an agent call; empty sends none.
-	traceparent string
-	// logID is the delivery id each attempt is logged under; empty logs nothing.
-	logID string
+	SignID string
+	// Secret signs the request; empty sends it unsigned.
+	Secret string
+	// Traceparent is the W3C header of an agent call; empty sends none.
+	Traceparent string
+	// LogID is the delivery id each attempt is logged under; empty logs nothing.
+	LogID string
 }
 
-// deliver makes the request's attempts until one succeeds, one fails finally, the retry
+// Deliver makes the request's attempts until one succeeds, one fails finally, the retry
 // budget is spent, or ctx ends.
 //
 // The loop is cenkalti/backoff's Retry (the collector's own retry uses the same library);
@@ -92,16 +92,16 @@ type outgoing struct {
 // around the interval, not full jitter, and its Validate refuses a budget shorter than
 // max_interval, which is valid here (SVC_AGENT_RETRY_BUDGET=20s with the default
 // max_interval of 30s: the last wait is cut to the budget).
-func (e *agentExporter) deliver(ctx context.Context, o outgoing) result {
-	if err := outbound.CheckURL(o.target); err != nil {
-		return result{reason: o.urlField + " is not valid: " + err.Error()}
+func (e *Engine) Deliver(ctx context.Context, o Request) Result {
+	if err := outbound.CheckURL(o.Target); err != nil {
+		return Result{Reason: o.URLField + " is not valid: " + err.Error()}
 	}
 	var (
 		n       int
 		last    attemptResult
 		waitErr *waitError
 	)
-	tg := e.targets.get(o.project, o.target)
+	tg := e.targets.get(o.Project, o.Target)
 	defer e.targets.put(tg)
 	b := newCallBackOff(e.cfg.Retry, &last)
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
@@ -120,28 +120,28 @@ func (e *agentExporter) deliver(ctx context.Context, o outgoing) result {
 		switch e.targets.report(ctx, tg, probe, last) {
 		case circuitOpen:
 			e.logger.Warn("circuit opened: deliveries to this target wait, one probe per interval",
-				zap.String("project", o.project), zap.String("target", tg.origin), zap.String("who", o.who),
+				zap.String("project", o.Project), zap.String("target", tg.origin), zap.String("who", o.Who),
 				zap.String("last", last.reason), zap.Duration("probe_interval", e.cfg.Target.Circuit.ProbeInterval))
 			e.circuitOpened(o, tg.origin, last.reason)
 		case circuitClosed:
 			e.logger.Info("circuit closed: the target answered a probe",
-				zap.String("project", o.project), zap.String("target", tg.origin), zap.String("who", o.who))
+				zap.String("project", o.Project), zap.String("target", tg.origin), zap.String("who", o.Who))
 		}
-		if o.logID != "" && last.class != classAborted {
-			e.log.attempt(o.project, o.logID, deliverylog.Attempt{At: began, StatusCode: last.status, Error: last.reason,
-				LatencyMS: time.Since(began).Milliseconds(), RequestHeaders: deliverylog.LogHeaders(last.sent, o.headers)}, last.answer)
+		if o.LogID != "" && last.class != classAborted {
+			e.log.attempt(o.Project, o.LogID, deliverylog.Attempt{At: began, StatusCode: last.status, Error: last.reason,
+				LatencyMS: time.Since(began).Milliseconds(), RequestHeaders: deliverylog.LogHeaders(last.sent, o.Headers)}, last.answer)
 		}
 		switch last.class {
 		case classOK:
-			e.tel.attempt(ctx, o.who, attemptOK)
+			e.tel.Attempt(ctx, o.Who, AttemptOK)
 			return struct{}{}, nil
 		case classAborted:
 			return struct{}{}, backoff.Permanent(errAborted)
 		case classFinal:
-			e.tel.attempt(ctx, o.who, attemptFinal)
+			e.tel.Attempt(ctx, o.Who, AttemptFinal)
 			return struct{}{}, backoff.Permanent(errFinal)
 		}
-		e.tel.attempt(ctx, o.who, attemptRetryable)
+		e.tel.Attempt(ctx, o.Who, AttemptRetryable)
 		return struct{}{}, errRetryable
 	},
 		backoff.WithBackOff(b),
@@ -150,29 +150,29 @@ func (e *agentExporter) deliver(ctx context.Context, o outgoing) result {
 		backoff.WithMaxElapsedTime(0),
 		backoff.WithNotify(func(_ error, wait time.Duration) {
 			// The retry is scheduled here: the console shows when it is due.
-			if o.logID != "" {
-				e.log.nextAttempt(o.project, o.logID, time.Now().Add(wait))
+			if o.LogID != "" {
+				e.log.nextAttempt(o.Project, o.LogID, time.Now().Add(wait))
 			}
-			e.logger.Debug(o.who+" delivery attempt failed; retrying",
-				zap.String("project", o.project), zap.String("request_id", o.requestID),
+			e.logger.Debug(o.Who+" delivery attempt failed; retrying",
+				zap.String("project", o.Project), zap.String("request_id", o.RequestID),
 				zap.Int("attempt", n), zap.String("last", last.reason), zap.Duration("in", wait))
 		}),
 	)
 	switch {
 	case err == nil:
-		return result{delivered: true, status: last.status, attempts: n}
+		return Result{Delivered: true, Status: last.status, Attempts: n}
 	case errors.Is(err, errFinal):
-		return result{status: last.status, attempts: n, reason: last.reason}
+		return Result{Status: last.status, Attempts: n, Reason: last.reason}
 	case errors.Is(err, errWaited):
-		return result{status: last.status, attempts: n, reason: waitedOut(b.budget, n, last, waitErr)}
+		return Result{Status: last.status, Attempts: n, Reason: waitedOut(b.budget, n, last, waitErr)}
 	case errors.Is(err, errRetryable) && ctx.Err() == nil:
 		reason := b.exhausted(n, last)
 		if tg.isOpen() {
 			reason += " (the circuit to " + tg.origin + " is open after sustained failure)"
 		}
-		return result{status: last.status, attempts: n, reason: reason}
+		return Result{Status: last.status, Attempts: n, Reason: reason}
 	}
-	return result{aborted: true, status: last.status, attempts: n}
+	return Result{Aborted: true, Status: last.status, Attempts: n}
 }
 
 // Outcomes of an attempt, for backoff.Retry.
@@ -267,16 +267,16 @@ func plural(n int, word string) string {
 }
 
 // attempt makes one request, bounded by the configured timeout.
-func (e *agentExporter) attempt(ctx context.Context, o outgoing) attemptResult {
+func (e *Engine) attempt(ctx context.Context, o Request) attemptResult {
 	actx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
-	method := o.method
+	method := o.Method
 	if method == "" {
 		method = http.MethodPost
 	}
-	req, err := http.NewRequestWithContext(actx, method, o.target, bytes.NewReader(o.body))
+	req, err := http.NewRequestWithContext(actx, method, o.Target, bytes.NewReader(o.Body))
 	if err != nil {
-		return attemptResult{class: classFinal, reason: o.urlField + " is not valid: the request could not be built"}
+		return attemptResult{class: classFinal, reason: o.URLField + " is not valid: the request could not be built"}
 	}
 	if err := e.setHeaders(req.Header, o); err != nil {
 		return attemptResult{class: classFinal, reason: "the project's signing secret cannot sign: " + err.Error()}
@@ -291,37 +291,37 @@ func (e *agentExporter) attempt(ctx context.Context, o outgoing) attemptResult {
 	// An answer the other side started to send counts by its status, even if its body is
 	// cut short: a 2xx means it took the request.
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, e.cfg.MaxResponseBytes))
-	r := classifyStatus(o.who, resp.StatusCode, resp.Header.Get("Retry-After"), answer, time.Now())
+	r := classifyStatus(o.Who, resp.StatusCode, resp.Header.Get("Retry-After"), answer, time.Now())
 	r.answer = answer
 	r.sent = req.Header
 	return r
 }
 
-func (e *agentExporter) setHeaders(h http.Header, o outgoing) error {
+func (e *Engine) setHeaders(h http.Header, o Request) error {
 	// The user's headers first, so ours win (the control plane refuses reserved names,
 	// but a mirror entry written otherwise must not override the signature).
-	for k, v := range o.headers {
+	for k, v := range o.Headers {
 		h.Set(k, v)
 	}
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", e.userAgent)
-	h.Set("X-Request-Id", o.requestID)
-	if o.traceparent != "" {
-		h.Set("traceparent", o.traceparent)
+	h.Set("X-Request-Id", o.RequestID)
+	if o.Traceparent != "" {
+		h.Set("traceparent", o.Traceparent)
 	}
-	if o.secret == "" {
+	if o.Secret == "" {
 		return nil
 	}
-	id := o.signID
+	id := o.SignID
 	if id == "" {
-		id = o.requestID
+		id = o.RequestID
 	}
 	// A fresh timestamp per attempt: a retry long after the first attempt must not fall
 	// outside the receiver's replay window.
-	return webhooksig.SetHeaders(h, o.secret, id, time.Now(), o.body)
+	return webhooksig.SetHeaders(h, o.Secret, id, time.Now(), o.Body)
 }
 
-func (e *agentExporter) classifyError(ctx context.Context, err error) attemptResult {
+func (e *Engine) classifyError(ctx context.Context, err error) attemptResult {
 	if ctx.Err() != nil {
 		return attemptResult{class: classAborted}
 	}

@@ -1,4 +1,4 @@
-package agentexporter
+package delivery
 
 import (
 	"context"
@@ -34,13 +34,13 @@ const FailureBucket = "svc-failure-notices"
 
 // Kinds of failure, the notice's "kind".
 const (
-	failedAgentCall   = "agent_call"
-	failedDestination = "destination"
+	FailedAgentCall   = "agent_call"
+	FailedDestination = "destination"
 	failedCircuitOpen = "circuit_open"
 )
 
-// failureNoticeType is the notice's "type".
-const failureNoticeType = "delivery_failed"
+// FailureNoticeType is the notice's "type".
+const FailureNoticeType = "delivery_failed"
 
 // maxNoticeError bounds the error a notice repeats (the delivery keeps it whole).
 const maxNoticeError = 300
@@ -48,8 +48,8 @@ const maxNoticeError = 300
 // noticeTimeout bounds one notice's KV update and publish.
 const noticeTimeout = 5 * time.Second
 
-// failure is one failure to tell the project's destinations about.
-type failure struct {
+// Failure is one failure to tell the project's destinations about.
+type Failure struct {
 	DeliveryID string    `json:"delivery_id"`
 	Kind       string    `json:"kind"`
 	Error      string    `json:"error"`
@@ -70,14 +70,14 @@ type noticeState struct {
 	// Since the first, About the destinations they are about.
 	Pending int       `json:"pending,omitempty"`
 	Since   time.Time `json:"since,omitzero"`
-	Last    *failure  `json:"last,omitempty"`
+	Last    *Failure  `json:"last,omitempty"`
 	About   []string  `json:"about,omitempty"`
 }
 
-// failureBody is what the project's destinations get: webhooks as JSON (the contract's
+// FailureBody is what the project's destinations get: webhooks as JSON (the contract's
 // type, delivery_id, kind, error, url and text, and the rest for programs), chat
 // destinations its text with a link to url.
-type failureBody struct {
+type FailureBody struct {
 	Type       string `json:"type"`
 	DeliveryID string `json:"delivery_id"`
 	Kind       string `json:"kind"`
@@ -95,7 +95,7 @@ type failureBody struct {
 }
 
 type notifier struct {
-	e        *agentExporter
+	e        *Engine
 	interval time.Duration
 
 	mu sync.Mutex
@@ -131,7 +131,7 @@ func (n *notifier) spawn(f func()) bool {
 	return true
 }
 
-func newNotifier(e *agentExporter) *notifier {
+func newNotifier(e *Engine) *notifier {
 	if !e.cfg.FailureNotices.Enabled {
 		return nil
 	}
@@ -177,13 +177,17 @@ func (n *notifier) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
+// Failed tells the project's destinations of a failure (at most one notice per project
+// and interval), unless failure notices are off.
+func (e *Engine) Failed(projectID string, f Failure) { e.notices.failed(projectID, f) }
+
 // failed reports a failure of project projectID. It returns at once: the notice is
 // decided and sent in the background, never holding up the deliveries.
-func (n *notifier) failed(projectID string, f failure) {
+func (n *notifier) failed(projectID string, f Failure) {
 	if n == nil || n.ctx.Err() != nil {
 		return
 	}
-	if p, ok := n.e.cache.Project(projectID); !ok || !slices.ContainsFunc(p.Sinks, func(s mirror.Sink) bool { return s.Enabled }) {
+	if p, ok := n.e.projects.Project(projectID); !ok || !slices.ContainsFunc(p.Sinks, func(s mirror.Sink) bool { return s.Enabled }) {
 		return // nobody to tell: no bucket write for a project without destinations
 	}
 	f.At = time.Now().UTC()
@@ -227,13 +231,13 @@ func (n *notifier) failed(projectID string, f failure) {
 type failureQueue struct {
 	mu      sync.Mutex
 	running bool
-	queued  []failure
+	queued  []Failure
 }
 
 // report counts the failures of batch (in the order they happened) in the project's
 // entry. When the project's last notice is an interval old (or there was none) it sends
 // a notice of the latest, counting the others; else they are told with the next.
-func (n *notifier) report(ctx context.Context, projectID string, batch []failure) error {
+func (n *notifier) report(ctx context.Context, projectID string, batch []Failure) error {
 	f := batch[len(batch)-1]
 	var about []string
 	for _, b := range batch {
@@ -352,7 +356,7 @@ const retryNotice = 30 * time.Second
 // send publishes the notice the entry was just claimed for (at sent). When that fails
 // the claim is given back as pending failures whose interval ends in retryNotice, and
 // this process's timer tries them again then (or a new failure, or another process).
-func (n *notifier) send(ctx context.Context, projectID string, sent time.Time, f failure, more int, since time.Time) error {
+func (n *notifier) send(ctx context.Context, projectID string, sent time.Time, f Failure, more int, since time.Time) error {
 	err := n.publish(ctx, projectID, sent, f, more, since)
 	if err == nil {
 		return nil
@@ -382,17 +386,17 @@ func (n *notifier) send(ctx context.Context, projectID string, sent time.Time, f
 // publish puts the notice of f (and more others since since) on the project's output
 // stream, for each of its enabled destinations but those f is about. Its id is the
 // interval's start: two processes deciding the same notice publish it once.
-func (n *notifier) publish(ctx context.Context, projectID string, sent time.Time, f failure, more int, since time.Time) error {
-	proj, ok := n.e.cache.Project(projectID)
+func (n *notifier) publish(ctx context.Context, projectID string, sent time.Time, f Failure, more int, since time.Time) error {
+	proj, ok := n.e.projects.Project(projectID)
 	if !ok || !streams.ValidProjectID(projectID) {
 		return nil
 	}
 	if !slices.ContainsFunc(proj.Sinks, func(s mirror.Sink) bool { return s.Enabled && !slices.Contains(f.About, s.ID) }) {
 		return nil // nobody left to tell
 	}
-	body, err := json.Marshal(failureBody{
-		Type: failureNoticeType, DeliveryID: f.DeliveryID, Kind: f.Kind, Error: f.Error,
-		URL: n.e.deliveryLink(projectID, f.DeliveryID), Text: failureText(proj, f, more, since, n.e.cfg.Target.Circuit.ProbeInterval),
+	body, err := json.Marshal(FailureBody{
+		Type: FailureNoticeType, DeliveryID: f.DeliveryID, Kind: f.Kind, Error: f.Error,
+		URL: n.e.DeliveryLink(projectID, f.DeliveryID), Text: failureText(proj, f, more, since, n.e.cfg.Target.Circuit.ProbeInterval),
 		ProjectID: projectID, FailedAt: f.At, More: more, AboutDestinations: f.About,
 	})
 	if err != nil {
@@ -415,21 +419,21 @@ func (n *notifier) publish(ctx context.Context, projectID string, sent time.Time
 
 // circuitOpened tells the project's destinations that deliveries to origin wait, but
 // not those at origin (they share its circuit), nor of a notice's own delivery.
-func (e *agentExporter) circuitOpened(o outgoing, origin, last string) {
+func (e *Engine) circuitOpened(o Request, origin, last string) {
 	// A notice's request id is its notice id (streams.NoticeMsg).
-	if e.notices == nil || strings.HasPrefix(o.requestID, streams.NoticeIDPrefix) {
+	if e.notices == nil || strings.HasPrefix(o.RequestID, streams.NoticeIDPrefix) {
 		return
 	}
-	f := failure{DeliveryID: o.logID, Kind: failedCircuitOpen, Error: last, Target: origin}
-	if p, ok := e.cache.Project(o.project); ok {
+	f := Failure{DeliveryID: o.LogID, Kind: failedCircuitOpen, Error: last, Target: origin}
+	if p, ok := e.projects.Project(o.Project); ok {
 		f.About = sinksAt(p, origin)
 	}
-	e.notices.failed(o.project, f)
+	e.notices.failed(o.Project, f)
 }
 
 // failureText is the notice in the service's own words: one sentence, and a second one
 // counting what else failed.
-func failureText(p mirror.Project, f failure, more int, since time.Time, probe time.Duration) string {
+func failureText(p mirror.Project, f Failure, more int, since time.Time, probe time.Duration) string {
 	name := p.Name
 	if name == "" {
 		name = p.ID
@@ -438,7 +442,7 @@ func failureText(p mirror.Project, f failure, more int, since time.Time, probe t
 	f.Error = strings.TrimRight(f.Error, ". ")
 	var s string
 	switch f.Kind {
-	case failedAgentCall:
+	case FailedAgentCall:
 		s = fmt.Sprintf("otelcol-svc: in project %s, a call to the agent failed and was dead-lettered: %s.", name, f.Error)
 	case failedCircuitOpen:
 		s = fmt.Sprintf("otelcol-svc: in project %s, deliveries to %s are paused after sustained failure (its circuit is open; one trial request every %s): %s.",
@@ -457,9 +461,9 @@ func failureText(p mirror.Project, f failure, more int, since time.Time, probe t
 	return s
 }
 
-// deliveryLink is the delivery's page in the dashboard, or "" without a dashboard_url:
+// DeliveryLink is the delivery's page in the dashboard, or "" without a dashboard_url:
 // no link rather than a wrong one.
-func (e *agentExporter) deliveryLink(projectID, deliveryID string) string {
+func (e *Engine) DeliveryLink(projectID, deliveryID string) string {
 	if e.cfg.DashboardURL == "" || deliveryID == "" {
 		return ""
 	}
@@ -467,8 +471,8 @@ func (e *agentExporter) deliveryLink(projectID, deliveryID string) string {
 		"/deliveries?delivery=" + url.QueryEscape(deliveryID)
 }
 
-// projectLink is one of the project's pages in the dashboard, or "".
-func (e *agentExporter) projectLink(projectID, section string) string {
+// ProjectLink is one of the project's pages in the dashboard, or "".
+func (e *Engine) ProjectLink(projectID, section string) string {
 	if e.cfg.DashboardURL == "" {
 		return ""
 	}
