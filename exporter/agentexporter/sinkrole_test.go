@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
@@ -21,12 +22,8 @@ import (
 
 const dashboard = "https://dash.example.com"
 
-// startSinkRole runs the sink role as configs/sink.yaml does: the JetStream receiver
-// reading each enabled destination's cursor on the project's output stream, feeding the
-// sink exporter, which delivers to the destinations (failure notices among them). It
-// returns once the cursors of the given destinations exist, so that nothing published
-// after it is missed.
-func (e *env) startSinkRole(t *testing.T, projectID string, sinks ...string) {
+// startSink runs a sink exporter tuned like start's agent exporter, with a short budget.
+func (e *env) startSink(t *testing.T) exporter.Logs {
 	t.Helper()
 	sf := sinkexporter.NewFactory()
 	scfg := sf.CreateDefaultConfig().(*sinkexporter.Config)
@@ -40,6 +37,17 @@ func (e *env) startSinkRole(t *testing.T, projectID string, sinks ...string) {
 	require.NoError(t, err)
 	require.NoError(t, exp.Start(context.Background(), e.host))
 	t.Cleanup(func() { _ = exp.Shutdown(context.Background()) })
+	return exp
+}
+
+// startSinkRole runs the sink role as configs/sink.yaml does: the JetStream receiver
+// reading each enabled destination's cursor on the project's output stream, feeding the
+// sink exporter, which delivers to the destinations (failure notices among them). It
+// returns once the cursors of the given destinations exist, so that nothing published
+// after it is missed.
+func (e *env) startSinkRole(t *testing.T, projectID string, sinks ...string) {
+	t.Helper()
+	exp := e.startSink(t)
 	f := jetstreamreceiver.NewFactory()
 	cfg := f.CreateDefaultConfig().(*jetstreamreceiver.Config)
 	cfg.NATS.URL = e.nats.URL()
