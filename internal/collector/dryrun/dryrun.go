@@ -5,8 +5,9 @@
 // evaluation, not two that could drift apart.
 //
 // The records go through internal/collector/pipelineeval, the evaluation the trigger
-// processor (legacy mode) and the window processor (window mode) run, and the bodies the agent exporter would POST
-// are built by the same code (internal/agentbody):
+// processor (legacy mode) and the window processor (window mode) run, with its windows
+// in memory and no cooldowns, and the bodies the agent exporter would POST are built by
+// the same code (internal/agentbody):
 //
 //   - legacy mode: each record through the trigger, then the transforms; the matched
 //     records of each batch (Flush ends one) in arrays of batch_size, in order, and under
@@ -149,6 +150,7 @@ type Evaluator struct {
 	// matched are the current batch's matches (legacy mode).
 	matched []matchedBody
 	eval    *pipelineeval.Evaluator
+	// windows are the trial's windows (window mode), in place of the window store.
 	windows *pipelineeval.MemoryWindows
 }
 
