@@ -63,7 +63,7 @@ func newMetering(cfg UsageConfig, e *jsExporter) *metering {
 // is open every raw request is answered as if storage were unreachable.
 func (m *metering) start(host component.Host, js jetstream.JetStream) error {
 	if host == nil {
-		return errors.New("usage metering needs the projectauth extension named by usage.mirror")
+		return errors.New("usage metering needs the configmirror extension named by usage.mirror")
 	}
 	cache, err := mirrorcache.FromHost(host, m.cfg.Mirror)
 	if err != nil {
