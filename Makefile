@@ -140,10 +140,12 @@ controlplane/testdata/inspector/node_modules/.package-lock.json: controlplane/te
 
 # Regenerates cmd/otelcol-svc from builder-config.yaml with the pinned ocb, and each
 # component's internal/metadata, generated tests and documentation.md from its
-# metadata.yaml with the pinned mdatagen. The old generated files go first, so a file
+# metadata.yaml with the pinned mdatagen (ocb's output is gofmt'ed, as every Go file in the
+# tree is). The old generated files go first, so a file
 # mdatagen no longer writes does not linger.
 generate: $(OCB) $(MDATAGEN)
 	$(OCB) --config builder-config.yaml --skip-get-modules --skip-compilation
+	gofmt -w cmd/otelcol-svc
 	@for c in $(COMPONENTS); do \
 		echo "mdatagen $$c"; \
 		rm -rf $$c/internal/metadata $$c/internal/metadatatest $$c/generated_component_test.go $$c/generated_package_test.go $$c/documentation.md; \

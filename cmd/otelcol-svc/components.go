@@ -3,30 +3,30 @@
 package main
 
 import (
+	healthcheckextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension"
+	agentexporter "github.com/otelcol-svc/otelcol-svc/exporter/agentexporter"
+	jetstreamexporter "github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter"
+	sinkexporter "github.com/otelcol-svc/otelcol-svc/exporter/sinkexporter"
+	configmirrorextension "github.com/otelcol-svc/otelcol-svc/extension/configmirrorextension"
+	embeddednatsextension "github.com/otelcol-svc/otelcol-svc/extension/embeddednatsextension"
+	projectauthextension "github.com/otelcol-svc/otelcol-svc/extension/projectauthextension"
+	triggerprocessor "github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor"
+	windowprocessor "github.com/otelcol-svc/otelcol-svc/processor/windowprocessor"
+	ingestreceiver "github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver"
+	jetstreamreceiver "github.com/otelcol-svc/otelcol-svc/receiver/jetstreamreceiver"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/exporter"
+	debugexporter "go.opentelemetry.io/collector/exporter/debugexporter"
+	otlphttpexporter "go.opentelemetry.io/collector/exporter/otlphttpexporter"
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/processor"
-	"go.opentelemetry.io/collector/receiver"
-	otelconftelemetry "go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
-	jetstreamexporter "github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter"
-	agentexporter "github.com/otelcol-svc/otelcol-svc/exporter/agentexporter"
-	sinkexporter "github.com/otelcol-svc/otelcol-svc/exporter/sinkexporter"
-	debugexporter "go.opentelemetry.io/collector/exporter/debugexporter"
-	otlphttpexporter "go.opentelemetry.io/collector/exporter/otlphttpexporter"
-	embeddednatsextension "github.com/otelcol-svc/otelcol-svc/extension/embeddednatsextension"
-	projectauthextension "github.com/otelcol-svc/otelcol-svc/extension/projectauthextension"
-	configmirrorextension "github.com/otelcol-svc/otelcol-svc/extension/configmirrorextension"
-	healthcheckextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension"
-	triggerprocessor "github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor"
-	windowprocessor "github.com/otelcol-svc/otelcol-svc/processor/windowprocessor"
 	batchprocessor "go.opentelemetry.io/collector/processor/batchprocessor"
 	memorylimiterprocessor "go.opentelemetry.io/collector/processor/memorylimiterprocessor"
-	ingestreceiver "github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver"
-	jetstreamreceiver "github.com/otelcol-svc/otelcol-svc/receiver/jetstreamreceiver"
+	"go.opentelemetry.io/collector/receiver"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
+	otelconftelemetry "go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 )
 
 type aliasProvider interface{ DeprecatedAlias() component.Type }
@@ -60,9 +60,9 @@ func components() (otelcol.Factories, error) {
 	}
 	factories.ExtensionModules = makeModulesMap(factories.Extensions, map[component.Type]string{
 		embeddednatsextension.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
-		projectauthextension.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
+		projectauthextension.NewFactory().Type():  "github.com/otelcol-svc/otelcol-svc v0.0.0",
 		configmirrorextension.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
-		healthcheckextension.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension v0.162.0",
+		healthcheckextension.NewFactory().Type():  "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension v0.162.0",
 	})
 
 	factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](
@@ -74,9 +74,9 @@ func components() (otelcol.Factories, error) {
 		return otelcol.Factories{}, err
 	}
 	factories.ReceiverModules = makeModulesMap(factories.Receivers, map[component.Type]string{
-		ingestreceiver.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
+		ingestreceiver.NewFactory().Type():    "github.com/otelcol-svc/otelcol-svc v0.0.0",
 		jetstreamreceiver.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
-		otlpreceiver.NewFactory().Type(): "go.opentelemetry.io/collector/receiver/otlpreceiver v0.162.0",
+		otlpreceiver.NewFactory().Type():      "go.opentelemetry.io/collector/receiver/otlpreceiver v0.162.0",
 	})
 
 	factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](
@@ -91,10 +91,10 @@ func components() (otelcol.Factories, error) {
 	}
 	factories.ExporterModules = makeModulesMap(factories.Exporters, map[component.Type]string{
 		jetstreamexporter.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
-		agentexporter.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
-		sinkexporter.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
-		debugexporter.NewFactory().Type(): "go.opentelemetry.io/collector/exporter/debugexporter v0.162.0",
-		otlphttpexporter.NewFactory().Type(): "go.opentelemetry.io/collector/exporter/otlphttpexporter v0.162.0",
+		agentexporter.NewFactory().Type():     "github.com/otelcol-svc/otelcol-svc v0.0.0",
+		sinkexporter.NewFactory().Type():      "github.com/otelcol-svc/otelcol-svc v0.0.0",
+		debugexporter.NewFactory().Type():     "go.opentelemetry.io/collector/exporter/debugexporter v0.162.0",
+		otlphttpexporter.NewFactory().Type():  "go.opentelemetry.io/collector/exporter/otlphttpexporter v0.162.0",
 	})
 
 	factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](
@@ -107,19 +107,17 @@ func components() (otelcol.Factories, error) {
 		return otelcol.Factories{}, err
 	}
 	factories.ProcessorModules = makeModulesMap(factories.Processors, map[component.Type]string{
-		triggerprocessor.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
-		windowprocessor.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
-		batchprocessor.NewFactory().Type(): "go.opentelemetry.io/collector/processor/batchprocessor v0.162.0",
+		triggerprocessor.NewFactory().Type():       "github.com/otelcol-svc/otelcol-svc v0.0.0",
+		windowprocessor.NewFactory().Type():        "github.com/otelcol-svc/otelcol-svc v0.0.0",
+		batchprocessor.NewFactory().Type():         "go.opentelemetry.io/collector/processor/batchprocessor v0.162.0",
 		memorylimiterprocessor.NewFactory().Type(): "go.opentelemetry.io/collector/processor/memorylimiterprocessor v0.162.0",
 	})
 
-	factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](
-	)
+	factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory]()
 	if err != nil {
 		return otelcol.Factories{}, err
 	}
-	factories.ConnectorModules = makeModulesMap(factories.Connectors, map[component.Type]string{
-	})
+	factories.ConnectorModules = makeModulesMap(factories.Connectors, map[component.Type]string{})
 
 	return factories, nil
 }
