@@ -15,7 +15,7 @@ import (
 )
 
 // historyStack is a control plane whose pipeline checks are answered by a running
-// receiver collector (its projectauth extension serves them, with JetStream to read the
+// receiver collector (its configmirror extension serves them, with JetStream to read the
 // project's records), not by the in-process checker of startStack.
 func historyStack(t *testing.T, db map[string]string) (*stack, *testenv.Collector) {
 	t.Helper()

@@ -16,7 +16,7 @@ import (
 type Config struct {
 	// NATS is where the dead-letter streams live.
 	NATS natsclient.Config `mapstructure:"nats"`
-	// Mirror names the projectauth extension whose configuration mirror it reads.
+	// Mirror names the configmirror extension whose configuration mirror it reads.
 	Mirror component.ID `mapstructure:"mirror"`
 	// Settings are the delivery settings the sink exporter shares: timeout, retry,
 	// allow_cidrs, dead_letter_stream, delivery_log, target, dashboard_url,

@@ -48,7 +48,7 @@ type env struct {
 	cache *mirrorcache.Cache
 }
 
-// mirrorExtension stands in for the projectauth extension: it owns the cache.
+// mirrorExtension stands in for the configmirror extension: it owns the cache.
 type mirrorExtension struct {
 	component.StartFunc
 	component.ShutdownFunc

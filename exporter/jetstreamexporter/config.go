@@ -58,7 +58,7 @@ type UsageConfig struct {
 	// RateLimit is the deployment's per-project ingest rate, per receiver process; a
 	// project's own (the mirror's ingest_rate) replaces it. per_second 0 is off.
 	RateLimit RateLimitConfig `mapstructure:"rate_limit"`
-	// Mirror names the projectauth extension whose configuration mirror names each
+	// Mirror names the configmirror extension whose configuration mirror names each
 	// account's projects (for the 80%/100% notices to their sinks) and their own rates.
 	Mirror component.ID `mapstructure:"mirror"`
 }

@@ -17,7 +17,7 @@ import (
 type Config struct {
 	// NATS is where the output and dead-letter streams live.
 	NATS natsclient.Config `mapstructure:"nats"`
-	// Mirror names the projectauth extension whose configuration mirror it reads (the
+	// Mirror names the configmirror extension whose configuration mirror it reads (the
 	// projects' destinations).
 	Mirror component.ID `mapstructure:"mirror"`
 	// Settings are the delivery settings the agent exporter shares: timeout, retry,

@@ -16,7 +16,7 @@ type Config struct {
 	// pipeline process (configs pass ${env:REDIS_URL:-}, as to the window processor).
 	// Empty: cooldowns are kept in this process's memory.
 	RedisURL string `mapstructure:"redis_url"`
-	// Mirror names the projectauth extension whose configuration mirror it reads.
+	// Mirror names the configmirror extension whose configuration mirror it reads.
 	Mirror component.ID `mapstructure:"mirror"`
 	// MaxRecordBytes bounds a record while the project's transforms run on it
 	// (SVC_MAX_RECORD_BYTES, as the receiver stores no larger one): a statement that

@@ -23,7 +23,7 @@ import (
 
 type triggerProcessor struct {
 	logger *zap.Logger
-	// mirror is the projectauth extension whose configuration mirror it reads.
+	// mirror is the configmirror extension whose configuration mirror it reads.
 	mirror component.ID
 	// redisURL selects the shared cooldown store; empty: memory.
 	redisURL string

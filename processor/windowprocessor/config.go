@@ -18,7 +18,7 @@ type Config struct {
 	RedisURL string `mapstructure:"redis_url"`
 	// SweepInterval is how often the in-memory store drops expired windows.
 	SweepInterval time.Duration `mapstructure:"sweep_interval"`
-	// Mirror names the projectauth extension whose configuration mirror it reads.
+	// Mirror names the configmirror extension whose configuration mirror it reads.
 	Mirror component.ID `mapstructure:"mirror"`
 	// MaxRecordBytes bounds a record while the project's transforms run on it
 	// (SVC_MAX_RECORD_BYTES): a statement that would pass it fails the record, which is

@@ -9,5 +9,5 @@ import (
 )
 
 // newLifecycleHost is the host of the generated lifecycle test (metadata.yaml tests.host):
-// the embedded NATS and projectauth extensions, real and started.
+// the embedded NATS, configmirror and projectauth extensions, real and started.
 func newLifecycleHost(t *testing.T) component.Host { return lifecyclehost.New(t) }

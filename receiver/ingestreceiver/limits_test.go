@@ -27,7 +27,7 @@ import (
 )
 
 // exporterEnv is the receiver in front of the real JetStream exporter (exporterhelper and
-// all), on an embedded NATS with the projectauth extension's configuration mirror, with
+// all), on an embedded NATS with the configmirror extension's configuration mirror, with
 // the exporter's log and metrics observed.
 type exporterEnv struct {
 	tr   *testReceiver

@@ -13,9 +13,10 @@ import (
 
 // Agent results are counted in their project's ledger (deliverylog): results,
 // and those under a request id never issued to the project (unmatched). The ledger is
-// opened on the projectauth extension's NATS connection in the background, so the
-// receiver starts, and takes results, while NATS is away; what is counted before it
-// opens is kept in memory (for at most maxEarlyProjects projects) and handed over then.
+// opened in the background on the NATS connection the projectauth extension lends (the
+// configmirror extension's), so the receiver starts, and takes results, while NATS is
+// away; what is counted before it opens is kept in memory (for at most maxEarlyProjects
+// projects) and handed over then.
 
 // maxEarlyProjects bounds the projects whose counts wait in memory for the ledger.
 const maxEarlyProjects = 10000

@@ -24,7 +24,7 @@ const (
 // Config of the JetStream receiver.
 type Config struct {
 	NATS natsclient.Config `mapstructure:"nats"`
-	// Mirror names the projectauth extension whose configuration mirror it reads.
+	// Mirror names the configmirror extension whose configuration mirror it reads.
 	Mirror component.ID `mapstructure:"mirror"`
 	// Consume is "raw" (records for the pipeline role) or "output" (agent results for the
 	// sink role).

@@ -41,7 +41,8 @@ const project = "prj_lockorder"
 // startWithBusyWorker starts a receiver whose one worker is inside the pipeline.
 func startWithBusyWorker(t *testing.T) (*jsReceiver, *stoppingWorker, *mirror.Store) {
 	t.Helper()
-	// The real extensions, as the collector runs them: embedded NATS and projectauth.
+	// The real extensions, as the collector runs them: embedded NATS, configmirror and
+	// projectauth.
 	host := lifecyclehost.New(t)
 	url := host[natsclient.DefaultExtension].(natsclient.Embedded).ClientURL()
 	m, err := mirrorcache.FromHost(host, mirrorcache.DefaultExtension)

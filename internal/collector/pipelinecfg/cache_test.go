@@ -17,7 +17,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
-// startMirror runs the real extensions (embedded NATS, projectauth with its mirror
+// startMirror runs the real extensions (embedded NATS, configmirror with its mirror
 // cache) and returns the mirror's writer and the cache.
 func startMirror(t *testing.T) (*mirror.Store, *mirrorcache.Cache) {
 	t.Helper()

@@ -22,9 +22,9 @@ import (
 
 // POST /console/v1/projects/{project_id}/deliveries/replay with {"ids": [...]} or
 // {"state": "dead_lettered", "kind", "since"}: each chosen delivery is queued on the
-// replay queue (svc-replays) for the agent exporter, which sends it again as a new
-// delivery naming the old one (replay_of). Only a console token of the project's owner or
-// an admin may (AuthorizeConsoleWrite). Answer 202
+// replay queue (svc-replays) for the agent and sink exporters (each replays its own kind),
+// which send it again as a new delivery naming the old one (replay_of). Only a console
+// token of the project's owner or an admin may (AuthorizeConsoleWrite). Answer 202
 // {"replayed": N, "skipped": [{"id", "reason"}], "replay_id"}.
 //
 // The same request posted again with the same Idempotency-Key (a client retrying after a
