@@ -1,4 +1,4 @@
-// Package tenant is the authenticated principal of a data-plane request: which project a
+// Package principal is the authenticated principal of a data-plane request: which project a
 // request belongs to. The authenticator puts it into the collector's client.Info, which
 // the collector carries from receiver to exporter, so every component reads the project
 // from the request itself and never from the payload (tenant isolation).
