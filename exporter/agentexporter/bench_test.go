@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 )
 
 // BenchmarkHotPath is what the delivery log costs a batch of agent calls (a local agent
@@ -26,7 +27,7 @@ func BenchmarkHotPath(b *testing.B) {
 		b.Run("pipeline/"+name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				ctx := deliverylog.WithOutcome(context.Background(), deliverylog.NewOutcome())
+				ctx := pipelinectx.WithOutcome(context.Background(), deliverylog.NewOutcome())
 				if err := consumeCtx(ctx, r, "bp", in); err != nil {
 					b.Fatal(err)
 				}

@@ -13,10 +13,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
-	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
 )
 
 // BudgetBucket holds each project's agent calls in the current minute and UTC day, for
@@ -210,10 +209,10 @@ func (e *agentExporter) budgetAllows(ctx context.Context, proj mirror.Project, c
 	// The call's triggers took their keys' cooldowns for it; not made, it gives them
 	// back, so the keys' next calls are made once the budget allows and say how many
 	// were held back, this one included.
-	if err := windowstore.GiveBack(ctx, c.seqs); err != nil {
+	if err := pipelinectx.GiveBack(ctx, c.seqs); err != nil {
 		return false, fmt.Errorf("call to the agent of project %s not made (call budget spent), and its cooldowns could not be given back: %w; the records will be redelivered", proj.ID, err)
 	}
-	deliverylog.OutcomeFrom(ctx).Suppressed(c.seqs)
+	pipelinectx.OutcomeFrom(ctx).Suppressed(c.seqs)
 	setting, limit, budget := "max_calls_per_minute", perMinute, "per_minute"
 	if v == overPerDay {
 		setting, limit, budget = "max_calls_per_day", perDay, "per_day"

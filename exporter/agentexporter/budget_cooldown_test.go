@@ -17,6 +17,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor"
 	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor"
 )
@@ -64,7 +65,7 @@ func triggers(t *testing.T, pl consumer.Logs, project, pod string, seq uint64, n
 		seqs = append(seqs, s)
 	}
 	o := deliverylog.NewOutcome()
-	ctx := deliverylog.WithOutcome(principal.NewContext(context.Background(), principal.Principal{ProjectID: project, Scope: "pipeline"}), o)
+	ctx := pipelinectx.WithOutcome(principal.NewContext(context.Background(), principal.Principal{ProjectID: project, Scope: "pipeline"}), o)
 	require.NoError(t, pl.ConsumeLogs(ctx, ld))
 	return o, seqs
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
@@ -44,7 +45,7 @@ func storm(t *testing.T, r *running, project string, seq uint64, n int) (*delive
 		seqs = append(seqs, s)
 	}
 	o := deliverylog.NewOutcome()
-	ctx := deliverylog.WithOutcome(principal.NewContext(context.Background(), principal.Principal{ProjectID: project}), o)
+	ctx := pipelinectx.WithOutcome(principal.NewContext(context.Background(), principal.Principal{ProjectID: project}), o)
 	require.NoError(t, r.exp.ConsumeLogs(ctx, ld))
 	return o, seqs
 }

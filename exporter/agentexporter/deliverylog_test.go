@@ -18,6 +18,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
@@ -78,7 +79,7 @@ func TestDeadLetteredCallIsLoggedAndReplayed(t *testing.T) {
 
 	in := records(3)
 	o := deliverylog.NewOutcome()
-	ctx := deliverylog.WithOutcome(context.Background(), o)
+	ctx := pipelinectx.WithOutcome(context.Background(), o)
 	require.NoError(t, consumeCtx(ctx, r, "p1", in))
 	got := a.requests()
 	require.Len(t, got, 1)
@@ -171,7 +172,7 @@ func TestRetriedCallLogsEveryAttempt(t *testing.T) {
 	r := e.start(t, nil)
 
 	o := deliverylog.NewOutcome()
-	require.NoError(t, consumeCtx(deliverylog.WithOutcome(context.Background(), o), r, "p1", records(2)))
+	require.NoError(t, consumeCtx(pipelinectx.WithOutcome(context.Background(), o), r, "p1", records(2)))
 	got := a.requests()
 	require.Len(t, got, 2)
 	d := e.delivery(t, "p1", got[0].header.Get("X-Request-Id"), inState(deliverylog.StateDelivered))

@@ -25,6 +25,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/delivery"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/requestid"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
@@ -200,7 +201,7 @@ func (e *agentExporter) handle(ctx context.Context, proj mirror.Project, c call)
 		if err != nil {
 			return err
 		}
-		deliverylog.OutcomeFrom(ctx).Call(c.seqs, deadLettered)
+		pipelinectx.OutcomeFrom(ctx).Call(c.seqs, deadLettered)
 		return nil
 	}
 	if ok, err := e.budgetAllows(ctx, proj, c); !ok {
@@ -213,7 +214,7 @@ func (e *agentExporter) handle(ctx context.Context, proj mirror.Project, c call)
 		return err
 	}
 	// The receiver counts the batch's records in the ledger from this before acking.
-	deliverylog.OutcomeFrom(ctx).Call(c.seqs, deadLettered)
+	pipelinectx.OutcomeFrom(ctx).Call(c.seqs, deadLettered)
 	return nil
 }
 

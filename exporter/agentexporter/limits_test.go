@@ -12,6 +12,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/delivery"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
@@ -32,7 +33,7 @@ func TestRecordTooLargeAfterTransformsIsDeadLetteredUnsent(t *testing.T) {
 	pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(stored), Signal: "event", Seq: 2, Kind: pipelinedata.KindFailed, Error: reason})
 	pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(`{"n":3}`), Signal: "event", Seq: 3})
 	o := deliverylog.NewOutcome()
-	ctx := deliverylog.WithOutcome(principal.NewContext(context.Background(), principal.Principal{ProjectID: "p1"}), o)
+	ctx := pipelinectx.WithOutcome(principal.NewContext(context.Background(), principal.Principal{ProjectID: "p1"}), o)
 	require.NoError(t, r.exp.ConsumeLogs(ctx, ld), "settled: the batch is acked, not redelivered")
 
 	var sent []string

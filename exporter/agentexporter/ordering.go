@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/otelcol-svc/otelcol-svc/internal/batchorder"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 )
 
 // maxCallsInFlight bounds how many calls of one project are being made at once, across
@@ -27,7 +27,7 @@ const maxCallsInFlight = 8
 // which is redelivered whole: calls already delivered are sent again (at least once).
 func (e *agentExporter) sendCalls(ctx context.Context, proj mirror.Project, calls []call) error {
 	dones := e.lanes.enqueue(ctx, proj, calls)
-	batchorder.Handoff(ctx)
+	pipelinectx.Handoff(ctx)
 	var (
 		first  error
 		failed = map[string]bool{}

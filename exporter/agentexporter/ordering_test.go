@@ -18,9 +18,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/otelcol-svc/otelcol-svc/exporter/agentexporter/internal/metadata"
-	"github.com/otelcol-svc/otelcol-svc/internal/batchorder"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 )
 
 // windowCalls is a window-mode batch: each name ("A1") is a call of group name[:1].
@@ -239,7 +239,7 @@ func TestLaterBatchGoesAheadWhileAnEarlierBatchsGroupIsRetried(t *testing.T) {
 	r := e.start(t, func(c *Config) { c.Retry.MaxElapsedTime = 20 * time.Second })
 
 	base := principal.NewContext(context.Background(), principal.Principal{ProjectID: "p1"})
-	ctx1, handed1 := batchorder.WithHandoff(base)
+	ctx1, handed1 := pipelinectx.WithHandoff(base)
 	first := make(chan error, 1)
 	go func() { first <- r.exp.ConsumeLogs(ctx1, windowBatch(1, "A1")) }()
 	select {
@@ -247,7 +247,7 @@ func TestLaterBatchGoesAheadWhileAnEarlierBatchsGroupIsRetried(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the first batch never handed off")
 	}
-	ctx2, handed2 := batchorder.WithHandoff(base)
+	ctx2, handed2 := pipelinectx.WithHandoff(base)
 	second := make(chan error, 1)
 	go func() { second <- r.exp.ConsumeLogs(ctx2, windowBatch(2, "B1", "A2")) }()
 	select {
@@ -297,11 +297,11 @@ func TestUnsettledCallFailsItsGroupInLaterBatches(t *testing.T) {
 	base := principal.NewContext(context.Background(), principal.Principal{ProjectID: "p1"})
 	ctx1, cancel1 := context.WithCancel(base)
 	defer cancel1()
-	ctx1, handed1 := batchorder.WithHandoff(ctx1)
+	ctx1, handed1 := pipelinectx.WithHandoff(ctx1)
 	first := make(chan error, 1)
 	go func() { first <- r.exp.ConsumeLogs(ctx1, windowBatch(1, "A1")) }()
 	<-handed1
-	ctx2, handed2 := batchorder.WithHandoff(base)
+	ctx2, handed2 := pipelinectx.WithHandoff(base)
 	second := make(chan error, 1)
 	go func() { second <- r.exp.ConsumeLogs(ctx2, windowBatch(2, "B1", "A2")) }()
 	<-handed2

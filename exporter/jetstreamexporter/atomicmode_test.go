@@ -16,7 +16,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
@@ -68,10 +68,10 @@ func TestExporterAtomicBatchMode(t *testing.T) {
 
 	// The first 2 records of a keyed request stored, then the whole request again: the
 	// batch is refused for its duplicate ids and the missing record is stored alone.
-	keyed := ingestctx.With(rctx, ingestctx.Info{IdempotencyKey: "k"})
+	keyed := pipelinectx.WithIngest(rctx, pipelinectx.Ingest{IdempotencyKey: "k"})
 	require.NoError(t, e.pushLogs(keyed, logs(10_000, 2)))
 	added, err := e.publishTo(keyed, "abx", streams.RawConfig("abx", cfg.Stream), true, 3,
-		ingestctx.From(keyed), func(emit emitFunc) error {
+		pipelinectx.IngestFrom(keyed), func(emit emitFunc) error {
 			return records.FlattenLogs(logs(10_000, 3), time.Now(), func(rec []byte) error { return emit(records.SignalLog, rec) })
 		})
 	require.NoError(t, err)

@@ -28,7 +28,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 )
@@ -123,7 +123,7 @@ func (e *jsExporter) Shutdown(ctx context.Context) error {
 }
 
 func (e *jsExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
-	info := ingestctx.From(ctx)
+	info := pipelinectx.IngestFrom(ctx)
 	if info.Prebuilt != "" {
 		return e.publish(ctx, info, ld.LogRecordCount(), func(emit emitFunc) error {
 			return eachBody(ld, func(b []byte) error { return emit(info.Prebuilt, b) })
@@ -136,13 +136,13 @@ func (e *jsExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
 }
 
 func (e *jsExporter) pushTraces(ctx context.Context, td ptrace.Traces) error {
-	return e.publish(ctx, ingestctx.From(ctx), td.SpanCount(), func(emit emitFunc) error {
+	return e.publish(ctx, pipelinectx.IngestFrom(ctx), td.SpanCount(), func(emit emitFunc) error {
 		return records.FlattenTraces(td, func(rec []byte) error { return emit(records.SignalSpan, rec) })
 	})
 }
 
 func (e *jsExporter) pushMetrics(ctx context.Context, md pmetric.Metrics) error {
-	return e.publish(ctx, ingestctx.From(ctx), md.DataPointCount(), func(emit emitFunc) error {
+	return e.publish(ctx, pipelinectx.IngestFrom(ctx), md.DataPointCount(), func(emit emitFunc) error {
 		return records.FlattenMetrics(md, func(rec []byte) error { return emit(records.SignalMetric, rec) })
 	})
 }
@@ -162,7 +162,7 @@ type emitFunc func(signal string, rec []byte) error
 // publish sends every record of one request, as one fast batch or as async publishes,
 // and returns once JetStream has confirmed them all. JetStream's acks, not the publishes,
 // are what make the 2xx truthful.
-func (e *jsExporter) publish(ctx context.Context, info ingestctx.Info, n int, walk func(emitFunc) error) error {
+func (e *jsExporter) publish(ctx context.Context, info pipelinectx.Ingest, n int, walk func(emitFunc) error) error {
 	p, ok := principal.FromContext(ctx)
 	if !ok {
 		return consumererror.NewPermanent(errors.New("the request carries no authenticated project; the jetstream exporter must sit behind the projectauth authenticator with no asynchronous processor (batch) in between, which otelcol-svc validate refuses"))
@@ -291,7 +291,7 @@ func (e *jsExporter) recordLimit() int {
 // takes them, else (or when the server refuses the batch before storing any of it)
 // asynchronously. It returns how many records JetStream added to the stream, which is
 // fewer than n when some were duplicates of messages already stored (see publishAsync).
-func (e *jsExporter) publishTo(ctx context.Context, projectID string, cfg jetstream.StreamConfig, fast bool, n int, info ingestctx.Info, walk func(emitFunc) error) (int, error) {
+func (e *jsExporter) publishTo(ctx context.Context, projectID string, cfg jetstream.StreamConfig, fast bool, n int, info pipelinectx.Ingest, walk func(emitFunc) error) (int, error) {
 	header := headers(info, n)
 	keyed := info.IdempotencyKey != "" && !info.Output
 	if e.atomic != nil && fast && n >= 2 {
@@ -327,7 +327,7 @@ func (e *jsExporter) publishTo(ctx context.Context, projectID string, cfg jetstr
 // records without a message id are shared and must not be modified.
 type headerFunc func(signal string, i int, rec []byte) nats.Header
 
-func headers(info ingestctx.Info, n int) headerFunc {
+func headers(info pipelinectx.Ingest, n int) headerFunc {
 	// A push source's records name their source; one read-only header map serves them all.
 	var sourceHeader nats.Header
 	if info.SourceID != "" && !info.Output {

@@ -16,7 +16,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/internal/metadata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
@@ -80,7 +80,7 @@ func TestExporterFastBatchMode(t *testing.T) {
 	assert.True(t, s.CachedInfo().Config.AllowBatchPublish, "the flag is set again")
 
 	// Idempotency-Key: a retried request is stored once.
-	ictx := ingestctx.With(rctx, ingestctx.Info{IdempotencyKey: "k1"})
+	ictx := pipelinectx.WithIngest(rctx, pipelinectx.Ingest{IdempotencyKey: "k1"})
 	require.NoError(t, e.pushLogs(ictx, logs(25, "d")))
 	require.NoError(t, e.pushLogs(ictx, logs(25, "d")))
 	got := fbStored(t, js, old.Name)

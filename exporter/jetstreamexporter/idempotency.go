@@ -15,13 +15,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // IdempotencyBucket is the KV bucket that binds each Idempotency-Key to the request it
 // first came with: key "<project id>.<hash of the key>", value the request's digest
-// (ingestctx.Info.RequestDigest). One bucket serves every project; entries expire.
+// (pipelinectx.Ingest.RequestDigest). One bucket serves every project; entries expire.
 const IdempotencyBucket = "svc-idempotency"
 
 // errKeyCheck: the binding could not be read or written; nothing was published.
@@ -84,7 +84,7 @@ func (e *jsExporter) idempotencyKV(ctx context.Context) (jetstream.KeyValue, err
 // receivers taking the same key at once with different requests exactly one publishes; the
 // other answers 422 idempotency_key_reused. The same request again (a retry, also while
 // the first is still being stored) goes on: its message ids make it stored once.
-func (e *jsExporter) bindKey(ctx context.Context, projectID string, info ingestctx.Info) error {
+func (e *jsExporter) bindKey(ctx context.Context, projectID string, info pipelinectx.Ingest) error {
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.PublishTimeout)
 	defer cancel()
 	kv, err := e.idempotencyKV(cctx)
@@ -101,13 +101,13 @@ func (e *jsExporter) bindKey(ctx context.Context, projectID string, info ingestc
 	// again, which serves as well.
 	_, err = streams.UpdateKV(cctx, kv, key, func(old []byte, exists bool) ([]byte, error) {
 		if exists && !bytes.Equal(old, digest) {
-			return nil, &ingestctx.Throttled{Status: http.StatusUnprocessableEntity, Code: apierror.IdempotencyKeyReused,
+			return nil, &pipelinectx.Throttled{Status: http.StatusUnprocessableEntity, Code: apierror.IdempotencyKeyReused,
 				Err: fmt.Errorf("this Idempotency-Key was sent within the last %s with a different request (another body, path or X-Event-Type/X-Source); nothing was stored: send a new request with a new key, or this one exactly as it was",
 					e.idempotencyTTL().Round(time.Second))}
 		}
 		return digest, nil
 	})
-	var reused *ingestctx.Throttled
+	var reused *pipelinectx.Throttled
 	if err == nil || errors.As(err, &reused) {
 		return err
 	}

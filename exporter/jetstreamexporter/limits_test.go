@@ -17,7 +17,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
@@ -47,10 +47,10 @@ func TestOversizedRecordRefusesTheWholeRequest(t *testing.T) {
 			requests := map[string]func() error{
 				"otlp": func() error { return e.pushLogs(ctx, logsWithBodies("first", huge, "third")) },
 				"prebuilt": func() error {
-					return e.pushLogs(ingestctx.With(ctx, ingestctx.Info{Prebuilt: records.SignalEvent}), prebuilt(`{"a":1}`, `{"b":"`+huge+`"}`))
+					return e.pushLogs(pipelinectx.WithIngest(ctx, pipelinectx.Ingest{Prebuilt: records.SignalEvent}), prebuilt(`{"a":1}`, `{"b":"`+huge+`"}`))
 				},
 				"output": func() error {
-					return e.pushLogs(ingestctx.With(ctx, ingestctx.Info{Prebuilt: "agent_output", Output: true, RequestID: "r1"}), prebuilt(`{"b":"`+huge+`"}`))
+					return e.pushLogs(pipelinectx.WithIngest(ctx, pipelinectx.Ingest{Prebuilt: "agent_output", Output: true, RequestID: "r1"}), prebuilt(`{"b":"`+huge+`"}`))
 				},
 			}
 			for name, send := range requests {

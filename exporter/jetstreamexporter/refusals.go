@@ -12,7 +12,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 )
 
 // A request over its account's month, its project's rate or its results' allowances, or
@@ -26,7 +26,7 @@ import (
 // refusalCode is the contract's error code of a refusal of the client's making, "" for
 // any other error (storage away or full, a configuration problem: the operator's).
 func refusalCode(err error) string {
-	var th *ingestctx.Throttled
+	var th *pipelinectx.Throttled
 	if errors.As(err, &th) {
 		return th.Code
 	}

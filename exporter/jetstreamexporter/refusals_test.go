@@ -11,7 +11,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 )
 
 // exporterhelper's failure line is the operator's only when the operator has something to
@@ -20,7 +20,7 @@ func TestHelperLoggerKeepsErrorsForTheOperator(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	l := helperLogger(zap.New(core)).With(zap.String("exporter", "jetstream"))
 	const line = "Exporting failed. Rejecting data. Try enabling retry_on_failure config option to retry on retryable errors."
-	l.Error(line, zap.Error(&ingestctx.Throttled{Status: http.StatusTooManyRequests, Code: apierror.QuotaExceeded, Err: assert.AnError}))
+	l.Error(line, zap.Error(&pipelinectx.Throttled{Status: http.StatusTooManyRequests, Code: apierror.QuotaExceeded, Err: assert.AnError}))
 	l.Error(line, zap.Error(&records.TooLargeError{Index: 0, Size: 2, Limit: 1}))
 	l.Error(line, zap.Error(errNotConnected))
 	l.Error("something else", zap.Error(assert.AnError))
@@ -37,6 +37,6 @@ func TestHelperLoggerKeepsErrorsForTheOperator(t *testing.T) {
 
 	// With debug off, a refusal writes nothing.
 	core, logs = observer.New(zapcore.InfoLevel)
-	helperLogger(zap.New(core)).Error(line, zap.Error(&ingestctx.Throttled{Code: apierror.RateLimited, Err: assert.AnError}))
+	helperLogger(zap.New(core)).Error(line, zap.Error(&pipelinectx.Throttled{Code: apierror.RateLimited, Err: assert.AnError}))
 	assert.Zero(t, logs.Len())
 }

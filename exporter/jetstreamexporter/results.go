@@ -13,7 +13,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/requestid"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/internal/usage"
@@ -107,7 +107,7 @@ func (e *jsExporter) resultGate(ctx context.Context) (*usage.ResultLimiter, *req
 // stored; a charge is given back when storing fails.
 func (e *jsExporter) limitResults(push func(context.Context, plog.Logs) error) func(context.Context, plog.Logs) error {
 	return func(ctx context.Context, ld plog.Logs) error {
-		info := ingestctx.From(ctx)
+		info := pipelinectx.IngestFrom(ctx)
 		p, ok := principal.FromContext(ctx)
 		if !info.Output || !ok || !streams.ValidProjectID(p.ProjectID) {
 			return push(ctx, ld) // which refuses what is not a project's
@@ -147,7 +147,7 @@ func (e *jsExporter) limitResults(push func(context.Context, plog.Logs) error) f
 func resultRefusal(err error) error {
 	var le *usage.ResultLimitError
 	if errors.As(err, &le) {
-		return &ingestctx.Throttled{Status: http.StatusTooManyRequests, Code: apierror.ResultsLimitExceeded, RetryAfter: le.RetryAfter, Err: le}
+		return &pipelinectx.Throttled{Status: http.StatusTooManyRequests, Code: apierror.ResultsLimitExceeded, RetryAfter: le.RetryAfter, Err: le}
 	}
 	return fmt.Errorf("storage (NATS JetStream) could not count the result (%v); retry later", err)
 }

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 )
 
 // errStorageFull is nats-server itself out of room (its max_store, or the disk): no
@@ -115,7 +115,7 @@ func (g *storageGuard) admitResults(stream string, limit int64, maxAge time.Dura
 		retry = max(time.Until(time.Unix(0, first).Add(maxAge)), time.Second)
 		when = "as the oldest expire (they are kept " + maxAge.String() + "), the first in about " + retry.Round(time.Second).String()
 	}
-	return &ingestctx.Throttled{Status: http.StatusTooManyRequests, Code: apierror.ResultsLimitExceeded, RetryAfter: retry,
+	return &pipelinectx.Throttled{Status: http.StatusTooManyRequests, Code: apierror.ResultsLimitExceeded, RetryAfter: retry,
 		Err: fmt.Errorf("the project's stored agent results take %s of their %s limit (results max_bytes, SVC_RESULTS_MAX_BYTES); nothing was stored; room is made %s",
 			humanize.IBytes(uint64(used)), humanize.IBytes(uint64(limit)), when)}
 }

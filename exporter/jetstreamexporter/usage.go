@@ -22,8 +22,8 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 )
@@ -165,18 +165,18 @@ func (m *metering) account(p principal.Principal) string {
 // reserve admits a request's n raw records, or refuses them all: over the project's rate,
 // over the account's month, or metering not possible now. The caller commits or refunds
 // the reservation after publishing.
-func (m *metering) reserve(ctx context.Context, p principal.Principal, n int, quota *ingestctx.Quota) (usage.Reservation, error) {
+func (m *metering) reserve(ctx context.Context, p principal.Principal, n int, quota *pipelinectx.Quota) (usage.Reservation, error) {
 	if d := m.limiter.Allow(p.ProjectID, n); !d.OK {
 		m.e.refused(ctx, reasonRate, n)
 		if d.TooLarge {
 			m.countRefused(p, usage.ReasonTooLarge, n)
-			return usage.Reservation{}, &ingestctx.Throttled{
+			return usage.Reservation{}, &pipelinectx.Throttled{
 				Status: http.StatusRequestEntityTooLarge, Code: apierror.PayloadTooLarge,
 				Err: fmt.Errorf("this request's %d records are more than the project's ingest rate limit lets through at once (its burst); send smaller requests; nothing was stored", n),
 			}
 		}
 		m.countRefused(p, usage.ReasonRate, n)
-		return usage.Reservation{}, &ingestctx.Throttled{
+		return usage.Reservation{}, &pipelinectx.Throttled{
 			Status: http.StatusTooManyRequests, Code: apierror.RateLimited, RetryAfter: d.RetryAfter,
 			Err: fmt.Errorf("the project is over its ingest rate limit; retry after %s; nothing was stored", apierror.RetryAfterSeconds(d.RetryAfter)+"s"),
 		}
@@ -200,7 +200,7 @@ func (m *metering) reserve(ctx context.Context, p principal.Principal, n int, qu
 	switch {
 	case errors.As(err, &qe):
 		m.e.refused(ctx, reasonQuota, n)
-		return usage.Reservation{}, &ingestctx.Throttled{
+		return usage.Reservation{}, &pipelinectx.Throttled{
 			Status: http.StatusTooManyRequests, Code: apierror.QuotaExceeded,
 			RetryAfter: time.Duration(qe.RetryAfter()) * time.Second,
 			Err:        fmt.Errorf("%w; nothing was stored", qe),
@@ -211,7 +211,7 @@ func (m *metering) reserve(ctx context.Context, p principal.Principal, n int, qu
 	}
 	if quota != nil {
 		if limit := meter.Limit(account); limit > 0 && res.Remaining >= 0 {
-			*quota = ingestctx.Quota{Limit: limit, Remaining: res.Remaining, Reset: usage.ResetAt(time.Now())}
+			*quota = pipelinectx.Quota{Limit: limit, Remaining: res.Remaining, Reset: usage.ResetAt(time.Now())}
 		}
 	}
 	return res, nil
@@ -234,7 +234,7 @@ func (m *metering) countRefused(p principal.Principal, reason string, n int) {
 // stored them counted. A failed request without an Idempotency-Key counts none: the
 // client retries it and the retry stores (and counts) every record again. With a key the
 // retry skips what this attempt stored, so that part stays counted here.
-func keptCount(info ingestctx.Info, added int, err error) int {
+func keptCount(info pipelinectx.Ingest, added int, err error) int {
 	if err != nil && info.IdempotencyKey == "" {
 		return 0
 	}

@@ -7,12 +7,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 func keyed(ctx context.Context, key string) context.Context {
-	return ingestctx.With(ctx, ingestctx.Info{IdempotencyKey: key})
+	return pipelinectx.WithIngest(ctx, pipelinectx.Ingest{IdempotencyKey: key})
 }
 
 // A retried request with an Idempotency-Key is stored once and counted once, in both

@@ -22,8 +22,8 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/lifecyclehost"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
@@ -36,7 +36,7 @@ type metered struct {
 	tt *componenttest.Telemetry
 }
 
-// startMetered runs the exporter with metering on a real embedded NATS and projectauth
+// startMetered runs the exporter with metering on a real embedded NATS and configmirror
 // extension (the configuration mirror), as in a collector.
 func startMetered(t *testing.T, mutate func(*Config)) metered {
 	t.Helper()
@@ -102,14 +102,14 @@ func TestQuotaRefusesWholeRequests(t *testing.T) {
 	x := startMetered(t, func(c *Config) { c.Usage.FreeTierEvents = 100 })
 	ctx := asProject("acct", "shop")
 
-	quota := new(ingestctx.Quota)
-	require.NoError(t, x.e.pushLogs(ingestctx.With(ctx, ingestctx.Info{Quota: quota}), logsOf(60, "a")))
+	quota := new(pipelinectx.Quota)
+	require.NoError(t, x.e.pushLogs(pipelinectx.WithIngest(ctx, pipelinectx.Ingest{Quota: quota}), logsOf(60, "a")))
 	assert.Equal(t, int64(100), quota.Limit, "the receiver gets the quota for its headers")
 	assert.Equal(t, int64(40), quota.Remaining)
 	assert.Equal(t, usage.ResetAt(time.Now()), quota.Reset)
 
 	err := x.e.pushLogs(ctx, logsOf(60, "b"))
-	var th *ingestctx.Throttled
+	var th *pipelinectx.Throttled
 	require.ErrorAs(t, err, &th)
 	assert.Equal(t, http.StatusTooManyRequests, th.Status)
 	assert.Equal(t, apierror.QuotaExceeded, th.Code)
@@ -125,7 +125,7 @@ func TestQuotaRefusesWholeRequests(t *testing.T) {
 	assert.Equal(t, 60, streamCount(t, x.js, streams.RawStream("shop")))
 
 	require.NoError(t, x.e.pushLogs(ctx, logsOf(40, "c")), "what is left still fits")
-	out := ingestctx.With(ctx, ingestctx.Info{Prebuilt: "agent_output", Output: true, RequestID: "req_1"})
+	out := pipelinectx.WithIngest(ctx, pipelinectx.Ingest{Prebuilt: "agent_output", Output: true, RequestID: "req_1"})
 	ld := logsOf(0, "")
 	ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().AppendEmpty().Body().SetEmptyBytes().FromRaw([]byte(`{"text":"done"}`))
 	require.NoError(t, x.e.pushLogs(out, ld), "agent results are not usage")
@@ -142,7 +142,7 @@ func TestRateLimitRefusesWholeRequests(t *testing.T) {
 	x := startMetered(t, func(c *Config) { c.Usage.RateLimit = RateLimitConfig{PerSecond: 0.01, Burst: 100} })
 	ctx := asProject("acct", "shop")
 	require.NoError(t, x.e.pushLogs(ctx, logsOf(60, "a")))
-	var th *ingestctx.Throttled
+	var th *pipelinectx.Throttled
 	require.ErrorAs(t, x.e.pushLogs(ctx, logsOf(60, "b")), &th)
 	assert.Equal(t, http.StatusTooManyRequests, th.Status)
 	assert.Equal(t, apierror.RateLimited, th.Code)
@@ -167,7 +167,7 @@ func TestAccountFromTheMirrorOrNone(t *testing.T) {
 	x := startMetered(t, func(c *Config) { c.Usage.FreeTierEvents = 10 })
 	require.NoError(t, x.e.pushLogs(asProject("", "orphan"), logsOf(20, "a")), "no account anywhere: not metered")
 	require.NoError(t, x.m.PutProject(context.Background(), mirror.Project{ID: "owned", AccountID: "acct_m", Version: 1}))
-	var th *ingestctx.Throttled
+	var th *pipelinectx.Throttled
 	require.Eventually(t, func() bool {
 		return errors.As(x.e.pushLogs(asProject("", "owned"), logsOf(20, "b")), &th)
 	}, 5*time.Second, 20*time.Millisecond, "the project's account is metered once the mirror names it")

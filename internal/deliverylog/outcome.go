@@ -1,7 +1,6 @@
 package deliverylog
 
 import (
-	"context"
 	"sync"
 )
 
@@ -80,17 +79,4 @@ func (o *Outcome) calls() (int, int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.n, o.ndl
-}
-
-type outcomeKey struct{}
-
-// WithOutcome returns ctx carrying o.
-func WithOutcome(ctx context.Context, o *Outcome) context.Context {
-	return context.WithValue(ctx, outcomeKey{}, o)
-}
-
-// OutcomeFrom returns the outcome in ctx, or nil (whose methods do nothing).
-func OutcomeFrom(ctx context.Context) *Outcome {
-	o, _ := ctx.Value(outcomeKey{}).(*Outcome)
-	return o
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor/internal/metadata"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
@@ -116,7 +117,7 @@ func (h *harness) processor(t *testing.T, redis bool) *triggerProcessor {
 
 func request(project string, o *deliverylog.Outcome) context.Context {
 	ctx := principal.NewContext(context.Background(), principal.Principal{ProjectID: project, Scope: "pipeline"})
-	return deliverylog.WithOutcome(ctx, o)
+	return pipelinectx.WithOutcome(ctx, o)
 }
 
 func batch(pod string, sev, n int, seq uint64) plog.Logs {

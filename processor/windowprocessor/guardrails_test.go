@@ -21,6 +21,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadata"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
@@ -34,7 +35,7 @@ func redisURL() string {
 	return "redis://127.0.0.1:6379/13"
 }
 
-// harness is the real collector host (embedded NATS, projectauth and its mirror) and a
+// harness is the real collector host (embedded NATS, configmirror and its mirror) and a
 // writer for the mirror, as the control plane writes it.
 type harness struct {
 	host   lifecyclehost.Host
@@ -98,7 +99,7 @@ func (h *harness) settled(t *testing.T, project string, batches map[*deliverylog
 
 func request(project string, o *deliverylog.Outcome) context.Context {
 	ctx := principal.NewContext(context.Background(), principal.Principal{ProjectID: project, Scope: "pipeline"})
-	return deliverylog.WithOutcome(ctx, o)
+	return pipelinectx.WithOutcome(ctx, o)
 }
 
 // batch is records of one pod, severity sev, numbered from seq on.

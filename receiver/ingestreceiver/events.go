@@ -16,7 +16,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
 	"github.com/otelcol-svc/otelcol-svc/internal/eventjson"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 )
 
 // maxHeaderValue bounds X-Event-Type, X-Source and Idempotency-Key: they become record
@@ -89,8 +89,8 @@ func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request,
 	for i := range objs {
 		objs[i] = eventjson.WithFields(objs[i], fields...)
 	}
-	quota := new(ingestctx.Quota)
-	info := ingestctx.Info{Prebuilt: records.SignalEvent, IdempotencyKey: idem, Quota: quota}
+	quota := new(pipelinectx.Quota)
+	info := pipelinectx.Ingest{Prebuilt: records.SignalEvent, IdempotencyKey: idem, Quota: quota}
 	if idem != "" {
 		surface := "events"
 		if batch {
@@ -167,7 +167,7 @@ func eventHeaders(req *http.Request) ([]eventjson.Field, string, *apierror.Error
 
 // consumePrebuilt sends finished records down the logs pipeline, one log record each with
 // the record's bytes as its body; the JetStream exporter publishes them as they are.
-func (r *ingestReceiver) consumePrebuilt(ctx context.Context, info ingestctx.Info, recs [][]byte) error {
+func (r *ingestReceiver) consumePrebuilt(ctx context.Context, info pipelinectx.Ingest, recs [][]byte) error {
 	ld := plog.NewLogs()
 	sl := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty()
 	sl.Scope().SetName(eventsScope)
@@ -176,7 +176,7 @@ func (r *ingestReceiver) consumePrebuilt(ctx context.Context, info ingestctx.Inf
 	for _, rec := range recs {
 		lrs.AppendEmpty().Body().SetEmptyBytes().FromRaw(rec)
 	}
-	ctx = ingestctx.With(ctx, info)
+	ctx = pipelinectx.WithIngest(ctx, info)
 	ctx = r.obs.StartLogsOp(ctx)
 	err := r.logs.ConsumeLogs(ctx, ld)
 	r.obs.EndLogsOp(ctx, info.Prebuilt, len(recs), err)

@@ -13,7 +13,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
 	"github.com/otelcol-svc/otelcol-svc/internal/eventjson"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/otlphttp"
 )
 
@@ -104,8 +104,8 @@ func (r *ingestReceiver) serveOTLP(w http.ResponseWriter, req *http.Request, ena
 		fail(r.countRefusal(ctx, tooManyRecords(r.cfg.MaxRecordsPerRequest), or.count()))
 		return
 	}
-	quota := new(ingestctx.Quota)
-	if _, err := or.consume(ingestctx.With(ctx, ingestctx.Info{Quota: quota}), r, format); err != nil {
+	quota := new(pipelinectx.Quota)
+	if _, err := or.consume(pipelinectx.WithIngest(ctx, pipelinectx.Ingest{Quota: quota}), r, format); err != nil {
 		fail(r.consumeError(err))
 		return
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/eventjson"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/requestid"
 )
 
@@ -67,7 +67,7 @@ func (r *ingestReceiver) agentOutput(w http.ResponseWriter, req *http.Request) (
 		return "", aerr
 	}
 	p, _ := principal.FromContext(ctx)
-	info := ingestctx.Info{Prebuilt: "agent_output", Output: true, RequestID: out.RequestID, Unmatched: r.unmatched(p.ProjectID, out.RequestID)}
+	info := pipelinectx.Ingest{Prebuilt: "agent_output", Output: true, RequestID: out.RequestID, Unmatched: r.unmatched(p.ProjectID, out.RequestID)}
 	if err := r.consumePrebuilt(ctx, info, [][]byte{out.Payload}); err != nil {
 		return "", r.consumeError(err)
 	}

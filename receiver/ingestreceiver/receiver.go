@@ -27,7 +27,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/requestid"
 	"github.com/otelcol-svc/otelcol-svc/internal/usage"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
@@ -197,7 +197,7 @@ func (r *ingestReceiver) authenticate(req *http.Request) (context.Context, *apie
 // consumeError is what a client is told when the pipeline could not store its records.
 // Everything but a permanent error is worth retrying.
 func (r *ingestReceiver) consumeError(err error) *apierror.Error {
-	var throttled *ingestctx.Throttled
+	var throttled *pipelinectx.Throttled
 	if errors.As(err, &throttled) {
 		// Over the account's month or the project's rate: the exporter refused the request
 		// whole, and says when it could pass.
@@ -260,7 +260,7 @@ func methodNotAllowed(w http.ResponseWriter) *apierror.Error {
 // fields of the IETF httpapi draft's earlier revisions (the form most clients parse):
 // the account's limit, what is left, and seconds until the count resets. Nothing for an
 // unlimited or unmetered account.
-func writeQuota(w http.ResponseWriter, q *ingestctx.Quota) {
+func writeQuota(w http.ResponseWriter, q *pipelinectx.Quota) {
 	if q == nil || q.Limit <= 0 {
 		return
 	}

@@ -20,8 +20,8 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/metadata"
 )
 
@@ -67,7 +67,7 @@ func (f *fakeAuth) MirrorCache() *mirrorcache.Cache { return nil }
 
 // consumed is one request's records as the pipeline got them.
 type consumed struct {
-	info ingestctx.Info
+	info pipelinectx.Ingest
 	recs []string
 }
 
@@ -97,7 +97,7 @@ func startTestReceiver(t *testing.T, mutate func(*Config), auth *fakeAuth) *test
 	require.NoError(t, err)
 	tr := &testReceiver{ingestReceiver: r}
 	r.logs, err = consumer.NewLogs(func(ctx context.Context, ld plog.Logs) error {
-		c := consumed{info: ingestctx.From(ctx)}
+		c := consumed{info: pipelinectx.IngestFrom(ctx)}
 		lrs := ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
 		for i := 0; i < lrs.Len(); i++ {
 			c.recs = append(c.recs, string(lrs.At(i).Body().Bytes().AsRaw()))

@@ -13,8 +13,8 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/records"
 	"github.com/otelcol-svc/otelcol-svc/internal/envelope"
 	"github.com/otelcol-svc/otelcol-svc/internal/eventjson"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
 )
 
@@ -32,7 +32,7 @@ const pushPrefix = "/ingest/"
 // in its source's envelope and stored as one "source" record on the project's raw stream,
 // with the source id in the Svc-Source-Id header.
 func (r *ingestReceiver) handlePush(w http.ResponseWriter, req *http.Request) {
-	quota := new(ingestctx.Quota)
+	quota := new(pipelinectx.Quota)
 	n, e := r.push(w, req, quota)
 	if e != nil {
 		apierror.Write(w, e)
@@ -42,7 +42,7 @@ func (r *ingestReceiver) handlePush(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]int{"accepted": n})
 }
 
-func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *ingestctx.Quota) (int, *apierror.Error) {
+func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *pipelinectx.Quota) (int, *apierror.Error) {
 	if req.Method != http.MethodPost {
 		return 0, methodNotAllowed(w)
 	}
@@ -91,7 +91,7 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *i
 	for i, obj := range objs {
 		recs[i] = envelope.BuildObject(src, obj, received).Record
 	}
-	info := ingestctx.Info{Prebuilt: records.SignalSource, IdempotencyKey: pushMsgID(src.ID, idem), SourceID: src.ID, Quota: quota}
+	info := pipelinectx.Ingest{Prebuilt: records.SignalSource, IdempotencyKey: pushMsgID(src.ID, idem), SourceID: src.ID, Quota: quota}
 	if idem != "" {
 		// The envelope's timestamp is the time received, new on every retry: the body is
 		// the request, the source (already in the key) what shapes its records.

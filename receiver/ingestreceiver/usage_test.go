@@ -17,19 +17,19 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
-	"github.com/otelcol-svc/otelcol-svc/internal/ingestctx"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 )
 
 // meteredPipeline stands in for the JetStream exporter's metering: it refuses with err,
 // or accepts and hands back quota through the request's ingestctx.
-func meteredPipeline(t *testing.T, tr *testReceiver, err error, quota ingestctx.Quota) {
+func meteredPipeline(t *testing.T, tr *testReceiver, err error, quota pipelinectx.Quota) {
 	t.Helper()
 	var e error
 	tr.logs, e = consumer.NewLogs(func(ctx context.Context, _ plog.Logs) error {
 		if err != nil {
 			return err
 		}
-		if q := ingestctx.From(ctx).Quota; q != nil {
+		if q := pipelinectx.IngestFrom(ctx).Quota; q != nil {
 			*q = quota
 		}
 		return nil
@@ -41,9 +41,9 @@ func meteredPipeline(t *testing.T, tr *testReceiver, err error, quota ingestctx.
 // Retry-After on every surface; OTLP/HTTP as the throttling google.rpc.Status.
 func TestThrottledAnswers(t *testing.T) {
 	tr := startTestReceiver(t, nil, &fakeAuth{sources: githubSources()})
-	quota := &ingestctx.Throttled{Status: http.StatusTooManyRequests, Code: apierror.QuotaExceeded, RetryAfter: 90*time.Second + time.Millisecond,
+	quota := &pipelinectx.Throttled{Status: http.StatusTooManyRequests, Code: apierror.QuotaExceeded, RetryAfter: 90*time.Second + time.Millisecond,
 		Err: errors.New("this account has used its 10,000 events for November 2026; the count resets at 2026-12-01T00:00:00Z; nothing was stored")}
-	meteredPipeline(t, tr, quota, ingestctx.Quota{})
+	meteredPipeline(t, tr, quota, pipelinectx.Quota{})
 	for _, path := range []string{"/v1/events", "/v1/events/batch", "/ingest/in_a"} {
 		a := do(t, http.MethodPost, tr.url+path, []byte(`{"a":1}`), map[string]string{"X-API-Key": "key-p1"})
 		require.Equal(t, http.StatusTooManyRequests, a.status, "%s: %s", path, a.body)
@@ -57,8 +57,8 @@ func TestThrottledAnswers(t *testing.T) {
 	assert.Equal(t, "91", a.header.Get("Retry-After"))
 	assert.Equal(t, "application/json", a.header.Get("Content-Type"))
 
-	rate := &ingestctx.Throttled{Status: http.StatusTooManyRequests, Code: apierror.RateLimited, RetryAfter: 2 * time.Second, Err: errors.New("over the rate")}
-	meteredPipeline(t, tr, rate, ingestctx.Quota{})
+	rate := &pipelinectx.Throttled{Status: http.StatusTooManyRequests, Code: apierror.RateLimited, RetryAfter: 2 * time.Second, Err: errors.New("over the rate")}
+	meteredPipeline(t, tr, rate, pipelinectx.Quota{})
 	a = do(t, http.MethodPost, tr.url+"/v1/events", []byte(`{"a":1}`), map[string]string{"X-API-Key": "key-p1"})
 	require.Equal(t, http.StatusTooManyRequests, a.status)
 	assert.Equal(t, apierror.RateLimited, a.code(t))
@@ -85,7 +85,7 @@ func plogRequestProto() ([]byte, error) {
 func TestAcceptedAnswersCarryTheQuota(t *testing.T) {
 	tr := startTestReceiver(t, nil, &fakeAuth{sources: githubSources()})
 	reset := time.Now().Add(time.Hour)
-	meteredPipeline(t, tr, nil, ingestctx.Quota{Limit: 10000, Remaining: 9950, Reset: reset})
+	meteredPipeline(t, tr, nil, pipelinectx.Quota{Limit: 10000, Remaining: 9950, Reset: reset})
 	for _, c := range []struct{ path, body string }{
 		{"/v1/events", `{"a":1}`}, {"/v1/events/batch", `[{"a":1}]`}, {"/ingest/in_a", `{"a":1}`},
 		{"/v1/logs", `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{}]}]}]}`},
@@ -96,7 +96,7 @@ func TestAcceptedAnswersCarryTheQuota(t *testing.T) {
 		assert.Equal(t, "9950", a.header.Get("RateLimit-Remaining"), c.path)
 		assert.Equal(t, "3600", a.header.Get("RateLimit-Reset"), c.path)
 	}
-	meteredPipeline(t, tr, nil, ingestctx.Quota{})
+	meteredPipeline(t, tr, nil, pipelinectx.Quota{})
 	a := do(t, http.MethodPost, tr.url+"/v1/events", []byte(`{"a":1}`), map[string]string{"X-API-Key": "key-p1"})
 	require.Equal(t, http.StatusAccepted, a.status)
 	assert.Empty(t, a.header.Get("RateLimit-Limit"), "unlimited: no quota headers")

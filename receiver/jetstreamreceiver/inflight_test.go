@@ -15,12 +15,12 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
-	"github.com/otelcol-svc/otelcol-svc/internal/batchorder"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/lifecyclehost"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
@@ -57,7 +57,7 @@ func (p *gatedPipeline) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
 	if p.handsOff {
 		select {
 		case <-p.handoff[name]:
-			batchorder.Handoff(ctx)
+			pipelinectx.Handoff(ctx)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
@@ -38,7 +39,7 @@ type agentLike struct {
 func (a *agentLike) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
 
 func (a *agentLike) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
-	o := deliverylog.OutcomeFrom(ctx)
+	o := pipelinectx.OutcomeFrom(ctx)
 	for lr := range pipelinedata.All(ld) {
 		seq := pipelinedata.Read(lr).Seq
 		switch {

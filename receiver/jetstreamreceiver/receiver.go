@@ -18,13 +18,13 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/otelcol-svc/otelcol-svc/internal/batchorder"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/receiver/jetstreamreceiver/internal/metadata"
 )
@@ -445,7 +445,7 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 		// queued its calls in their groups' lanes, internal/batchorder) or returned, so
 		// batches reach the lanes, and the processors, one at a time and in order; a
 		// pipeline that never hands off (the sink role) stays one batch at a time.
-		hctx, handedOff := batchorder.WithHandoff(ctx)
+		hctx, handedOff := pipelinectx.WithHandoff(ctx)
 		returned := make(chan struct{})
 		running.Add(1)
 		go func() {
@@ -510,7 +510,7 @@ func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Ms
 	var outcome *deliverylog.Outcome
 	if t.sink == "" && r.cfg.Ledger {
 		outcome = deliverylog.NewOutcome()
-		pctx = deliverylog.WithOutcome(pctx, outcome)
+		pctx = pipelinectx.WithOutcome(pctx, outcome)
 	}
 	pctx = r.obs.StartLogsOp(pctx)
 	err := r.next.ConsumeLogs(pctx, ld)

@@ -27,7 +27,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
-	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
 )
 
@@ -154,10 +154,10 @@ func (e *Evaluator) pass(ctx context.Context, project, key string, seq uint64, c
 		return false, 0, err
 	}
 	if !pass {
-		deliverylog.OutcomeFrom(ctx).Suppressed([]uint64{seq})
+		pipelinectx.OutcomeFrom(ctx).Suppressed([]uint64{seq})
 		return false, 0, nil
 	}
-	windowstore.PassesFrom(ctx).Took(e.o.Cooldowns, project, key, seq)
+	pipelinectx.PassesFrom(ctx).Took(e.o.Cooldowns, project, key, seq)
 	return true, n, nil
 }
 

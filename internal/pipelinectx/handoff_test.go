@@ -1,4 +1,4 @@
-package batchorder
+package pipelinectx
 
 import (
 	"context"

@@ -1,9 +1,11 @@
-package windowstore
+package pipelinectx
 
 import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
 )
 
 // A trigger takes its key's cooldown in a processor, before the agent exporter decides
@@ -23,7 +25,7 @@ type Passes struct {
 }
 
 type heldPass struct {
-	store        Cooldowns
+	store        windowstore.Cooldowns
 	project, key string
 }
 
@@ -45,7 +47,7 @@ func PassesFrom(ctx context.Context) *Passes {
 }
 
 // Took notes that the trigger of stream sequence seq took key's cooldown in store.
-func (p *Passes) Took(store Cooldowns, project, key string, seq uint64) {
+func (p *Passes) Took(store windowstore.Cooldowns, project, key string, seq uint64) {
 	if p == nil {
 		return
 	}

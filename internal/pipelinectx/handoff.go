@@ -1,4 +1,11 @@
-// Package batchorder lets a pipeline's last stage tell the stage that feeds it that a
+package pipelinectx
+
+import (
+	"context"
+	"sync"
+)
+
+// The batch order hand-off lets a pipeline's last stage tell the stage that feeds it that a
 // batch has reached the point where its order is fixed, so the feeder may start the next
 // batch before this one is finished.
 //
@@ -12,14 +19,8 @@
 //
 // Written by hand: this is a one-shot signal carried in a context, which no library
 // offers in this shape.
-package batchorder
 
-import (
-	"context"
-	"sync"
-)
-
-type key struct{}
+type handoffKey struct{}
 
 type handoff struct {
 	once sync.Once
@@ -30,14 +31,14 @@ type handoff struct {
 // the first time Handoff is called with that context (or one derived from it).
 func WithHandoff(ctx context.Context) (context.Context, <-chan struct{}) {
 	h := &handoff{done: make(chan struct{})}
-	return context.WithValue(ctx, key{}, h), h.done
+	return context.WithValue(ctx, handoffKey{}, h), h.done
 }
 
 // Handoff tells whoever created ctx's handoff signal that the batch's order is fixed
 // downstream. It may be called any number of times; without a signal in ctx it does
 // nothing.
 func Handoff(ctx context.Context) {
-	if h, ok := ctx.Value(key{}).(*handoff); ok {
+	if h, ok := ctx.Value(handoffKey{}).(*handoff); ok {
 		h.once.Do(func() { close(h.done) })
 	}
 }

@@ -1,24 +1,15 @@
-// Package ingestctx carries what the ingest receiver knows about a request to the
-// JetStream exporter through the collector pipeline's context. The pipeline between them
-// is synchronous (no batching or queue), which is what lets a 2xx answer mean "stored".
-//
-// The context, not the data, carries it on purpose: log record attributes would reach the
-// exporter from any OTLP client too, and one that set them could make the exporter publish
-// arbitrary bytes, to the output stream or as another push source. The price is that an
-// asynchronous processor between the two (batch) loses it, as it loses the authenticated
-// project (client.Info); exporter/jetstreamexporter/pipelinecheck makes `otelcol-svc
-// validate` and the start refuse such a pipeline.
-package ingestctx
+package pipelinectx
 
 import (
 	"context"
 	"time"
 )
 
-type key struct{}
+type ingestKey struct{}
 
-// Info describes the records of one request.
-type Info struct {
+// Ingest describes the records of one request: the ingest receiver writes it, the
+// jetstream exporter reads it (and fills Quota, which the receiver answers).
+type Ingest struct {
 	// Prebuilt is the record kind (records.SignalEvent, records.SignalSource) when each log
 	// record's body already holds the flat record's JSON bytes, published as they are.
 	// Empty for OTLP data, which the exporter flattens. Only our receiver sets it, so an
@@ -62,13 +53,13 @@ type Quota struct {
 	Reset time.Time
 }
 
-// With returns ctx carrying info.
-func With(ctx context.Context, info Info) context.Context {
-	return context.WithValue(ctx, key{}, info)
+// WithIngest returns ctx carrying info.
+func WithIngest(ctx context.Context, info Ingest) context.Context {
+	return context.WithValue(ctx, ingestKey{}, info)
 }
 
-// From returns the Info in ctx, or the zero Info.
-func From(ctx context.Context) Info {
-	info, _ := ctx.Value(key{}).(Info)
+// IngestFrom returns the Ingest in ctx, or the zero Ingest.
+func IngestFrom(ctx context.Context) Ingest {
+	info, _ := ctx.Value(ingestKey{}).(Ingest)
 	return info
 }

@@ -1,4 +1,4 @@
-package ingestctx
+package pipelinectx
 
 import (
 	"net/http"
