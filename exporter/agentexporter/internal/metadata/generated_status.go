@@ -10,7 +10,7 @@ import (
 
 var (
 	Type      = component.MustNewType("agent")
-	ScopeName = "github.com/otelcol-svc/otelcol-svc/exporter/agentexporter"
+	ScopeName = "github.com/otelcol-svc/otelcol-svc/internal/delivery"
 )
 
 const (

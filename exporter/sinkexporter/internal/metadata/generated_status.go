@@ -10,7 +10,7 @@ import (
 
 var (
 	Type      = component.MustNewType("sink")
-	ScopeName = "github.com/otelcol-svc/otelcol-svc/exporter/sinkexporter"
+	ScopeName = "github.com/otelcol-svc/otelcol-svc/internal/delivery"
 )
 
 const (

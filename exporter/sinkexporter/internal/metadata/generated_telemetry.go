@@ -15,11 +15,11 @@ import (
 )
 
 func Meter(settings component.TelemetrySettings) metric.Meter {
-	return settings.MeterProvider.Meter("github.com/otelcol-svc/otelcol-svc/exporter/sinkexporter")
+	return settings.MeterProvider.Meter("github.com/otelcol-svc/otelcol-svc/internal/delivery")
 }
 
 func Tracer(settings component.TelemetrySettings) trace.Tracer {
-	return settings.TracerProvider.Tracer("github.com/otelcol-svc/otelcol-svc/exporter/sinkexporter")
+	return settings.TracerProvider.Tracer("github.com/otelcol-svc/otelcol-svc/internal/delivery")
 }
 
 // TelemetryBuilder provides an interface for components to report telemetry
