@@ -123,55 +123,48 @@ func (b *callBudget) take(ctx context.Context, project string, perMinute, perDay
 	b.cmu.Lock()
 	c, haveCache := b.last[project]
 	b.cmu.Unlock()
-	for range 100 {
-		if !haveCache {
-			c = cachedEntry{}
-			got, err := kv.Get(ctx, project)
-			switch {
-			case errors.Is(err, jetstream.ErrKeyNotFound):
-			case err != nil:
-				return withinBudget, "", fmt.Errorf("call budget of project %s: %w", project, err)
-			default:
-				if err := json.Unmarshal(got.Value(), &c.e); err != nil {
-					// Unreadable (written by a future version?): start the windows again
-					// rather than stop the project's calls for good.
-					c.e = budgetEntry{}
-				}
-				c.rev = got.Revision()
-			}
-		}
-		e := advance(c.e, b.now())
-		switch {
-		case perDay > 0 && e.D >= perDay:
-			return overPerDay, e.Day, nil
-		case perMinute > 0 && e.M >= perMinute:
-			return overPerMinute, e.Minute, nil
-		}
-		e.M++
-		e.D++
-		val, err := json.Marshal(e)
+	var opts []streams.KVOption
+	if haveCache {
+		// What this process counted last: one round trip instead of two when no other
+		// process counted a call of the project since.
+		cached, err := json.Marshal(c.e)
 		if err != nil {
 			return withinBudget, "", err
 		}
-		var rev uint64
-		if c.rev == 0 {
-			rev, err = kv.Create(ctx, project, val)
-		} else {
-			rev, err = kv.Update(ctx, project, val, c.rev)
-		}
-		if err == nil {
-			b.cmu.Lock()
-			b.last[project] = cachedEntry{e: e, rev: rev}
-			b.cmu.Unlock()
-			return withinBudget, e.Minute, nil
-		}
-		if !streams.IsKVConflict(err) {
-			return withinBudget, "", fmt.Errorf("call budget of project %s: %w", project, err)
-		}
-		// Another process counted a call since: read its count and decide again.
-		haveCache = false
+		opts = append(opts, streams.KVAssume(cached, c.rev))
 	}
-	return withinBudget, "", fmt.Errorf("call budget of project %s: the count kept changing under us", project)
+	v, window := withinBudget, ""
+	var counted budgetEntry
+	rev, err := streams.UpdateKV(ctx, kv, project, func(old []byte, exists bool) ([]byte, error) {
+		var e budgetEntry
+		if exists && json.Unmarshal(old, &e) != nil {
+			// Unreadable (written by a future version?): start the windows again rather
+			// than stop the project's calls for good.
+			e = budgetEntry{}
+		}
+		e = advance(e, b.now())
+		switch {
+		case perDay > 0 && e.D >= perDay:
+			v, window = overPerDay, e.Day
+			return nil, streams.ErrKVUnchanged
+		case perMinute > 0 && e.M >= perMinute:
+			v, window = overPerMinute, e.Minute
+			return nil, streams.ErrKVUnchanged
+		}
+		e.M++
+		e.D++
+		v, window, counted = withinBudget, e.Minute, e
+		return json.Marshal(e)
+	}, streams.KVAttempts(100))
+	if err != nil {
+		return withinBudget, "", fmt.Errorf("call budget of project %s: %w", project, err)
+	}
+	if v == withinBudget {
+		b.cmu.Lock()
+		b.last[project] = cachedEntry{e: counted, rev: rev}
+		b.cmu.Unlock()
+	}
+	return v, window, nil
 }
 
 // advance moves e to now's windows. A window is only ever moved forward: a process
