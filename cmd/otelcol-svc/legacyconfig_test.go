@@ -15,7 +15,7 @@ import (
 	fileprovider "go.opentelemetry.io/collector/confmap/provider/fileprovider"
 	"go.opentelemetry.io/collector/otelcol"
 
-	pipelinecheck "github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/pipelinecheck"
+	pipelinecheck "github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecheck"
 )
 
 // checkConfig checks the receiver role's shipped config, changed by edit, as the binary

@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	pipelinecheck "github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter/pipelinecheck"
+	pipelinecheck "github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecheck"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	envprovider "go.opentelemetry.io/collector/confmap/provider/envprovider"

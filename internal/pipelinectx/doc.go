@@ -4,7 +4,7 @@
 // signal between stages, a record of what became of each record) travels in the context
 // of the same synchronous call. Each channel below needs that call unbroken from its
 // writer to its reader: no asynchronous processor (batch) between them, which
-// exporter/jetstreamexporter/pipelinecheck refuses at `validate` and at start.
+// internal/collector/pipelinecheck refuses at `validate` and at start.
 //
 //	channel       written by                          read by                              role
 //	Ingest        ingest receiver (per request)       jetstream exporter, which fills      ingest
