@@ -21,7 +21,7 @@ const maxCallsInFlight = 8
 // up only its own later calls, in this batch and in the batches after it. Legacy calls
 // have no group: they share one lane, so they keep one order, as before.
 //
-// Once the calls are queued it hands the batch off (internal/batchorder): the receiver
+// Once the calls are queued it hands the batch off (internal/pipelinectx): the receiver
 // may then start the next batch, whose calls queue behind these. It returns once every
 // call of the batch has settled. A call that must be made again later fails the batch,
 // which is redelivered whole: calls already delivered are sent again (at least once).

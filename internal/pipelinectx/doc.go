@@ -13,8 +13,8 @@
 //	Handoff       jetstream receiver (WithHandoff)    agent exporter signals (Handoff)     pipeline
 //	Passes        trigger/window processors           agent exporter gives refused         pipeline
 //	              (WithPasses, Took)                  calls' cooldowns back (GiveBack)
-//	Outcome       jetstream receiver (WithOutcome)    processors and agent/sink exporters  pipeline, sink
-//	                                                  fill it; the receiver settles it
+//	Outcome       jetstream receiver (WithOutcome,    processors and the agent exporter    pipeline
+//	              raw stream, ledger on)              fill it; the receiver settles it
 //
 // The authenticated project travels beside these, in the collector's client.Info
 // (internal/collector/principal), which the same rule protects. docs/design.md#context-channels

@@ -9,8 +9,9 @@ import (
 type outcomeKey struct{}
 
 // WithOutcome returns ctx carrying o: the jetstream receiver creates the batch's
-// deliverylog.Outcome, the agent or sink exporter records in it what became of each
-// record, and the receiver settles it in the delivery ledger when the call returns.
+// deliverylog.Outcome (pipeline role, ledger on), the processors and the agent exporter
+// record in it what became of each record, and the receiver settles it in the delivery
+// ledger when the call returns.
 func WithOutcome(ctx context.Context, o *deliverylog.Outcome) context.Context {
 	return context.WithValue(ctx, outcomeKey{}, o)
 }

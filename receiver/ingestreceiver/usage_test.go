@@ -21,7 +21,7 @@ import (
 )
 
 // meteredPipeline stands in for the JetStream exporter's metering: it refuses with err,
-// or accepts and hands back quota through the request's ingestctx.
+// or accepts and hands back quota through the request's pipelinectx.Ingest.
 func meteredPipeline(t *testing.T, tr *testReceiver, err error, quota pipelinectx.Quota) {
 	t.Helper()
 	var e error

@@ -46,7 +46,7 @@ type Config struct {
 	// pipeline at once, each acked on its own when settled: a batch whose agent call is
 	// being retried then does not hold up the later batches' other groups. The next batch
 	// starts only once the previous one's calls are queued in the agent exporter's
-	// per-group lanes (internal/batchorder), so each group keeps the stream's order and
+	// per-group lanes (internal/pipelinectx), so each group keeps the stream's order and
 	// the processors still see one batch at a time. 1 is one batch at a time. Output mode
 	// always takes one result at a time per destination.
 	MaxInflightBatches int `mapstructure:"max_inflight_batches"`

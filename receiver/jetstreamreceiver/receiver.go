@@ -442,7 +442,7 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 			return err
 		}
 		// The next batch starts once this one has handed off (the agent exporter has
-		// queued its calls in their groups' lanes, internal/batchorder) or returned, so
+		// queued its calls in their groups' lanes, internal/pipelinectx) or returned, so
 		// batches reach the lanes, and the processors, one at a time and in order; a
 		// pipeline that never hands off (the sink role) stays one batch at a time.
 		hctx, handedOff := pipelinectx.WithHandoff(ctx)

@@ -8,7 +8,7 @@
 // "stored", and it reads what it needs about the request from the request's context: the
 // authenticated project (client.Info.Auth, which projectauth sets) and, for the ingest
 // receiver's events, push-source records and agent results, the record facts of
-// internal/ingestctx. A processor that queues data and exports it later from its own
+// internal/pipelinectx. A processor that queues data and exports it later from its own
 // goroutine (batch) drops that context and breaks the 2xx-after-storage promise, so every
 // such request would fail. Carrying the project in the data instead would let any OTLP
 // client name another project (tenant isolation), so the coupling stays, made explicit.
@@ -56,7 +56,7 @@ var needs = map[string]map[string]string{
 	"exporters": {
 		"agent": "the agent exporter reads the project, the batch's order hand-off and the trigger cooldowns it gives back " +
 			"on a failed call from the request's context",
-		"sink": "the sink exporter reads the project and the delivery outcome the ledger settles from the request's context",
+		"sink": "the sink exporter reads the project from the request's context",
 	},
 }
 

@@ -96,7 +96,7 @@ service:
 	require.ErrorContains(t, err, `pipeline "logs/pipeline": processor "batch" cannot sit in this pipeline: the jetstream receiver acknowledges`)
 	require.ErrorContains(t, err, "the trigger processor reads the project")
 	require.ErrorContains(t, err, `pipeline "logs/sink": processor "batch/results" cannot sit in this pipeline`)
-	require.ErrorContains(t, err, "the sink exporter reads the project and the delivery outcome")
+	require.ErrorContains(t, err, "the sink exporter reads the project from the request's context")
 	require.ErrorContains(t, err, `pipeline "logs/custom": processor "batch" cannot sit in this pipeline: the agent exporter reads`)
 	require.NotContains(t, err.Error(), `"trigger" cannot`)
 	require.NotContains(t, err.Error(), `"window" cannot`)
