@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
@@ -44,6 +45,11 @@ func Start(nc *nats.Conn, opts ...Option) (micro.Service, error) {
 		_ = svc.Stop()
 		return nil, err
 	}
+	// The subscriptions are sent asynchronously: a round trip makes the server hold them
+	// before Start returns, so a check sent right after (another connection, the control
+	// plane) finds this responder instead of "no responders". A NATS that is away now
+	// gets them at reconnect, as every subscription.
+	_ = nc.FlushTimeout(2 * time.Second)
 	return svc, nil
 }
 
