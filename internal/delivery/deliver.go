@@ -19,6 +19,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
 )
 
@@ -104,10 +105,18 @@ func (e *Engine) Deliver(ctx context.Context, o Request) Result {
 	tg := e.targets.get(o.Project, o.Target)
 	defer e.targets.put(tg)
 	b := newCallBackOff(e.cfg.Retry, &last)
-	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+	// Waits (backoff, the target's pace) end when the process starts stopping
+	// (pipelinectx.WithDrain); an attempt being made does not, so a call the agent is
+	// answering completes. The delivery is then aborted, not dead-lettered: its records
+	// go back to the stream for another process.
+	wctx, stopWait := context.WithCancelCause(ctx)
+	defer stopWait(nil)
+	stopDrain := context.AfterFunc(pipelinectx.DrainFrom(ctx), func() { stopWait(pipelinectx.ErrDraining) })
+	defer stopDrain()
+	_, err := backoff.Retry(wctx, func() (struct{}, error) {
 		// The target's pace comes before the attempt; the wait is within the budget, and
 		// a delivery not let through is not an attempt.
-		probe, err := e.targets.admit(ctx, tg, b.deadline)
+		probe, err := e.targets.admit(wctx, tg, b.deadline)
 		if err != nil {
 			if !errors.As(err, &waitErr) {
 				return struct{}{}, backoff.Permanent(errAborted)
@@ -165,7 +174,7 @@ func (e *Engine) Deliver(ctx context.Context, o Request) Result {
 		return Result{Status: last.status, Attempts: n, Reason: last.reason}
 	case errors.Is(err, errWaited):
 		return Result{Status: last.status, Attempts: n, Reason: waitedOut(b.budget, n, last, waitErr)}
-	case errors.Is(err, errRetryable) && ctx.Err() == nil:
+	case errors.Is(err, errRetryable) && wctx.Err() == nil:
 		reason := b.exhausted(n, last)
 		if tg.isOpen() {
 			reason += " (the circuit to " + tg.origin + " is open after sustained failure)"
