@@ -11,6 +11,16 @@ MDATAGEN  := $(BIN)/mdatagen
 # internal/tools/telemetrygen/go.mod, a module apart from mdatagen's: v0.161.0, the newest on
 # the module proxy, needs pdata v1.67.0 where mdatagen v0.159.0 has v1.65.0.
 TELEMETRYGEN := $(BIN)/telemetrygen
+# helm, for the chart in deploy/helm (its tests in deploy/helmtest render it), built from
+# the module proxy as helm's own Makefile builds it: the ldflags set its version and the
+# Kubernetes version it renders for when no cluster is asked (client-go v0.37 = 1.37;
+# without them 1.20, which the chart's kubeVersion refuses).
+HELM      := $(BIN)/helm
+HELM_VER  := v3.22.0
+HELM_K8S_MINOR := 37
+HELM_LDFLAGS := -w -s -X helm.sh/helm/v3/internal/version.version=$(HELM_VER) \
+	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR) \
+	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR)
 # The components mdatagen generates for: each directory with a metadata.yaml.
 COMPONENTS := $(patsubst %/metadata.yaml,%,$(wildcard extension/*/metadata.yaml receiver/*/metadata.yaml processor/*/metadata.yaml exporter/*/metadata.yaml))
 # What ocb and mdatagen write, as pathspecs for git.
@@ -21,7 +31,7 @@ GENERATED := cmd/otelcol-svc/main.go cmd/otelcol-svc/components.go cmd/otelcol-s
 DATA_DIR  ?= $(or $(SVC_DATA_DIR),./data)
 FUZZTIME  ?= 10s
 
-.PHONY: build run test test-cluster test-sdk web inspector generate check-generate bench fuzz clean
+.PHONY: build run test test-cluster test-sdk web inspector generate check-generate bench fuzz clean helm
 
 # The dashboard's assets are built first when npm is there; without it the control plane
 # embeds a page that says how to build them (go build works on a fresh clone either way).
@@ -108,6 +118,7 @@ run: build
 test:
 	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory web inspector; fi
 	$(GO) test -count=1 ./...
+	$(MAKE) --no-print-directory helm && cd deploy/helmtest && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory test-sdk
 
 # Scale-out under crashes: a 3-node NATS cluster (nats-server processes built from go.mod),
@@ -155,6 +166,13 @@ generate: $(OCB) $(MDATAGEN)
 $(OCB):
 	GOBIN=$(abspath $(BIN)) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VER)
 	mv $(BIN)/builder $(OCB)
+
+# Built again when bin/helm is another version (helm version reads the ldflags' one).
+helm:
+	@if [ "$$($(HELM) version --template '{{.Version}}' 2>/dev/null)" != "$(HELM_VER)" ]; then \
+		echo "building helm $(HELM_VER) into $(BIN)/ (a minute or two)"; \
+		GOBIN=$(abspath $(BIN)) $(GO) install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VER); \
+	fi
 
 $(MDATAGEN): internal/tools/go.mod internal/tools/go.sum
 	cd internal/tools && GOBIN=$(abspath $(BIN)) $(GO) install go.opentelemetry.io/collector/cmd/mdatagen
