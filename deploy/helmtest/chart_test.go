@@ -11,7 +11,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // The collector roles and the config each runs, as shipped in configs/.
@@ -124,6 +126,7 @@ func TestRenderedObjects(t *testing.T) {
 			}
 			checkSecretRefs(t, r)
 			checkSelectors(t, r)
+			checkNames(t, r)
 
 			for _, role := range collectorRoles {
 				d := r.deployments[release+"-"+role]
@@ -373,6 +376,83 @@ func checkPod(t *testing.T, name string, d *appsv1.Deployment) {
 				t.Errorf("%s: %s is set twice", where, e.Name)
 			}
 			names[e.Name] = true
+		}
+	}
+}
+
+// checkNames asserts what the API server checks beyond the types: names, label values
+// and port names of the right form and length.
+func checkNames(t *testing.T, r *rendered) {
+	t.Helper()
+	for _, obj := range r.all {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := obj.GetObjectKind().GroupVersionKind().Kind
+		check := validation.IsDNS1123Subdomain
+		if _, ok := obj.(*corev1.Service); ok {
+			check = validation.IsDNS1035Label
+		}
+		for _, msg := range check(m.GetName()) {
+			t.Errorf("%s name %q: %s", kind, m.GetName(), msg)
+		}
+		for k, v := range m.GetLabels() {
+			for _, msg := range append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...) {
+				t.Errorf("%s %s: label %s=%q: %s", kind, m.GetName(), k, v, msg)
+			}
+		}
+	}
+	for name, d := range r.deployments {
+		for k, v := range d.Spec.Template.Labels {
+			for _, msg := range validation.IsValidLabelValue(v) {
+				t.Errorf("Deployment %s: pod label %s=%q: %s", name, k, v, msg)
+			}
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			for _, msg := range validation.IsDNS1123Label(c.Name) {
+				t.Errorf("Deployment %s: container name %q: %s", name, c.Name, msg)
+			}
+			for _, p := range c.Ports {
+				for _, msg := range validation.IsValidPortName(p.Name) {
+					t.Errorf("Deployment %s: port name %q: %s", name, p.Name, msg)
+				}
+			}
+		}
+	}
+	for name, s := range r.services {
+		for _, p := range s.Spec.Ports {
+			for _, msg := range validation.IsDNS1123Label(p.Name) {
+				t.Errorf("Service %s: port name %q: %s", name, p.Name, msg)
+			}
+		}
+	}
+}
+
+// A release name of the longest kind Helm takes (53 characters) still gives every object
+// a valid name, the role kept at the end so the objects stay apart.
+func TestLongReleaseNamesGiveValidNames(t *testing.T) {
+	long := "a-release-name-of-fifty-three-characters-for-the-tes"
+	if len(long) != 52 {
+		t.Fatalf("len %d", len(long))
+	}
+	long += "t"
+	out, errOut, err := runHelm(t, "template", long, chartDir)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, errOut)
+	}
+	r := decodeAll(t, out)
+	checkNames(t, r)
+	checkSelectors(t, r)
+	for _, role := range []string{"receiver", "pipeline", "sink", "controlplane"} {
+		found := false
+		for name := range r.deployments {
+			if strings.HasSuffix(name, "-"+role) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no Deployment named ...-%s: %v", role, keys(r.deployments))
 		}
 	}
 }
