@@ -31,7 +31,7 @@ GENERATED := cmd/otelcol-svc/main.go cmd/otelcol-svc/components.go cmd/otelcol-s
 DATA_DIR  ?= $(or $(SVC_DATA_DIR),./data)
 FUZZTIME  ?= 10s
 
-.PHONY: build run test test-cluster test-sdk web inspector generate check-generate bench fuzz clean helm
+.PHONY: build run test test-cluster test-sdk web inspector generate check-generate bench fuzz clean images images-nats helm
 
 # The dashboard's assets are built first when npm is there; without it the control plane
 # embeds a page that says how to build them (go build works on a fresh clone either way).
@@ -110,6 +110,19 @@ run: build
 	done; \
 	[ -n "$$ready" ] || echo "otelcol-svc: not ready after a minute (see the logs above); still running"; \
 	wait $$col $$cp
+
+# The OCI images (deploy/docker/build.sh, FROM scratch, static binaries, user 10001):
+# otelcol-svc (the collector; the embedded default unless given another config) and
+# otelcol-svc-controlplane (with the dashboard, built first when npm is there), each
+# tagged `git describe --tags --always --dirty` and dev. images-nats builds nats-server
+# at go.mod's version for machines that cannot pull the official image.
+images:
+	@if [ "$(DASHBOARD)" != no ] && command -v npm >/dev/null; then $(MAKE) --no-print-directory web; \
+	else echo "npm not found: the control plane image embeds whatever controlplane/web/dist holds"; fi
+	GO=$(GO) deploy/docker/build.sh collector controlplane
+
+images-nats:
+	GO=$(GO) deploy/docker/build.sh nats
 
 # The dashboard's browser tests (controlplane/dashboard_e2e_test.go) need the built
 # assets and the npm packages, hence web first; they skip without Node or Chromium,
