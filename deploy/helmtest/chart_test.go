@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // The collector roles and the config each runs, as shipped in configs/.
@@ -170,8 +171,9 @@ func TestRenderedObjects(t *testing.T) {
 
 			switch vs.name {
 			case "default":
-				if len(r.hpas) != 0 || len(r.ingresses) != 0 {
-					t.Errorf("defaults rendered %d HPAs and %d Ingresses, want none", len(r.hpas), len(r.ingresses))
+				if len(r.hpas)+len(r.ingresses)+len(r.httpRoutes)+len(r.grpcRoutes) != 0 {
+					t.Errorf("defaults rendered HPAs %v, Ingresses %v, routes %v %v, want none",
+						keys(r.hpas), keys(r.ingresses), keys(r.httpRoutes), keys(r.grpcRoutes))
 				}
 				s := r.secrets[release]
 				if s == nil || string(s.Data["nats-url"]) != "nats://otelcol-svc-nats:4222" {
@@ -229,6 +231,7 @@ func TestRenderedObjects(t *testing.T) {
 					t.Errorf("receiver env SVC_MEMORY_LIMIT_MIB %+v, want 896", e)
 				}
 				checkIngress(t, r, map[string]string{"cp.example.com": release + "-controlplane", "ingest.example.com": release + "-receiver"})
+				checkRoutes(t, r)
 			}
 		})
 	}
@@ -257,6 +260,8 @@ func TestWrongValuesAreRefused(t *testing.T) {
 			[]string{"--set", "pipeline.replicas=2", "--set", "redis.url=redis://redis:6379/0"}, "Redis"},
 		{"control planes without PostgreSQL", []string{"--set", "controlplane.replicas=2"},
 			[]string{"--set", "controlplane.replicas=2", "--set", "postgresql.url=postgres://u:p@db:5432/svc"}, "PostgreSQL"},
+		{"Gateway API routes without a Gateway", []string{"--set", "gatewayAPI.enabled=true"},
+			[]string{"--set", "gatewayAPI.enabled=true", "--set", "gatewayAPI.parentRefs[0].name=gw"}, "parentRefs"},
 		{"short JWT secret", []string{"--set", "controlplane.jwtSecret=short"},
 			[]string{"--set", "controlplane.jwtSecret=" + strings.Repeat("x", 32)}, "32 characters"},
 	} {
@@ -570,6 +575,67 @@ func checkIngress(t *testing.T, r *rendered, hosts map[string]string) {
 		if len(ing.Spec.TLS) == 0 {
 			t.Error("Ingress has no TLS although the values give one")
 		}
+	}
+}
+
+// checkRoutes asserts the scale-out values' Gateway API routes: the control plane's and
+// the receiver's OTLP/HTTP as HTTPRoutes, its OTLP/gRPC as a GRPCRoute, each to a
+// rendered Service's port, attached to the Gateway the values name.
+func checkRoutes(t *testing.T, r *rendered) {
+	t.Helper()
+	type backend struct {
+		svc  string
+		port int32
+	}
+	got := map[string]backend{}
+	var parents []string
+	add := func(kind, name string, hostnames []gatewayv1.Hostname, refs []gatewayv1.ParentReference, backends []gatewayv1.BackendRef) {
+		for _, p := range refs {
+			parents = append(parents, kind+" "+name+" -> "+string(p.Name))
+		}
+		for _, b := range backends {
+			for _, h := range hostnames {
+				got[kind+" "+string(h)] = backend{string(b.Name), int32(*b.Port)}
+			}
+		}
+	}
+	for name, rt := range r.httpRoutes {
+		for _, rule := range rt.Spec.Rules {
+			var refs []gatewayv1.BackendRef
+			for _, b := range rule.BackendRefs {
+				refs = append(refs, b.BackendRef)
+			}
+			add("HTTPRoute", name, rt.Spec.Hostnames, rt.Spec.ParentRefs, refs)
+		}
+	}
+	for name, rt := range r.grpcRoutes {
+		for _, rule := range rt.Spec.Rules {
+			var refs []gatewayv1.BackendRef
+			for _, b := range rule.BackendRefs {
+				refs = append(refs, b.BackendRef)
+			}
+			add("GRPCRoute", name, rt.Spec.Hostnames, rt.Spec.ParentRefs, refs)
+		}
+	}
+	want := map[string]backend{
+		"HTTPRoute cp.example.com":     {release + "-controlplane", 8080},
+		"HTTPRoute ingest.example.com": {release + "-receiver", 4318},
+		"GRPCRoute otlp.example.com":   {release + "-receiver", 4317},
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s routes to %+v, want %+v", k, got[k], w)
+		}
+		svc := r.services[w.svc]
+		if svc == nil || !slices.ContainsFunc(svc.Spec.Ports, func(sp corev1.ServicePort) bool { return sp.Port == w.port }) {
+			t.Errorf("%s: Service %s has no port %d", k, w.svc, w.port)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("routes %v, want %v", got, want)
+	}
+	if len(parents) != len(r.httpRoutes)+len(r.grpcRoutes) {
+		t.Errorf("each route must attach to the one Gateway given: %v", parents)
 	}
 }
 

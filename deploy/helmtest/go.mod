@@ -7,6 +7,7 @@ go 1.26.0
 require (
 	k8s.io/api v0.37.0
 	k8s.io/apimachinery v0.37.0
+	sigs.k8s.io/gateway-api v1.6.3
 	sigs.k8s.io/yaml v1.6.0
 )
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -83,7 +84,7 @@ var codecs = func() serializer.CodecFactory {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, autoscalingv2.AddToScheme,
-		policyv1.AddToScheme, networkingv1.AddToScheme,
+		policyv1.AddToScheme, networkingv1.AddToScheme, gatewayv1.Install,
 	} {
 		if err := add(s); err != nil {
 			panic(err)
@@ -111,6 +112,8 @@ type rendered struct {
 	pdbs         map[string]*policyv1.PodDisruptionBudget
 	ingresses    map[string]*networkingv1.Ingress
 	serviceAccts map[string]*corev1.ServiceAccount
+	httpRoutes   map[string]*gatewayv1.HTTPRoute
+	grpcRoutes   map[string]*gatewayv1.GRPCRoute
 }
 
 // decodeAll splits helm's output into documents and decodes each strictly.
@@ -121,6 +124,7 @@ func decodeAll(t *testing.T, manifest string) *rendered {
 		configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{},
 		hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
 		ingresses: map[string]*networkingv1.Ingress{}, serviceAccts: map[string]*corev1.ServiceAccount{},
+		httpRoutes: map[string]*gatewayv1.HTTPRoute{}, grpcRoutes: map[string]*gatewayv1.GRPCRoute{},
 	}
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifest)))
 	for {
@@ -158,6 +162,10 @@ func decodeAll(t *testing.T, manifest string) *rendered {
 			r.ingresses[o.Name] = o
 		case *corev1.ServiceAccount:
 			r.serviceAccts[o.Name] = o
+		case *gatewayv1.HTTPRoute:
+			r.httpRoutes[o.Name] = o
+		case *gatewayv1.GRPCRoute:
+			r.grpcRoutes[o.Name] = o
 		default:
 			t.Fatalf("rendered a %T the tests do not check", obj)
 		}
