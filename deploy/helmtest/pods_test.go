@@ -2,12 +2,15 @@ package helmtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,22 +65,76 @@ func TestRenderedPodsStartAndAnswerTheirProbes(t *testing.T) {
 
 	// One NATS server: streams and mirror buckets of one replica. The data dir is the
 	// pods' emptyDir, here a directory of the test's.
-	dataDir := t.TempDir()
-	r := decodeAll(t, template(t,
+	common := []string{
 		"--set", fmt.Sprintf("nats.url=nats://127.0.0.1:%d", natsPort),
 		"--set", "streams.replicas=1", "--set", "nats.mirrorReplicas=1",
-		"--set", "dataDir="+dataDir))
-
-	// The control plane first: it publishes the configuration mirror the others read.
-	for _, role := range []string{"controlplane", "receiver", "pipeline", "sink"} {
-		t.Run(role, func(t *testing.T) {
-			d := r.deployments[release+"-"+role]
-			if d == nil {
-				t.Fatalf("no Deployment for %s", role)
+	}
+	for _, variant := range []struct {
+		name string
+		set  func(t *testing.T) []string
+	}{
+		// The defaults: the control plane on SQLite in its data dir, windows in memory.
+		{"defaults", func(*testing.T) []string { return nil }},
+		// PostgreSQL and Redis, and the JWT secret and ingest token, through the chart's
+		// Secret: every key it holds is read by the process it is meant for.
+		{"postgresql-redis", func(t *testing.T) []string {
+			return []string{
+				"--set", "postgresql.url=" + postgresDatabase(t),
+				"--set", "redis.url=redis://127.0.0.1:6379/0",
+				"--set", "controlplane.jwtSecret=" + strings.Repeat("j", 40),
+				"--set", "receiver.ingestToken=" + strings.Repeat("i", 20),
 			}
-			runPod(t, r, d, bin)
+		}},
+	} {
+		t.Run(variant.name, func(t *testing.T) {
+			args := append(append(slices.Clone(common), "--set", "dataDir="+t.TempDir()), variant.set(t)...)
+			r := decodeAll(t, template(t, args...))
+			// The control plane first: it publishes the configuration mirror the others read.
+			for _, role := range []string{"controlplane", "receiver", "pipeline", "sink"} {
+				t.Run(role, func(t *testing.T) {
+					d := r.deployments[release+"-"+role]
+					if d == nil {
+						t.Fatalf("no Deployment for %s", role)
+					}
+					runPod(t, r, d, bin)
+				})
+			}
 		})
 	}
+}
+
+// postgresDatabase creates a database of its own on the machine's PostgreSQL (as the
+// collector's tests do, POSTGRES_URL or the local superuser) with psql, and returns its
+// URL. Without PostgreSQL or psql the test skips, except under CI=true.
+func postgresDatabase(t *testing.T) string {
+	t.Helper()
+	admin := os.Getenv("POSTGRES_URL")
+	if admin == "" {
+		admin = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	psql, err := exec.LookPath("psql")
+	if err != nil || !dials("127.0.0.1:6379") {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("psql (%v) and Redis at 127.0.0.1:6379 are needed (.ci/run installs and starts them)", err)
+		}
+		t.Skip("needs psql and Redis at 127.0.0.1:6379")
+	}
+	name := fmt.Sprintf("svc_helmtest_%d", time.Now().UnixNano())
+	if b, err := exec.Command(psql, admin, "-v", "ON_ERROR_STOP=1", "-c", "CREATE DATABASE "+name).CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("creating a database: %v\n%s", err, b)
+		}
+		t.Skipf("no PostgreSQL to create a database in: %v\n%s", err, b)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command(psql, admin, "-c", "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)").Run()
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }
 
 func runPod(t *testing.T, r *rendered, d *appsv1.Deployment, bin string) {
@@ -125,11 +182,11 @@ func runPod(t *testing.T, r *rendered, d *appsv1.Deployment, bin string) {
 	}
 
 	// The environment is what the pod is given, no more: values and Secret keys.
-	env := []string{"HOME=" + root}
+	procEnv := []string{"HOME=" + root}
 	for _, e := range c.Env {
 		switch {
 		case e.ValueFrom == nil:
-			env = append(env, e.Name+"="+e.Value)
+			procEnv = append(procEnv, e.Name+"="+e.Value)
 		case e.ValueFrom.SecretKeyRef != nil:
 			s := r.secrets[e.ValueFrom.SecretKeyRef.Name]
 			if s == nil {
@@ -139,7 +196,7 @@ func runPod(t *testing.T, r *rendered, d *appsv1.Deployment, bin string) {
 			if !ok {
 				t.Fatalf("%s reads key %s, which Secret %s does not hold", e.Name, e.ValueFrom.SecretKeyRef.Key, s.Name)
 			}
-			env = append(env, e.Name+"="+string(v))
+			procEnv = append(procEnv, e.Name+"="+string(v))
 		default:
 			t.Fatalf("%s: a valueFrom this test cannot resolve: %+v", e.Name, e.ValueFrom)
 		}
@@ -159,7 +216,7 @@ func runPod(t *testing.T, r *rendered, d *appsv1.Deployment, bin string) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env, cmd.Stdout, cmd.Stderr = env, logs, logs
+	cmd.Env, cmd.Stdout, cmd.Stderr = procEnv, logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +259,24 @@ func runPod(t *testing.T, r *rendered, d *appsv1.Deployment, bin string) {
 	t.Logf("%s ready in %v", c.Name, time.Since(start).Round(10*time.Millisecond))
 	if code := probe(c.LivenessProbe); code != http.StatusOK {
 		t.Errorf("liveness probe answered %d, want 200", code)
+	}
+	// The control plane runs on the database the values give: PostgreSQL when the chart
+	// hands it DATABASE_URL, else SQLite in the data dir.
+	if c.Name == "controlplane" {
+		want := "sqlite"
+		if env(c, "DATABASE_URL") != nil {
+			want = "postgresql"
+		}
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", containerPort(c, "http")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var health struct{ Database string }
+		err = json.NewDecoder(resp.Body).Decode(&health)
+		resp.Body.Close()
+		if err != nil || health.Database != want {
+			t.Errorf("control plane database %q (%v), want %s", health.Database, err, want)
+		}
 	}
 	// What the role's Service targets is served.
 	for _, s := range r.services {
