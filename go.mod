@@ -3,6 +3,7 @@ module github.com/otelcol-svc/otelcol-svc
 go 1.26.8
 
 require (
+	github.com/cloudevents/sdk-go/v2 v2.16.2
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/jsonschema-go v0.4.3
 	github.com/jackc/pgx/v5 v5.12.0
@@ -62,6 +63,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 	modernc.org/sqlite v1.60.1
 )
+
+require github.com/stripe/stripe-go/v82 v82.5.1 // indirect
 
 require (
 	cloud.google.com/go/compute/metadata v0.9.0 // indirect
