@@ -14,6 +14,7 @@ require (
 	github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl v0.162.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
+	github.com/stripe/stripe-go/v82 v82.5.1
 	go.opentelemetry.io/collector/client v1.68.0
 	go.opentelemetry.io/collector/component v1.68.0
 	go.opentelemetry.io/collector/component/componentstatus v0.162.0
@@ -63,8 +64,6 @@ require (
 	google.golang.org/protobuf v1.36.12
 	modernc.org/sqlite v1.60.1
 )
-
-require github.com/stripe/stripe-go/v82 v82.5.1 // indirect
 
 require (
 	cloud.google.com/go/compute/metadata v0.9.0 // indirect
