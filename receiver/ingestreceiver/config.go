@@ -57,6 +57,16 @@ type Config struct {
 	// disconnected instead of holding a connection, and memory, for as long as it likes.
 	// 0 means no bound.
 	ReadBodyTimeout time.Duration `mapstructure:"read_body_timeout"`
+	// DrainDelay is how long, once the collector stops (SIGTERM), the receiver keeps its
+	// listener open answering new requests 503 with Retry-After (SVC_DRAIN_DELAY), so
+	// that load balancers see the health check's 503 and stop sending here before
+	// connections are refused. Requests already being handled complete meanwhile.
+	DrainDelay time.Duration `mapstructure:"drain_delay"`
+	// DrainTimeout bounds how long, after DrainDelay, the requests still being handled
+	// may take to complete (stored, answered) before their connections are closed
+	// (SVC_DRAIN_TIMEOUT). A request cut off then was never answered 2xx, so its client
+	// retries it.
+	DrainTimeout time.Duration `mapstructure:"drain_timeout"`
 	// DeliveryLog names what the console's delivery-log endpoints read beside the log.
 	DeliveryLog DeliveryLogConfig `mapstructure:"delivery_log"`
 	// Console configures the console API the dashboard calls from the browser.
@@ -97,6 +107,8 @@ type ownSettings struct {
 	MinBodyRate          int64             `mapstructure:"min_body_rate"`
 	BodyHoldWindow       time.Duration     `mapstructure:"body_hold_window"`
 	ReadBodyTimeout      time.Duration     `mapstructure:"read_body_timeout"`
+	DrainDelay           time.Duration     `mapstructure:"drain_delay"`
+	DrainTimeout         time.Duration     `mapstructure:"drain_timeout"`
 	DeliveryLog          DeliveryLogConfig `mapstructure:"delivery_log"`
 	Console              ConsoleConfig     `mapstructure:"console"`
 }
@@ -109,7 +121,8 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 		return err
 	}
 	own := ownSettings{RetryAfter: c.RetryAfter, MaxObjectsPerRequest: c.MaxObjectsPerRequest,
-		MaxRecordsPerRequest: c.MaxRecordsPerRequest, MaxInflightBytes: c.MaxInflightBytes, PerAccount: c.MaxInflightBytesPerAccount, MinBodyRate: c.MinBodyRate, BodyHoldWindow: c.BodyHoldWindow, ReadBodyTimeout: c.ReadBodyTimeout, DeliveryLog: c.DeliveryLog, Console: c.Console}
+		MaxRecordsPerRequest: c.MaxRecordsPerRequest, MaxInflightBytes: c.MaxInflightBytes, PerAccount: c.MaxInflightBytesPerAccount, MinBodyRate: c.MinBodyRate, BodyHoldWindow: c.BodyHoldWindow, ReadBodyTimeout: c.ReadBodyTimeout, DeliveryLog: c.DeliveryLog, Console: c.Console,
+		DrainDelay: c.DrainDelay, DrainTimeout: c.DrainTimeout}
 	if err := conf.Unmarshal(&own, confmap.WithIgnoreUnused()); err != nil {
 		return err
 	}
@@ -118,6 +131,7 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 	c.ReadBodyTimeout, c.MaxInflightBytesPerAccount, c.MinBodyRate = own.ReadBodyTimeout, own.PerAccount, own.MinBodyRate
 	c.DeliveryLog, c.Console = own.DeliveryLog, own.Console
 	c.BodyHoldWindow = own.BodyHoldWindow
+	c.DrainDelay, c.DrainTimeout = own.DrainDelay, own.DrainTimeout
 	return nil
 }
 
@@ -156,6 +170,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ReadBodyTimeout < 0 {
 		errs = append(errs, errors.New("read_body_timeout must be 0 (no bound) or more, e.g. 30s"))
+	}
+	if c.DrainDelay < 0 {
+		errs = append(errs, errors.New("drain_delay must be 0 (close at once) or more, e.g. 2s"))
+	}
+	if c.DrainTimeout < 0 {
+		errs = append(errs, errors.New("drain_timeout must be 0 (cut requests at once) or more, e.g. 5s"))
 	}
 	if c.DeliveryLog.PipelineDurable == "" || c.DeliveryLog.SinkDurable == "" {
 		errs = append(errs, errors.New("delivery_log.pipeline_durable and delivery_log.sink_durable must name the pipeline's and the sinks' durable consumers, e.g. svc-pipeline and svc-sink"))

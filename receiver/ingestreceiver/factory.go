@@ -79,8 +79,9 @@ func createDefaultConfig() component.Config {
 		MaxRecordsPerRequest: defaultMaxRecords, MaxInflightBytes: defaultMaxInflightBytes,
 		ReadBodyTimeout: defaultReadBodyTimeout, MinBodyRate: defaultMinBodyRate,
 		BodyHoldWindow: defaultBodyHoldWindow,
-		DeliveryLog:    DeliveryLogConfig{PipelineDurable: console.DefaultPipelineDurable, SinkDurable: console.DefaultSinkDurable, ReplayReplicas: 1},
-		Console:        ConsoleConfig{AllowedOrigins: defaultDashboardOrigins()}}
+		DrainDelay:     2 * time.Second, DrainTimeout: 5 * time.Second,
+		DeliveryLog: DeliveryLogConfig{PipelineDurable: console.DefaultPipelineDurable, SinkDurable: console.DefaultSinkDurable, ReplayReplicas: 1},
+		Console:     ConsoleConfig{AllowedOrigins: defaultDashboardOrigins()}}
 }
 
 // defaultDashboardOrigins are where `make run` serves the dashboard

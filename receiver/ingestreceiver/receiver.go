@@ -50,6 +50,8 @@ type ingestReceiver struct {
 	console *console.API
 	server  *http.Server
 	wg      sync.WaitGroup
+	// draining is set when Shutdown begins: new requests are answered 503 (drain.go).
+	draining atomic.Bool
 
 	// ids recognises the request ids of agent calls; nil until the deployment's key is
 	// loaded (see loadIssuer), and results are not marked unmatched meanwhile.
@@ -124,7 +126,7 @@ func (r *ingestReceiver) Start(ctx context.Context, host component.Host) error {
 func (r *ingestReceiver) Shutdown(ctx context.Context) error {
 	var err error
 	if r.server != nil {
-		err = r.server.Shutdown(ctx)
+		err = r.drain(ctx)
 	}
 	if r.stopIDs != nil {
 		r.stopIDs()
@@ -158,7 +160,7 @@ func (r *ingestReceiver) routes() http.Handler {
 		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.NotFound,
 			fmt.Sprintf("no endpoint %s; see the receiver's README for its paths", req.URL.Path)))
 	})
-	return r.bodyLimits(mux)
+	return r.refuseWhileDraining(r.bodyLimits(mux))
 }
 
 func (r *ingestReceiver) newConsole() *console.API {
