@@ -66,6 +66,13 @@ type Config struct {
 	// SweepInterval is how often consumers that are not pulled from are checked for
 	// records whose wake was lost (one consumer info each); 0 turns the sweep off.
 	SweepInterval time.Duration `mapstructure:"sweep_interval"`
+	// DrainTimeout is how long, once the collector stops (SIGTERM), the batches already in
+	// the pipeline may take to finish; their exporters make no further retry meanwhile.
+	// Records fetched ahead are handed back (nak'ed, for another process to take at once)
+	// as soon as the stop begins, and batches still running after DrainTimeout are
+	// interrupted and handed back the same way. 0 hands everything back at once. Keep it
+	// well within the orchestrator's grace period (Kubernetes: 30s).
+	DrainTimeout time.Duration `mapstructure:"drain_timeout"`
 	// Ledger (raw mode) counts each handled batch in the project's ledger before acking
 	// it (internal/deliverylog): what was dropped by the trigger, sent to the agent or
 	// dead-lettered, exactly once across crashes.
@@ -107,6 +114,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleTimeout < time.Second {
 		errs = append(errs, errors.New("idle_timeout must be at least 1s"))
+	}
+	if c.DrainTimeout < 0 {
+		errs = append(errs, errors.New("drain_timeout must not be negative"))
 	}
 	if c.SweepInterval < 0 {
 		errs = append(errs, errors.New("sweep_interval must not be negative"))

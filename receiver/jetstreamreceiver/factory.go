@@ -39,6 +39,7 @@ func createDefaultConfig() component.Config {
 		Linger:             50 * time.Millisecond,
 		AckWait:            60 * time.Second,
 		RetryDelay:         5 * time.Second,
+		DrainTimeout:       5 * time.Second,
 		// Long enough that a project sending every few seconds keeps its consumer.
 		IdleTimeout:   30 * time.Second,
 		SweepInterval: 5 * time.Minute,

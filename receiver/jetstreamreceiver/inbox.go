@@ -23,6 +23,8 @@ type inbox struct {
 	nextID  uint64
 	err     error
 	ready   chan struct{} // a wake-up when queued grows or err is set
+	// closed: the consumer is stopping; what still arrives is handed back at once.
+	closed bool
 }
 
 func newInbox() *inbox {
@@ -81,6 +83,8 @@ func (in *inbox) fill(it jetstream.MessagesContext) {
 		switch {
 		case err != nil:
 			in.err = err
+		case in.closed:
+			_ = m.Nak()
 		case in.holdsLocked(m):
 			// A keep-alive came too late (a starved process) and the server sent a message
 			// again that this inbox still holds: the copy held settles it (the server takes
@@ -166,6 +170,17 @@ func (in *inbox) takeLocked(size int) ([]jetstream.Msg, uint64) {
 	in.nextID++
 	in.working[in.nextID] = batch
 	return batch, in.nextID
+}
+
+// close returns what was fetched ahead and not taken, for the caller to hand back; what
+// arrives after it is handed back by fill.
+func (in *inbox) close() []jetstream.Msg {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.closed = true
+	q := in.queued
+	in.queued = nil
+	return q
 }
 
 // settled marks batch id as acked or nak'ed: nothing more of it to keep alive.

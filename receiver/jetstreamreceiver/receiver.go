@@ -41,13 +41,18 @@ type jsReceiver struct {
 	// pipelines compiles project configurations, to pause a project whose expressions do not compile.
 	pipelines *pipelinecfg.Cache
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	kick   chan struct{}
-	unsub  func()
-	wakes  *nats.Subscription
-	checks *checkQueue
+	// ctx ends when Shutdown begins: workers stop taking batches, and the exporters stop
+	// retrying (pipelinectx.WithDrain). hard ends drain_timeout later: batches still in
+	// the pipeline are interrupted and handed back.
+	ctx        context.Context
+	cancel     context.CancelFunc
+	hard       context.Context
+	hardCancel context.CancelFunc
+	wg         sync.WaitGroup
+	kick       chan struct{}
+	unsub      func()
+	wakes      *nats.Subscription
+	checks     *checkQueue
 
 	mu sync.Mutex
 	// targets is everything this receiver should consume; workers the targets it is
@@ -141,6 +146,7 @@ func (r *jsReceiver) Start(_ context.Context, host component.Host) error {
 	// Pipelines stored before a limit existed and now over it pause; the cache names them once per version.
 	r.pipelines.SetLogger(r.settings.Logger)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.hard, r.hardCancel = context.WithCancel(context.Background())
 	r.kick = make(chan struct{}, 1)
 	r.checks = newCheckQueue()
 	if err := r.listenForWakes(); err != nil {
@@ -163,7 +169,12 @@ func (r *jsReceiver) Start(_ context.Context, host component.Host) error {
 	return nil
 }
 
-func (r *jsReceiver) Shutdown(context.Context) error {
+// Shutdown stops taking records at once and hands back (nak, for immediate redelivery to
+// another process) everything fetched ahead. Batches already in the pipeline get up to
+// drain_timeout to finish (their exporters make no further retry meanwhile); those still
+// running then are interrupted and handed back too, so the process exits well within an
+// orchestrator's grace period and nothing it held waits for AckWait.
+func (r *jsReceiver) Shutdown(ctx context.Context) error {
 	if r.cancel == nil {
 		return nil
 	}
@@ -171,6 +182,11 @@ func (r *jsReceiver) Shutdown(context.Context) error {
 	r.pipelines.Close()
 	_ = r.wakes.Unsubscribe()
 	r.cancel()
+	grace := time.AfterFunc(r.cfg.DrainTimeout, r.hardCancel)
+	defer grace.Stop()
+	stopOnCtx := context.AfterFunc(ctx, r.hardCancel)
+	defer stopOnCtx()
+	defer r.hardCancel()
 	r.checks.close()
 	r.wg.Wait()
 	// Workers take r.mu when they retire, so they are stopped outside it (receiver_test.go).
@@ -383,21 +399,36 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 		return err
 	}
 	in := newInbox()
-	kctx, stopKeepAlive := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); in.fill(it) }()
-	go func() { defer wg.Done(); in.keepAlive(kctx, r.cfg.AckWait/3) }()
+	// Batches in flight are kept alive until they settle, also while a shutdown lets
+	// them finish (ctx has ended then).
+	kctx, stopKeepAlive := context.WithCancel(context.WithoutCancel(ctx))
+	filled := make(chan struct{})
+	var kept sync.WaitGroup
+	kept.Add(1)
+	go func() { defer close(filled); in.fill(it) }()
+	go func() { defer kept.Done(); in.keepAlive(kctx, r.cfg.AckWait/3) }()
 	defer func() {
-		it.Stop()
-		stopKeepAlive()
-		wg.Wait()
-		// What was fetched ahead goes back at once, not after AckWait: another process,
-		// or this one woken again, takes it.
-		for _, m := range in.queued {
-			_ = m.Nak()
+		kept.Wait()
+		// What the server sent before the iterator stopped is still handed back by fill;
+		// a NATS that is away could keep it waiting, which must not hold up the stop.
+		select {
+		case <-filled:
+		case <-time.After(time.Second):
 		}
 	}()
+	defer stopKeepAlive()
+	// The batches' context: a shutdown does not end it at once (the batches get
+	// drain_timeout to finish, r.hard), a worker stopped for a removed target does.
+	bctx, cancelBatches := context.WithCancel(pipelinectx.WithDrain(context.WithoutCancel(ctx), r.ctx))
+	defer cancelBatches()
+	stopOnHard := context.AfterFunc(r.hard, cancelBatches)
+	defer stopOnHard()
+	stopOnRetire := context.AfterFunc(ctx, func() {
+		if r.ctx.Err() == nil {
+			cancelBatches()
+		}
+	})
+	defer stopOnRetire()
 
 	size, linger, inflight := r.cfg.BatchSize, r.cfg.Linger, r.cfg.MaxInflightBatches
 	if t.sink != "" {
@@ -414,6 +445,15 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 	slots := make(chan struct{}, inflight)
 	var running sync.WaitGroup
 	defer running.Wait()
+	// First of all (deferred last): no more pulls, and what was fetched ahead goes back
+	// at once, not after AckWait: another process, or this one woken again, takes it
+	// while the batches in flight finish.
+	defer func() {
+		it.Drain()
+		for _, m := range in.close() {
+			_ = m.Nak()
+		}
+	}()
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -445,7 +485,7 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 		// queued its calls in their groups' lanes, internal/pipelinectx) or returned, so
 		// batches reach the lanes, and the processors, one at a time and in order; a
 		// pipeline that never hands off (the sink role) stays one batch at a time.
-		hctx, handedOff := pipelinectx.WithHandoff(ctx)
+		hctx, handedOff := pipelinectx.WithHandoff(bctx)
 		returned := make(chan struct{})
 		running.Add(1)
 		go func() {
@@ -519,6 +559,17 @@ func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Ms
 		err = r.settle(ctx, project, seqs, outcome)
 	}
 	if err != nil {
+		if r.ctx.Err() != nil {
+			// Stopping: handed back for another process to take at once; its own
+			// retries apply there.
+			r.settings.Logger.Info("batch handed back at shutdown; another process takes it",
+				append(t.logFields(), zap.Int("records", len(batch)), zap.Error(err))...)
+			for _, m := range batch {
+				_ = m.Nak()
+			}
+			r.tel.PipelineBatches.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("outcome", "redelivered")))
+			return false
+		}
 		if ctx.Err() == nil {
 			r.settings.Logger.Warn("batch not handled; it will be delivered again",
 				append(t.logFields(), zap.Int("records", len(batch)), zap.Duration("in", r.cfg.RetryDelay), zap.Error(err))...)
