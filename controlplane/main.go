@@ -15,6 +15,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
@@ -155,9 +157,14 @@ func run(logger *slog.Logger) error {
 			return fmt.Errorf("SVC_PUBLIC_URL: %w", err)
 		}
 	}
+	drainDelay, drainTimeout, err := drainSettings()
+	if err != nil {
+		return err
+	}
+	var stopping atomic.Bool
 	httpSrv := &http.Server{
 		Addr:              env("SVC_CONTROLPLANE_LISTEN", "0.0.0.0:8080"),
-		Handler:           srv.Handler(),
+		Handler:           notReadyWhileStopping(&stopping, srv.Handler()),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -182,9 +189,50 @@ func run(logger *slog.Logger) error {
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Readiness goes first, so load balancers stop sending here while the listener still
+	// serves; then the requests being handled get drainTimeout to complete.
+	stopping.Store(true)
+	logger.Info("shutting down: /readyz answers 503; the listener closes after the drain delay",
+		"drain_delay", drainDelay, "drain_timeout", drainTimeout)
+	time.Sleep(drainDelay)
+	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
-	return httpSrv.Shutdown(sctx)
+	if err := httpSrv.Shutdown(sctx); err != nil {
+		logger.Warn("requests still being handled at the end of the drain were cut off", "error", err)
+		_ = httpSrv.Close()
+	}
+	return nil
+}
+
+// drainSettings are SVC_DRAIN_DELAY (default 2s), how long /readyz answers 503 before
+// the listener closes, and SVC_DRAIN_TIMEOUT (default 5s), how long requests being
+// handled then get to complete: the collector's settings of the same names.
+func drainSettings() (delay, timeout time.Duration, err error) {
+	delay, err = time.ParseDuration(env("SVC_DRAIN_DELAY", "2s"))
+	if err != nil || delay < 0 {
+		return 0, 0, fmt.Errorf("SVC_DRAIN_DELAY: want a duration such as 2s (0s closes at once), got %q", os.Getenv("SVC_DRAIN_DELAY"))
+	}
+	timeout, err = time.ParseDuration(env("SVC_DRAIN_TIMEOUT", "5s"))
+	if err != nil || timeout < 0 {
+		return 0, 0, fmt.Errorf("SVC_DRAIN_TIMEOUT: want a duration such as 5s, got %q", os.Getenv("SVC_DRAIN_TIMEOUT"))
+	}
+	return delay, timeout, nil
+}
+
+// notReadyWhileStopping answers /readyz 503 once the process is stopping; everything
+// else is still served until the listener closes.
+func notReadyWhileStopping(stopping *atomic.Bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stopping.Load() && strings.TrimSuffix(r.URL.Path, "/") == "/readyz" {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": "stopping",
+				"error": map[string]string{"code": apierror.Unavailable, "message": "the control plane is shutting down"}})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // streamLimits are those of a new project's streams: the collector's settings of the same
