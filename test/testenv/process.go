@@ -174,3 +174,22 @@ func tail(s string, max int) string {
 	}
 	return "…" + s[len(s)-max:]
 }
+
+// signal sends sig to the process without waiting for it, as an orchestrator does at the
+// start of a stop; false when it is not running.
+func (p *process) signal(sig os.Signal) bool {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return false
+	}
+	return cmd.Process.Signal(sig) == nil
+}
+
+// exitedChan is closed when the process last started has exited.
+func (p *process) exitedChan() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exited
+}

@@ -254,6 +254,12 @@ func (c *Collector) Kill() { c.p.kill() }
 // Stop ends the process gracefully.
 func (c *Collector) Stop(ctx context.Context) { c.p.stop(ctx) }
 
+// Signal sends sig (SIGTERM: a graceful stop begins) without waiting for the exit.
+func (c *Collector) Signal(sig os.Signal) bool { return c.p.signal(sig) }
+
+// Exited is closed when the process has exited.
+func (c *Collector) Exited() <-chan struct{} { return c.p.exitedChan() }
+
 // Log returns what the process printed.
 func (c *Collector) Log() string { return c.p.Log() }
 
@@ -341,6 +347,15 @@ func (c *ControlPlane) Kill() { c.p.kill() }
 
 // Log returns what the process printed.
 func (c *ControlPlane) Log() string { return c.p.Log() }
+
+// Stop ends the process with SIGTERM, and with SIGKILL if it is still there when ctx ends.
+func (c *ControlPlane) Stop(ctx context.Context) { c.p.stop(ctx) }
+
+// Signal sends sig (SIGTERM: a graceful stop begins) without waiting for the exit.
+func (c *ControlPlane) Signal(sig os.Signal) bool { return c.p.signal(sig) }
+
+// Exited is closed when the process has exited.
+func (c *ControlPlane) Exited() <-chan struct{} { return c.p.exitedChan() }
 
 // PostgresURL creates a fresh database on the machine's PostgreSQL (POSTGRES_URL, default
 // postgres://postgres@127.0.0.1:5432/postgres) and drops it after the test.
