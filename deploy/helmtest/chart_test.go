@@ -292,6 +292,9 @@ func checkPod(t *testing.T, name string, d *appsv1.Deployment) {
 	if spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds != gracePeriod {
 		t.Errorf("%s: terminationGracePeriodSeconds %v, want %d", name, spec.TerminationGracePeriodSeconds, gracePeriod)
 	}
+	if spec.EnableServiceLinks == nil || *spec.EnableServiceLinks {
+		t.Errorf("%s: Kubernetes adds <SERVICE>_PORT variables to its environment (enableServiceLinks)", name)
+	}
 	psc := spec.SecurityContext
 	if psc == nil {
 		psc = &corev1.PodSecurityContext{}

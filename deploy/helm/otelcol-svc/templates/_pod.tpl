@@ -7,6 +7,9 @@ What every role's pod shares: security, the data volume, scheduling. Called with
 serviceAccountName: {{ include "otelcol-svc.serviceAccountName" $root }}
 automountServiceAccountToken: {{ $root.Values.serviceAccount.automountServiceAccountToken }}
 terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
+{{- /* No <SERVICE>_PORT variables: the roles read their own settings only, and a
+Service named like one (a "nats" Service gives NATS_PORT...) should not reach them. */}}
+enableServiceLinks: false
 securityContext:
   {{- toYaml $root.Values.podSecurityContext | nindent 2 }}
 {{- with $root.Values.imagePullSecrets }}
