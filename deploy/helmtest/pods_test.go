@@ -278,6 +278,20 @@ func runPod(t *testing.T, r *rendered, d *appsv1.Deployment, bin string) {
 			t.Errorf("control plane database %q (%v), want %s", health.Database, err, want)
 		}
 	}
+	// The receiver's OTLP/HTTP port is the ingest receiver, behind its authentication: a
+	// request without a key is refused 401 once the configuration mirror has loaded (503
+	// before).
+	if c.Name == "receiver" {
+		addr := fmt.Sprintf("http://127.0.0.1:%d/v1/logs", containerPort(c, "otlp-http"))
+		waitFor(t, 10*time.Second, "the receiver to refuse a request without a key", func() bool {
+			resp, err := http.Post(addr, "application/json", strings.NewReader(`{"resourceLogs":[]}`))
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusUnauthorized
+		})
+	}
 	// What the role's Service targets is served.
 	for _, s := range r.services {
 		if s.Spec.Selector["app.kubernetes.io/component"] != c.Name {
