@@ -94,6 +94,11 @@ func TestComposeEmbeddedReadmeWalk(t *testing.T) {
 	waitOK(t, 90*time.Second, "http://127.0.0.1:"+health+"/", cp+"/readyz")
 	t.Logf("embedded default ready %s after docker-compose up", time.Since(began).Round(100*time.Millisecond))
 	waitOK(t, 10*time.Second, "http://127.0.0.1:"+metrics+"/metrics")
+	// The dashboard is in the control plane's image (the built one, or the page that
+	// says how to build it).
+	status, page := call(t, "GET", cp+"/", nil, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(page), "<html")
 
 	p := setUp(t, cp,
 		map[string]any{
