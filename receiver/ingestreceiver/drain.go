@@ -47,8 +47,10 @@ func (r *ingestReceiver) refuseWhileDraining(next http.Handler) http.Handler {
 // drain refuses new requests, waits drain_delay, then closes the listener and waits up
 // to drain_timeout (or until ctx ends) for the requests being handled.
 func (r *ingestReceiver) drain(ctx context.Context) error {
+	// Keep-alives stay on: closing idle connections now would race with the requests
+	// clients are sending on them (a POST is not retried by most clients). Each 503
+	// closes its own connection instead; the rest close with the listener.
 	r.draining.Store(true)
-	r.server.SetKeepAlivesEnabled(false)
 	if r.cfg.DrainDelay > 0 {
 		t := time.NewTimer(r.cfg.DrainDelay)
 		select {
