@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,7 +76,7 @@ func TestComposeEmbeddedReadmeWalk(t *testing.T) {
 	t.Cleanup(slack.Close)
 
 	began := time.Now()
-	composeUp(t, "embedded.yaml", map[string]string{
+	c := composeUp(t, "embedded.yaml", map[string]string{
 		"SVC_RECEIVER_LISTEN":     "127.0.0.1:" + recv,
 		"SVC_OTLP_GRPC_LISTEN":    "127.0.0.1:" + grpc,
 		"SVC_HEALTH_LISTEN":       "127.0.0.1:" + health,
@@ -124,18 +125,29 @@ func TestComposeEmbeddedReadmeWalk(t *testing.T) {
 		return len(chat) > 0
 	}, 30*time.Second, 50*time.Millisecond, "the chat stand-in never received the agent's result")
 	mu.Lock()
-	defer mu.Unlock()
-	require.Len(t, calls, 1, "one agent call: the error log; the info log does not match the trigger")
-	assert.Equal(t, []string{"payment provider timed out"}, calls[0].bodies)
-	assert.NotEmpty(t, calls[0].requestID)
-	require.Len(t, chat, 1)
+	gotCalls, gotChat := slices.Clone(calls), slices.Clone(chat)
+	mu.Unlock()
+	require.Len(t, gotCalls, 1, "one agent call: the error log; the info log does not match the trigger")
+	assert.Equal(t, []string{"payment provider timed out"}, gotCalls[0].bodies)
+	assert.NotEmpty(t, gotCalls[0].requestID)
+	require.Len(t, gotChat, 1)
 	var msg struct{ Text string }
-	require.NoError(t, json.Unmarshal([]byte(chat[0]), &msg), "%s", chat[0])
+	require.NoError(t, json.Unmarshal([]byte(gotChat[0]), &msg), "%s", gotChat[0])
 	// The agent's text, then a link to the delivery in the dashboard where the control
 	// plane serves it (SVC_PUBLIC_URL reached the collector in its container).
 	first, link, _ := strings.Cut(msg.Text, "\n")
 	assert.Equal(t, "1 error in checkout: payment provider timed out", first)
 	assert.True(t, strings.HasPrefix(link, "<"+cp+"/projects/"+p.ID+"/deliveries?"), "link %q", link)
+
+	// The state is on the named volumes: after both containers restart, the account,
+	// its project and its key are still there.
+	restarted := time.Now()
+	out2, err := c.run("restart", "collector", "controlplane")
+	require.NoError(t, err, out2)
+	waitOK(t, 90*time.Second, "http://127.0.0.1:"+health+"/", cp+"/readyz")
+	t.Logf("ready again %s after docker-compose restart", time.Since(restarted).Round(100*time.Millisecond))
+	api(t, "GET", cp+"/api/v1/projects/"+p.ID, p.Token, nil, http.StatusOK)
+	waitKeyAccepted(t, receiver, p.Key)
 }
 
 // postResult posts the agent's result as the SDKs do, with the project's key and the
