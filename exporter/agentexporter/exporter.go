@@ -284,7 +284,7 @@ func (e *agentExporter) makeCall(ctx context.Context, proj mirror.Project, c cal
 		return false, nil
 	case res.Aborted:
 		e.engine.Log().Abandon(proj.ID, id, "interrupted by shutdown; the records are sent again in a new call")
-		return false, fmt.Errorf("call %s to the agent of project %s interrupted: %w; the records will be redelivered", id, proj.ID, context.Cause(ctx))
+		return false, fmt.Errorf("call %s to the agent of project %s interrupted: %w; the records will be redelivered", id, proj.ID, res.Cause)
 	}
 	seq, err := e.deadLetter(ctx, proj, c, id, res)
 	if err != nil {

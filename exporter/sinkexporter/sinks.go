@@ -81,7 +81,7 @@ func (e *sinkExporter) deliverResult(ctx context.Context, proj mirror.Project, s
 	case res.Aborted:
 		e.engine.Log().Abandon(proj.ID, id, "interrupted by shutdown; the result is delivered again")
 		return false, fmt.Errorf("result %s for sink %s of project %s interrupted: %w; it will be delivered again",
-			it.RequestID, sink.ID, proj.ID, context.Cause(ctx))
+			it.RequestID, sink.ID, proj.ID, res.Cause)
 	}
 	h := delivery.DeadLetterHeaders(it.RequestID, res, sink.URL)
 	h.Set(streams.HeaderDLQSink, sink.ID)

@@ -26,8 +26,10 @@ import (
 // Result is how a delivery ended.
 type Result struct {
 	Delivered bool
-	// Aborted: ctx ended (collector shutdown); the delivery is neither delivered nor final.
+	// Aborted: ctx ended, or the process began stopping (pipelinectx.WithDrain) while the
+	// delivery was waiting to retry; it is neither delivered nor final. Cause says which.
 	Aborted  bool
+	Cause    error
 	Status   int // the last HTTP status, 0 when there was none
 	Attempts int
 	Reason   string // why it was not delivered, a sentence for the dead-letter headers
@@ -181,7 +183,11 @@ func (e *Engine) Deliver(ctx context.Context, o Request) Result {
 		}
 		return Result{Status: last.status, Attempts: n, Reason: reason}
 	}
-	return Result{Aborted: true, Status: last.status, Attempts: n}
+	cause := context.Cause(wctx)
+	if cause == nil {
+		cause = context.Canceled
+	}
+	return Result{Aborted: true, Cause: cause, Status: last.status, Attempts: n}
 }
 
 // Outcomes of an attempt, for backoff.Retry.

@@ -62,6 +62,7 @@ func TestDrainEndsTheRetriesNotTheAttempt(t *testing.T) {
 		assert.True(t, r.Aborted, "handed back, not dead-lettered: %+v", r)
 		assert.Equal(t, 1, r.Attempts)
 		assert.Equal(t, http.StatusServiceUnavailable, r.Status, "the attempt in progress completed")
+		assert.ErrorIs(t, r.Cause, pipelinectx.ErrDraining)
 	case <-time.After(3 * time.Second):
 		t.Fatal("the delivery kept retrying after the drain began")
 	}
