@@ -28,6 +28,11 @@
 //     with a warning. labels is always present, possibly {}.
 //
 // Warnings never stop a record from being stored: they are for people previewing a source.
+//
+// A source with a preset (internal/sourcepreset) stores BuildPreset's envelope for each
+// event its preset reads: the same shape, the preset's type, time, text and labels where
+// the source's own settings say nothing, and a "headers" member after the payload with
+// the request headers the preset keeps.
 package envelope
 
 import (
@@ -42,6 +47,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/eventjson"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/recordjson"
+	"github.com/otelcol-svc/otelcol-svc/internal/sourcepreset"
 	"github.com/otelcol-svc/otelcol-svc/internal/textfmt"
 )
 
@@ -74,6 +80,26 @@ func Build(src mirror.Source, payload []byte, received time.Time) (Result, error
 // surrounding white space, as eventjson.Objects returns them: the push path does not
 // validate each object twice.
 func BuildObject(src mirror.Source, obj []byte, received time.Time) Result {
+	return build(src, obj, received, nil)
+}
+
+// BuildPreset returns the envelope of one event a source's preset read
+// (internal/sourcepreset), in the contract's shape: the preset fills _event_type,
+// timestamp, text and labels, and the source's own settings apply on top where set:
+// event_type_field (when the payload has it) before the preset's event type,
+// event_time_field (when it reads as a time) before the preset's time, text_template
+// instead of the preset's text, and each declared label over the preset's label of that
+// name (a declared label whose field is missing leaves the preset's label, with a
+// warning). The event's Source, when set, is the label "source" unless one is already
+// there. The headers the preset kept follow the payload as "headers" (left out when
+// there are none). The event's DedupID is not part of the record: it is the message id.
+//
+// ev.Payload must be one JSON object, as sourcepreset.Split returns them.
+func BuildPreset(src mirror.Source, ev sourcepreset.Event, received time.Time) Result {
+	return build(src, ev.Payload, received, &ev)
+}
+
+func build(src mirror.Source, obj []byte, received time.Time, pre *sourcepreset.Event) Result {
 	var doc any
 	if src.EventTypeField != "" || src.EventTimeField != "" || src.TextTemplate != "" || len(src.Labels) > 0 {
 		// Object has validated the bytes, so this cannot fail; a nil doc only makes every
@@ -83,21 +109,35 @@ func BuildObject(src mirror.Source, obj []byte, received time.Time) Result {
 	var res Result
 	warn := func(format string, args ...any) { res.Warnings = append(res.Warnings, fmt.Sprintf(format, args...)) }
 
-	res.EventType = eventType(src, doc, warn)
+	if pre != nil && pre.EventType != "" {
+		// The preset's type stands where the source's event_type would.
+		s := src
+		s.EventType = pre.EventType
+		res.EventType = eventType(s, "the sender's", doc, warn)
+	} else {
+		res.EventType = eventType(src, "the source's", doc, warn)
+	}
 
 	ts := received
+	fallback := "the time received"
+	if pre != nil && !pre.Time.IsZero() {
+		ts, fallback = pre.Time, "the sender's event time"
+	}
 	if src.EventTimeField != "" {
 		if v, ok := textfmt.Resolve(doc, src.EventTimeField); !ok {
-			warn("event_time_field %q is not in the payload; the time received is used as the timestamp", src.EventTimeField)
+			warn("event_time_field %q is not in the payload; %s is used as the timestamp", src.EventTimeField, fallback)
 		} else if t, ok := ParseTime(v); ok {
 			ts = t
 		} else {
-			warn("event_time_field %q holds %s, which is neither an ISO 8601 time (e.g. 2024-05-01T12:00:00Z) nor a unix time; the time received is used as the timestamp",
-				src.EventTimeField, shorten(textfmt.String(v), v))
+			warn("event_time_field %q holds %s, which is neither an ISO 8601 time (e.g. 2024-05-01T12:00:00Z) nor a unix time; %s is used as the timestamp",
+				src.EventTimeField, shorten(textfmt.String(v), v), fallback)
 		}
 	}
 
 	text := ""
+	if pre != nil {
+		text = pre.Text
+	}
 	if src.TextTemplate != "" {
 		var missing []string
 		text, missing = textfmt.Render(src.TextTemplate, doc)
@@ -110,8 +150,35 @@ func BuildObject(src mirror.Source, obj []byte, received time.Time) Result {
 		}
 	}
 
+	labels := make(map[string]string, len(src.Labels))
+	if pre != nil {
+		for k, v := range pre.Labels {
+			labels[k] = v
+		}
+		if _, taken := labels["source"]; !taken && pre.Source != "" {
+			labels["source"] = pre.Source
+		}
+	}
 	names := make([]string, 0, len(src.Labels))
 	for name := range src.Labels {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		path := src.Labels[name]
+		v, ok := textfmt.Resolve(doc, path)
+		if !ok {
+			if _, kept := labels[name]; kept {
+				warn("label %q: field %q is not in the payload; the preset's value is kept", name, path)
+			} else {
+				warn("label %q: field %q is not in the payload; the label is left out", name, path)
+			}
+			continue
+		}
+		labels[name] = textfmt.String(v)
+	}
+	names = names[:0]
+	for name := range labels {
 		names = append(names, name)
 	}
 	sort.Strings(names)
@@ -126,30 +193,39 @@ func BuildObject(src mirror.Source, obj []byte, received time.Time) Result {
 	out = append(out, `,"text":`...)
 	out = recordjson.AppendString(out, text)
 	out = append(out, `,"labels":{`...)
-	n := 0
-	for _, name := range names {
-		path := src.Labels[name]
-		v, ok := textfmt.Resolve(doc, path)
-		if !ok {
-			warn("label %q: field %q is not in the payload; the label is left out", name, path)
-			continue
-		}
-		if n > 0 {
+	for i, name := range names {
+		if i > 0 {
 			out = append(out, ',')
 		}
-		n++
 		out = recordjson.AppendString(out, name)
 		out = append(out, ':')
-		out = recordjson.AppendString(out, textfmt.String(v))
+		out = recordjson.AppendString(out, labels[name])
 	}
 	out = append(out, `},"payload":`...)
 	out = append(out, obj...)
+	if pre != nil && len(pre.Headers) > 0 {
+		hn := make([]string, 0, len(pre.Headers))
+		for name := range pre.Headers {
+			hn = append(hn, name)
+		}
+		sort.Strings(hn)
+		out = append(out, `,"headers":{`...)
+		for i, name := range hn {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = recordjson.AppendString(out, name)
+			out = append(out, ':')
+			out = recordjson.AppendString(out, pre.Headers[name])
+		}
+		out = append(out, '}')
+	}
 	out = append(out, '}')
 	res.Record = out
 	return res
 }
 
-func eventType(src mirror.Source, doc any, warn func(string, ...any)) string {
+func eventType(src mirror.Source, whose string, doc any, warn func(string, ...any)) string {
 	fallback := src.EventType
 	if fallback == "" {
 		fallback = DefaultEventType
@@ -159,18 +235,18 @@ func eventType(src mirror.Source, doc any, warn func(string, ...any)) string {
 	}
 	v, ok := textfmt.Resolve(doc, src.EventTypeField)
 	if !ok {
-		warn("event_type_field %q is not in the payload; the source's event type %q is used", src.EventTypeField, fallback)
+		warn("event_type_field %q is not in the payload; %s event type %q is used", src.EventTypeField, whose, fallback)
 		return fallback
 	}
 	switch v.(type) {
 	case string, bool, json.Number:
 	default:
-		warn("event_type_field %q holds %s, not a string; the source's event type %q is used", src.EventTypeField, kindOf(v), fallback)
+		warn("event_type_field %q holds %s, not a string; %s event type %q is used", src.EventTypeField, kindOf(v), whose, fallback)
 		return fallback
 	}
 	s := textfmt.String(v)
 	if s == "" {
-		warn("event_type_field %q is empty in the payload; the source's event type %q is used", src.EventTypeField, fallback)
+		warn("event_type_field %q is empty in the payload; %s event type %q is used", src.EventTypeField, whose, fallback)
 		return fallback
 	}
 	return s

@@ -13,6 +13,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/internal/eventjson"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/sourcepreset"
 )
 
 var received = time.Date(2024, 5, 1, 9, 30, 0, 123456789, time.UTC)
@@ -238,4 +239,90 @@ func FuzzBuild(f *testing.F) {
 			t.Fatalf("payload changed:\n%s\n%s", payload, rec.Payload)
 		}
 	})
+}
+
+// A preset's event fills the envelope; the record keeps the contract's shape, with the
+// kept headers after the payload.
+func TestBuildPresetFillsTheEnvelope(t *testing.T) {
+	ev := sourcepreset.Event{
+		Payload:   json.RawMessage(`{"status":"firing","labels":{"alertname":"Disk"},"group":{"groupKey":"g"}}`),
+		EventType: "alert.firing",
+		Time:      time.Date(2024, 4, 30, 8, 0, 0, 5, time.UTC),
+		Text:      "Disk almost full",
+		Labels:    map[string]string{"alertname": "Disk", "severity": "page"},
+		DedupID:   "sha256:ab",
+		Headers:   map[string]string{"user-agent": "Alertmanager/0.27.0", "a-first": "1"},
+		Source:    "https://am.example",
+	}
+	plain := mirror.Source{ID: "src_2", Name: "alerts", Connector: "webhook"}
+	res := BuildPreset(plain, ev, received)
+	assert.Empty(t, res.Warnings)
+	assert.Equal(t, "alert.firing", res.EventType)
+	assert.Equal(t, `{"_event_type":"alert.firing","_source":"alerts","timestamp":"2024-04-30T08:00:00.000000005Z","text":"Disk almost full",`+
+		`"labels":{"alertname":"Disk","severity":"page","source":"https://am.example"},"payload":`+string(ev.Payload)+
+		`,"headers":{"a-first":"1","user-agent":"Alertmanager/0.27.0"}}`, string(res.Record))
+	assert.NotContains(t, string(res.Record), "sha256:ab", "the dedup id is the message id, not part of the record")
+
+	// Without a time or headers: the time received, and no headers member.
+	ev.Time, ev.Headers, ev.Source = time.Time{}, nil, ""
+	rec := decode(t, BuildPreset(plain, ev, received).Record)
+	assert.Equal(t, "2024-05-01T09:30:00.123456789Z", str(t, rec["timestamp"]))
+	assert.NotContains(t, rec, "headers")
+	assert.JSONEq(t, `{"alertname":"Disk","severity":"page"}`, string(rec["labels"]))
+}
+
+// The source's own settings apply on top of the preset's where set.
+func TestBuildPresetSourceSettingsApplyOnTop(t *testing.T) {
+	ev := sourcepreset.Event{
+		Payload:   json.RawMessage(`{"labels":{"alertname":"Disk","team":"db"},"startsAt":"2024-04-30T07:00:00Z","kind":"custom"}`),
+		EventType: "alert.firing",
+		Time:      time.Date(2024, 4, 30, 8, 0, 0, 0, time.UTC),
+		Text:      "preset text",
+		Labels:    map[string]string{"alertname": "Disk", "team": "db", "env": "prod"},
+	}
+	src := mirror.Source{Name: "alerts", EventTypeField: "kind", EventTimeField: "startsAt", TextTemplate: "{labels.alertname} for {labels.team}",
+		Labels: map[string]string{"team": "labels.alertname", "env": "labels.env", "owner": "labels.team"}}
+	res := BuildPreset(src, ev, received)
+	rec := decode(t, res.Record)
+	assert.Equal(t, "custom", str(t, rec["_event_type"]))
+	assert.Equal(t, "2024-04-30T07:00:00.000000000Z", str(t, rec["timestamp"]))
+	assert.Equal(t, "Disk for db", str(t, rec["text"]))
+	assert.JSONEq(t, `{"alertname":"Disk","team":"Disk","env":"prod","owner":"db"}`, string(rec["labels"]),
+		"declared labels override; a declared label whose field is missing keeps the preset's value")
+	assert.Equal(t, []string{`label "env": field "labels.env" is not in the payload; the preset's value is kept`}, res.Warnings)
+
+	// Fields the payload lacks fall back to the preset's type and time, not the source's.
+	src = mirror.Source{Name: "alerts", EventType: "generic", EventTypeField: "nope", EventTimeField: "nope"}
+	res = BuildPreset(src, ev, received)
+	rec = decode(t, res.Record)
+	assert.Equal(t, "alert.firing", str(t, rec["_event_type"]))
+	assert.Equal(t, "2024-04-30T08:00:00.000000000Z", str(t, rec["timestamp"]))
+	assert.Equal(t, "preset text", str(t, rec["text"]))
+	assert.Equal(t, []string{
+		`event_type_field "nope" is not in the payload; the sender's event type "alert.firing" is used`,
+		`event_time_field "nope" is not in the payload; the sender's event time is used as the timestamp`,
+	}, res.Warnings)
+}
+
+// An event from a real preset, end to end: Split, then BuildPreset, gives one record per
+// alert, each a valid envelope.
+func TestBuildPresetFromSplit(t *testing.T) {
+	body := []byte(`{"groupKey":"{}:{}","status":"firing","commonLabels":{"team":"blue"},"alerts":[` +
+		`{"status":"firing","labels":{"alertname":"A","team":"blue"},"startsAt":"2024-01-01T00:00:00Z","fingerprint":"f1"},` +
+		`{"status":"resolved","labels":{"alertname":"B","team":"blue"},"startsAt":"2024-01-01T00:00:00Z","endsAt":"2024-01-01T01:00:00Z","fingerprint":"f2"}]}`)
+	evs, err := sourcepreset.Split(sourcepreset.Alertmanager, nil, body, sourcepreset.Limits{})
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	src := mirror.Source{Name: "am"}
+	var types, stamps []string
+	for _, ev := range evs {
+		rec := decode(t, BuildPreset(src, ev, received).Record)
+		types = append(types, str(t, rec["_event_type"]))
+		stamps = append(stamps, str(t, rec["timestamp"]))
+		var p map[string]any
+		require.NoError(t, json.Unmarshal(rec["payload"], &p))
+		assert.Equal(t, map[string]any{"team": "blue"}, p["group"].(map[string]any)["commonLabels"])
+	}
+	assert.Equal(t, []string{"alert.firing", "alert.resolved"}, types)
+	assert.Equal(t, []string{"2024-01-01T00:00:00.000000000Z", "2024-01-01T01:00:00.000000000Z"}, stamps)
 }
