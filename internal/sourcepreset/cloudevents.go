@@ -107,7 +107,7 @@ func structuredEvent(raw []byte, where string) (Event, error) {
 	}
 	ev := Event{EventType: typ, Source: attr("source"), Labels: map[string]string{}}
 	ev.Time, _ = parseTime(attr("time"))
-	ev.DedupID = dedupID(ev.Source, attr("id"))
+	ev.DedupID = ceDedupID(ev.Source, attr("id"))
 	setLabel(ev.Labels, "subject", attr("subject"))
 	for _, name := range sortedKeys(members) {
 		if ceContext[name] {
@@ -142,7 +142,7 @@ func binaryEvent(h http.Header, body []byte) Event {
 		ev.EventType = "cloudevent"
 	}
 	ev.Time, _ = parseTime(attr("Time"))
-	ev.DedupID = dedupID(ev.Source, attr("Id"))
+	ev.DedupID = ceDedupID(ev.Source, attr("Id"))
 	setLabel(ev.Labels, "subject", attr("Subject"))
 	for name, vs := range h {
 		lower := strings.ToLower(name)
@@ -209,4 +209,13 @@ func wrap(key string, value []byte) json.RawMessage {
 	out = append(out, `":`...)
 	out = append(out, value...)
 	return append(out, '}')
+}
+
+// ceDedupID is an event's identity: the spec makes id unique within its source, so the
+// two together. Without an id there is none (a source alone would merge its events).
+func ceDedupID(source, id string) string {
+	if id == "" {
+		return ""
+	}
+	return dedupID(source, id)
 }

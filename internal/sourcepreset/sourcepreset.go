@@ -159,12 +159,18 @@ func Split(preset string, h http.Header, body []byte, lim Limits) ([]Event, erro
 	if err != nil {
 		return nil, err
 	}
+	webhookID := strings.TrimSpace(h.Get("Webhook-Id"))
 	for i := range evs {
 		if evs[i].Labels == nil {
 			evs[i].Labels = map[string]string{}
 		}
-		if evs[i].DedupID == "" {
-			evs[i].DedupID = dedupID(h.Get("Webhook-Id"))
+		switch {
+		case evs[i].DedupID != "" || webhookID == "":
+		case len(evs) == 1:
+			evs[i].DedupID = dedupID(webhookID)
+		default:
+			// One delivery id for a body of many events: each event is its own part of it.
+			evs[i].DedupID = dedupID(webhookID, strconv.Itoa(i))
 		}
 	}
 	return evs, nil

@@ -396,3 +396,18 @@ func TestErrorsAreForTheSender(t *testing.T) {
 		assert.True(t, strings.HasPrefix(err.Error(), p+": "), err.Error())
 	}
 }
+
+func TestDedupIDsNeverMergeDistinctEvents(t *testing.T) {
+	// A batch under one webhook-id: each event its own id.
+	batch := []byte(`[{"specversion":"1.0","type":"a","source":"/s"},{"specversion":"1.0","type":"a","source":"/s"}]`)
+	evs, err := Split(CloudEvents, header("Content-Type", ceBatch, "Webhook-Id", "msg_1"), batch, Limits{})
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	assert.NotEmpty(t, evs[0].DedupID)
+	assert.NotEqual(t, evs[0].DedupID, evs[1].DedupID)
+	// Without ids, no dedup id: events of one source are not merged.
+	evs, err = Split(CloudEvents, header("Content-Type", ceBatch), batch, Limits{})
+	require.NoError(t, err)
+	assert.Empty(t, evs[0].DedupID)
+	assert.Empty(t, evs[1].DedupID)
+}
