@@ -105,6 +105,9 @@ func TestLoadConfig(t *testing.T) {
 			assert.Equal(t, int64(64<<20), cfg.MaxInflightBytes)
 			assert.Equal(t, int64(8<<20), perAccount(cfg))
 			assert.Equal(t, int64(1024), cfg.MinBodyRate)
+			// Read by the receiver's own Unmarshal, beside the server's keys.
+			assert.Equal(t, 500*time.Millisecond, cfg.DrainDelay)
+			assert.Equal(t, 3*time.Second, cfg.DrainTimeout)
 			assert.True(t, cfg.TLS.HasValue())
 			assert.Equal(t, DeliveryLogConfig{PipelineDurable: "pipe", SinkDurable: "out", ReplayReplicas: 3}, cfg.DeliveryLog)
 			// One environment variable may name several origins.
@@ -119,6 +122,8 @@ func TestLoadConfig(t *testing.T) {
 			"max_inflight_bytes must be at least 1 MiB",
 			"max_inflight_bytes_per_account must be 0",
 			"min_body_rate must be 0",
+			"drain_delay must be 0",
+			"drain_timeout must be 0",
 			"delivery_log.pipeline_durable and delivery_log.sink_durable must name",
 			`console.allowed_origins: "https://dash.example.com/app" is not an origin`,
 		}},

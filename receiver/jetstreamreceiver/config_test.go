@@ -30,6 +30,7 @@ func TestLoadConfig(t *testing.T) {
 		{id: component.NewID(metadata.Type), expected: defaults(func(c *Config) {
 			assert.Equal(t, ConsumeRaw, c.Consume, "raw is the default")
 			assert.Equal(t, 4, c.MaxInflightBatches, "a few batches past a retried one")
+			assert.Equal(t, 5*time.Second, c.DrainTimeout, "well within an orchestrator's 30 s grace")
 		})},
 		{id: component.NewIDWithName(metadata.Type, "tuned"), expected: defaults(func(c *Config) {
 			c.NATS.URL = "nats://n1:4222"
@@ -39,6 +40,7 @@ func TestLoadConfig(t *testing.T) {
 			c.Linger = 200 * time.Millisecond
 			c.AckWait = 2 * time.Minute
 			c.RetryDelay = 10 * time.Second
+			c.DrainTimeout = time.Second
 		})},
 		{id: component.NewIDWithName(metadata.Type, "output"), expected: defaults(func(c *Config) {
 			c.Consume = ConsumeOutput
@@ -47,7 +49,7 @@ func TestLoadConfig(t *testing.T) {
 			c.Linger = 0
 		})},
 		{id: component.NewIDWithName(metadata.Type, "badconsume"), errs: []string{`consume must be "raw" or "output", got "outputs"`}},
-		{id: component.NewIDWithName(metadata.Type, "bad"), errs: []string{"durable must name", "batch_size must be between", "max_inflight_batches must be between 1 and 64, got 0", "ack_wait must be at least 1s"}},
+		{id: component.NewIDWithName(metadata.Type, "bad"), errs: []string{"durable must name", "batch_size must be between", "max_inflight_batches must be between 1 and 64, got 0", "ack_wait must be at least 1s", "drain_timeout must not be negative"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {
