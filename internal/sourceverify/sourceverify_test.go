@@ -73,7 +73,7 @@ func TestMissingHeadersSayWhatToSet(t *testing.T) {
 	err = Verify(Config{Scheme: SchemeStandardWebhooks, Secret: NewSecret(SchemeStandardWebhooks)},
 		http.Header{"Webhook-Id": {"msg_1"}}, "", []byte("{}"), time.Now())
 	requireReason(t, ReasonMissing, err)
-	require.Contains(t, err.Error(), "missing webhook-timestamp, webhook-signature header")
+	require.Contains(t, err.Error(), "missing webhook-timestamp, webhook-signature headers: does the sender sign its calls the Standard Webhooks way")
 
 	for _, scheme := range []string{SchemeStripe, SchemeSentry, SchemePagerDuty, SchemeSlack} {
 		err := Verify(Config{Scheme: scheme, Secret: "whsec_" + strings.Repeat("a", 32)}, http.Header{}, "", nil, time.Now())
@@ -134,8 +134,8 @@ func TestHugeSignatureListsAreRefusedCheaply(t *testing.T) {
 			"Webhook-Id": {"msg_1"}, "Webhook-Timestamp": {"1790000000"},
 			"Webhook-Signature": {strings.Repeat("v1,"+base64.StdEncoding.EncodeToString(make([]byte, 32))+" ", 10_000)}}},
 		// Within the byte limit, but still more entries than any sender sends.
-		"stripe, short entries":    {Config{Scheme: SchemeStripe, Secret: "whsec_" + NewSecret(SchemeHMAC)}, http.Header{"Stripe-Signature": {"t=1790000000" + strings.Repeat(",v1=", 100)}}},
-		"pagerduty, short entries": {Config{Scheme: SchemePagerDuty, Secret: NewSecret(SchemeHMAC)}, http.Header{"X-Pagerduty-Signature": {strings.Repeat("v1=,", 100)}}},
+		"stripe, 40 entries":    {Config{Scheme: SchemeStripe, Secret: "whsec_" + NewSecret(SchemeHMAC)}, http.Header{"Stripe-Signature": {"t=1790000000" + strings.Repeat(","+entry, 40)}}},
+		"pagerduty, 20 entries": {Config{Scheme: SchemePagerDuty, Secret: NewSecret(SchemeHMAC)}, http.Header{"X-Pagerduty-Signature": {entry + strings.Repeat(","+entry, 19)}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -317,8 +317,12 @@ func TestValidateNamesTheField(t *testing.T) {
 		if tc.c.Secret != "" && len(tc.c.Secret) >= minSecretLen {
 			require.NotContains(t, err.Error(), tc.c.Secret, "Validate echoes the secret")
 		}
-		// A config that does not validate verifies nothing.
-		requireReason(t, ReasonConfig, Verify(tc.c, http.Header{}, "tok", nil, time.Now()))
+		// A config that does not validate verifies nothing, and tells the sender nothing of
+		// how it is wrong; the receiver's log gets Validate's words.
+		verr := Verify(tc.c, http.Header{}, "tok", nil, time.Now())
+		requireReason(t, ReasonConfig, verr)
+		require.Equal(t, "this source's verification settings are not valid: its owner must fix them", verr.Error())
+		require.Equal(t, err.Error(), errors.Unwrap(verr).Error())
 	}
 }
 

@@ -53,9 +53,15 @@ type Error struct {
 	Scheme string
 	Reason Reason
 	msg    string
+	// cause is, for ReasonConfig, what Validate said: for the receiver's log, not for the
+	// sender, who must not learn how the source is set up.
+	cause error
 }
 
 func (e *Error) Error() string { return e.msg }
+
+// Unwrap returns what Validate said of a ReasonConfig failure, nil for the others.
+func (e *Error) Unwrap() error { return e.cause }
 
 func fail(c Config, r Reason, format string, args ...any) *Error {
 	return &Error{Scheme: c.Scheme, Reason: r, msg: fmt.Sprintf(format, args...)}
@@ -67,7 +73,9 @@ func fail(c Config, r Reason, format string, args ...any) *Error {
 // received, now the receiver's clock. It returns nil or an *Error.
 func Verify(c Config, h http.Header, urlToken string, body []byte, now time.Time) error {
 	if err := c.Validate(); err != nil {
-		return fail(c, ReasonConfig, "the source's verification settings are not valid (%v): its owner must fix them", err)
+		e := fail(c, ReasonConfig, "this source's verification settings are not valid: its owner must fix them")
+		e.cause = err
+		return e
 	}
 	var err *Error
 	switch c.Scheme {
@@ -247,7 +255,11 @@ func verifyStandardWebhooks(c Config, h http.Header, body []byte, now time.Time)
 		return nil
 	case errors.Is(err, webhooksig.ErrMissingHeader):
 		missing := strings.TrimPrefix(err.Error(), webhooksig.ErrMissingHeader.Error()+": ")
-		return fail(c, ReasonMissing, "missing %s header: does the sender sign its calls the Standard Webhooks way, with this source's secret?", missing)
+		noun := "header"
+		if strings.Contains(missing, ", ") {
+			noun = "headers"
+		}
+		return fail(c, ReasonMissing, "missing %s %s: does the sender sign its calls the Standard Webhooks way, with this source's secret?", missing, noun)
 	case errors.Is(err, webhooksig.ErrTimestampTooOld), errors.Is(err, webhooksig.ErrTimestampTooNew):
 		if e := checkAge(c, webhooksig.HeaderTimestamp, header(h, webhooksig.HeaderTimestamp), now); e != nil {
 			return e
@@ -285,7 +297,7 @@ func verifySentry(c Config, h http.Header, body []byte) *Error {
 
 // PagerDuty's v3 webhooks send "X-PagerDuty-Signature: v1=<hex>[,v1=<hex>...]", each an
 // HMAC-SHA256 of the body with one of the subscription's secrets, several while a secret
-// is rotated (developer.pagerduty.com/docs/webhooks/v3-overview, "Verifying Signatures").
+// is rotated (PagerDuty's developer docs, Webhooks, "Verifying Signatures").
 const headerPagerDuty = "X-PagerDuty-Signature"
 
 func verifyPagerDuty(c Config, h http.Header, body []byte) *Error {
