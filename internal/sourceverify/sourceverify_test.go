@@ -2,7 +2,7 @@ package sourceverify
 
 import (
 	"crypto/hmac"
-	"crypto/sha1" //nolint:gosec // the hmac scheme's sha1 option is under test
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"

@@ -2,7 +2,7 @@ package sourceverify
 
 import (
 	"crypto/hmac"
-	"crypto/sha1" //nolint:gosec // the hmac scheme offers HMAC-SHA1 for senders that only sign that way; HMAC-SHA1 is not broken
+	"crypto/sha1" // the hmac scheme offers HMAC-SHA1 for senders that sign no other way; HMAC-SHA1 is not broken
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
