@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,8 @@ var signatureHeaders = []string{"authorization", "x-hub-signature", "x-hub-signa
 // preset, built from the samples in testdata).
 //
 //	go test ./internal/sourcepreset -run '^$' -fuzz FuzzSplit -fuzztime 20s
+//
+// FUZZ_PRESET=github (or any other preset) spends the run on that preset alone.
 func FuzzSplit(f *testing.F) {
 	f.Add(Alertmanager, "User-Agent: Alertmanager/0.27.0", fixture(f, "alertmanager.json"))
 	f.Add(Grafana, "", fixture(f, "grafana.json"))
@@ -39,8 +42,14 @@ func FuzzSplit(f *testing.F) {
 	f.Add(PagerDuty, "X-Webhook-Id: w1", fixture(f, "pagerduty_incident.json"))
 	f.Add(CloudEvents, "Ce-Specversion: 1.0\nCe-Type: t\nCe-Id: 1\nCe-Source: /s", []byte(`{"a":1}`))
 	const maxEvents = 50
+	only := os.Getenv("FUZZ_PRESET")
+	if only != "" && !Valid(only) {
+		f.Fatalf("FUZZ_PRESET=%q is not a preset", only)
+	}
 	f.Fuzz(func(t *testing.T, preset, headers string, body []byte) {
-		if !Valid(preset) {
+		if only != "" {
+			preset = only
+		} else if !Valid(preset) {
 			// Spend the fuzzer's time on the presets, not on unknown names.
 			names := Names()
 			preset = names[len(preset)%len(names)]

@@ -76,7 +76,8 @@ func Valid(name string) bool {
 
 // Event is one event a preset read from a body.
 type Event struct {
-	// Payload is a JSON object: what the envelope stores as "payload".
+	// Payload is a JSON object: what the envelope stores as "payload". It may share
+	// memory with the body Split was given (GitHub's, Stripe's, ... is the body itself).
 	Payload json.RawMessage
 	// EventType is the sender's event type; never empty.
 	EventType string
