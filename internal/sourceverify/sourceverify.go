@@ -178,6 +178,11 @@ func (c Config) requireSecret(what string) error {
 	if strings.ContainsAny(c.Secret, "\r\n") {
 		return fmt.Errorf("verification.secret must not contain a line break (was it pasted with one?)")
 	}
+	if strings.TrimSpace(c.Secret) != c.Secret {
+		// The sender signs with exactly what its settings hold; a space picked up by
+		// copy and paste would make every signature fail to match.
+		return fmt.Errorf("verification.secret begins or ends with a space (was it pasted with one?)")
+	}
 	return nil
 }
 

@@ -293,6 +293,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{Config{Scheme: "gitlab", Secret: secret}, `verification.scheme "gitlab" is not known`},
 		{Config{Scheme: SchemeGitHub}, "verification.secret is missing: the webhook's secret"},
 		{Config{Scheme: SchemeGitHub, Secret: "short"}, "verification.secret is 5 characters long; at least 16 are needed"},
+		{Config{Scheme: SchemeSentry, Secret: secret + " "}, "verification.secret begins or ends with a space"},
 		{Config{Scheme: SchemeGitHub, Secret: secret, Username: "bob"}, "verification.username is not used by the github scheme"},
 		{Config{Scheme: SchemeBasic, Username: "bob", Password: secret, Header: "X-Sig"}, "verification.header is not used by the basic scheme"},
 		{Config{Scheme: SchemeStripe, Secret: "sk_live_" + secret}, "verification.secret must be the endpoint's signing secret, which starts with whsec_"},
