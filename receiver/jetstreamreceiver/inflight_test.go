@@ -80,6 +80,11 @@ func (p *gatedPipeline) seen() []string {
 // r1..rn already stored.
 func startGated(t *testing.T, prj string, p *gatedPipeline, n int) (*jsReceiver, jetstream.Consumer) {
 	t.Helper()
+	return startGatedWith(t, prj, p, n, nil)
+}
+
+func startGatedWith(t *testing.T, prj string, p *gatedPipeline, n int, mutate func(*Config)) (*jsReceiver, jetstream.Consumer) {
+	t.Helper()
 	host := lifecyclehost.New(t)
 	url := host[natsclient.DefaultExtension].(natsclient.Embedded).ClientURL()
 	m, err := mirrorcache.FromHost(host, mirrorcache.DefaultExtension)
@@ -94,6 +99,9 @@ func startGated(t *testing.T, prj string, p *gatedPipeline, n int) (*jsReceiver,
 	require.Eventually(t, func() bool { _, ok := m.Project(prj); return ok }, 10*time.Second, 10*time.Millisecond)
 	cfg := createDefaultConfig().(*Config)
 	cfg.BatchSize, cfg.Linger, cfg.Ledger = 1, 0, false
+	if mutate != nil {
+		mutate(cfg)
+	}
 	require.NoError(t, streams.Create(ctx, js, streams.RawConfig(prj, cfg.Stream)))
 	for i := 1; i <= n; i++ {
 		_, err := js.Publish(ctx, streams.RawSubject(prj), fmt.Appendf(nil, "r%d", i))

@@ -455,6 +455,10 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 		}
 	}()
 	for {
+		// A stop takes no further batch, even one already fetched and a slot free.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -498,6 +502,10 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 		select {
 		case <-handedOff:
 		case <-returned:
+		case <-ctx.Done():
+			// Stopping: what was fetched ahead goes back now (deferred above), while this
+			// batch gets drain_timeout to finish.
+			return ctx.Err()
 		}
 		if consumed != nil {
 			consumed()
