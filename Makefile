@@ -31,7 +31,7 @@ GENERATED := cmd/otelcol-svc/main.go cmd/otelcol-svc/components.go cmd/otelcol-s
 DATA_DIR  ?= $(or $(SVC_DATA_DIR),./data)
 FUZZTIME  ?= 10s
 
-.PHONY: build run test test-cluster test-sdk web inspector generate check-generate bench fuzz clean images images-nats helm
+.PHONY: build run test test-cluster test-sdk web inspector signers generate check-generate bench fuzz clean images images-nats helm
 
 # The dashboard's assets are built first when npm is there; without it the control plane
 # embeds a page that says how to build them (go build works on a fresh clone either way).
@@ -129,7 +129,7 @@ images-nats:
 # except under CI=true. The MCP Inspector check (controlplane/mcp_inspector_test.go)
 # needs the pinned Inspector CLI, hence inspector.
 test:
-	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory web inspector; fi
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory web inspector signers; fi
 	$(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory helm && cd deploy/helmtest && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory test-sdk
@@ -153,6 +153,12 @@ web: controlplane/web/node_modules/.package-lock.json
 
 controlplane/web/node_modules/.package-lock.json: controlplane/web/package-lock.json controlplane/web/package.json
 	cd controlplane/web && npm ci --no-audit --no-fund
+
+# The senders' own signing libraries, pinned; internal/sourceverify's tests sign with them.
+signers: internal/sourceverify/testdata/signers/node_modules/.package-lock.json
+
+internal/sourceverify/testdata/signers/node_modules/.package-lock.json: internal/sourceverify/testdata/signers/package-lock.json internal/sourceverify/testdata/signers/package.json
+	cd internal/sourceverify/testdata/signers && npm ci --no-audit --no-fund --ignore-scripts
 
 # The MCP Inspector CLI, pinned in controlplane/testdata/inspector, which
 # controlplane/mcp_inspector_test.go runs against a real control plane (a client no one
