@@ -20,7 +20,11 @@
 // owner among the collector's extensions, is mirrorcache.
 package mirror
 
-import "time"
+import (
+	"time"
+
+	"github.com/otelcol-svc/otelcol-svc/internal/sourceverify"
+)
 
 // Bucket names.
 const (
@@ -210,15 +214,17 @@ type IngestRate struct {
 
 // Source is a push source (docs/contract.md#section-4 and #section-5).
 type Source struct {
-	ID             string            `json:"id"`
-	ProjectID      string            `json:"project_id"`
-	Name           string            `json:"name"`
-	Connector      string            `json:"connector"`
-	EventType      string            `json:"event_type"`
-	EventTypeField string            `json:"event_type_field,omitempty"`
-	TextTemplate   string            `json:"text_template,omitempty"`
-	EventTimeField string            `json:"event_time_field,omitempty"`
-	Labels         map[string]string `json:"labels,omitempty"`
+	ID             string               `json:"id"`
+	ProjectID      string               `json:"project_id"`
+	Name           string               `json:"name"`
+	Connector      string               `json:"connector"`
+	EventType      string               `json:"event_type"`
+	EventTypeField string               `json:"event_type_field,omitempty"`
+	TextTemplate   string               `json:"text_template,omitempty"`
+	EventTimeField string               `json:"event_time_field,omitempty"`
+	Labels         map[string]string    `json:"labels,omitempty"`
+	Preset         string               `json:"preset,omitempty"`
+	Verification   *sourceverify.Config `json:"verification,omitempty"` // always the Stored() form
 }
 
 // ConsoleKeys are the Ed25519 public keys (base64, standard encoding, 32 bytes each) that
