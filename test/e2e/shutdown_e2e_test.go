@@ -339,3 +339,35 @@ func TestControlPlaneSIGTERMReadinessFirst(t *testing.T) {
 	took := waitExit(t, cp.Exited(), sent, "control plane")
 	assert.GreaterOrEqual(t, took, time.Second, "readiness is down for the drain delay before the listener closes")
 }
+
+// SIGTERM to the all-in-one process (configs/embedded.yaml) while an agent call hangs:
+// it exits within the bound (the call is handed back, not waited for), and after a
+// restart every accepted event is still there for the pipeline, none acked without
+// reaching the agent. (Its NATS restarts with it and forgets the naks: the records come
+// back after ack_wait, as after a crash; there is no other process to take them sooner.)
+func TestEmbeddedSIGTERMExitsAndLosesNothing(t *testing.T) {
+	const n = 50
+	e := startEmbedded(t, map[string]string{"SVC_DRAIN_DELAY": "200ms", "SVC_DRAIN_TIMEOUT": "300ms"})
+	agent := startAgent(t)
+	agent.setRespond(func(int, *http.Request) (int, time.Duration) { return http.StatusOK, time.Minute })
+	key, _ := e.pipelineProject(t, "embedded-stop", mirror.Pipeline{AgentEndpointURL: agent.URL, BatchSize: 10})
+	for i := range n {
+		r := post(t, e.col.HTTP+"/v1/events", key, "application/json", []byte(fmt.Sprintf(`{"id":%d}`, i)), nil)
+		require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
+	}
+	require.Eventually(t, func() bool { return agent.attempts() > 0 }, 30*time.Second, 10*time.Millisecond)
+
+	sent := time.Now()
+	require.True(t, e.col.Signal(syscall.SIGTERM))
+	waitExit(t, e.col.Exited(), sent, "embedded process")
+	require.Empty(t, agent.delivered(), "the hung call was never answered")
+
+	e.col.Start()
+	_, js := testenv.Connect(t, e.col.EmbeddedNATSURL())
+	assert.Len(t, stored(t, js, "embedded-stop"), n, "every accepted event is stored")
+	cons, err := js.Consumer(context.Background(), streams.RawStream("embedded-stop"), "svc-pipeline")
+	require.NoError(t, err)
+	ci, err := cons.Info(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, ci.AckFloor.Stream, "nothing acked that the agent did not take")
+}
