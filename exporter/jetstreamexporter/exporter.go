@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -293,7 +292,7 @@ func (e *jsExporter) recordLimit() int {
 // fewer than n when some were duplicates of messages already stored (see publishAsync).
 func (e *jsExporter) publishTo(ctx context.Context, projectID string, cfg jetstream.StreamConfig, fast bool, n int, info pipelinectx.Ingest, walk func(emitFunc) error) (int, error) {
 	header := headers(info, n)
-	keyed := info.IdempotencyKey != "" && !info.Output
+	keyed := info.HasMsgIDs() && !info.Output
 	if e.atomic != nil && fast && n >= 2 {
 		return e.publishAtomic(ctx, projectID, cfg.Name, cfg.Subjects[0], n, header, keyed, walk)
 	}
@@ -337,11 +336,8 @@ func headers(info pipelinectx.Ingest, n int) headerFunc {
 		switch {
 		case info.Output:
 			return outputHeader(info.RequestID, info.Unmatched, rec)
-		case info.IdempotencyKey != "":
-			id := info.IdempotencyKey
-			if n > 1 {
-				id += ":" + strconv.Itoa(i)
-			}
+		case info.MsgID(i, n) != "":
+			id := info.MsgID(i, n)
 			h := nats.Header{streams.HeaderSignal: []string{signal}, streams.HeaderMsgID: []string{id}}
 			if info.SourceID != "" {
 				h[streams.HeaderSourceID] = []string{info.SourceID}

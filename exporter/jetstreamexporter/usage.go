@@ -231,11 +231,11 @@ func (m *metering) countRefused(p principal.Principal, reason string, n int) {
 
 // keptCount is how many of a request's records stay counted once publishing is over:
 // those JetStream added, so not a retried request's duplicates, which the attempt that
-// stored them counted. A failed request without an Idempotency-Key counts none: the
+// stored them counted. A failed request without message ids counts none: the
 // client retries it and the retry stores (and counts) every record again. With a key the
 // retry skips what this attempt stored, so that part stays counted here.
 func keptCount(info pipelinectx.Ingest, added int, err error) int {
-	if err != nil && info.IdempotencyKey == "" {
+	if err != nil && !info.HasMsgIDs() {
 		return 0
 	}
 	return added

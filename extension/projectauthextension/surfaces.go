@@ -37,13 +37,47 @@ const (
 // sent as X-Service-Token or Bearer; push-ingest auth is off. Errors wrap
 // principal.ErrNotReady, ErrNotFound (unknown ingest key), ErrMissingKey, ErrInvalidKey or
 // ErrInvalidToken, with a message for the sender (principal.Message).
+//
+// A source with a verification (src.Verification, docs/contract.md#section-5) needs no
+// header credential: its requests are let through with the principal and the source, whose
+// Verification the caller must then check against the body (sourceverify.Verify) before
+// storing anything, and report with CountIngestVerification. A valid header credential of
+// the source (its osi_ key, the service token) still opens it, for an operator testing with
+// curl: the source is then returned with Verification nil, as there is nothing left to
+// check. Push-ingest auth off does not switch a source's verification off: its owner asked
+// for it.
 func (a *authenticator) AuthenticateIngest(ctx context.Context, headers map[string][]string, ingestKey string) (context.Context, mirror.Source, error) {
 	src, p, err := a.ingest(headers, ingestKey)
-	a.tel.ProjectauthRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err)), attribute.String("surface", "push_ingest")))
+	deferred := false
+	if src.Verification != nil && p.ProjectID != "" {
+		switch {
+		case err == nil && !a.cfg.PushIngest.authOff():
+			src.Verification = nil
+		case err == nil, errors.Is(err, principal.ErrMissingKey), errors.Is(err, principal.ErrInvalidKey), errors.Is(err, principal.ErrInvalidToken):
+			// Whatever the headers held, the body's signature decides.
+			deferred, err = true, nil
+		}
+	}
+	if !deferred {
+		// A deferred request is counted once its verification is done.
+		a.tel.ProjectauthRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err)), attribute.String("surface", "push_ingest")))
+	}
 	if err != nil {
 		return ctx, mirror.Source{}, err
 	}
 	return principal.NewContext(ctx, p), src, nil
+}
+
+// CountIngestVerification counts the outcome of a push request that AuthenticateIngest let
+// through for its source's verification: err is what sourceverify.Verify returned (nil:
+// accepted, outcome ok; else outcome signature_invalid), beside the other push-ingest
+// authentication outcomes.
+func (a *authenticator) CountIngestVerification(ctx context.Context, err error) {
+	o := "ok"
+	if err != nil {
+		o = "signature_invalid"
+	}
+	a.tel.ProjectauthRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", o), attribute.String("surface", "push_ingest")))
 }
 
 func (a *authenticator) ingest(headers map[string][]string, ingestKey string) (mirror.Source, principal.Principal, error) {

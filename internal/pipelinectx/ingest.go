@@ -2,6 +2,7 @@ package pipelinectx
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -21,6 +22,12 @@ type Ingest struct {
 	// source the receiver scopes it to the source ("src:<source id>:<key>"), as dedup is
 	// per project stream and sources number their deliveries independently.
 	IdempotencyKey string
+	// RecordIDs, when set, holds one message id per record (same length as the records;
+	// "" for a record without one): the sender's own delivery id of each record, which a
+	// push source's preset reads (internal/sourcepreset), scoped to the source. A record
+	// with an id is published with it as its Nats-Msg-Id, so a provider's retry of the
+	// same delivery is stored once; a record without one falls back to IdempotencyKey.
+	RecordIDs []string
 	// RequestDigest identifies the request that carried IdempotencyKey (its surface, the
 	// headers that shape its records, its body): the exporter binds the key to it, so the
 	// same key with another request is refused (Throttled, 422 idempotency_key_reused)
@@ -51,6 +58,35 @@ type Quota struct {
 	Remaining int64
 	// Reset is when the count starts again (00:00 UTC on the 1st).
 	Reset time.Time
+}
+
+// MsgID is the Nats-Msg-Id of the i-th of n records: RecordIDs[i] when set, else
+// IdempotencyKey (suffixed ":<i>" when the request holds more than one record), else "".
+func (info Ingest) MsgID(i, n int) string {
+	if i < len(info.RecordIDs) && info.RecordIDs[i] != "" {
+		return info.RecordIDs[i]
+	}
+	if info.IdempotencyKey == "" {
+		return ""
+	}
+	if n > 1 {
+		return info.IdempotencyKey + ":" + strconv.Itoa(i)
+	}
+	return info.IdempotencyKey
+}
+
+// HasMsgIDs reports whether any of the request's records has a message id, so that a
+// retry of it may find some of them stored already.
+func (info Ingest) HasMsgIDs() bool {
+	if info.IdempotencyKey != "" {
+		return true
+	}
+	for _, id := range info.RecordIDs {
+		if id != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // WithIngest returns ctx carrying info.
