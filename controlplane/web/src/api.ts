@@ -1,5 +1,6 @@
 // The control plane's JSON API as the page uses it: same origin, the session cookie sent
 // by the browser (the page never holds a login token), the CSRF token on every write.
+import type { Verification } from './sources/providers';
 
 export class ApiError extends Error {
   constructor(
@@ -24,6 +25,14 @@ export function onUnauthorized(fn: () => void) {
   onSessionEnded = fn;
 }
 
+/**
+ * A request body already written as JSON text, sent byte for byte: a sample payload whose
+ * signature is checked must reach the control plane as typed, not re-serialized.
+ */
+export class RawJSON {
+  constructor(readonly text: string) {}
+}
+
 export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { Accept: 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -33,7 +42,7 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
     res = await fetch('/api/v1' + path, {
       method,
       headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: body === undefined ? undefined : body instanceof RawJSON ? body.text : JSON.stringify(body),
       credentials: 'same-origin',
     });
   } catch {
@@ -214,12 +223,28 @@ export interface Source {
   api_key_prefix: string;
   created_at: string;
   api_key?: string;
+  /** The preset that reads its payloads (docs/contract.md#section-5); absent: its own mapping. */
+  preset?: string;
+  /** How a sender proves itself; the secret, password or token only in the create and rotate answers. */
+  verification?: Verification | null;
+  secret_set?: boolean;
+}
+
+/** One event a sample would become. */
+export interface SourceTestEvent {
+  envelope: unknown;
+  event_type: string;
+  warnings: string[] | null;
 }
 
 export interface SourceTest {
   envelope: unknown;
   event_type: string;
   warnings: string[];
+  /** Every event of a preset's sample (an Alertmanager notification: one per alert). */
+  events?: SourceTestEvent[];
+  /** Whether the headers given sign the sample, when the source verifies. */
+  verification?: { ok: boolean; message?: string };
 }
 
 /** A personal access token (docs/contract.md#section-9); token only in the answer that creates it. */
