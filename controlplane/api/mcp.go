@@ -59,16 +59,21 @@ func (s *Server) mcpHandler() http.Handler {
 		s.toolListProjects)
 	addTool(srv, &mcp.Tool{Name: "create_source",
 		Description: "Create a push source (connector webhook): a URL that takes JSON posts (one object, an array of objects, or NDJSON) and stores each payload losslessly in an envelope with _event_type, _source, timestamp, text and labels. " +
-			"Returns ingest_url, ingest_key, an ingest-scoped api_key (shown only now: keep it, it is sent as Authorization: Bearer <api_key>) and a curl command. Needs owner or admin. Try the settings with test_source first.",
+			"A preset (alertmanager, grafana, github, stripe, sentry, pagerduty, cloudevents) reads that sender's bodies with its own event types, times and delivery ids; a verification lets senders that cannot send an API key prove themselves (signature, HTTP Basic or a token in the URL). " +
+			"Returns ingest_url, ingest_key, an ingest-scoped api_key (shown only now: keep it, it is sent as Authorization: Bearer <api_key>), the verification's secret, password or URL token (shown only now: configure the sender with it) and a curl command. Needs owner or admin. Try the settings with test_source first.",
 		InputSchema: mustSchema[createSourceArgs]("project_id", "name")},
 		s.toolCreateSource)
 	addTool(srv, &mcp.Tool{Name: "test_source",
-		Description: "Check a source's settings (an unsaved source, or a saved one by source_id) against a sample payload, without storing anything: returns the envelope the source would store (without its payload member, which is the sample as sent) and warnings about fields the settings name that the payload lacks or holds in an unusable form (missing label fields, an unparseable time, unknown template fields).",
+		Description: "Check a source's settings (an unsaved source, or a saved one by source_id) against a sample payload, without storing anything: returns the envelope the source would store (without its payload member, which is the sample as sent) and warnings about fields the settings name that the payload lacks or holds in an unusable form (missing label fields, an unparseable time, unknown template fields). " +
+			"With a preset, events lists every record the sample becomes (one per alert of an Alertmanager notification). With a verification and the sample's headers, verification says whether the receiver would accept the request (ok) or why not.",
 		InputSchema: testSourceSchema()},
 		s.toolTestSource)
 	addTool(srv, &mcp.Tool{Name: "list_sources",
-		Description: "List a project's push sources with their settings and ingest URLs (API keys are not shown again, only their first characters)."},
+		Description: "List a project's push sources with their settings and ingest URLs (API keys are not shown again, only their first characters; verification secrets, passwords and URL tokens are never shown again: secret_set says one is stored)."},
 		s.toolListSources)
+	addTool(srv, &mcp.Tool{Name: "rotate_source_secret",
+		Description: "Replace the secret of a source's verification (its signing secret, Basic password or URL token): generated for github, hmac, standard_webhooks, basic and url_token, or the one you give (required for stripe, sentry, pagerduty and slack, whose secret the sender issues). The answer shows the new one once (and, for url_token, the new ingest_url); the old one stops working within a second, so update the sender right away. Needs owner or admin."},
+		s.toolRotateSourceSecret)
 	addTool(srv, &mcp.Tool{Name: "delete_source",
 		Description: "Delete a push source: its ingest URL and API key stop working within a second. Needs owner or admin."},
 		s.toolDeleteSource)
@@ -186,8 +191,10 @@ func mustSchema[T any](required ...string) *jsonschema.Schema {
 // must see it as the object it is.
 func testSourceSchema() *jsonschema.Schema {
 	sc := mustSchema[testSourceArgs]("project_id", "payload")
+	// One type: agents see an object, which is what nearly every sender posts (the REST
+	// API also takes a string holding the body byte for byte, or an array).
 	sc.Properties["payload"] = &jsonschema.Schema{Type: "object",
-		Description: "a sample payload: one JSON object as your system would post it"}
+		Description: "a sample payload: one JSON object as your system would post it; with a verification, the bytes of this object as you send them are what the signature is checked against"}
 	return sc
 }
 
@@ -295,18 +302,40 @@ func (s *Server) toolCreateSource(ctx context.Context, req *mcp.CallToolRequest,
 }
 
 type testSourceArgs struct {
-	ProjectID string              `json:"project_id" jsonschema:"the project's id (p_...)"`
-	SourceID  string              `json:"source_id,omitempty" jsonschema:"a saved source to test (src_...); or give source instead"`
-	Source    *service.SourceSpec `json:"source,omitempty" jsonschema:"settings of a source not saved yet, as create_source takes them (name optional)"`
-	// Payload stays JSON bytes, never Go values, so numbers keep every digit; its schema
-	// is set in testSourceSchema.
-	Payload json.RawMessage `json:"payload"`
+	ProjectID string `json:"project_id" jsonschema:"the project's id (p_...)"`
+	// Payload stays JSON bytes, never Go values, so numbers keep every digit (and a
+	// signature its bytes); its schema is set in testSourceSchema.
+	service.SourceTestInput
+}
+
+type testSourceEvent struct {
+	Envelope  map[string]any `json:"envelope" jsonschema:"the record, without its payload member"`
+	EventType string         `json:"event_type" jsonschema:"the record's _event_type"`
+	Warnings  []string       `json:"warnings" jsonschema:"what to fix for this record; empty when the mapping is complete"`
 }
 
 type testSourceOut struct {
-	Envelope  map[string]any `json:"envelope" jsonschema:"the record the source would store, without its payload member (the sample as sent)"`
-	EventType string         `json:"event_type" jsonschema:"the record's _event_type"`
-	Warnings  []string       `json:"warnings" jsonschema:"what to fix in the settings or the payload; empty when the mapping is complete"`
+	Envelope     map[string]any              `json:"envelope" jsonschema:"the record the source would store for the first event, without its payload member (the sample as sent)"`
+	EventType    string                      `json:"event_type" jsonschema:"the record's _event_type"`
+	Warnings     []string                    `json:"warnings" jsonschema:"what to fix in the settings or the payload; empty when the mapping is complete"`
+	Events       []testSourceEvent           `json:"events" jsonschema:"every record the sample becomes (a preset may read several, e.g. one per alert), without payloads"`
+	Verification *service.VerificationResult `json:"verification,omitempty" jsonschema:"whether the receiver would accept the sample request (when the source has a verification and headers or url_token are given)"`
+}
+
+// envelopeWithoutPayload decodes a record for a tool's answer, numbers as sent, without
+// its payload (the sample the agent sent); {} for none.
+func envelopeWithoutPayload(rec json.RawMessage) (map[string]any, error) {
+	out := map[string]any{}
+	if len(rec) == 0 || string(rec) == "null" {
+		return out, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(rec))
+	dec.UseNumber()
+	if err := dec.Decode(&out); err != nil {
+		return nil, err
+	}
+	delete(out, "payload")
+	return out, nil
 }
 
 func (s *Server) toolTestSource(ctx context.Context, req *mcp.CallToolRequest, in testSourceArgs) (*mcp.CallToolResult, testSourceOut, error) {
@@ -315,30 +344,52 @@ func (s *Server) toolTestSource(ctx context.Context, req *mcp.CallToolRequest, i
 	// again, which turns every number into a float64: 1234567890123456789 would come back
 	// as 1234567890123456800. The payload is read from the arguments as they were sent,
 	// so the preview shows exactly what ingest would store.
-	payload := in.Payload
 	var sent map[string]json.RawMessage
 	if req.Params != nil && json.Unmarshal(req.Params.Arguments, &sent) == nil && sent["payload"] != nil {
-		payload = sent["payload"]
+		in.Payload = sent["payload"]
 	}
 	userID, err := toolUser(req, in.ProjectID)
 	if err != nil {
 		return nil, out, err
 	}
-	res, err := s.Svc.TestSource(ctx, userID, in.ProjectID, in.Source, in.SourceID, payload)
+	res, err := s.Svc.TestSource(ctx, userID, in.ProjectID, in.SourceTestInput)
 	if err != nil {
 		return nil, out, s.toolError(err, "project")
 	}
-	dec := json.NewDecoder(bytes.NewReader(res.Envelope))
-	dec.UseNumber()
-	if err := dec.Decode(&out.Envelope); err != nil {
+	if out.Envelope, err = envelopeWithoutPayload(res.Envelope); err != nil {
 		return nil, out, s.toolError(err, "source")
 	}
-	delete(out.Envelope, "payload")
-	out.EventType, out.Warnings = res.EventType, res.Warnings
+	out.EventType, out.Warnings, out.Verification = res.EventType, res.Warnings, res.Verification
 	if out.Warnings == nil {
 		out.Warnings = []string{}
 	}
+	out.Events = make([]testSourceEvent, 0, len(res.Events))
+	for _, ev := range res.Events {
+		env, err := envelopeWithoutPayload(ev.Envelope)
+		if err != nil {
+			return nil, testSourceOut{}, s.toolError(err, "source")
+		}
+		out.Events = append(out.Events, testSourceEvent{Envelope: env, EventType: ev.EventType, Warnings: ev.Warnings})
+	}
 	return nil, out, nil
+}
+
+type rotateSourceSecretArgs struct {
+	ProjectID string `json:"project_id" jsonschema:"the project's id (p_...)"`
+	SourceID  string `json:"source_id" jsonschema:"the source whose verification secret to replace (src_...); list_sources shows them"`
+	Secret    string `json:"secret,omitempty" jsonschema:"the new secret, required for stripe, sentry, pagerduty and slack (the sender issues it: paste it); leave it out for the other schemes to get a generated one"`
+}
+
+func (s *Server) toolRotateSourceSecret(ctx context.Context, req *mcp.CallToolRequest, in rotateSourceSecretArgs) (*mcp.CallToolResult, service.SourceView, error) {
+	userID, err := toolUser(req, in.ProjectID)
+	if err != nil {
+		return nil, service.SourceView{}, err
+	}
+	v, err := s.Svc.RotateSourceSecret(ctx, userID, in.ProjectID, in.SourceID, in.Secret)
+	if err != nil {
+		return nil, service.SourceView{}, s.toolError(err, "project")
+	}
+	return nil, v, nil
 }
 
 type sourcesOut struct {

@@ -86,6 +86,7 @@ func (s *Server) Handler() http.Handler {
 	route(mux, "/api/v1/projects/{id}/sources", methods{"GET": s.authed(s.listSources), "POST": s.authed(s.createSource)})
 	route(mux, "/api/v1/projects/{id}/sources/test", methods{"POST": s.authed(s.testSource)})
 	route(mux, "/api/v1/projects/{id}/sources/{source_id}", methods{"GET": s.authed(s.getSource), "DELETE": s.authed(s.deleteSource)})
+	route(mux, "/api/v1/projects/{id}/sources/{source_id}/rotate-secret", methods{"POST": s.authed(s.rotateSourceSecret)})
 	route(mux, "/api/v1/projects/{id}/usage", methods{"GET": s.authed(s.projectUsage)})
 	route(mux, "/api/v1/usage", methods{"GET": s.authed(s.accountUsage)})
 	route(mux, "/api/v1/projects/{id}/console-token", methods{"POST": s.authed(s.consoleToken)})

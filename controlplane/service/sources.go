@@ -1,11 +1,9 @@
 package service
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,6 +17,8 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
 	"github.com/otelcol-svc/otelcol-svc/internal/envelope"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/sourcepreset"
+	"github.com/otelcol-svc/otelcol-svc/internal/sourceverify"
 	"github.com/otelcol-svc/otelcol-svc/internal/textfmt"
 )
 
@@ -42,6 +42,8 @@ type SourceSpec struct {
 	TextTemplate   string            `json:"text_template,omitempty" jsonschema:"display text of each record, with {field} and {a.b.c} placeholders over payload fields, e.g. {repo.name}: {action}; {{ and }} write literal braces"`
 	EventTimeField string            `json:"event_time_field,omitempty" jsonschema:"dot path of the payload field holding the event's time (ISO 8601 or unix time); default: the time received"`
 	Labels         map[string]string `json:"labels,omitempty" jsonschema:"labels of each record: label name (letters, digits, _ . -) to the dot path of the payload field it copies, e.g. {\"repo\": \"repo.name\"}; at most 32"`
+	Preset         string            `json:"preset,omitempty" jsonschema:"a sender whose webhook bodies the source reads with that sender's own event type, time, text, labels and delivery id: alertmanager or grafana (one record per alert), github, stripe, sentry, pagerduty, cloudevents; empty: each posted object is one record"`
+	Verification   *VerificationSpec `json:"verification,omitempty" jsonschema:"how the receiver checks that a post comes from the sender, for senders that cannot send an API key: a signature (github, stripe, standard_webhooks, sentry, pagerduty, slack, hmac), HTTP Basic (basic) or a token in the URL (url_token)"`
 }
 
 // SourceView is a source as the API and the tools show it. APIKey is set only in the
@@ -60,6 +62,8 @@ type SourceView struct {
 	APIKeyPrefix   string            `json:"api_key_prefix" jsonschema:"first characters of the source's ingest-scoped API key; empty when the key was revoked"`
 	CreatedAt      string            `json:"created_at"`
 	APIKey         string            `json:"api_key,omitempty" jsonschema:"the ingest-scoped API key, sent as Authorization: Bearer <api_key>; shown only when the source is created"`
+	Preset         string            `json:"preset" jsonschema:"the sender whose bodies the source reads (alertmanager, grafana, github, stripe, sentry, pagerduty, cloudevents); empty for none"`
+	Verification   *VerificationView `json:"verification,omitempty" jsonschema:"how the receiver checks the sender; its secret, password or URL token is shown only in the answer that creates the source or rotates its secret"`
 }
 
 func (s *Service) ingestURL(ingestKey string) string {
@@ -79,7 +83,7 @@ func (s *Service) sourceView(src store.Source, keyPrefix string) SourceView {
 	return SourceView{ID: src.ID, Name: c.Name, Connector: c.Connector, EventType: c.EventType,
 		EventTypeField: c.EventTypeField, TextTemplate: c.TextTemplate, EventTimeField: c.EventTimeField,
 		Labels: labels, IngestKey: src.IngestKey, IngestURL: s.ingestURL(src.IngestKey), APIKeyPrefix: keyPrefix,
-		CreatedAt: created}
+		CreatedAt: created, Preset: c.Preset, Verification: redacted(c.Verification)}
 }
 
 // newIngestKey returns "in_" and 32 lowercase hex characters (128 random bits): safe in a
@@ -94,9 +98,18 @@ func newIngestKey() string {
 
 // Validate checks a source's settings and returns them with defaults filled. field
 // prefixes every field name in messages ("" or "source."). A test may leave the name out.
+// A verification whose scheme lets us make the secret (password, URL token) and that has
+// none gets a new one; the result's Verification is in the clear, as the sender needs it:
+// only its Stored() form may be kept.
 func (spec SourceSpec) Validate(field string, nameRequired bool) (mirror.Source, *apierror.Error) {
-	bad := func(name, format string, args ...any) (mirror.Source, *apierror.Error) {
-		return mirror.Source{}, BadBody(field + name + ": " + fmt.Sprintf(format, args...))
+	src, _, e := spec.validate(field, nameRequired)
+	return src, e
+}
+
+// validate is Validate, and tells whether it made the verification's secret.
+func (spec SourceSpec) validate(field string, nameRequired bool) (mirror.Source, bool, *apierror.Error) {
+	bad := func(name, format string, args ...any) (mirror.Source, bool, *apierror.Error) {
+		return mirror.Source{}, false, BadBody(field + name + ": " + fmt.Sprintf(format, args...))
 	}
 	src := mirror.Source{Connector: spec.Connector, EventType: strings.TrimSpace(spec.EventType),
 		EventTypeField: spec.EventTypeField, TextTemplate: spec.TextTemplate, EventTimeField: spec.EventTimeField}
@@ -155,7 +168,21 @@ func (spec SourceSpec) Validate(field string, nameRequired bool) (mirror.Source,
 		}
 		src.Labels[label] = path
 	}
-	return src, nil
+	if spec.Preset != "" {
+		if !sourcepreset.Valid(spec.Preset) {
+			return bad("preset", "%q is not a preset: one of %s", spec.Preset, strings.Join(sourcepreset.Names(), ", "))
+		}
+		src.Preset = spec.Preset
+	}
+	generated := false
+	if spec.Verification != nil {
+		c, gen, e := spec.Verification.config(field)
+		if e != nil {
+			return mirror.Source{}, false, e
+		}
+		src.Verification, generated = &c, gen
+	}
+	return src, generated, nil
 }
 
 func hasControl(s string) bool {
@@ -273,16 +300,6 @@ func (s *Service) DeleteSource(ctx context.Context, userID, id, sourceID string)
 	})
 }
 
-// TestSource builds the envelope of a sample payload with an unsaved source (spec) or a
-// saved one (sourceID), for any member. Nothing is stored or published.
-func (s *Service) TestSource(ctx context.Context, userID, id string, spec *SourceSpec, sourceID string, payload []byte) (res SourceTest, err error) {
-	err = s.InProject(ctx, userID, id, Read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store) error {
-		res, err = testSource(ctx, tx, p, spec, sourceID, payload)
-		return err
-	})
-	return res, err
-}
-
 func (s *Service) listSources(ctx context.Context, tx *store.Tx, p store.Project) ([]SourceView, error) {
 	sources, err := tx.Sources(ctx, p.ID)
 	if err != nil {
@@ -309,6 +326,14 @@ func (s *Service) listSources(ctx context.Context, tx *store.Tx, p store.Project
 // and publishes both to the mirror (the transaction commits only if the mirror took them).
 func (s *Service) createSource(ctx context.Context, tx *store.Tx, p store.Project, ms *mirror.Store, src mirror.Source) (SourceView, error) {
 	now := time.Now().UTC()
+	// The sender gets the verification's secret in the clear, once, in this answer; the
+	// database and the mirror keep only its Stored() form.
+	var clear *sourceverify.Config
+	if src.Verification != nil {
+		c := *src.Verification
+		stored := c.Stored()
+		clear, src.Verification = &c, &stored
+	}
 	src.ID = NewID("src_")
 	src.ProjectID = p.ID
 	row := store.Source{ID: src.ID, ProjectID: p.ID, IngestKey: newIngestKey(), Config: src, CreatedAt: now}
@@ -332,6 +357,7 @@ func (s *Service) createSource(ctx context.Context, tx *store.Tx, p store.Projec
 	}
 	v := s.sourceView(row, k.Prefix)
 	v.APIKey = secret // the only time it is shown
+	s.showSecret(&v, row.IngestKey, clear)
 	return v, nil
 }
 
@@ -356,51 +382,4 @@ func deleteSource(ctx context.Context, tx *store.Tx, p store.Project, ms *mirror
 		_ = ms.ForgetKeyUsage(ctx, k.ID)
 	}
 	return nil
-}
-
-// SourceTest is the answer of a source test: the record the source would store for the
-// sample payload, and what a person should look at.
-type SourceTest struct {
-	Envelope  json.RawMessage `json:"envelope" jsonschema:"the record the source would store: _event_type, _source, timestamp, text, labels, payload"`
-	EventType string          `json:"event_type" jsonschema:"the record's _event_type"`
-	Warnings  []string        `json:"warnings" jsonschema:"fields the settings name that the payload lacks or holds in an unusable form; empty when the mapping is complete"`
-}
-
-// testSource builds the envelope of a sample payload with an unsaved source (spec) or a
-// saved one (sourceID). Nothing is stored or published.
-func testSource(ctx context.Context, tx *store.Tx, p store.Project, spec *SourceSpec, sourceID string, payload []byte) (SourceTest, error) {
-	var src mirror.Source
-	switch {
-	case spec != nil && sourceID != "":
-		return SourceTest{}, BadBody("send either source (settings to try) or source_id (a saved source), not both")
-	case spec != nil:
-		var e *apierror.Error
-		if src, e = spec.Validate("source.", false); e != nil {
-			return SourceTest{}, e
-		}
-		src.ProjectID = p.ID
-	case sourceID != "":
-		saved, err := tx.SourceByID(ctx, p.ID, sourceID)
-		if errors.Is(err, store.ErrNotFound) {
-			return SourceTest{}, NotFound("source")
-		}
-		if err != nil {
-			return SourceTest{}, err
-		}
-		src = saved.Config
-	default:
-		return SourceTest{}, BadBody("send source (settings to try) or source_id (a saved source)")
-	}
-	if t := bytes.TrimSpace(payload); len(t) == 0 || t[0] != '{' {
-		return SourceTest{}, BadBody("payload must be a JSON object: a sample of what your system posts")
-	}
-	res, err := envelope.Build(src, payload, time.Now().UTC())
-	if err != nil {
-		return SourceTest{}, BadBody("payload: " + err.Error())
-	}
-	warnings := res.Warnings
-	if warnings == nil {
-		warnings = []string{}
-	}
-	return SourceTest{Envelope: res.Record, EventType: res.EventType, Warnings: warnings}, nil
 }

@@ -91,3 +91,14 @@ func (t *Tx) DeleteSource(ctx context.Context, projectID, id string) (Source, []
 	}
 	return s, keys, affected(t.exec(ctx, `DELETE FROM sources WHERE id = ?`, id))
 }
+
+// UpdateSourceConfig replaces a source's configuration (its name stays: the column and
+// Config.Name must agree, and a rotation never renames). ErrNotFound when the project has
+// no such source.
+func (t *Tx) UpdateSourceConfig(ctx context.Context, projectID, id string, cfg mirror.Source) error {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	return affected(t.exec(ctx, `UPDATE sources SET config = ? WHERE project_id = ? AND id = ?`, string(b), projectID, id))
+}
