@@ -1,4 +1,4 @@
-import { useEffect, useId, useState } from 'preact/hooks';
+import { useEffect, useId, useRef, useState } from 'preact/hooks';
 import { api, canWrite, RawJSON, type Project, type Source, type SourceTest } from '../api';
 import { useAction, useConfirmRemoval, useLoad } from '../hooks';
 import {
@@ -125,6 +125,15 @@ export function SourcesPage({ project }: { project: Project }) {
   );
   const busy = creating.busy || deleting.busy || rotation.busy;
 
+  // The secret is shown at the top of the page, far from a Rotate button in the list:
+  // bring it into view and put focus on its heading, so nobody misses it.
+  const onceRef = useRef<HTMLHeadingElement>(null);
+  useEffect(() => {
+    if (!shown) return;
+    onceRef.current?.scrollIntoView({ block: 'start' });
+    onceRef.current?.focus();
+  }, [shown?.source.id, shown?.rotated, credentialOf(shown?.source.verification ?? undefined)?.value]);
+
   // Members have no form to test against: they test a saved source.
   useEffect(() => {
     if (!writable && against === 'form' && sources?.length) chooseAgainst(sources[0].id);
@@ -178,6 +187,7 @@ export function SourcesPage({ project }: { project: Project }) {
       setRotating(null);
       setNewSecret('');
       setShown({ source: { ...s, ...r }, rotated: true });
+      setTestResult(null); // a signature check against the old secret no longer holds
       await list.reload();
     });
   };
@@ -245,7 +255,7 @@ export function SourcesPage({ project }: { project: Project }) {
       </p>
       {shown && shownProvider && (
         <section class="panel panel-once" aria-labelledby="src-once">
-          <h2 id="src-once">
+          <h2 id="src-once" ref={onceRef} tabIndex={-1}>
             {shown.rotated ? `New secret for “${shown.source.name}”` : `Your new source “${shown.source.name}”`}
           </h2>
           {credential ? (
@@ -318,9 +328,9 @@ export function SourcesPage({ project }: { project: Project }) {
                   {providers.map((x) => (
                     <label key={x.id} class="provider">
                       <input type="radio" name={id + '-provider'} value={x.id} checked={f.provider === x.id}
-                        onChange={() => pick(x.id)} aria-describedby={`${id}-p-${x.id}`} />
+                        onChange={() => pick(x.id)} aria-labelledby={`${id}-n-${x.id}`} aria-describedby={`${id}-p-${x.id}`} />
                       <span>
-                        <span class="provider-name">{x.name}</span>
+                        <span id={`${id}-n-${x.id}`} class="provider-name">{x.name}</span>
                         <span id={`${id}-p-${x.id}`} class="provider-blurb">{x.blurb}</span>
                       </span>
                     </label>

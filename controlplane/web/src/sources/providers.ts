@@ -75,50 +75,50 @@ const slackSample = json({
 
 export const providers: Provider[] = [
   {
-    id: 'github', name: 'GitHub', blurb: 'Pushes, pull requests, workflow runs (signed with a secret)',
+    id: 'github', name: 'GitHub', blurb: 'Pushes, PRs, workflow runs',
     preset: 'github', scheme: 'github', sample: json(githubPR), suggestedName: 'github',
     headers: 'X-GitHub-Event: pull_request\nX-GitHub-Delivery: 72d3162e-cc78-11e3-81ab-4c9367dc0958',
   },
   {
-    id: 'stripe', name: 'Stripe', blurb: 'Payments, invoices, subscriptions (Stripe-Signature)',
+    id: 'stripe', name: 'Stripe', blurb: 'Payments, invoices, subscriptions',
     preset: 'stripe', scheme: 'stripe', sample: json(stripe), suggestedName: 'stripe', headers: '',
     issued: { label: 'Signing secret', placeholder: 'whsec_…',
       hint: 'Stripe shows it on the endpoint’s page (Developers → Webhooks → your endpoint → Signing secret → Reveal).' },
   },
   {
-    id: 'alertmanager', name: 'Alertmanager', blurb: 'Prometheus alerts, one event per alert (HTTP Basic)',
+    id: 'alertmanager', name: 'Alertmanager', blurb: 'One event per alert',
     preset: 'alertmanager', scheme: 'basic', sample: json(alertmanager), suggestedName: 'alertmanager', headers: '',
   },
   {
-    id: 'grafana', name: 'Grafana', blurb: 'Grafana alerting contact point, one event per alert (HTTP Basic)',
+    id: 'grafana', name: 'Grafana', blurb: 'Contact point, one event per alert',
     preset: 'grafana', scheme: 'basic', sample: json(grafana), suggestedName: 'grafana', headers: '',
   },
   {
-    id: 'sentry', name: 'Sentry', blurb: 'Issues, errors and alerts of an internal integration (signed)',
+    id: 'sentry', name: 'Sentry', blurb: 'Issues and alerts',
     preset: 'sentry', scheme: 'sentry', sample: json(sentry), suggestedName: 'sentry',
     headers: 'Sentry-Hook-Resource: issue\nRequest-ID: 7d2b6c06-3b1c-4e33-9b8a-0c4d8b1b6f40',
     issued: { label: 'Client secret', placeholder: 'the integration’s client secret',
       hint: 'Sentry shows it on the internal integration’s page (Settings → Developer Settings → your integration → Credentials).' },
   },
   {
-    id: 'pagerduty', name: 'PagerDuty', blurb: 'Incident events of a v3 webhook subscription (signed)',
+    id: 'pagerduty', name: 'PagerDuty', blurb: 'Incident events (v3 webhooks)',
     preset: 'pagerduty', scheme: 'pagerduty', sample: json(pagerduty), suggestedName: 'pagerduty', headers: '',
     issued: { label: 'Signing secret', placeholder: 'the subscription’s secret',
       hint: 'PagerDuty shows it once, right after you add the webhook subscription.' },
   },
   {
-    id: 'cloudevents', name: 'CloudEvents', blurb: 'Any CloudEvents 1.0 producer: structured, batch or binary mode',
+    id: 'cloudevents', name: 'CloudEvents', blurb: 'Any CloudEvents 1.0 producer',
     preset: 'cloudevents', scheme: 'url_token', sample: cloudEventSample, suggestedName: 'cloudevents',
     headers: 'Content-Type: application/cloudevents+json',
   },
   {
-    id: 'slack', name: 'Slack', blurb: 'Slack’s signed requests (verification only; your own mapping)',
+    id: 'slack', name: 'Slack', blurb: 'Signature check, your mapping',
     preset: '', scheme: 'slack', sample: slackSample, suggestedName: 'slack', headers: '',
     issued: { label: 'Signing secret', placeholder: 'the app’s signing secret',
       hint: 'Slack shows it under your app’s Basic Information → App Credentials → Signing Secret.' },
   },
   {
-    id: 'other', name: 'Other', blurb: 'Your own system: HMAC header, Basic, URL token or the API key',
+    id: 'other', name: 'Other', blurb: 'HMAC, Basic, URL token, API key',
     preset: '', sample: otherSample, suggestedName: '', headers: '',
   },
 ];

@@ -1,0 +1,132 @@
+// Push sources set up from their sender, by role and label: a GitHub source shows its
+// webhook secret once, with what to paste where in GitHub, and not after a reload; an
+// Alertmanager source's receiver YAML holds its URL and Basic credentials; Testing the
+// Alertmanager sample shows one event per alert; a GitHub signature over the sample checks
+// out with the secret shown and not with a wrong one; rotating the secret shows a new one
+// once and the old one no longer signs. Run by
+// controlplane/dashboard_sources_providers_e2e_test.go (TestDashboardSourcesProviders):
+//   DASHBOARD_URL   the control plane
+//   SCREENSHOT_DIR  where each visited page is saved
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { assertAccessible, launch } from './lib.mjs';
+
+const base = process.env.DASHBOARD_URL;
+const shots = process.env.SCREENSHOT_DIR || 'test-output/sources-providers';
+assert.ok(base, 'DASHBOARD_URL must be set');
+const { browser, shot, newPage, signUp } = await launch({ base, shots });
+
+const githubSignature = (secret, body) => 'sha256=' + createHmac('sha256', secret).update(body).digest('hex');
+
+try {
+  const a = await newPage();
+  await signUp(a, 'olga@example.com');
+  await a.getByLabel('Project name').fill('platform');
+  await a.getByRole('button', { name: 'Create project' }).click();
+  await a.getByRole('heading', { name: 'API keys' }).waitFor();
+  const nav = a.getByRole('navigation', { name: 'Main' });
+  await nav.getByRole('link', { name: 'Push sources' }).click();
+  await a.getByRole('heading', { name: 'Push sources', level: 1 }).waitFor();
+  const senders = a.getByRole('group', { name: 'Sender' });
+  for (const name of ['GitHub', 'Stripe', 'Alertmanager', 'Grafana', 'Sentry', 'PagerDuty', 'CloudEvents', 'Slack', 'Other']) {
+    await senders.getByRole('radio', { name, exact: true }).waitFor();
+  }
+  await assertAccessible(a, 'sources');
+  await shot(a, 'senders', false);
+
+  // --- GitHub: the secret once, with the steps in GitHub's words ------------------------
+  await senders.getByRole('radio', { name: 'GitHub', exact: true }).check();
+  assert.equal(await a.getByLabel('Source name').inputValue(), 'github', 'the sender names the source');
+  await shot(a, 'github-form', false);
+  await a.getByRole('button', { name: 'Create source' }).click();
+  await a.getByRole('heading', { name: 'Your new source “github”' }).waitFor();
+  await a.getByText('you will not see it again').waitFor();
+  const githubURL = await a.getByLabel('Ingest URL', { exact: true }).inputValue();
+  const secret = await a.getByLabel('Secret', { exact: true }).first().inputValue();
+  assert.match(githubURL, /\/ingest\/in_[0-9a-f]{32}$/);
+  assert.match(secret, /^[0-9a-f]{64}$/, 'a generated GitHub secret');
+  const steps = a.getByRole('list', { name: 'Set up GitHub' });
+  assert.equal(await steps.getByLabel('Payload URL', { exact: true }).textContent(), githubURL);
+  assert.equal(await steps.getByLabel('Content type', { exact: true }).textContent(), 'application/json');
+  assert.equal(await steps.getByLabel('Secret', { exact: true }).textContent(), secret);
+  await steps.getByText('Let me select individual events').waitFor();
+  await assertAccessible(a, 'github created');
+  await shot(a, 'github-created');
+  await a.getByRole('button', { name: 'I have saved the secret' }).click();
+  await a.reload();
+  const githubRow = a.getByRole('row').filter({ hasText: 'github' });
+  await githubRow.getByText('GitHub signature').waitFor();
+  assert.ok(!(await a.content()).includes(secret), 'the secret is gone after a reload');
+
+  // --- Alertmanager: the receiver YAML with URL and Basic credentials -------------------
+  await senders.getByRole('radio', { name: 'Alertmanager', exact: true }).check();
+  assert.equal(await a.getByLabel('Source name').inputValue(), 'alertmanager');
+  assert.equal(await a.getByLabel('Username').inputValue(), 'alertmanager');
+  await a.getByRole('button', { name: 'Create source' }).click();
+  await a.getByRole('heading', { name: 'Your new source “alertmanager”' }).waitFor();
+  const amURL = await a.getByLabel('Ingest URL', { exact: true }).inputValue();
+  const password = await a.getByLabel('Password', { exact: true }).inputValue();
+  assert.ok(password.length >= 16, 'a generated password');
+  const yaml = await a.getByLabel('Alertmanager receiver (YAML)').textContent();
+  assert.ok(yaml.includes('webhook_configs:'), yaml);
+  assert.ok(yaml.includes(`url: '${amURL}'`), yaml);
+  assert.ok(yaml.includes("username: 'alertmanager'") && yaml.includes(`password: '${password}'`), yaml);
+  await assertAccessible(a, 'alertmanager created');
+  await shot(a, 'alertmanager-created');
+  await a.getByRole('button', { name: 'I have saved the password' }).click();
+
+  // --- Test: the Alertmanager sample is one event per alert -----------------------------
+  await a.getByLabel('Mapping').selectOption({ label: 'Source alertmanager' });
+  assert.ok((await a.getByLabel('Sample payload (JSON)').inputValue()).includes('"alerts"'), 'the Alertmanager sample');
+  await a.getByRole('button', { name: 'Test the mapping' }).click();
+  await a.getByText('It would store 2 events').waitFor();
+  const events = a.getByRole('list', { name: 'Events the source would store' });
+  assert.equal(await events.getByRole('listitem').count(), 2);
+  await events.getByText('alert.firing', { exact: true }).waitFor();
+  await events.getByText('alert.resolved', { exact: true }).waitFor();
+  await assertAccessible(a, 'alertmanager test');
+  await shot(a, 'alertmanager-test');
+
+  // --- Test: GitHub's signature, right and wrong ----------------------------------------
+  await a.getByLabel('Mapping').selectOption({ label: 'Source github' });
+  const payload = await a.getByLabel('Sample payload (JSON)').inputValue();
+  assert.ok(payload.includes('"pull_request"'), 'the GitHub sample');
+  const headers = a.getByLabel('Request headers (optional)');
+  const base_ = await headers.inputValue();
+  assert.ok(base_.includes('X-GitHub-Event: pull_request'), base_);
+  await headers.fill(`${base_}\nX-Hub-Signature-256: ${githubSignature(secret, payload)}`);
+  await a.getByRole('button', { name: 'Test the mapping' }).click();
+  await a.getByRole('status', { name: 'Signature check' }).getByText('✓ The signature checks out.').waitFor();
+  await a.getByLabel('The event the source would store').getByText('"pull_request.opened"').waitFor();
+  await shot(a, 'github-signature-ok');
+  await headers.fill(`${base_}\nX-Hub-Signature-256: ${githubSignature('not-the-secret', payload)}`);
+  await a.getByRole('button', { name: 'Test the mapping' }).click();
+  await a.getByRole('status', { name: 'Signature check' }).getByText('✗ The signature does not check out').waitFor();
+  await shot(a, 'github-signature-bad');
+
+  // --- Rotate: confirmed, a new secret once, the old one no longer signs ----------------
+  await a.getByRole('button', { name: 'Rotate the secret of github' }).click();
+  const dialog = a.getByRole('dialog', { name: 'Rotate the secret of “github”?' });
+  await dialog.getByText('stops working within a second').waitFor();
+  await shot(a, 'rotate-confirm', false);
+  await dialog.getByRole('button', { name: 'Rotate secret' }).click();
+  await a.getByRole('heading', { name: 'New secret for “github”' }).waitFor();
+  const rotated = await a.getByLabel('Secret', { exact: true }).first().inputValue();
+  assert.match(rotated, /^[0-9a-f]{64}$/);
+  assert.notEqual(rotated, secret, 'a new secret');
+  await assertAccessible(a, 'rotated');
+  await shot(a, 'rotated');
+  await a.getByRole('button', { name: 'I have saved the secret' }).click();
+  await headers.fill(`${base_}\nX-Hub-Signature-256: ${githubSignature(secret, payload)}`);
+  await a.getByRole('button', { name: 'Test the mapping' }).click();
+  await a.getByRole('status', { name: 'Signature check' }).getByText('✗ The signature does not check out').waitFor();
+  await headers.fill(`${base_}\nX-Hub-Signature-256: ${githubSignature(rotated, payload)}`);
+  await a.getByRole('button', { name: 'Test the mapping' }).click();
+  await a.getByRole('status', { name: 'Signature check' }).getByText('✓ The signature checks out.').waitFor();
+  await shot(a, 'sources-list');
+
+  assert.deepEqual(a.cspErrors, [], 'no script errors');
+  console.log('sources-providers: ok');
+} finally {
+  await browser.close();
+}
