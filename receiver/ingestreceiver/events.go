@@ -51,6 +51,9 @@ func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request,
 	if aerr != nil {
 		return aerr
 	}
+	if isCloudEvents(req) {
+		return r.cloudEvents(ctx, w, req)
+	}
 	mt := mediaType(req)
 	ndjson := mt == "application/x-ndjson" || mt == "application/ndjson" || mt == "application/jsonl"
 	if !(mt == jsonContentType || strings.HasSuffix(mt, "+json") || batch && ndjson) {

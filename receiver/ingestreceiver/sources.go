@@ -46,8 +46,10 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *p
 	if req.Method != http.MethodPost {
 		return 0, methodNotAllowed(w)
 	}
-	ingestKey := strings.TrimPrefix(req.URL.Path, pushPrefix)
-	if ingestKey == "" || strings.Contains(ingestKey, "/") {
+	// /ingest/<ingest_key>, or /ingest/<ingest_key>/<url_token> for a source whose sender
+	// can be given nothing but a URL.
+	ingestKey, urlToken, withToken := strings.Cut(strings.TrimPrefix(req.URL.Path, pushPrefix), "/")
+	if ingestKey == "" || withToken && (urlToken == "" || strings.Contains(urlToken, "/")) {
 		return 0, apierror.New(http.StatusNotFound, apierror.NotFound, "POST to /ingest/<ingest_key>, the ingest URL shown when the source was created")
 	}
 	if r.logs == nil {
@@ -62,6 +64,11 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *p
 	if err != nil {
 		return 0, r.authRefusal(err)
 	}
+	if withToken && !takesURLToken(src) {
+		// Only a url_token source has URLs below its ingest URL; the token of a source
+		// authenticated by its ingest key instead is not needed (nor checked).
+		return 0, apierror.New(http.StatusNotFound, apierror.NotFound, msgNoTokenURL)
+	}
 	idem := req.Header.Get("Idempotency-Key")
 	if len(idem) > maxHeaderValue {
 		return 0, apierror.New(http.StatusBadRequest, apierror.InvalidBody, fmt.Sprintf("Idempotency-Key is longer than %d bytes", maxHeaderValue))
@@ -75,6 +82,21 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *p
 	if err := t.reserve(costPerBodyByte * int64(len(body))); err != nil {
 		return 0, r.countRefusal(ctx, r.busy(err), 1)
 	}
+	// The raw body, before anything reads it: a request the sender did not sign stores
+	// nothing, and costs no parsing.
+	if e := r.verify(ctx, src, req.Header, urlToken, body); e != nil {
+		return 0, e
+	}
+	received := time.Now()
+	info := pipelinectx.Ingest{Prebuilt: records.SignalSource, IdempotencyKey: pushMsgID(src.ID, idem), SourceID: src.ID, Quota: quota}
+	if idem != "" {
+		// The envelope's timestamp is the time received, new on every retry: the body is
+		// the request, the source (already in the key) what shapes its records.
+		info.RequestDigest = requestDigest(body, "ingest")
+	}
+	if src.Preset != "" {
+		return r.pushPreset(ctx, src, req.Header, body, received, info)
+	}
 	objs, err := eventjson.Objects(body, r.cfg.MaxObjectsPerRequest)
 	if err != nil {
 		e := r.countRefusal(ctx, bodyError(err), 1)
@@ -86,16 +108,9 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *p
 		}
 		return 0, e
 	}
-	received := time.Now()
 	recs := make([][]byte, len(objs))
 	for i, obj := range objs {
 		recs[i] = envelope.BuildObject(src, obj, received).Record
-	}
-	info := pipelinectx.Ingest{Prebuilt: records.SignalSource, IdempotencyKey: pushMsgID(src.ID, idem), SourceID: src.ID, Quota: quota}
-	if idem != "" {
-		// The envelope's timestamp is the time received, new on every retry: the body is
-		// the request, the source (already in the key) what shapes its records.
-		info.RequestDigest = requestDigest(body, "ingest")
 	}
 	if err := r.consumePrebuilt(ctx, info, recs); err != nil {
 		return 0, r.consumeError(err)
