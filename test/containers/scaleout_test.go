@@ -46,6 +46,9 @@ func TestComposeScaleOutSurvivesKill(t *testing.T) {
 		"REDIS_URL":          "redis://127.0.0.1:6379/9",
 		"SVC_OUTBOUND_ALLOW": "127.0.0.0/8",
 		"SVC_JWT_SECRET":     secret(),
+		// The killed pipeline's records come back after this rather than the default
+		// minute: what the test waits for after the load.
+		"SVC_PIPELINE_ACK_WAIT": "10s",
 	}
 	for _, v := range []string{"NATS1_PORT", "NATS2_PORT", "NATS3_PORT", "NATS1_CLUSTER_PORT", "NATS2_CLUSTER_PORT", "NATS3_CLUSTER_PORT",
 		"NATS1_MONITOR_PORT", "NATS2_MONITOR_PORT", "NATS3_MONITOR_PORT", "CONTROLPLANE_PORT"} {
