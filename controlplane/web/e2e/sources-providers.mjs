@@ -87,6 +87,23 @@ try {
   await assertAccessible(a, 'alertmanager test');
   await shot(a, 'alertmanager-test');
 
+  // --- Stripe: its own signing secret is pasted, never generated ------------------------
+  await senders.getByRole('radio', { name: 'Stripe', exact: true }).check();
+  const create = a.getByRole('button', { name: 'Create source' });
+  assert.ok(await create.isDisabled(), 'no Stripe source without its signing secret');
+  await a.getByLabel('Signing secret').fill('whsec_' + 'a1b2c3d4'.repeat(4));
+  await shot(a, 'stripe-form', false);
+  await create.click();
+  await a.getByRole('heading', { name: 'Your new source “stripe”' }).waitFor();
+  const stripeSteps = a.getByRole('list', { name: 'Set up Stripe' });
+  assert.equal(await stripeSteps.getByLabel('Payload URL', { exact: true }).textContent(),
+    await a.getByLabel('Ingest URL', { exact: true }).inputValue());
+  await stripeSteps.getByText('set: the source checks every Stripe-Signature with it.').waitFor();
+  assert.ok(!(await a.content()).includes('a1b2c3d4a1b2'), 'a pasted secret is not shown back');
+  await assertAccessible(a, 'stripe created');
+  await shot(a, 'stripe-created');
+  await a.getByRole('button', { name: 'Done' }).click();
+
   // --- Test: GitHub's signature, right and wrong ----------------------------------------
   await a.getByLabel('Mapping').selectOption({ label: 'Source github' });
   const payload = await a.getByLabel('Sample payload (JSON)').inputValue();

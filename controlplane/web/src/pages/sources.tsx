@@ -174,7 +174,9 @@ export function SourcesPage({ project }: { project: Project }) {
       setF(emptyForm);
       setTestResult(null);
       await list.reload();
-      setAgainst(s.id); // the next sample is most likely for the source just made
+      // The next sample is most likely for the source just made.
+      setAgainst(s.id);
+      applySample(provider(providerOf(s.preset, s.verification?.scheme)));
     });
   };
 
@@ -381,9 +383,9 @@ export function SourcesPage({ project }: { project: Project }) {
                   hint="The password is generated and shown once, when you create the source." />
               )}
               {p.issued && (
-                <Field label={p.issued.label} value={f.secret} autoComplete="off" spellcheck={false} class="mono"
+                <Field label={p.issued.label} required value={f.secret} autoComplete="off" spellcheck={false} class="mono"
                   placeholder={p.issued.placeholder} onInput={(e) => set('secret', e.currentTarget.value)}
-                  hint={<>{p.issued.hint} {p.id !== 'slack' && 'No secret yet? Create the source first: you get its URL, and paste the secret back afterwards.'}</>} />
+                  hint={<>{p.issued.hint} {p.name} issues it, so the source needs it to check any call.</>} />
               )}
               {(scheme === 'github' || scheme === 'url_token') && (
                 <p class="hint gen-note">
@@ -431,7 +433,7 @@ export function SourcesPage({ project }: { project: Project }) {
                 </details>
               )}
               <ErrorMessage error={creating.error} />
-              <button type="submit" class="btn btn-primary" disabled={busy || !f.name.trim() || (scheme === 'basic' && !f.username.trim())}>
+              <button type="submit" class="btn btn-primary" disabled={busy || !f.name.trim() || (scheme === 'basic' && !f.username.trim()) || (!!p.issued && !f.secret.trim())}>
                 Create source
               </button>
             </form>

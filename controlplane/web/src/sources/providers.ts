@@ -157,7 +157,9 @@ export function issuedByProvider(s: Scheme | undefined): boolean {
 
 /** The credential the create and rotate answers show once, and what it is called. */
 export function credentialOf(v: Verification | undefined): { label: string; value: string } | null {
-  if (!v) return null;
+  // A secret the sender issued was pasted here: the owner has it, showing it back only
+  // puts it on screen once more.
+  if (!v || issuedByProvider(v.scheme)) return null;
   if (v.scheme === 'basic' && v.password) return { label: 'Password', value: v.password };
   if (v.scheme === 'url_token' && v.secret) return { label: 'URL token', value: v.secret };
   if (v.secret) return { label: 'Secret', value: v.secret };
