@@ -123,6 +123,10 @@ export function SetupSteps(props: {
         <Step where="Basic Information → App Credentials → Signing Secret:">
           {v?.secret_set || credential ? 'set: the source checks every X-Slack-Signature with it.' : 'paste it here.'}
         </Step>,
+        <Step where="Note:">
+          Slack checks a Request URL by sending a <code>url_verification</code> challenge it expects echoed back; the
+          ingest URL stores it as an event instead, so Slack does not accept the URL for Event Subscriptions yet.
+        </Step>,
       );
       break;
     default:
