@@ -224,8 +224,10 @@ func TestSourceRotateSecret(t *testing.T) {
 		owner, _ := s.signup(t, "rot-owner@example.com")
 		member, _ := s.signup(t, "rot-member@example.com")
 		stranger, _ := s.signup(t, "rot-stranger@example.com")
+		admin, _ := s.signup(t, "rot-admin@example.com")
 		pid := call(t, cp, "POST", "/api/v1/projects", owner, map[string]string{"name": "a"}).str("id")
 		require.Equal(t, http.StatusCreated, call(t, cp, "POST", "/api/v1/projects/"+pid+"/members", owner, map[string]string{"email": "rot-member@example.com"}).Status)
+		require.Equal(t, http.StatusCreated, call(t, cp, "POST", "/api/v1/projects/"+pid+"/members", owner, map[string]string{"email": "rot-admin@example.com", "role": "admin"}).Status)
 		base := "/api/v1/projects/" + pid + "/sources"
 		m := openMirror(t, s.nats.URL())
 
@@ -286,11 +288,11 @@ func TestSourceRotateSecret(t *testing.T) {
 		}, time.Second, 10*time.Millisecond)
 		assert.Equal(t, "stripe", mirrored(t, m, st.str("ingest_key")).Preset, "the rest of the source stays")
 
-		// A basic source gets a new password, its user name kept.
+		// A basic source gets a new password, its user name kept; an admin may rotate.
 		bs := call(t, cp, "POST", base, owner, verifiedSource("am", "alertmanager", map[string]any{"scheme": "basic", "username": "am"}))
 		require.Equal(t, http.StatusCreated, bs.Status)
 		oldPass := bs.Body["verification"].(map[string]any)["password"].(string)
-		r = call(t, cp, "POST", base+"/"+bs.str("id")+"/rotate-secret", owner, map[string]any{})
+		r = call(t, cp, "POST", base+"/"+bs.str("id")+"/rotate-secret", admin, map[string]any{})
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
 		newPass := r.Body["verification"].(map[string]any)["password"].(string)
 		c := *mirrored(t, m, bs.str("ingest_key")).Verification

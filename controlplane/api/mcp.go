@@ -31,7 +31,9 @@ const mcpInstructions = `otelcol-svc turns events into calls to your AI agent. T
 1. list_projects to find the project_id.
 2. test_source with the source settings you plan and a sample payload, until warnings is empty.
 3. create_source: it returns the ingest_url and an api_key (shown once; keep it). Post JSON to the
-   ingest_url with Authorization: Bearer <api_key>.
+   ingest_url with Authorization: Bearer <api_key>. For a known sender (Alertmanager, Grafana, GitHub,
+   Stripe, Sentry, PagerDuty, CloudEvents) set preset; for one that cannot send the key, set
+   verification (the secret, password or URL token is shown once; rotate_source_secret replaces it).
 4. console_recent_events and console_fields to see what arrived and which fields to rely on.
 5. console_dry_run with the pipeline you plan, until it matches what it should; then set_pipeline
    to choose which events reach the agent (trigger, an OTTL condition over the record, e.g.
