@@ -1,7 +1,8 @@
 // Push sources set up from their sender, by role and label: a GitHub source shows its
 // webhook secret once, with what to paste where in GitHub, and not after a reload; an
-// Alertmanager source's receiver YAML holds its URL and Basic credentials; Testing the
-// Alertmanager sample shows one event per alert; a GitHub signature over the sample checks
+// Alertmanager source's receiver YAML holds its URL and Basic credentials, which the
+// receiver takes (the sample's two alerts: two records); Testing the Alertmanager sample
+// shows one event per alert; a GitHub signature over the sample checks
 // out with the secret shown and not with a wrong one; rotating the secret shows a new one
 // once and the old one no longer signs. Run by
 // controlplane/dashboard_sources_providers_e2e_test.go (TestDashboardSourcesProviders):
@@ -74,6 +75,25 @@ try {
   await assertAccessible(a, 'alertmanager created');
   await shot(a, 'alertmanager-created');
   await a.getByRole('button', { name: 'I have saved the password' }).click();
+
+  // The YAML's URL and credentials are what the receiver takes: Alertmanager's sample
+  // becomes one record per alert, and another password stores nothing.
+  const sample = await a.getByLabel('Sample payload (JSON)').inputValue();
+  const basic = (user, pass) => 'Basic ' + Buffer.from(`${user}:${pass}`).toString('base64');
+  const push = (auth) => fetch(amURL, { method: 'POST', body: sample,
+    headers: { 'Content-Type': 'application/json', Authorization: auth, 'User-Agent': 'Alertmanager/0.27.0' } });
+  let res;
+  // The receivers learn of a new source within a second (the configuration mirror).
+  for (let i = 0; i < 50; i++) {
+    res = await push(basic('alertmanager', password));
+    if (res.status !== 404) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(res.status, 202, await res.clone().text());
+  assert.deepEqual(await res.json(), { accepted: 2 }, 'one record per alert');
+  res = await push(basic('alertmanager', password + 'x'));
+  assert.equal(res.status, 401);
+  assert.equal((await res.json()).error.code, 'signature_invalid');
 
   // --- Test: the Alertmanager sample is one event per alert -----------------------------
   await a.getByLabel('Mapping').selectOption({ label: 'Source alertmanager' });
