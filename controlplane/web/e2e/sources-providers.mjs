@@ -124,6 +124,26 @@ try {
   await shot(a, 'stripe-created');
   await a.getByRole('button', { name: 'Done' }).click();
 
+  // --- CloudEvents: a URL token, which the ingest URL holds only in the create answer ---
+  await senders.getByRole('radio', { name: 'CloudEvents', exact: true }).check();
+  await create.click();
+  await a.getByRole('heading', { name: 'Your new source “cloudevents”' }).waitFor();
+  const ceURL = await a.getByLabel('Ingest URL', { exact: true }).inputValue();
+  const token = await a.getByLabel('URL token', { exact: true }).inputValue();
+  assert.ok(ceURL.endsWith('/' + token), `${ceURL} ends with the token`);
+  await a.getByRole('list', { name: 'Set up CloudEvents' }).getByText('application/cloudevents-batch+json').waitFor();
+  await shot(a, 'cloudevents-created');
+  await a.getByRole('button', { name: 'I have saved the url token' }).click();
+  const ceRow = a.getByRole('row').filter({ hasText: 'cloudevents' });
+  await ceRow.getByText('+ the token shown once').waitFor();
+  assert.ok(!(await a.content()).includes(token), 'the token is gone from the page');
+  await a.getByLabel('Mapping').selectOption({ label: 'Source cloudevents' });
+  await a.getByLabel('URL token (optional)').fill(token);
+  await a.getByRole('button', { name: 'Test the mapping' }).click();
+  await a.getByRole('status', { name: 'Verification' }).getByText('✓ Verified:').waitFor();
+  await a.getByLabel('The event the source would store').getByText('"com.example.order.created"').first().waitFor();
+  await shot(a, 'cloudevents-test');
+
   // --- Test: GitHub's signature, right and wrong ----------------------------------------
   await a.getByLabel('Mapping').selectOption({ label: 'Source github' });
   const payload = await a.getByLabel('Sample payload (JSON)').inputValue();
@@ -133,12 +153,12 @@ try {
   assert.ok(base_.includes('X-GitHub-Event: pull_request'), base_);
   await headers.fill(`${base_}\nX-Hub-Signature-256: ${githubSignature(secret, payload)}`);
   await a.getByRole('button', { name: 'Test the mapping' }).click();
-  await a.getByRole('status', { name: 'Signature check' }).getByText('✓ The signature checks out.').waitFor();
+  await a.getByRole('status', { name: 'Verification' }).getByText('✓ Verified:').waitFor();
   await a.getByLabel('The event the source would store').getByText('"pull_request.opened"').waitFor();
   await shot(a, 'github-signature-ok');
   await headers.fill(`${base_}\nX-Hub-Signature-256: ${githubSignature('not-the-secret', payload)}`);
   await a.getByRole('button', { name: 'Test the mapping' }).click();
-  await a.getByRole('status', { name: 'Signature check' }).getByText('✗ The signature does not check out').waitFor();
+  await a.getByRole('status', { name: 'Verification' }).getByText('✗ Not verified:').waitFor();
   await shot(a, 'github-signature-bad');
 
   // --- Rotate: confirmed, a new secret once, the old one no longer signs ----------------
@@ -156,10 +176,10 @@ try {
   await a.getByRole('button', { name: 'I have saved the secret' }).click();
   await headers.fill(`${base_}\nX-Hub-Signature-256: ${githubSignature(secret, payload)}`);
   await a.getByRole('button', { name: 'Test the mapping' }).click();
-  await a.getByRole('status', { name: 'Signature check' }).getByText('✗ The signature does not check out').waitFor();
+  await a.getByRole('status', { name: 'Verification' }).getByText('✗ Not verified:').waitFor();
   await headers.fill(`${base_}\nX-Hub-Signature-256: ${githubSignature(rotated, payload)}`);
   await a.getByRole('button', { name: 'Test the mapping' }).click();
-  await a.getByRole('status', { name: 'Signature check' }).getByText('✓ The signature checks out.').waitFor();
+  await a.getByRole('status', { name: 'Verification' }).getByText('✓ Verified:').waitFor();
   await shot(a, 'sources-list');
 
   assert.deepEqual(a.cspErrors, [], 'no script errors');

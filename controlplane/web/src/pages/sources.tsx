@@ -107,6 +107,7 @@ export function SourcesPage({ project }: { project: Project }) {
   const [against, setAgainst] = useState('form');
   const [payload, setPayload] = useState(otherSample);
   const [headers, setHeaders] = useState('');
+  const [urlToken, setUrlToken] = useState('');
   const [testResult, setTestResult] = useState<SourceTest | null>(null);
   const [testError, setTestError] = useState<unknown>(null);
   const [rotating, setRotating] = useState<Source | null>(null);
@@ -231,6 +232,7 @@ export function SourcesPage({ project }: { project: Project }) {
     }
     const h = parseHeaders(headers);
     if (Object.keys(h).length) fields.headers = h;
+    if (testsURLToken && urlToken.trim()) fields.url_token = urlToken.trim();
     // The payload goes as typed, so that a signature over it can be checked.
     const body = JSON.stringify(fields).slice(0, -1) + (Object.keys(fields).length ? ',' : '') + '"payload":' + payload + '}';
     try {
@@ -242,6 +244,8 @@ export function SourcesPage({ project }: { project: Project }) {
 
   const p = provider(f.provider);
   const scheme = verificationOf(f)?.scheme;
+  const testedScheme = against === 'form' ? scheme : sources?.find((x) => x.id === against)?.verification?.scheme;
+  const testsURLToken = testedScheme === 'url_token';
   const shownProvider = shown ? provider(providerOf(shown.source.preset, shown.source.verification?.scheme)) : null;
   const credential = shown ? credentialOf(shown.source.verification ?? undefined) : null;
   const needsPaste = shown && issuedByProvider(shown.source.verification?.scheme) && !credential &&
@@ -468,6 +472,11 @@ export function SourcesPage({ project }: { project: Project }) {
                 with a signature header, the test says whether it checks out.
               </p>
             </div>
+            {testsURLToken && (
+              <Field label="URL token (optional)" class="mono" value={urlToken} autoComplete="off" spellcheck={false}
+                onInput={(e) => setUrlToken(e.currentTarget.value)}
+                hint="The last part of the URL the sender posts to: the test says whether it is this source's token." />
+            )}
             <button type="submit" class="btn" disabled={!writable && against === 'form'}>
               Test the mapping
             </button>
@@ -588,8 +597,9 @@ function TestResult({ result }: { result: SourceTest }) {
   return (
     <div class="test-result" aria-live="polite">
       {v && (
-        <p class={`test-outcome ${v.ok ? 'test-ok' : 'test-bad'}`} role="status" aria-label="Signature check">
-          {v.ok ? <strong>✓ The signature checks out.</strong> : <><strong>✗ The signature does not check out:</strong> {v.message}</>}
+        <p class={`test-outcome ${v.ok ? 'test-ok' : 'test-bad'}`} role="status" aria-label="Verification">
+          {v.ok ? <><strong>✓ Verified:</strong> the receiver would accept this request.</>
+            : <><strong>✗ Not verified:</strong> {v.message}</>}
         </p>
       )}
       {warnings.length === 0 ? (
