@@ -17,6 +17,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/sourceverify"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
@@ -240,6 +241,12 @@ func TestSourcesResyncAndProjectDeletion(t *testing.T) {
 		ingestKey, apiKey := r.str("ingest_key"), r.str("api_key")
 		m := openMirror(t, s.nats.URL())
 		ctx := context.Background()
+		tok := call(t, cp, "POST", "/api/v1/projects/"+pid+"/sources", token, map[string]any{"name": "tok", "verification": map[string]any{"scheme": "url_token"}})
+		require.Equal(t, http.StatusCreated, tok.Status, "%s", tok.Raw)
+		urlToken := tok.Body["verification"].(map[string]any)["secret"].(string)
+		var published mirror.Source
+		require.True(t, get(t, m.sources, tok.str("ingest_key"), &published))
+		require.NoError(t, m.sources.Delete(ctx, tok.str("ingest_key")))
 
 		// Someone wipes the entries and leaves a stale source behind.
 		require.NoError(t, m.sources.Delete(ctx, ingestKey))
@@ -256,6 +263,10 @@ func TestSourcesResyncAndProjectDeletion(t *testing.T) {
 		}, 10*time.Second, 50*time.Millisecond, "resync restores the source and its key and removes the stale source")
 		assert.Equal(t, "github", src.Name)
 		assert.Equal(t, mirror.ScopeIngest, ke.Scope)
+		var restored mirror.Source
+		require.Eventually(t, func() bool { return get(t, m.sources, tok.str("ingest_key"), &restored) }, 10*time.Second, 50*time.Millisecond)
+		assert.Equal(t, published, restored, "the database keeps the verification as published: the URL token only hashed")
+		assert.NoError(t, sourceverify.Verify(*restored.Verification, nil, urlToken, nil, time.Now()), "and the token shown at creation still works")
 
 		login := call(t, cp, "POST", "/api/v1/auth/login", "", map[string]string{"email": "resync@example.com", "password": "correct horse battery"})
 		require.Equal(t, http.StatusOK, login.Status)
