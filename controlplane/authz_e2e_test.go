@@ -54,6 +54,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		newSource := func() string { return call(t, cp, "POST", p+"/sources", owner, sourceBody()).str("id") }
 		sourceID := newSource()
 		sourceTest := map[string]any{"source_id": sourceID, "payload": map[string]any{"repo": map[string]any{"name": "a"}}}
+		verified := call(t, cp, "POST", p+"/sources", owner, map[string]any{"name": "signed", "verification": map[string]string{"scheme": "github"}}).str("id")
 		fixed := func(s string) func() string { return func() string { return s } }
 		checks := []check{
 			{"get project", "GET", fixed(p), nil, [4]int{200, 200, 200, 404}},
@@ -78,6 +79,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			{"create source", "POST", fixed(p + "/sources"), sourceBody, [4]int{201, 201, 403, 404}},
 			{"get source", "GET", fixed(p + "/sources/" + sourceID), nil, [4]int{200, 200, 200, 404}},
 			{"test source", "POST", fixed(p + "/sources/test"), sourceTest, [4]int{200, 200, 200, 404}},
+			{"rotate source secret", "POST", fixed(p + "/sources/" + verified + "/rotate-secret"), nil, [4]int{200, 200, 403, 404}},
 			{"delete source", "DELETE", func() string { return p + "/sources/" + newSource() }, nil, [4]int{204, 204, 403, 404}},
 			{"console token", "POST", fixed(p + "/console-token"), nil, [4]int{200, 200, 200, 404}},
 			{"delete project", "DELETE", fixed(p), nil, [4]int{0, 403, 403, 404}}, // the owner's delete comes last
