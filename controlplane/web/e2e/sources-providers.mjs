@@ -133,7 +133,7 @@ try {
   assert.ok(ceURL.endsWith('/' + token), `${ceURL} ends with the token`);
   await a.getByRole('list', { name: 'Set up CloudEvents' }).getByText('application/cloudevents-batch+json').waitFor();
   await shot(a, 'cloudevents-created');
-  await a.getByRole('button', { name: 'I have saved the url token' }).click();
+  await a.getByRole('button', { name: 'I have saved the URL token' }).click();
   const ceRow = a.getByRole('row').filter({ hasText: 'cloudevents' });
   await ceRow.getByText('+ the token shown once').waitFor();
   assert.ok(!(await a.content()).includes(token), 'the token is gone from the page');

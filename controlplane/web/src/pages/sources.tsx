@@ -266,7 +266,7 @@ export function SourcesPage({ project }: { project: Project }) {
           </h2>
           {credential ? (
             <p class="once-note" role="note">
-              <strong>Copy the {credential.label.toLowerCase()} now: you will not see it again.</strong>{' '}
+              <strong>Copy the {lower(credential.label)} now: you will not see it again.</strong>{' '}
               {shown.rotated ? 'The old one stops working within a second.' : 'Later you can only rotate it.'}
             </p>
           ) : shown.source.api_key ? (
@@ -283,12 +283,14 @@ export function SourcesPage({ project }: { project: Project }) {
             <div class="copy-row">
               <label for="src-secret">{credential.label}</label>
               <input id="src-secret" class="mono" readOnly value={credential.value} onFocus={(e) => e.currentTarget.select()} />
-              <CopyButton text={credential.value} label={`Copy the ${credential.label.toLowerCase()}`} />
+              <CopyButton text={credential.value} label={`Copy the ${lower(credential.label)}`} />
             </div>
           )}
           {shown.source.verification ? (
             <>
-              <h3 class="setup-title">In {shownProvider.id === 'other' ? 'the sender' : shownProvider.name}</h3>
+              <h3 class="setup-title">
+                In {shownProvider.id === 'other' ? 'the sender' : shownProvider.id === 'cloudevents' ? 'the producer' : shownProvider.name}
+              </h3>
               <SetupSteps provider={shownProvider} url={shown.source.ingest_url} verification={shown.source.verification}
                 credential={credential?.value ?? null} />
             </>
@@ -319,7 +321,7 @@ export function SourcesPage({ project }: { project: Project }) {
           )}
           <ErrorMessage error={pasting.error} />
           <button type="button" class="btn" onClick={() => setShown(null)}>
-            {credential ? `I have saved the ${credential.label.toLowerCase()}` : shown.source.api_key && !shown.source.verification ? 'I have saved the key' : 'Done'}
+            {credential ? `I have saved the ${lower(credential.label)}` : shown.source.api_key && !shown.source.verification ? 'I have saved the key' : 'Done'}
           </button>
         </section>
       )}
@@ -641,4 +643,9 @@ function TestResult({ result }: { result: SourceTest }) {
 function textOf(envelope: unknown): string {
   const t = (envelope as Record<string, unknown> | null)?.text;
   return typeof t === 'string' ? t : '';
+}
+
+/** "Password" → "password", but "URL token" stays as it is. */
+function lower(label: string): string {
+  return /^[A-Z]{2}/.test(label) ? label : label[0].toLowerCase() + label.slice(1);
 }
