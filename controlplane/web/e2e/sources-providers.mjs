@@ -74,7 +74,8 @@ try {
   assert.ok(yaml.includes("username: 'alertmanager'") && yaml.includes(`password: '${password}'`), yaml);
   await assertAccessible(a, 'alertmanager created');
   await shot(a, 'alertmanager-created');
-  await a.getByRole('button', { name: 'I have saved the password' }).click();
+  const firstDelivery = a.getByRole('status', { name: 'First delivery' });
+  await firstDelivery.getByText('Waiting for the first delivery from Alertmanager').waitFor();
 
   // The YAML's URL and credentials are what the receiver takes: Alertmanager's sample
   // becomes one record per alert, and another password stores nothing.
@@ -94,6 +95,12 @@ try {
   res = await push(basic('alertmanager', password + 'x'));
   assert.equal(res.status, 401);
   assert.equal((await res.json()).error.code, 'signature_invalid');
+  // The page sees it arrive.
+  await firstDelivery.getByText('✓ First delivery received').waitFor({ timeout: 20_000 });
+  await firstDelivery.getByText(/alert\.(firing|resolved)/).waitFor();
+  await assertAccessible(a, 'first delivery');
+  await shot(a, 'alertmanager-first-delivery', false);
+  await a.getByRole('button', { name: 'I have saved the password' }).click();
 
   // --- Test: the Alertmanager sample is one event per alert -----------------------------
   await a.getByLabel('Mapping').selectOption({ label: 'Source alertmanager' });

@@ -5,6 +5,7 @@ import {
   credentialOf, issuedByProvider, otherSample, parseHeaders, provider, providerOf, providers, schemeName,
   type OtherAuth, type Provider, type ProviderId, type Verification,
 } from '../sources/providers';
+import { FirstDelivery } from '../sources/firstdelivery';
 import { SetupSteps } from '../sources/setup';
 import { ConfirmDialog, CopyButton, ErrorMessage, Field, LoadStatus, PageHeader, When } from '../ui';
 
@@ -309,6 +310,10 @@ export function SourcesPage({ project }: { project: Project }) {
                 </div>
               </>
             )
+          )}
+          {!shown.rotated && (
+            <FirstDelivery projectId={project.id} sourceId={shown.source.id}
+              sender={shownProvider.id === 'other' ? 'the sender' : shownProvider.name} />
           )}
           {needsPaste && (
             <form class="inline-form paste-back" onSubmit={pasteBack}>
