@@ -21,6 +21,11 @@ HELM_K8S_MINOR := 37
 HELM_LDFLAGS := -w -s -X helm.sh/helm/v3/internal/version.version=$(HELM_VER) \
 	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR) \
 	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR)
+# Alertmanager, the real sender test/e2e/alertmanager_e2e_test.go runs against an alertmanager
+# push source: v0.27.0, since later versions do not build from the module proxy (their UI
+# assets are not in the module). The ldflags set the version as its release builds do.
+ALERTMANAGER     := $(BIN)/alertmanager
+ALERTMANAGER_VER := v0.27.0
 # The components mdatagen generates for: each directory with a metadata.yaml.
 COMPONENTS := $(patsubst %/metadata.yaml,%,$(wildcard extension/*/metadata.yaml receiver/*/metadata.yaml processor/*/metadata.yaml exporter/*/metadata.yaml))
 # What ocb and mdatagen write, as pathspecs for git.
@@ -31,7 +36,7 @@ GENERATED := cmd/otelcol-svc/main.go cmd/otelcol-svc/components.go cmd/otelcol-s
 DATA_DIR  ?= $(or $(SVC_DATA_DIR),./data)
 FUZZTIME  ?= 10s
 
-.PHONY: build run test test-cluster test-sdk web inspector signers generate check-generate bench fuzz clean images images-nats helm
+.PHONY: build run test test-cluster test-sdk web inspector signers generate check-generate bench fuzz clean images images-nats helm alertmanager
 
 # The dashboard's assets are built first when npm is there; without it the control plane
 # embeds a page that says how to build them (go build works on a fresh clone either way).
@@ -128,7 +133,7 @@ images-nats:
 # assets and the npm packages, hence web first; they skip without Node or Chromium,
 # except under CI=true. The MCP Inspector check (controlplane/mcp_inspector_test.go)
 # needs the pinned Inspector CLI, hence inspector.
-test:
+test: alertmanager
 	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory web inspector signers; fi
 	$(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory helm && cd deploy/helmtest && $(GO) test -count=1 ./...
@@ -191,6 +196,13 @@ helm:
 	@if [ "$$($(HELM) version --template '{{.Version}}' 2>/dev/null)" != "$(HELM_VER)" ]; then \
 		echo "building helm $(HELM_VER) into $(BIN)/ (a minute or two)"; \
 		GOBIN=$(abspath $(BIN)) $(GO) install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VER); \
+	fi
+
+# Built again when bin/alertmanager is another version.
+alertmanager:
+	@if ! $(ALERTMANAGER) --version 2>/dev/null | grep -q 'version $(ALERTMANAGER_VER:v%=%) '; then \
+		echo "building alertmanager $(ALERTMANAGER_VER) into $(BIN)/ (a minute or two)"; \
+		GOBIN=$(abspath $(BIN)) $(GO) install -trimpath -ldflags '-X github.com/prometheus/common/version.Version=$(ALERTMANAGER_VER:v%=%)' github.com/prometheus/alertmanager/cmd/alertmanager@$(ALERTMANAGER_VER); \
 	fi
 
 $(MDATAGEN): internal/tools/go.mod internal/tools/go.sum
