@@ -2,15 +2,21 @@ package projectauthextension
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/otelcol-svc/otelcol-svc/extension/projectauthextension/internal/metadatatest"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/sourceverify"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // The mirror reaches the cache within this; polled at pollMirror.
@@ -81,4 +87,48 @@ func TestPushIngestVerificationWithIngestKey(t *testing.T) {
 	assert.Nil(t, src.Verification, "the source's own key authenticated the request: nothing left to verify")
 	p, _ := principal.FromContext(ctx)
 	assert.Equal(t, "k2", p.KeyID)
+}
+
+// A request let through for its source's verification is counted once, with the
+// receiver's verdict, beside the other push-ingest outcomes.
+func TestPushIngestVerificationIsCountedOnce(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	ctx := context.Background()
+	m, err := mirror.Open(ctx, js, 1)
+	require.NoError(t, err)
+	ver := sourceverify.Config{Scheme: sourceverify.SchemeGitHub, Secret: "it's a secret to everybody"}
+	require.NoError(t, m.PutProject(ctx, mirror.Project{ID: "p1", Version: 1}))
+	require.NoError(t, m.PutSource(ctx, "in_gh", mirror.Source{ID: "s9", ProjectID: "p1", Name: "gh", Verification: &ver}))
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tt.Shutdown(ctx) })
+	ext, err := NewFactory().Create(ctx, metadatatest.NewSettings(tt), createDefaultConfig())
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(ctx, mirrorHost(t, n.URL())))
+	t.Cleanup(func() { _ = ext.Shutdown(ctx) })
+	a := ext.(*authenticator)
+	require.Eventually(t, func() bool {
+		_, src, err := a.AuthenticateIngest(ctx, map[string][]string{}, "in_gh")
+		return err == nil && src.Verification != nil
+	}, waitMirror, pollMirror)
+	before := func(outcome string) int64 {
+		got, err := tt.GetMetric("otelcol_projectauth_requests")
+		if err != nil {
+			return 0
+		}
+		for _, dp := range got.Data.(metricdata.Sum[int64]).DataPoints {
+			if o, _ := dp.Attributes.Value("outcome"); o.AsString() == outcome {
+				return dp.Value
+			}
+		}
+		return 0
+	}
+	ok0, bad0 := before("ok"), before("signature_invalid")
+	_, _, err = a.AuthenticateIngest(ctx, map[string][]string{}, "in_gh")
+	require.NoError(t, err)
+	assert.Equal(t, ok0, before("ok"), "not counted before the verification is done")
+	a.CountIngestVerification(ctx, errors.New("mismatch"))
+	a.CountIngestVerification(ctx, nil)
+	assert.Equal(t, ok0+1, before("ok"))
+	assert.Equal(t, bad0+1, before("signature_invalid"))
 }
