@@ -82,6 +82,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("verification.%s is not used by the %s scheme: remove it (the %s scheme reads:%s)", f.name, c.Scheme, c.Scheme, strings.TrimSuffix(used, " "))
 		}
 	}
+	if c.secretNotSet() {
+		// The sender issues this secret only once it has the source's URL, so the source
+		// exists before it; Verify refuses every request until it is set.
+		return nil
+	}
 	switch c.Scheme {
 	case SchemeStripe:
 		// Stripe shows every endpoint's signing secret as whsec_...; anything else is
@@ -166,6 +171,19 @@ type field struct{ name, value string }
 func (c Config) fields() []field {
 	return []field{{"secret", c.Secret}, {"username", c.Username}, {"password", c.Password},
 		{"header", c.Header}, {"algorithm", c.Algorithm}, {"encoding", c.Encoding}, {"prefix", c.Prefix}}
+}
+
+// SecretNotSet reports whether c is of a scheme whose secret the sender issues (stripe,
+// sentry, pagerduty, slack) and that secret has not been given yet: a valid config whose
+// every request Verify refuses with ReasonNotSet.
+func (c Config) SecretNotSet() bool { return c.secretNotSet() }
+
+func (c Config) secretNotSet() bool {
+	switch c.Scheme {
+	case SchemeStripe, SchemeSentry, SchemePagerDuty, SchemeSlack:
+		return c.Secret == ""
+	}
+	return false
 }
 
 func (c Config) requireSecret(what string) error {

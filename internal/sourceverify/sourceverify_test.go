@@ -342,3 +342,26 @@ func TestNewSecretIsValidForItsScheme(t *testing.T) {
 		require.Empty(t, NewSecret(scheme), "the sender issues %s secrets", scheme)
 	}
 }
+
+// Stripe, Sentry, PagerDuty and Slack show their signing secret only once they have the
+// source's URL, so a source of theirs exists first without one: valid to store, refusing
+// every request (whatever it carries) until the secret is set.
+func TestProviderIssuedSecretNotSetYet(t *testing.T) {
+	for scheme, name := range map[string]string{SchemeStripe: "Stripe's", SchemeSentry: "Sentry's", SchemePagerDuty: "PagerDuty's", SchemeSlack: "Slack's"} {
+		c := Config{Scheme: scheme}
+		require.NoError(t, c.Validate(), scheme)
+		require.True(t, c.SecretNotSet())
+		require.Equal(t, c, c.Stored())
+		h := http.Header{"Stripe-Signature": {"t=1,v1=00"}, "X-Slack-Signature": {"v0=00"}, "X-Slack-Request-Timestamp": {"1"}}
+		err := Verify(c, h, "", []byte(`{}`), time.Now())
+		requireReason(t, ReasonNotSet, err)
+		require.Equal(t, "this source's signing secret has not been set yet: its owner must paste "+name+
+			` signing secret in the dashboard (Push sources, the source's panel) or POST it to the source's rotate-secret as {"secret": "..."}`, err.Error())
+	}
+	for _, scheme := range []string{SchemeGitHub, SchemeHMAC, SchemeStandardWebhooks, SchemeURLToken} {
+		require.False(t, Config{Scheme: scheme}.SecretNotSet(), scheme)
+		require.Error(t, Config{Scheme: scheme}.Validate(), scheme)
+	}
+	// Only the secret may be missing: a field the scheme does not read is still refused.
+	require.ErrorContains(t, Config{Scheme: SchemeStripe, Username: "u"}.Validate(), "verification.username is not used by the stripe scheme")
+}

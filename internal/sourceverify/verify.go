@@ -44,6 +44,9 @@ const (
 	ReasonStale Reason = "stale"
 	// ReasonMismatch: well-formed, but no signature (or credential) matches.
 	ReasonMismatch Reason = "mismatch"
+	// ReasonNotSet: the source's signing secret, which the sender issues, has not been
+	// set yet; the source's owner must paste it.
+	ReasonNotSet Reason = "not_set"
 )
 
 // Error is why Verify refused a request. Its message is meant for the sender's owner, as
@@ -77,6 +80,9 @@ func Verify(c Config, h http.Header, urlToken string, body []byte, now time.Time
 		e.cause = err
 		return e
 	}
+	if c.SecretNotSet() {
+		return fail(c, ReasonNotSet, "this source's signing secret has not been set yet: its owner must paste %s signing secret in the dashboard (Push sources, the source's panel) or POST it to the source's rotate-secret as {\"secret\": \"...\"}", issuerNames[c.Scheme])
+	}
 	var err *Error
 	switch c.Scheme {
 	case SchemeGitHub:
@@ -102,6 +108,11 @@ func Verify(c Config, h http.Header, urlToken string, body []byte, now time.Time
 		return err
 	}
 	return nil
+}
+
+// issuerNames are the senders that issue their own signing secret, as their owners know them.
+var issuerNames = map[string]string{
+	SchemeStripe: "Stripe's", SchemeSentry: "Sentry's", SchemePagerDuty: "PagerDuty's", SchemeSlack: "Slack's",
 }
 
 func mac(newHash func() hash.Hash, key string, parts ...[]byte) []byte {
