@@ -183,7 +183,7 @@ func run(logger *slog.Logger) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.ListenAndServe() }()
-	logger.Info("control plane listening", "addr", httpSrv.Addr, "database", db.Kind(), "nats", natsURL)
+	logger.Info("control plane listening", "addr", httpSrv.Addr, "database", db.Kind(), "nats", streams.RedactURLs(natsURL))
 	select {
 	case err := <-errc:
 		return err

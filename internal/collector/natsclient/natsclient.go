@@ -17,6 +17,8 @@ import (
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // DefaultURL is where the embedded NATS listens.
@@ -89,7 +91,7 @@ func (c Config) Validate() error {
 	if c.URL == "" && c.Extension.Type().String() == "" {
 		errs = append(errs, errors.New("set url, or extension to the embedded NATS extension to use"))
 	}
-	for _, u := range splitURLs(c.URL) {
+	for _, u := range streams.SplitURLs(c.URL) {
 		p, err := url.Parse(strings.TrimSpace(u))
 		if err != nil || p.Host == "" {
 			errs = append(errs, fmt.Errorf("nats url %q is not a URL like nats://host:4222", u))
@@ -132,7 +134,7 @@ func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn,
 			reporter.Report(ev)
 		}
 	}
-	where := redactedURLs(u)
+	where := streams.RedactURLs(u)
 	hs := &hooks{reconnect: map[int]func(){}}
 	opts := []nats.Option{
 		nats.Name(name),
@@ -238,17 +240,6 @@ func OnReconnect(nc *nats.Conn, f func()) (remove func()) {
 	return func() {}
 }
 
-// redactedURLs is the servers to dial as the status may show them: without credentials.
-func redactedURLs(s string) string {
-	parts := splitURLs(s)
-	for i, p := range parts {
-		if pu, err := url.Parse(strings.TrimSpace(p)); err == nil && pu.User != nil {
-			parts[i] = pu.Redacted()
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
 // ConnectJetStream is Connect plus a JetStream context on the connection: what every
 // data-plane component needs at Start. The connection is closed again when JetStream
 // cannot be set up.
@@ -263,13 +254,6 @@ func (c Config) ConnectJetStream(host Host, name string, logger *zap.Logger, opt
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	return nc, js, nil
-}
-
-func splitURLs(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
 }
 
 func (c Config) timeout() time.Duration {
