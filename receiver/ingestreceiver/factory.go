@@ -79,7 +79,7 @@ func createDefaultConfig() component.Config {
 		MaxRecordsPerRequest: defaultMaxRecords, MaxInflightBytes: defaultMaxInflightBytes,
 		ReadBodyTimeout: defaultReadBodyTimeout, MinBodyRate: defaultMinBodyRate,
 		BodyHoldWindow: defaultBodyHoldWindow,
-		DrainDelay:     2 * time.Second, DrainTimeout: 5 * time.Second,
+		DrainDelay:     2 * time.Second, DrainTimeout: 3 * time.Second,
 		DeliveryLog: DeliveryLogConfig{PipelineDurable: console.DefaultPipelineDurable, SinkDurable: console.DefaultSinkDurable, ReplayReplicas: 1},
 		Console:     ConsoleConfig{AllowedOrigins: defaultDashboardOrigins()}}
 }

@@ -70,8 +70,18 @@ type Config struct {
 	// the pipeline may take to finish; their exporters make no further retry meanwhile.
 	// Records fetched ahead are handed back (nak'ed, for another process to take at once)
 	// as soon as the stop begins, and batches still running after DrainTimeout are
-	// interrupted and handed back the same way. 0 hands everything back at once. Keep it
-	// well within the orchestrator's grace period (Kubernetes: 30s).
+	// interrupted and handed back the same way. 0 hands everything back at once.
+	//
+	// It bounds how long records a stopping process holds wait (a hung agent call or
+	// webhook delivery waits all of it before another process retries it), so it is
+	// short (1.5s, SVC_CONSUMER_DRAIN_TIMEOUT in the shipped configs) and separate from
+	// the ingest receiver's and control plane's SVC_DRAIN_TIMEOUT, which bounds HTTP
+	// requests. Each component gets a fixed bound of its own rather than a share of one
+	// process-wide deadline: the collector shuts receivers down one after another, so a
+	// process's worst case is the plain sum of its components' bounds (embedded:
+	// drain_delay 2s + ingest drain_timeout 3s + 1.5s + 1.5s = 8s, under the 10 s every
+	// role promises), each bound can be tested and reasoned about alone, and no
+	// component's stop depends on how long the ones before it took.
 	DrainTimeout time.Duration `mapstructure:"drain_timeout"`
 	// Ledger (raw mode) counts each handled batch in the project's ledger before acking
 	// it (internal/deliverylog): what was dropped by the trigger, sent to the agent or

@@ -39,7 +39,9 @@ func createDefaultConfig() component.Config {
 		Linger:             50 * time.Millisecond,
 		AckWait:            60 * time.Second,
 		RetryDelay:         5 * time.Second,
-		DrainTimeout:       5 * time.Second,
+		// See Config.DrainTimeout: a hung batch must be back with another process within
+		// 2 s of SIGTERM.
+		DrainTimeout: 1500 * time.Millisecond,
 		// Long enough that a project sending every few seconds keeps its consumer.
 		IdleTimeout:   30 * time.Second,
 		SweepInterval: 5 * time.Minute,
