@@ -43,6 +43,10 @@ const (
 	// invalid_token, which a client reads as "my token ended, log in again": a client
 	// that did that after a failed login would only fail again.
 	InvalidCredentials = "invalid_credentials"
+	// SignatureInvalid (401) is a push request its source's verification refused
+	// (docs/contract.md#section-5): a signature, basic credential or URL token that does
+	// not match, is missing, malformed or stale, or a sender-issued secret not set yet.
+	SignatureInvalid = "signature_invalid"
 )
 
 // Error is an API error: a status, a stable code and a message a person can act on.

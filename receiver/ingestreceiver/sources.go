@@ -2,6 +2,7 @@ package ingestreceiver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/eventjson"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
+	"github.com/otelcol-svc/otelcol-svc/internal/sourceverify"
 	"github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver/internal/console"
 )
 
@@ -36,6 +38,9 @@ func (r *ingestReceiver) handlePush(w http.ResponseWriter, req *http.Request) {
 	n, e := r.push(w, req, quota)
 	if e != nil {
 		apierror.Write(w, e)
+		return
+	}
+	if n == answeredChallenge {
 		return
 	}
 	writeQuota(w, quota)
@@ -87,6 +92,10 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *p
 	if e := r.verify(ctx, src, req.Header, urlToken, body); e != nil {
 		return 0, e
 	}
+	if challenge, ok := slackChallenge(src, body); ok {
+		writeJSON(w, http.StatusOK, map[string]string{"challenge": challenge})
+		return answeredChallenge, nil
+	}
 	received := time.Now()
 	info := pipelinectx.Ingest{Prebuilt: records.SignalSource, IdempotencyKey: pushMsgID(src.ID, idem), SourceID: src.ID, Quota: quota}
 	if idem != "" {
@@ -116,6 +125,28 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *p
 		return 0, r.consumeError(err)
 	}
 	return len(recs), nil
+}
+
+// answeredChallenge is push's count when it answered the request itself, storing nothing.
+const answeredChallenge = -1
+
+// slackChallenge is the challenge of Slack's url_verification request, which Slack sends,
+// signed, to an Event Subscriptions Request URL before it sends any event, and which it
+// takes as proof of the URL only when answered 200 with the challenge echoed. Only a
+// source verified by the slack scheme answers it, once its signature passed; the request
+// is not an event, so nothing is stored.
+func slackChallenge(src mirror.Source, body []byte) (string, bool) {
+	if src.Verification == nil || src.Verification.Scheme != sourceverify.SchemeSlack {
+		return "", false
+	}
+	var v struct {
+		Type      string `json:"type"`
+		Challenge string `json:"challenge"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Type != "url_verification" || v.Challenge == "" {
+		return "", false
+	}
+	return v.Challenge, true
 }
 
 // pushMsgID is the message id of a push request's records. Deduplication is per stream,

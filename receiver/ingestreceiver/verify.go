@@ -13,11 +13,6 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/sourceverify"
 )
 
-// codeSignatureInvalid is the contract's code of a push request its source's verification
-// refused (docs/contract.md#section-5): a signature, basic credential or URL token that
-// does not match, is missing, malformed or stale.
-const codeSignatureInvalid = "signature_invalid"
-
 // msgNoTokenURL answers a URL below an ingest URL when the source takes no URL token.
 const msgNoTokenURL = "no push source has this ingest URL: only a source verified by a URL token has a token after its ingest key; POST to /ingest/<ingest_key>"
 
@@ -53,5 +48,5 @@ func (r *ingestReceiver) verify(ctx context.Context, src mirror.Source, h http.H
 		r.settings.Logger.Warn("a push source's verification settings are not valid; its requests are refused",
 			zap.String("source_id", src.ID), zap.String("project_id", src.ProjectID), zap.Error(errors.Unwrap(err)))
 	}
-	return apierror.New(http.StatusUnauthorized, codeSignatureInvalid, msg+"; nothing was stored")
+	return apierror.New(http.StatusUnauthorized, apierror.SignatureInvalid, msg+"; nothing was stored")
 }
