@@ -185,11 +185,6 @@ func TestSourceVerificationValidation(t *testing.T) {
 			{"unknown preset", verifiedSource("x", "nagios", nil), `preset: "nagios" is not a preset`},
 			{"no scheme", verifiedSource("x", "", map[string]any{}), "verification.scheme is missing"},
 			{"unknown scheme", verifiedSource("x", "", map[string]any{"scheme": "rot13"}), `verification.scheme "rot13" is not known`},
-			{"stripe without secret", verifiedSource("x", "stripe", map[string]any{"scheme": "stripe"}),
-				"verification.secret is required for the stripe scheme: paste the endpoint's signing secret (whsec_...) from Stripe"},
-			{"sentry without secret", verifiedSource("x", "sentry", map[string]any{"scheme": "sentry"}), "verification.secret is required for the sentry scheme"},
-			{"pagerduty without secret", verifiedSource("x", "", map[string]any{"scheme": "pagerduty"}), "verification.secret is required for the pagerduty scheme"},
-			{"slack without secret", verifiedSource("x", "", map[string]any{"scheme": "slack"}), "verification.secret is required for the slack scheme"},
 			{"stripe API key", verifiedSource("x", "stripe", map[string]any{"scheme": "stripe", "secret": apiKey}), "verification.secret must be the endpoint's signing secret"},
 			{"short secret", verifiedSource("x", "", map[string]any{"scheme": "github", "secret": "hunter2"}), "verification.secret is 7 characters long"},
 			{"basic without username", verifiedSource("x", "", map[string]any{"scheme": "basic"}), "verification.username is missing"},
@@ -211,6 +206,49 @@ func TestSourceVerificationValidation(t *testing.T) {
 		r = call(t, cp, "POST", base, token, map[string]any{"name": "x", "verification": map[string]any{"scheme": "github", "secret_set": true}})
 		assert.Equal(t, http.StatusBadRequest, r.Status, "secret_set is an answer's, not a setting")
 		assert.Empty(t, call(t, cp, "GET", base, token, nil).Body["sources"], "nothing was created")
+	})
+}
+
+// Stripe, PagerDuty, Sentry and Slack show their signing secret only once they have the
+// source's URL, so creating one of their sources takes no secret: reads say secret_set
+// false, the receiver's copy refuses everything saying how to set it, and rotate-secret
+// with the sender's secret makes its signed deliveries pass.
+func TestSourceProviderSecretLater(t *testing.T) {
+	databases(t, func(t *testing.T, db map[string]string) {
+		s := startSourceStack(t, db)
+		cp := s.cp.URL
+		token, _ := s.signup(t, "later@example.com")
+		pid := call(t, cp, "POST", "/api/v1/projects", token, map[string]string{"name": "later"}).str("id")
+		base := "/api/v1/projects/" + pid + "/sources"
+		m := openMirror(t, s.nats.URL())
+		for scheme, preset := range map[string]string{"stripe": "stripe", "sentry": "sentry", "pagerduty": "pagerduty", "slack": ""} {
+			created := call(t, cp, "POST", base, token, verifiedSource(scheme, preset, map[string]any{"scheme": scheme}))
+			require.Equal(t, http.StatusCreated, created.Status, "%s: %s", scheme, created.Raw)
+			assert.Equal(t, map[string]any{"scheme": scheme, "secret_set": false}, created.Body["verification"], scheme)
+			got := call(t, cp, "GET", base+"/"+created.str("id"), token, nil)
+			assert.Equal(t, map[string]any{"scheme": scheme, "secret_set": false}, got.Body["verification"], scheme)
+			err := sourceverify.Verify(*mirrored(t, m, created.str("ingest_key")).Verification, http.Header{}, "", []byte(`{}`), time.Now())
+			require.Error(t, err, scheme)
+			assert.Contains(t, err.Error(), "this source's signing secret has not been set yet", scheme)
+		}
+
+		st := call(t, cp, "POST", base, token, verifiedSource("stripe2", "stripe", map[string]any{"scheme": "stripe"}))
+		require.Equal(t, http.StatusCreated, st.Status)
+		rotate := base + "/" + st.str("id") + "/rotate-secret"
+		r := call(t, cp, "POST", rotate, token, nil)
+		assert.Equal(t, http.StatusBadRequest, r.Status, "rotating still needs the sender's secret")
+		assert.True(t, strings.HasPrefix(r.message(), "verification.secret is required for the stripe scheme"), r.message())
+		secret := "whsec_" + strings.Repeat("ab12", 8)
+		r = call(t, cp, "POST", rotate, token, map[string]string{"secret": secret})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+		assert.Equal(t, true, r.Body["verification"].(map[string]any)["secret_set"])
+		assert.Equal(t, true, call(t, cp, "GET", base+"/"+st.str("id"), token, nil).Body["verification"].(map[string]any)["secret_set"])
+		body := []byte(`{"id":"evt_1","object":"event","type":"invoice.paid","data":{"object":{}}}`)
+		signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret})
+		require.Eventually(t, func() bool {
+			c := *mirrored(t, m, st.str("ingest_key")).Verification
+			return sourceverify.Verify(c, http.Header{"Stripe-Signature": {signed.Header}}, "", body, time.Now()) == nil
+		}, time.Second, 10*time.Millisecond, "Stripe's signed deliveries pass once its secret is pasted")
 	})
 }
 

@@ -64,11 +64,16 @@ func secretField(c *sourceverify.Config) (name string, v *string) {
 }
 
 // setSecret sets c's secret to given or, when given is empty, to a new one where the
-// scheme allows; generated tells which. field prefixes the field in messages.
-func setSecret(c *sourceverify.Config, given, field string) (generated bool, e *apierror.Error) {
+// scheme allows; generated tells which. field prefixes the field in messages. laterOK
+// lets a sender-issued secret stay unset (creating: Stripe, PagerDuty and Sentry show it
+// only once they have the source's URL; until it is pasted the receiver refuses all).
+func setSecret(c *sourceverify.Config, given, field string, laterOK bool) (generated bool, e *apierror.Error) {
 	name, v := secretField(c)
 	if given == "" {
 		if hint, issued := issuedBy[c.Scheme]; issued {
+			if laterOK {
+				return false, nil
+			}
 			return false, BadBody(fmt.Sprintf("%sverification.%s is required for the %s scheme: %s", field, name, c.Scheme, hint))
 		}
 		given, generated = sourceverify.NewSecret(c.Scheme), true
@@ -85,7 +90,7 @@ func (v VerificationSpec) config(field string) (c sourceverify.Config, generated
 	c = sourceverify.Config(v)
 	if _, known := schemeKnown[c.Scheme]; known {
 		_, cur := secretField(&c)
-		if generated, e = setSecret(&c, *cur, field); e != nil {
+		if generated, e = setSecret(&c, *cur, field, true); e != nil {
 			return sourceverify.Config{}, false, e
 		}
 	}
@@ -149,7 +154,7 @@ func (s *Service) rotateSourceSecret(ctx context.Context, tx *store.Tx, p store.
 		return SourceView{}, BadBody("this source has no verification, so no secret to rotate: its senders use its API key")
 	}
 	clear := *row.Config.Verification
-	if _, e := setSecret(&clear, secret, ""); e != nil {
+	if _, e := setSecret(&clear, secret, "", false); e != nil {
 		return SourceView{}, e
 	}
 	if err := clear.Validate(); err != nil {
