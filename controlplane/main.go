@@ -49,11 +49,19 @@ import (
 // defaultNATSURL is where the embedded NATS of the collector's default config listens.
 const defaultNATSURL = "nats://127.0.0.1:4223"
 
+// version is set at link time (-ldflags "-X main.version=..." from `git describe`, as
+// deploy/docker/build.sh does) so that a running control plane says which build it is.
+var version = "dev"
+
 func main() {
 	// One logger family, log/slog: the control plane is a plain Go program, not a
 	// collector, so it has no use for zap (the collector's), and slog is what its HTTP and
 	// MCP libraries take. Every line is JSON on stderr.
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-version" || os.Args[1] == "version") {
+		fmt.Println("controlplane", version)
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "accounts" {
 		os.Exit(accounts(os.Args[2:], os.Stdout, os.Stderr))
 	}
@@ -183,7 +191,7 @@ func run(logger *slog.Logger) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.ListenAndServe() }()
-	logger.Info("control plane listening", "addr", httpSrv.Addr, "database", db.Kind(), "nats", streams.RedactURLs(natsURL))
+	logger.Info("control plane listening", "version", version, "addr", httpSrv.Addr, "database", db.Kind(), "nats", streams.RedactURLs(natsURL))
 	select {
 	case err := <-errc:
 		return err
