@@ -7,11 +7,15 @@ ARG CREATED=unknown
 ARG SOURCE=https://github.com/otelcol-svc/otelcol-svc
 COPY etc/ /etc/
 COPY --chown=10001:10001 data/ /data/
+# Mode 1777 from the build context (build.sh): Go's os.TempDir and SQLite's temporary
+# files need a writable /tmp, which scratch does not have.
+COPY tmp/ /tmp/
 COPY controlplane /usr/bin/controlplane
 # SQLite under /data unless DATABASE_URL names PostgreSQL.
 ENV SVC_DATA_DIR=/data \
     SVC_CONTROLPLANE_LISTEN=0.0.0.0:8080
 USER 10001:10001
+WORKDIR /data
 VOLUME /data
 EXPOSE 8080
 ENTRYPOINT ["/usr/bin/controlplane"]

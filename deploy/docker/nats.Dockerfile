@@ -6,8 +6,12 @@ FROM scratch
 ARG VERSION=dev
 COPY etc/ /etc/
 COPY --chown=10001:10001 data/ /data/
+# Mode 1777 from the build context (build.sh): Go's os.TempDir and SQLite's temporary
+# files need a writable /tmp, which scratch does not have.
+COPY tmp/ /tmp/
 COPY nats-server /usr/bin/nats-server
 USER 10001:10001
+WORKDIR /data
 VOLUME /data
 EXPOSE 4222 6222 8222
 ENTRYPOINT ["/usr/bin/nats-server"]

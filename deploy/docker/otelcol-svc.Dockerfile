@@ -9,6 +9,9 @@ ARG SOURCE=https://github.com/otelcol-svc/otelcol-svc
 COPY etc/ /etc/
 COPY configs/ /etc/otelcol-svc/
 COPY --chown=10001:10001 data/ /data/
+# Mode 1777 from the build context (build.sh): Go's os.TempDir and SQLite's temporary
+# files need a writable /tmp, which scratch does not have.
+COPY tmp/ /tmp/
 COPY otelcol-svc /usr/bin/otelcol-svc
 # Inside a container the addresses are the container's own: listen on every interface
 # where `make run` keeps to loopback. The embedded NATS too, so that a control plane in
@@ -22,6 +25,7 @@ ENV SVC_DATA_DIR=/data \
     SVC_METRICS_PORT=8888 \
     SVC_EMBEDDED_NATS_LISTEN=0.0.0.0:4223
 USER 10001:10001
+WORKDIR /data
 VOLUME /data
 EXPOSE 4318 4317 13133 8888 4223
 ENTRYPOINT ["/usr/bin/otelcol-svc"]
