@@ -121,9 +121,14 @@ run: build
 # otelcol-svc-controlplane (with the dashboard, built first when npm is there), each
 # tagged `git describe --tags --always --dirty` and dev. images-nats builds nats-server
 # at go.mod's version for machines that cannot pull the official image.
+# The dashboard is rebuilt only from npm packages already installed and no older than
+# the lockfile: building images never reaches the npm registry (`make web` installs).
 images:
-	@if [ "$(DASHBOARD)" != no ] && command -v npm >/dev/null; then $(MAKE) --no-print-directory web; \
-	else echo "npm not found: the control plane image embeds whatever controlplane/web/dist holds"; fi
+	@w=controlplane/web; \
+	if [ "$(DASHBOARD)" != no ] && command -v npm >/dev/null && [ -f $$w/node_modules/.package-lock.json ] \
+		&& [ -z "$$(find $$w/package-lock.json $$w/package.json -newer $$w/node_modules/.package-lock.json)" ]; then \
+		(cd $$w && npm run build); \
+	else echo "images: the dashboard is not rebuilt (DASHBOARD=no, no npm, or its packages are not installed or older than package-lock.json: make web installs them); the control plane image embeds what $$w/dist holds now"; fi
 	GO=$(GO) deploy/docker/build.sh collector controlplane
 
 images-nats:
@@ -133,9 +138,15 @@ images-nats:
 # assets and the npm packages, hence web first; they skip without Node or Chromium,
 # except under CI=true. The MCP Inspector check (controlplane/mcp_inspector_test.go)
 # needs the pinned Inspector CLI, hence inspector.
+# The images ./test/containers runs are built here, before go test, so that their cold
+# build (minutes: -trimpath shares nothing with the test build cache) counts against no
+# test timeout; the tests build an image only when the one tagged `git describe` is
+# missing. The web step has just built the dashboard, hence DASHBOARD=no.
 test: alertmanager
 	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory web inspector signers; fi
-	$(GO) test -count=1 ./...
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images images-nats DASHBOARD=no; \
+	else echo "docker is not reachable: ./test/containers skips (fails under CI=true)"; fi
+	$(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory helm && cd deploy/helmtest && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory test-sdk
 
