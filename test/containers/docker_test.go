@@ -23,14 +23,16 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
-const (
-	collectorImage    = "otelcol-svc:dev"
-	controlplaneImage = "otelcol-svc-controlplane:dev"
-	natsImage         = "otelcol-svc-nats:dev"
-	maxImageBytes     = 60 << 20
-)
+const maxImageBytes = 60 << 20
 
+// The images under test: what `make images images-nats` (a step of make test, before go
+// test) tagged with this tree's `git describe`. images builds those that are missing.
 var (
+	imageVersion      string
+	collectorImage    string
+	controlplaneImage string
+	natsImage         string
+
 	buildOnce sync.Once
 	buildErr  error
 	buildLog  string
@@ -54,16 +56,39 @@ func needDocker(t *testing.T) {
 	t.Skip(why)
 }
 
-// images builds the collector, control plane and NATS images once per test process,
-// with the script `make images` runs.
+// images finds the collector, control plane and NATS images of this tree's version and
+// builds, with the script `make images` runs, only those that are missing: make test
+// builds them before go test, so that the build counts against no test timeout.
 func images(t *testing.T) {
 	t.Helper()
 	needDocker(t)
 	buildOnce.Do(func() {
-		began := time.Now()
-		cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "deploy/docker/build.sh"), "collector", "controlplane", "nats")
+		cmd := exec.Command("git", "describe", "--tags", "--always", "--dirty")
 		cmd.Dir = testenv.RepoRoot()
-		out, err := cmd.CombinedOutput()
+		out, err := cmd.Output()
+		if err != nil {
+			buildErr, buildLog = err, "git describe"
+			return
+		}
+		imageVersion = strings.TrimSpace(string(out))
+		collectorImage = "otelcol-svc:" + imageVersion
+		controlplaneImage = "otelcol-svc-controlplane:" + imageVersion
+		natsImage = "otelcol-svc-nats:" + imageVersion
+		var missing []string
+		for what, image := range map[string]string{"collector": collectorImage, "controlplane": controlplaneImage, "nats": natsImage} {
+			if exec.Command("docker", "image", "inspect", image).Run() != nil {
+				missing = append(missing, what)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		t.Logf("building %v: no image tagged %s (make test builds them before go test)", missing, imageVersion)
+		began := time.Now()
+		cmd = exec.Command(filepath.Join(testenv.RepoRoot(), "deploy/docker/build.sh"), missing...)
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Env = append(os.Environ(), "VERSION="+imageVersion)
+		out, err = cmd.CombinedOutput()
 		buildErr, buildLog = err, string(out)
 		t.Logf("images built in %s", time.Since(began).Round(time.Second))
 	})
@@ -99,6 +124,7 @@ func composeUp(t *testing.T, file string, env map[string]string, services ...str
 		}
 		c.env = append(c.env, kv)
 	}
+	c.env = append(c.env, "OTELCOL_SVC_IMAGE="+collectorImage, "CONTROLPLANE_IMAGE="+controlplaneImage)
 	for k, v := range env {
 		c.env = append(c.env, k+"="+v)
 	}

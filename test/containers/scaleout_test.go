@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -33,7 +34,7 @@ const (
 // deploy/compose/scale-out.yaml, the layout of docs/deployment.md in containers: every
 // event a receiver answered 2xx reaches the agent and every result the agent handed in
 // reaches the webhook, although the raw stream leader's NATS node and one receiver,
-// pipeline and sink container are killed (SIGKILL) and started again under load. The
+// pipeline, sink and control plane container are killed (SIGKILL) and started again under load. The
 // processes' version of this is test/e2e/cluster_e2e_test.go.
 func TestComposeScaleOutSurvivesKill(t *testing.T) {
 	images(t)
@@ -46,6 +47,10 @@ func TestComposeScaleOutSurvivesKill(t *testing.T) {
 		"REDIS_URL":          "redis://127.0.0.1:6379/9",
 		"SVC_OUTBOUND_ALLOW": "127.0.0.0/8",
 		"SVC_JWT_SECRET":     secret(),
+		// The file's stores ask for credentials: NATS is the file's own; PostgreSQL's is
+		// the machine's (in DATABASE_URL), but compose requires the variable anyway.
+		"NATS_PASSWORD":     secret(),
+		"POSTGRES_PASSWORD": "unused-the-machines-postgresql",
 		// The killed pipeline's records come back after this rather than the default
 		// minute: what the test waits for after the load.
 		"SVC_PIPELINE_ACK_WAIT": "10s",
@@ -64,7 +69,8 @@ func TestComposeScaleOutSurvivesKill(t *testing.T) {
 	}
 	receivers := []string{"http://127.0.0.1:" + env["RECEIVER1_HTTP_PORT"], "http://127.0.0.1:" + env["RECEIVER2_HTTP_PORT"]}
 	cp := "http://127.0.0.1:" + env["CONTROLPLANE_PORT"]
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%s,nats://127.0.0.1:%s,nats://127.0.0.1:%s", env["NATS1_PORT"], env["NATS2_PORT"], env["NATS3_PORT"])
+	natsURL := fmt.Sprintf("nats://otelcol-svc:%[4]s@127.0.0.1:%[1]s,nats://otelcol-svc:%[4]s@127.0.0.1:%[2]s,nats://otelcol-svc:%[4]s@127.0.0.1:%[3]s",
+		env["NATS1_PORT"], env["NATS2_PORT"], env["NATS3_PORT"], env["NATS_PASSWORD"])
 
 	// The machine's PostgreSQL and Redis stand in for the file's own: every service
 	// but those two.
@@ -73,6 +79,9 @@ func TestComposeScaleOutSurvivesKill(t *testing.T) {
 	waitOK(t, 2*time.Minute, cp+"/readyz")
 	waitOK(t, 30*time.Second, slices.Collect(maps.Values(health))...)
 	t.Logf("scale-out ready %s after docker-compose up", time.Since(began).Round(100*time.Millisecond))
+	// NATS refuses a client without the file's credentials.
+	_, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%s", env["NATS1_PORT"]), nats.Timeout(5*time.Second))
+	require.ErrorIs(t, err, nats.ErrAuthorization, "NATS without credentials")
 	_, js := testenv.Connect(t, natsURL)
 
 	agent := startNumberAgent(t)
@@ -103,15 +112,21 @@ func TestComposeScaleOutSurvivesKill(t *testing.T) {
 	docker(t, "start", id)
 	load.setPhase("nats node catching up")
 	waitOK(t, 60*time.Second, "http://127.0.0.1:"+env[map[string]string{"nats1": "NATS1", "nats2": "NATS2", "nats3": "NATS3"}[node]+"_MONITOR_PORT"]+"/healthz")
-	for _, s := range []string{"receiver1", "pipeline1", "sink1"} {
+	health["CONTROLPLANE"] = cp + "/readyz"
+	for _, s := range []string{"receiver1", "pipeline1", "sink1", "controlplane"} {
 		load.setPhase("steady")
 		load.waitAcked(t, 50)
 		t.Logf("docker kill %s", s)
 		load.setPhase(s + " killed")
 		c.killAndStart(s)
-		waitOK(t, 60*time.Second, health[map[string]string{"receiver1": "RECEIVER1", "pipeline1": "PIPELINE1", "sink1": "SINK1"}[s]])
+		waitOK(t, 60*time.Second, health[map[string]string{"receiver1": "RECEIVER1", "pipeline1": "PIPELINE1", "sink1": "SINK1", "controlplane": "CONTROLPLANE"}[s]])
 		load.setPhase(s + " restarted")
 	}
+	// The restarted control plane has the account, its session and the project (on
+	// PostgreSQL), and takes a change.
+	got := api(t, "GET", cp+"/api/v1/projects/"+p.ID, p.Token, nil, http.StatusOK)
+	require.Equal(t, p.ID, got["id"])
+	api(t, "POST", cp+"/api/v1/projects/"+p.ID+"/keys", p.Token, map[string]string{"name": "after restart"}, http.StatusCreated)
 	load.waitAcked(t, 50)
 	sent, acked, answers := load.stop()
 	t.Logf("load done: %d events sent, %d answered 2xx", sent, len(acked))
