@@ -26,6 +26,7 @@ type testAgent struct {
 	mu      sync.Mutex
 	arrived int // attempts, counted when they arrive (a timed-out one never completes)
 	calls   []agentCall
+	cut     []agentCall // calls the caller gave up on before the answer (never answered)
 	respond func(n int, r *http.Request) (status int, delay time.Duration)
 }
 
@@ -47,6 +48,9 @@ func startAgent(t *testing.T) *testAgent {
 			select {
 			case <-time.After(delay):
 			case <-r.Context().Done():
+				a.mu.Lock()
+				a.cut = append(a.cut, agentCall{Method: r.Method, Header: r.Header.Clone(), Body: body, At: time.Now()})
+				a.mu.Unlock()
 				return
 			}
 		}
@@ -85,6 +89,14 @@ func (a *testAgent) received() []agentCall {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return append([]agentCall(nil), a.calls...)
+}
+
+// cutOff returns the calls whose caller gave up (or went away) before they were answered:
+// the agent received their records all the same.
+func (a *testAgent) cutOff() []agentCall {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]agentCall(nil), a.cut...)
 }
 
 func (a *testAgent) attempts() int {
