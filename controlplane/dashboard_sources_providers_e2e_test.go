@@ -15,7 +15,8 @@ import (
 // accepted as 2 records) and refuses with another password; Testing the Alertmanager
 // sample shows 2 events; a signature over the GitHub sample checks out with the secret and
 // not without; rotating shows a new secret once and the old one stops signing; a Stripe
-// source needs Stripe's own secret. Screenshots go to
+// source is created without its secret (Stripe shows it only once it has the URL), refuses
+// Stripe-signed calls until the secret is pasted back, then stores them. Screenshots go to
 // controlplane/web/test-output/sources-providers.
 func TestDashboardSourcesProviders(t *testing.T) {
 	node, chromium, webDir := browserTestNeeds(t)

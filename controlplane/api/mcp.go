@@ -62,7 +62,7 @@ func (s *Server) mcpHandler() http.Handler {
 	addTool(srv, &mcp.Tool{Name: "create_source",
 		Description: "Create a push source (connector webhook): a URL that takes JSON posts (one object, an array of objects, or NDJSON) and stores each payload losslessly in an envelope with _event_type, _source, timestamp, text and labels. " +
 			"A preset (alertmanager, grafana, github, stripe, sentry, pagerduty, cloudevents) reads that sender's bodies with its own event types, times and delivery ids; a verification lets senders that cannot send an API key prove themselves (signature, HTTP Basic or a token in the URL). " +
-			"Returns ingest_url, ingest_key, an ingest-scoped api_key (shown only now: keep it, it is sent as Authorization: Bearer <api_key>), the verification's secret, password or URL token (shown only now: configure the sender with it) and a curl command. Needs owner or admin. Try the settings with test_source first.",
+			"Returns ingest_url, ingest_key, an ingest-scoped api_key (shown only now: keep it, it is sent as Authorization: Bearer <api_key>), the verification's secret, password or URL token (shown only now: configure the sender with it) and a curl command. Stripe, Sentry, PagerDuty and Slack issue their own signing secret, Stripe, Sentry and PagerDuty only once they have the URL: leave verification.secret out, then give it with rotate_source_secret; until then (secret_set false) the source refuses every delivery. Needs owner or admin. Try the settings with test_source first.",
 		InputSchema: mustSchema[createSourceArgs]("project_id", "name")},
 		s.toolCreateSource)
 	addTool(srv, &mcp.Tool{Name: "test_source",

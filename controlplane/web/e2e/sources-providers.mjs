@@ -4,7 +4,8 @@
 // receiver takes (the sample's two alerts: two records); Testing the Alertmanager sample
 // shows one event per alert; a GitHub signature over the sample checks
 // out with the secret shown and not with a wrong one; rotating the secret shows a new one
-// once and the old one no longer signs. Run by
+// once and the old one no longer signs; a Stripe source is created before Stripe shows
+// its secret, refuses calls until it is pasted back, then takes Stripe-signed ones. Run by
 // controlplane/dashboard_sources_providers_e2e_test.go (TestDashboardSourcesProviders):
 //   DASHBOARD_URL   the control plane
 //   SCREENSHOT_DIR  where each visited page is saved
@@ -114,21 +115,66 @@ try {
   await assertAccessible(a, 'alertmanager test');
   await shot(a, 'alertmanager-test');
 
-  // --- Stripe: its own signing secret is pasted, never generated ------------------------
+  // --- Stripe: it shows its signing secret only once it has the URL ---------------------
+  // So the source is created without one (every call refused, saying so), then the
+  // secret Stripe reveals is pasted back, and Stripe's signed calls are stored.
   await senders.getByRole('radio', { name: 'Stripe', exact: true }).check();
   const create = a.getByRole('button', { name: 'Create source' });
-  assert.ok(await create.isDisabled(), 'no Stripe source without its signing secret');
-  await a.getByLabel('Signing secret').fill('whsec_' + 'a1b2c3d4'.repeat(4));
+  assert.equal(await a.getByLabel('Signing secret (optional now)').inputValue(), '');
   await shot(a, 'stripe-form', false);
   await create.click();
   await a.getByRole('heading', { name: 'Your new source “stripe”' }).waitFor();
   const stripeSteps = a.getByRole('list', { name: 'Set up Stripe' });
-  assert.equal(await stripeSteps.getByLabel('Payload URL', { exact: true }).textContent(),
-    await a.getByLabel('Ingest URL', { exact: true }).inputValue());
-  await stripeSteps.getByText('set: the source checks every Stripe-Signature with it.').waitFor();
-  assert.ok(!(await a.content()).includes('a1b2c3d4a1b2'), 'a pasted secret is not shown back');
+  const stripeURL = await a.getByLabel('Ingest URL', { exact: true }).inputValue();
+  assert.equal(await stripeSteps.getByLabel('Payload URL', { exact: true }).textContent(), stripeURL);
+  await stripeSteps.getByText('paste it back here.').waitFor();
+  assert.ok(!(await a.content()).includes('Copy the key now'), 'no key to copy: the panel shows none');
+  const stripeRow = a.getByRole('row').filter({ hasText: 'stripe' });
+  await stripeRow.getByText('no secret yet: calls are refused').waitFor();
   await assertAccessible(a, 'stripe created');
   await shot(a, 'stripe-created');
+
+  const stripeSecret = 'whsec_' + 'a1b2c3d4'.repeat(4);
+  const stripeBody = JSON.stringify({ id: 'evt_1PaSte', object: 'event', type: 'invoice.paid', created: 1714564800,
+    data: { object: { id: 'in_1', object: 'invoice', amount_paid: 4200 } } });
+  // As stripe-go's webhook.GenerateTestSignedPayload and Stripe itself sign: v1 is
+  // HMAC-SHA256 over "<t>.<body>" keyed with the whole whsec_ string.
+  const stripeSigned = (secret) => {
+    const t = Math.floor(Date.now() / 1000);
+    return `t=${t},v1=${createHmac('sha256', secret).update(`${t}.${stripeBody}`).digest('hex')}`;
+  };
+  const pushStripe = () => fetch(stripeURL, { method: 'POST', body: stripeBody,
+    headers: { 'Content-Type': 'application/json', 'Stripe-Signature': stripeSigned(stripeSecret) } });
+  let refused;
+  for (let i = 0; i < 50; i++) {
+    refused = await pushStripe();
+    if (refused.status !== 404) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(refused.status, 401, 'refused before the secret is set, however it is signed');
+  const refusal = (await refused.json()).error;
+  assert.equal(refusal.code, 'signature_invalid');
+  assert.match(refusal.message, /signing secret has not been set yet.*rotate-secret.*; nothing was stored$/);
+
+  await a.getByLabel('Signing secret from Stripe').fill(stripeSecret);
+  await shot(a, 'stripe-paste', false);
+  await a.getByRole('button', { name: 'Save the secret' }).click();
+  await stripeSteps.getByText('set: the source checks every Stripe-Signature with it.').waitFor();
+  await stripeRow.getByText('no secret yet: calls are refused').waitFor({ state: 'detached' });
+  assert.ok(!(await a.content()).includes('a1b2c3d4a1b2'), 'a pasted secret is not shown back');
+  await assertAccessible(a, 'stripe secret pasted');
+  await shot(a, 'stripe-pasted');
+  let accepted;
+  // The receivers take the new secret within a second.
+  for (let i = 0; i < 50; i++) {
+    accepted = await pushStripe();
+    if (accepted.status !== 401) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(accepted.status, 202, await accepted.clone().text());
+  assert.deepEqual(await accepted.json(), { accepted: 1 });
+  await a.getByRole('status', { name: 'First delivery' }).getByText('✓ First delivery received').waitFor({ timeout: 20_000 });
+  await shot(a, 'stripe-first-delivery', false);
   await a.getByRole('button', { name: 'Done' }).click();
 
   // --- CloudEvents: a URL token, which the ingest URL holds only in the create answer ---

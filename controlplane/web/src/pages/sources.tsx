@@ -270,7 +270,7 @@ export function SourcesPage({ project }: { project: Project }) {
               <strong>Copy the {lower(credential.label)} now: you will not see it again.</strong>{' '}
               {shown.rotated ? 'The old one stops working within a second.' : 'Later you can only rotate it.'}
             </p>
-          ) : shown.source.api_key ? (
+          ) : shown.source.api_key && !shown.source.verification ? (
             <p>
               <strong>Copy the key now: it is shown only once.</strong> The list keeps only its prefix.
             </p>
@@ -394,9 +394,10 @@ export function SourcesPage({ project }: { project: Project }) {
                   hint="The password is generated and shown once, when you create the source." />
               )}
               {p.issued && (
-                <Field label={p.issued.label} required value={f.secret} autoComplete="off" spellcheck={false} class="mono"
+                <Field label={`${p.issued.label} (optional now)`} value={f.secret} autoComplete="off" spellcheck={false} class="mono"
                   placeholder={p.issued.placeholder} onInput={(e) => set('secret', e.currentTarget.value)}
-                  hint={<>{p.issued.hint} {p.name} issues it, so the source needs it to check any call.</>} />
+                  hint={<>{p.issued.hint} {p.name} issues it; if it shows it only once it has the URL, create the source
+                    first and paste it back then. Until it is set, every call is refused.</>} />
               )}
               {(scheme === 'github' || scheme === 'url_token') && (
                 <p class="hint gen-note">
@@ -444,7 +445,7 @@ export function SourcesPage({ project }: { project: Project }) {
                 </details>
               )}
               <ErrorMessage error={creating.error} />
-              <button type="submit" class="btn btn-primary" disabled={busy || !f.name.trim() || (scheme === 'basic' && !f.username.trim()) || (!!p.issued && !f.secret.trim())}>
+              <button type="submit" class="btn btn-primary" disabled={busy || !f.name.trim() || (scheme === 'basic' && !f.username.trim())}>
                 Create source
               </button>
             </form>

@@ -119,13 +119,12 @@ export function SetupSteps(props: {
       break;
     case 'slack':
       steps.push(
-        <Step where="api.slack.com → your app → Event Subscriptions → Request URL:">{urlPaste}</Step>,
-        <Step where="Basic Information → App Credentials → Signing Secret:">
-          {v?.secret_set || credential ? 'set: the source checks every X-Slack-Signature with it.' : 'paste it here.'}
+        <Step where="api.slack.com → your app → Basic Information → App Credentials → Signing Secret:">
+          {v?.secret_set || credential ? 'set: the source checks every X-Slack-Signature with it.' : 'paste it here first.'}
         </Step>,
-        <Step where="Note:">
-          Slack checks a Request URL by sending a <code>url_verification</code> challenge it expects echoed back; the
-          ingest URL stores it as an event instead, so Slack does not accept the URL for Event Subscriptions yet.
+        <Step where="Event Subscriptions → Request URL:">
+          {urlPaste} Slack then sends a signed <code>url_verification</code> challenge; the source answers it (storing
+          nothing) once the signing secret is set, and Slack marks the URL Verified.
         </Step>,
       );
       break;
