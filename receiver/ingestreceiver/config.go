@@ -58,9 +58,11 @@ type Config struct {
 	// 0 means no bound.
 	ReadBodyTimeout time.Duration `mapstructure:"read_body_timeout"`
 	// DrainDelay is how long, once the collector stops (SIGTERM), the receiver keeps its
-	// listener open answering new requests 503 with Retry-After (SVC_DRAIN_DELAY), so
-	// that load balancers see the health check's 503 and stop sending here before
-	// connections are refused. Requests already being handled complete meanwhile.
+	// listener open answering new requests 503 with Retry-After (SVC_DRAIN_DELAY): load
+	// balancers and kube-proxy take a moment to stop sending to a stopping process (a
+	// Kubernetes pod leaves its Service's endpoints at once, but the rest of the cluster
+	// notices later), and meanwhile clients get an answer to retry rather than a refused
+	// connection. Requests already being handled complete meanwhile.
 	DrainDelay time.Duration `mapstructure:"drain_delay"`
 	// DrainTimeout bounds how long, after DrainDelay, the requests still being handled
 	// may take to complete (stored, answered) before their connections are closed

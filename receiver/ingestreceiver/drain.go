@@ -16,7 +16,7 @@ import (
 //
 //  1. new requests are answered 503 with Retry-After and Connection: close, so a client
 //     retries, on another replica once the load balancer has taken this one out;
-//  2. after drain_delay (the time a load balancer needs to see the health check) the
+//  2. after drain_delay (the time load balancers and kube-proxy need to stop sending) the
 //     listener closes, and the requests being handled get up to drain_timeout to complete:
 //     one answered 2xx has its records stored, as always;
 //  3. connections still open after that are closed; their requests were never answered
