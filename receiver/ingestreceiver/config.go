@@ -68,7 +68,7 @@ type Config struct {
 	// may take to complete (stored, answered) before their connections are closed
 	// (SVC_DRAIN_TIMEOUT). A request cut off then was never answered 2xx, so its client
 	// retries it. 3s by default: in the all-in-one process the jetstream receivers' own
-	// drains (1.5s each) follow this one, and the whole stop stays under 10 s.
+	// drains (1s each) follow this one, and the whole stop stays under 10 s.
 	DrainTimeout time.Duration `mapstructure:"drain_timeout"`
 	// DeliveryLog names what the console's delivery-log endpoints read beside the log.
 	DeliveryLog DeliveryLogConfig `mapstructure:"delivery_log"`

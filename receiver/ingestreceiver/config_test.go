@@ -96,7 +96,7 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		{id: component.NewID(metadata.Type), check: func(t *testing.T, cfg *Config) {
 			assert.Equal(t, "projectauth", cfg.Auth.Get().Config.AuthenticatorID.String())
-			// With the jetstream receivers' 1.5 s each, the all-in-one stop stays under 10 s.
+			// With the jetstream receivers' 1 s each, the all-in-one stop stays under 10 s.
 			assert.Equal(t, 2*time.Second, cfg.DrainDelay)
 			assert.Equal(t, 3*time.Second, cfg.DrainTimeout)
 		}},

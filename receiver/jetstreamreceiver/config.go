@@ -74,12 +74,12 @@ type Config struct {
 	//
 	// It bounds how long records a stopping process holds wait (a hung agent call or
 	// webhook delivery waits all of it before another process retries it), so it is
-	// short (1.5s, SVC_CONSUMER_DRAIN_TIMEOUT in the shipped configs) and separate from
+	// short (1s, SVC_CONSUMER_DRAIN_TIMEOUT in the shipped configs) and separate from
 	// the ingest receiver's and control plane's SVC_DRAIN_TIMEOUT, which bounds HTTP
 	// requests. Each component gets a fixed bound of its own rather than a share of one
 	// process-wide deadline: the collector shuts receivers down one after another, so a
 	// process's worst case is the plain sum of its components' bounds (embedded:
-	// drain_delay 2s + ingest drain_timeout 3s + 1.5s + 1.5s = 8s, under the 10 s every
+	// drain_delay 2s + ingest drain_timeout 3s + 1s + 1s = 7s, under the 10 s every
 	// role promises), each bound can be tested and reasoned about alone, and no
 	// component's stop depends on how long the ones before it took.
 	DrainTimeout time.Duration `mapstructure:"drain_timeout"`

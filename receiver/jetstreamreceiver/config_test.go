@@ -30,7 +30,7 @@ func TestLoadConfig(t *testing.T) {
 		{id: component.NewID(metadata.Type), expected: defaults(func(c *Config) {
 			assert.Equal(t, ConsumeRaw, c.Consume, "raw is the default")
 			assert.Equal(t, 4, c.MaxInflightBatches, "a few batches past a retried one")
-			assert.Equal(t, 1500*time.Millisecond, c.DrainTimeout, "a hung batch is with another process within 2 s of SIGTERM")
+			assert.Equal(t, time.Second, c.DrainTimeout, "a hung batch is with another process within 2 s of SIGTERM")
 		})},
 		{id: component.NewIDWithName(metadata.Type, "tuned"), expected: defaults(func(c *Config) {
 			c.NATS.URL = "nats://n1:4222"

@@ -41,7 +41,7 @@ func createDefaultConfig() component.Config {
 		RetryDelay:         5 * time.Second,
 		// See Config.DrainTimeout: a hung batch must be back with another process within
 		// 2 s of SIGTERM.
-		DrainTimeout: 1500 * time.Millisecond,
+		DrainTimeout: time.Second,
 		// Long enough that a project sending every few seconds keeps its consumer.
 		IdleTimeout:   30 * time.Second,
 		SweepInterval: 5 * time.Minute,
