@@ -37,8 +37,10 @@ build() {
 	pkg=$1 bin=$2 dockerfile=$3 image=$4 ldflags=${5:-}
 	shift 4
 	rm -rf "$ctx"/*
-	mkdir -p "$ctx/etc/ssl/certs" "$ctx/data" "$ctx/configs" "$ctx/tmp"
-	chmod 1777 "$ctx/tmp"
+	# COPY makes a directory it copies into 0755, whatever the context's mode: /tmp is
+	# copied as an entry of tmproot/ (COPY tmproot/ /), which keeps its 1777.
+	mkdir -p "$ctx/etc/ssl/certs" "$ctx/data" "$ctx/configs" "$ctx/tmproot/tmp"
+	chmod 1777 "$ctx/tmproot/tmp"
 	cp "$CA_CERTS" "$ctx/etc/ssl/certs/ca-certificates.crt"
 	printf 'root:x:0:0:root:/root:/sbin/nologin\notelcol:x:10001:10001:otelcol-svc:/data:/sbin/nologin\n' >"$ctx/etc/passwd"
 	printf 'root:x:0:\notelcol:x:10001:\n' >"$ctx/etc/group"

@@ -9,7 +9,7 @@ COPY etc/ /etc/
 COPY --chown=10001:10001 data/ /data/
 # Mode 1777 from the build context (build.sh): Go's os.TempDir and SQLite's temporary
 # files need a writable /tmp, which scratch does not have.
-COPY tmp/ /tmp/
+COPY tmproot/ /
 COPY controlplane /usr/bin/controlplane
 # SQLite under /data unless DATABASE_URL names PostgreSQL.
 ENV SVC_DATA_DIR=/data \

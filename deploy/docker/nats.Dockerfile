@@ -8,7 +8,7 @@ COPY etc/ /etc/
 COPY --chown=10001:10001 data/ /data/
 # Mode 1777 from the build context (build.sh): Go's os.TempDir and SQLite's temporary
 # files need a writable /tmp, which scratch does not have.
-COPY tmp/ /tmp/
+COPY tmproot/ /
 COPY nats-server /usr/bin/nats-server
 USER 10001:10001
 WORKDIR /data

@@ -11,7 +11,7 @@ COPY configs/ /etc/otelcol-svc/
 COPY --chown=10001:10001 data/ /data/
 # Mode 1777 from the build context (build.sh): Go's os.TempDir and SQLite's temporary
 # files need a writable /tmp, which scratch does not have.
-COPY tmp/ /tmp/
+COPY tmproot/ /
 COPY otelcol-svc /usr/bin/otelcol-svc
 # Inside a container the addresses are the container's own: listen on every interface
 # where `make run` keeps to loopback. The embedded NATS too, so that a control plane in
