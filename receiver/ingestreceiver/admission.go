@@ -143,6 +143,23 @@ func (r *ingestReceiver) busy(why error) *apierror.Error {
 	return e
 }
 
+// admittedBody reads a JSON surface's body under the request's account ticket and
+// reserves what decoding it will hold; a refusal is counted for the account. The caller
+// releases the ticket when the request is done.
+func (r *ingestReceiver) admittedBody(ctx context.Context, req *http.Request) (*ticket, []byte, *apierror.Error) {
+	t := r.admit.ticket(tenantOf(ctx))
+	body, aerr := r.readBody(req, t)
+	if aerr != nil {
+		t.release()
+		return nil, nil, r.countRefusal(ctx, aerr, 1)
+	}
+	if err := t.reserve(costPerBodyByte * int64(len(body))); err != nil {
+		t.release()
+		return nil, nil, r.countRefusal(ctx, r.busy(err), 1)
+	}
+	return t, body, nil
+}
+
 // readBody reads the (already decompressed) body within the configured limit. What it
 // holds is charged to the budget as it arrives, not as announced: a client announcing
 // 10 MB and sending a byte now and then holds a small buffer, so a few such clients

@@ -42,15 +42,11 @@ func (r *ingestReceiver) cloudEvents(ctx context.Context, w http.ResponseWriter,
 	if len(idem) > maxHeaderValue {
 		return apierror.New(http.StatusBadRequest, apierror.InvalidBody, fmt.Sprintf("Idempotency-Key is longer than %d bytes", maxHeaderValue))
 	}
-	t := r.admit.ticket(tenantOf(ctx))
-	defer t.release()
-	body, aerr := r.readBody(req, t)
+	t, body, aerr := r.admittedBody(ctx, req)
 	if aerr != nil {
-		return r.countRefusal(ctx, aerr, 1)
+		return aerr
 	}
-	if err := t.reserve(costPerBodyByte * int64(len(body))); err != nil {
-		return r.countRefusal(ctx, r.busy(err), 1)
-	}
+	defer t.release()
 	evs, err := sourcepreset.Split(sourcepreset.CloudEvents, req.Header, body, sourcepreset.Limits{MaxEvents: r.cfg.MaxObjectsPerRequest})
 	if err != nil {
 		return r.countRefusal(ctx, apierror.New(http.StatusBadRequest, apierror.InvalidBody, err.Error()+"; nothing was stored"), 1)

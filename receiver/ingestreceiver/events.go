@@ -68,15 +68,11 @@ func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request,
 	if aerr != nil {
 		return aerr
 	}
-	t := r.admit.ticket(tenantOf(ctx))
-	defer t.release()
-	body, aerr := r.readBody(req, t)
+	t, body, aerr := r.admittedBody(ctx, req)
 	if aerr != nil {
-		return r.countRefusal(ctx, aerr, 1)
+		return aerr
 	}
-	if err := t.reserve(costPerBodyByte * int64(len(body))); err != nil {
-		return r.countRefusal(ctx, r.busy(err), 1)
-	}
+	defer t.release()
 	var objs [][]byte
 	var err error
 	if batch {

@@ -78,15 +78,11 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *p
 	if len(idem) > maxHeaderValue {
 		return 0, apierror.New(http.StatusBadRequest, apierror.InvalidBody, fmt.Sprintf("Idempotency-Key is longer than %d bytes", maxHeaderValue))
 	}
-	t := r.admit.ticket(tenantOf(ctx))
-	defer t.release()
-	body, aerr := r.readBody(req, t)
+	t, body, aerr := r.admittedBody(ctx, req)
 	if aerr != nil {
-		return 0, r.countRefusal(ctx, aerr, 1)
+		return 0, aerr
 	}
-	if err := t.reserve(costPerBodyByte * int64(len(body))); err != nil {
-		return 0, r.countRefusal(ctx, r.busy(err), 1)
-	}
+	defer t.release()
 	// The raw body, before anything reads it: a request the sender did not sign stores
 	// nothing, and costs no parsing.
 	if e := r.verify(ctx, src, req.Header, urlToken, body); e != nil {
