@@ -92,10 +92,5 @@ func (r *ingestReceiver) cloudEvents(ctx context.Context, w http.ResponseWriter,
 		}
 		info.RequestDigest = requestDigest(body, parts...)
 	}
-	if err := r.consumePrebuilt(ctx, info, objs); err != nil {
-		return r.consumeError(err)
-	}
-	writeQuota(w, quota)
-	writeJSON(w, http.StatusAccepted, map[string]int{"accepted": len(objs)})
-	return nil
+	return r.storeAccepted(ctx, w, info, objs)
 }

@@ -104,11 +104,17 @@ func (r *ingestReceiver) eventsRequest(w http.ResponseWriter, req *http.Request,
 		}
 		info.RequestDigest = requestDigest(body, parts...)
 	}
-	if err := r.consumePrebuilt(ctx, info, objs); err != nil {
+	return r.storeAccepted(ctx, w, info, objs)
+}
+
+// storeAccepted stores a request's prebuilt records and answers 202 with how many, and
+// the account's quota as RateLimit-* headers (info.Quota, filled by the exporter).
+func (r *ingestReceiver) storeAccepted(ctx context.Context, w http.ResponseWriter, info pipelinectx.Ingest, recs [][]byte) *apierror.Error {
+	if err := r.consumePrebuilt(ctx, info, recs); err != nil {
 		return r.consumeError(err)
 	}
-	writeQuota(w, quota)
-	writeJSON(w, http.StatusAccepted, map[string]int{"accepted": len(objs)})
+	writeQuota(w, info.Quota)
+	writeJSON(w, http.StatusAccepted, map[string]int{"accepted": len(recs)})
 	return nil
 }
 
