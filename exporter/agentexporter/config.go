@@ -51,13 +51,7 @@ func defaultConfig() *Config {
 
 // Validate checks the configuration.
 func (c *Config) Validate() error {
-	var errs []error
-	if err := c.NATS.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("nats: %w", err))
-	}
-	if err := mirrorcache.CheckExtension(c.Mirror); err != nil {
-		errs = append(errs, err)
-	}
+	errs := mirrorcache.CheckConnection(c.NATS, c.Mirror)
 	if err := c.Settings.Check(); err != nil {
 		errs = append(errs, err)
 	}

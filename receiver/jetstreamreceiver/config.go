@@ -91,13 +91,7 @@ type Config struct {
 
 // Validate checks the configuration.
 func (c *Config) Validate() error {
-	var errs []error
-	if err := c.NATS.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("nats: %w", err))
-	}
-	if err := mirrorcache.CheckExtension(c.Mirror); err != nil {
-		errs = append(errs, err)
-	}
+	errs := mirrorcache.CheckConnection(c.NATS, c.Mirror)
 	if err := c.Stream.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("stream: %w", err))
 	}

@@ -371,6 +371,20 @@ func CheckExtension(id component.ID) error {
 	return nil
 }
 
+// CheckConnection validates the `nats` and `mirror` settings of a component that has a
+// NATS connection of its own and reads the mirror (agent and sink exporters, jetstream
+// receiver), as the first errors of its Validate.
+func CheckConnection(n natsclient.Config, mirror component.ID) []error {
+	var errs []error
+	if err := n.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("nats: %w", err))
+	}
+	if err := CheckExtension(mirror); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
 // FromHost returns the cache of the extension id, a component's `mirror` setting. The
 // extension is named rather than found among the host's extensions, so that a second
 // one is never picked by accident.
