@@ -212,9 +212,11 @@ func wrap(key string, value []byte) json.RawMessage {
 }
 
 // ceDedupID is an event's identity: the spec makes id unique within its source, so the
-// two together. Without an id there is none (a source alone would merge its events).
+// two together. Without both there is none: a source alone would merge its events, and
+// an id alone those of every sender that numbers from 1 (on /v1/events the duplicate
+// window is the project's whole stream).
 func ceDedupID(source, id string) string {
-	if id == "" {
+	if id == "" || source == "" {
 		return ""
 	}
 	return dedupID(source, id)

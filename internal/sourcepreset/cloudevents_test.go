@@ -135,3 +135,25 @@ func TestCloudEventsRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "café", evs[0].Labels["subject"])
 }
+
+// Two senders that leave out source and both number their events from 1 must not lose
+// each other's events as duplicates: without a source an id identifies nothing.
+func TestCloudEventsWithoutSourceAreNotDeduplicated(t *testing.T) {
+	body := []byte(`[{"specversion":"1.0","type":"a","id":"1"},{"specversion":"1.0","type":"b","id":"1"}]`)
+	evs, err := Split(CloudEvents, header("Content-Type", ceBatch), body, Limits{})
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	assert.Empty(t, evs[0].DedupID)
+	assert.Empty(t, evs[1].DedupID)
+	h := header("Ce-Specversion", "1.0")
+	h.Set("Ce-Type", "a")
+	h.Set("Ce-Id", "1")
+	bin, err := Split(CloudEvents, h, []byte(`{}`), Limits{})
+	require.NoError(t, err)
+	require.Len(t, bin, 1)
+	assert.Empty(t, bin[0].DedupID, "binary mode without ce-source")
+	h.Set("Ce-Source", "/a")
+	bin, err = Split(CloudEvents, h, []byte(`{}`), Limits{})
+	require.NoError(t, err)
+	assert.NotEmpty(t, bin[0].DedupID, "with a source the id is the identity")
+}
