@@ -80,6 +80,8 @@ func TestPushSlackURLVerification(t *testing.T) {
 	a = do(t, http.MethodPost, tr.url+"/ingest/in_slack", []byte(ev), slackHeaders(slackSecret, ev, time.Now()))
 	require.Equal(t, http.StatusAccepted, a.status, "%s", a.body)
 	require.Len(t, tr.consumed(), 1)
+	assert.Equal(t, []string{"src:src_slack:slack:Ev1"}, tr.consumed()[0].info.RecordIDs,
+		"Slack's retry of the event (same event_id) is stored once")
 
 	// Only a slack source answers it: elsewhere the same body is just an object to store.
 	a = do(t, http.MethodPost, tr.url+"/ingest/in_plain", []byte(challenge), nil)

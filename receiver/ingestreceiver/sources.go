@@ -117,10 +117,35 @@ func (r *ingestReceiver) push(w http.ResponseWriter, req *http.Request, quota *p
 	for i, obj := range objs {
 		recs[i] = envelope.BuildObject(src, obj, received).Record
 	}
+	if id := slackEventID(src, objs); id != "" {
+		info.RecordIDs = []string{pushMsgID(src.ID, "slack:"+id)}
+	}
 	if err := r.consumePrebuilt(ctx, info, recs); err != nil {
 		return 0, r.consumeError(err)
 	}
 	return len(recs), nil
+}
+
+// slackEventID is the event_id of a Slack Events API delivery to a slack-verified source:
+// Slack sends an event again (X-Slack-Retry-Num) when the answer took over 3 s, with the
+// same event_id, which then makes it the record's message id so the retry is stored once.
+// An id that is not a plain token is not used (it becomes a NATS header).
+func slackEventID(src mirror.Source, objs [][]byte) string {
+	if src.Verification == nil || src.Verification.Scheme != sourceverify.SchemeSlack || len(objs) != 1 {
+		return ""
+	}
+	var v struct {
+		EventID string `json:"event_id"`
+	}
+	if json.Unmarshal(objs[0], &v) != nil || v.EventID == "" || len(v.EventID) > 128 {
+		return ""
+	}
+	for _, c := range v.EventID {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return ""
+		}
+	}
+	return v.EventID
 }
 
 // answeredChallenge is push's count when it answered the request itself, storing nothing.
