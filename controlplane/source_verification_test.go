@@ -442,9 +442,17 @@ func TestSourceTestPresetsAndVerification(t *testing.T) {
 		// byte for byte as sent.
 		saved := call(t, cp, "POST", "/api/v1/projects/"+pid+"/sources", owner, src)
 		require.Equal(t, http.StatusCreated, saved.Status, "%s", saved.Raw)
-		r = call(t, cp, "POST", test, member, map[string]any{"source_id": saved.str("id"), "headers": headers, "payload": json.RawMessage(sample)})
+		r = call(t, cp, "POST", test, owner, map[string]any{"source_id": saved.str("id"), "headers": headers, "payload": json.RawMessage(sample)})
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
 		assert.Equal(t, true, r.Body["verification"].(map[string]any)["ok"], "%s", r.Raw)
+		// A member tests the mapping but cannot try samples against a secret they may not
+		// see (a guess-checker otherwise).
+		r = call(t, cp, "POST", test, member, map[string]any{"source_id": saved.str("id"), "headers": headers, "payload": json.RawMessage(sample)})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+		assert.Equal(t, "pull_request.opened", r.Body["event_type"])
+		v = r.Body["verification"].(map[string]any)
+		assert.Equal(t, false, v["ok"], "%s", r.Raw)
+		assert.Contains(t, v["message"], "owner and admins")
 		// ... or with a secret about to replace it, at the top level.
 		r = call(t, cp, "POST", test, member, map[string]any{"source_id": saved.str("id"), "verification": map[string]any{"scheme": "github", "secret": strings.Repeat("f", 64)},
 			"headers": headers, "payload": sample})

@@ -66,15 +66,18 @@ type VerificationResult struct {
 // TestSource builds the records of a sample request with an unsaved source or a saved
 // one, for any member. Nothing is stored or published.
 func (s *Service) TestSource(ctx context.Context, userID, id string, in SourceTestInput) (res SourceTest, err error) {
-	err = s.InProject(ctx, userID, id, Read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store) error {
-		res, err = testSource(ctx, tx, p, in)
+	err = s.InProject(ctx, userID, id, Read, func(ctx context.Context, tx *store.Tx, p store.Project, role string, _ *mirror.Store) error {
+		res, err = testSource(ctx, tx, p, in, role != store.RoleMember)
 		return err
 	})
 	return res, err
 }
 
 // testSource: see TestSource.
-func testSource(ctx context.Context, tx *store.Tx, p store.Project, in SourceTestInput) (SourceTest, error) {
+// mayCheckSaved: the caller may change the source (owner, admin). A member may test a
+// saved source's mapping but not check a sample's signature, credentials or token against
+// its saved secret: that would let them try guesses against a secret they may not see.
+func testSource(ctx context.Context, tx *store.Tx, p store.Project, in SourceTestInput, mayCheckSaved bool) (SourceTest, error) {
 	var src mirror.Source
 	// noSecret: the verification's secret was generated for this test, so no sample can
 	// match it; the answer says so rather than call a genuine request forged.
@@ -159,6 +162,10 @@ func testSource(ctx context.Context, tx *store.Tx, p store.Project, in SourceTes
 	}
 
 	if src.Verification != nil && (in.Headers != nil || in.URLToken != "") {
+		if in.SourceID != "" && in.Verification == nil && !mayCheckSaved {
+			res.Verification = &VerificationResult{Message: "only the project's owner and admins can check a sample against the source's saved secret"}
+			return res, nil
+		}
 		res.Verification = verifySample(*src.Verification, noSecret, h, in.URLToken, body, now)
 	}
 	return res, nil
