@@ -23,7 +23,7 @@ func TestShutdownLetsTheBatchFinishAndHandsBackTheRest(t *testing.T) {
 	go func() { stopped <- r.Shutdown(context.Background()) }()
 	// Another process on the same consumer gets what was fetched ahead at once (ack_wait
 	// is a minute), while r1 is still in the pipeline.
-	assert.Equal(t, []string{"r2", "r3"}, takeOver(t, cons, 2))
+	assert.ElementsMatch(t, []string{"r2", "r3"}, takeOver(t, cons, 2), "JetStream redelivers handed-back records in no promised order")
 	close(p.release["r1"])
 	select {
 	case err := <-stopped:
