@@ -174,18 +174,61 @@ type Pipeline struct {
 	MaxCallsPerDay    int    `json:"max_calls_per_day,omitempty"`
 	WindowMaxBytes    int    `json:"window_max_bytes,omitempty"`
 	WindowMaxEvents   int    `json:"window_max_events,omitempty"`
+
+	// Incident mode (Mode "incident"; "" is legacy or window by WindowEnabled). The
+	// durations are Go duration strings ("30s", "5m"); "" is the default.
+	Mode          string `json:"mode,omitempty"`
+	Fingerprint   string `json:"fingerprint,omitempty"`
+	ResolveWhen   string `json:"resolve_when,omitempty"`
+	GroupWait     string `json:"group_wait,omitempty"`
+	GroupInterval string `json:"group_interval,omitempty"`
+	ResolveAfter  string `json:"resolve_after,omitempty"`
+	ReopenWithin  string `json:"reopen_within,omitempty"`
+}
+
+// Pipeline modes (docs/contract.md#section-6). ModeLegacy and ModeWindow are also what
+// WindowEnabled says when Mode is empty.
+const (
+	ModeLegacy   = "legacy"
+	ModeWindow   = "window"
+	ModeIncident = "incident"
+)
+
+// Defaults of incident mode.
+const (
+	DefaultGroupWait     = 30 * time.Second
+	DefaultGroupInterval = 5 * time.Minute
+	DefaultResolveAfter  = 30 * time.Minute
+	DefaultReopenWithin  = time.Duration(0) // off: an event after resolution opens a new incident
+)
+
+// EffectiveMode is the pipeline's mode: Mode when set, else legacy or window by
+// WindowEnabled.
+func (p Pipeline) EffectiveMode() string {
+	switch {
+	case p.Mode != "":
+		return p.Mode
+	case p.WindowEnabled:
+		return ModeWindow
+	}
+	return ModeLegacy
 }
 
 // Sink is a destination of agent results (docs/contract.md#section-8).
 type Sink struct {
 	ID           string            `json:"id"`
-	Kind         string            `json:"kind"` // webhook | chat
+	Kind         string            `json:"kind"` // webhook | chat | slack_app
 	Enabled      bool              `json:"enabled"`
 	URL          string            `json:"url"`
 	Method       string            `json:"method,omitempty"`
 	Headers      map[string]string `json:"headers,omitempty"`
 	Format       string            `json:"format,omitempty"`
 	TextTemplate string            `json:"text_template,omitempty"`
+	// Kind "slack_app": a Slack app posting with its bot token to Channel, one thread per
+	// incident, whose buttons Slack posts back to the receiver signed with SigningSecret.
+	BotToken      string `json:"bot_token,omitempty"`
+	SigningSecret string `json:"signing_secret,omitempty"`
+	Channel       string `json:"channel,omitempty"`
 	// Since is when the sink was created or last enabled: it receives the results stored
 	// from then on, never a backlog from before it existed or while it was off.
 	Since time.Time `json:"since,omitempty"`

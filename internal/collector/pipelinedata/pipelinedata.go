@@ -53,6 +53,10 @@ const (
 	// KindResult is an agent result from an output stream, to be delivered to the
 	// destination named by AttrSink.
 	KindResult = "result"
+	// KindIncidentCall is a finished incident-mode call body (docs/incidents.md), made by
+	// the incident processor under the request id it issued and recorded in AttrRequestID
+	// (the same on every attempt, and after a takeover by another process), sent on its own.
+	KindIncidentCall = "incident_call"
 )
 
 // Item is one record (or window call) in a pipeline batch.
@@ -68,7 +72,7 @@ type Item struct {
 	// Error is why a KindFailed item cannot be sent.
 	Error string
 
-	// Set on KindResult items only.
+	// Set on KindResult items only (RequestID also on KindIncidentCall).
 	SinkID    string
 	RequestID string
 	MsgID     string
@@ -94,6 +98,9 @@ func Append(lrs plog.LogRecordSlice, it Item) {
 	}
 	if it.Error != "" {
 		attrs.PutStr(AttrError, it.Error)
+	}
+	if it.Kind == KindIncidentCall {
+		attrs.PutStr(AttrRequestID, it.RequestID)
 	}
 	if it.Kind == KindResult {
 		attrs.PutStr(AttrSink, it.SinkID)
@@ -133,6 +140,10 @@ func Read(lr plog.LogRecord) Item {
 	}
 	if v, ok := attrs.Get(AttrError); ok {
 		it.Error = v.Str()
+	}
+	if it.Kind == KindIncidentCall {
+		v, _ := attrs.Get(AttrRequestID)
+		it.RequestID = v.Str()
 	}
 	if it.Kind == KindResult {
 		str := func(name string) string {
