@@ -47,6 +47,10 @@ const (
 	// (docs/contract.md#section-5): a signature, basic credential or URL token that does
 	// not match, is missing, malformed or stale, or a sender-issued secret not set yet.
 	SignatureInvalid = "signature_invalid"
+	// IncidentResolved (409) refuses acknowledging or muting an incident that is already
+	// resolved: nothing is left to acknowledge or silence (resolve and reinvestigate
+	// still apply).
+	IncidentResolved = "incident_resolved"
 )
 
 // Error is an API error: a status, a stable code and a message a person can act on.
