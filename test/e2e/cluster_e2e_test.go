@@ -10,17 +10,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,7 +33,6 @@ const (
 	clusterDuration = 55 * time.Second // how long the load runs
 	clusterDrain    = 3 * time.Minute  // how long delivery may take after the load
 	clusterRedisDB  = "7"              // this test's Redis database (window store)
-	poison          = -1               // the agent refuses a call with this event for good
 )
 
 // Every event answered 2xx reaches the agent and every result the agent handed in
@@ -76,8 +70,8 @@ func TestClusterScaleOutSurvivesKill9(t *testing.T) {
 	sinks := []*testenv.Collector{start("configs/sink.yaml"), start("configs/sink.yaml")}
 
 	// The customer's side, set up through the control plane API as a user would.
-	agent := startNumberAgent(t)
-	hook := startNumberWebhook(t)
+	agent := testenv.StartNumberAgent(t)
+	hook := testenv.StartNumberWebhook(t)
 	p := setUpThroughAPI(t, cp.URL, "scale-out",
 		map[string]any{"agent_endpoint_url": agent.URL, "batch_size": 10},
 		map[string]any{"kind": "webhook", "url": hook.URL})
@@ -88,62 +82,63 @@ func TestClusterScaleOutSurvivesKill9(t *testing.T) {
 			t.FailNow()
 		}
 	}
-	agent.setReceivers(key, receivers[0].HTTP, receivers[1].HTTP)
+	agent.SetReceivers(key, receivers[0].HTTP, receivers[1].HTTP)
 
 	// A call the agent refuses for good is dead-lettered, and dead letters are replicated
 	// like everything else (configs/pipeline.yaml, sink.yaml).
-	r := post(t, receivers[0].HTTP+"/v1/events", key, "application/json", []byte(`{"n":`+strconv.Itoa(poison)+`}`), nil)
+	r := post(t, receivers[0].HTTP+"/v1/events", key, "application/json", []byte(`{"n":`+strconv.Itoa(testenv.Poison)+`}`), nil)
 	require.Equal(t, http.StatusAccepted, r.StatusCode, "%s", r.Body)
 	require.Eventually(t, func() bool {
 		_, err := js.Stream(context.Background(), streams.DeadLetterStream(projectID))
 		return err == nil
 	}, 60*time.Second, 100*time.Millisecond, "the refused call was never dead-lettered")
-	requireReplicas(t, js, streams.DeadLetterStream(projectID), 3)
+	testenv.RequireReplicas(t, js, streams.DeadLetterStream(projectID), 3)
 
-	load := runNumberedLoad(t, key, receivers, clusterRate, clusterDuration)
+	load := testenv.RunNumberedLoad(key, func(n int) string { return receivers[n%len(receivers)].HTTP }, clusterRate, clusterDuration)
 
 	// The crashes, one after the other while the load runs: from when it flows end to
 	// end (results of the load at the webhook).
-	require.Eventually(t, func() bool { seen, _ := hook.snapshot(); return len(seen) > 0 }, 30*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { seen, _ := hook.Snapshot(); return len(seen) > 0 }, 30*time.Second, 50*time.Millisecond,
 		"the load never reached the webhook")
-	requireReplicas(t, js, streams.RawStream(projectID), 3)
-	leader := streamLeader(t, js, streams.RawStream(projectID))
+	testenv.RequireReplicas(t, js, streams.RawStream(projectID), 3)
+	leader := testenv.StreamLeader(t, js, streams.RawStream(projectID))
 	node := cl.Node(leader)
 	require.NotNil(t, node, "stream leader %q is not one of the cluster's nodes", leader)
 	t.Logf("kill -9 NATS node %s, the raw stream's leader", node)
-	load.setPhase("1 nats node down")
+	load.SetPhase("1 nats node down")
 	killed := time.Now()
 	node.Kill()
 	// Down long enough for the other two to elect new leaders (nats-server's raft election
 	// timeout is 4-9 s): ingest must resume while the node is still gone.
 	for {
-		if l := streamLeader(t, js, streams.RawStream(projectID)); l != node.Name {
+		if l := testenv.StreamLeader(t, js, streams.RawStream(projectID)); l != node.Name {
 			t.Logf("raw stream leader %s elected %s after the kill", l, time.Since(killed).Round(100*time.Millisecond))
 			break
 		}
 		require.Less(t, time.Since(killed), 30*time.Second, "no new raw stream leader while %s is down", node.Name)
 		time.Sleep(200 * time.Millisecond)
 	}
-	load.setPhase("1b nats node down, new leader")
+	load.SetPhase("1b nats node down, new leader")
 	time.Sleep(time.Until(killed.Add(15 * time.Second)))
 	node.Start()
-	load.setPhase("2 nats node catching up")
+	load.SetPhase("2 nats node catching up")
 	node.WaitHealthy(60 * time.Second)
-	t.Logf("NATS node %s back and current; raw stream leader now %s", node.Name, streamLeader(t, js, streams.RawStream(projectID)))
+	t.Logf("NATS node %s back and current; raw stream leader now %s", node.Name, testenv.StreamLeader(t, js, streams.RawStream(projectID)))
 	for _, role := range []struct {
 		name string
 		c    *testenv.Collector
 	}{{"3 receiver", receivers[0]}, {"4 pipeline", pipelines[0]}, {"5 sink", sinks[0]}} {
-		load.setPhase("steady")
+		load.SetPhase("steady")
 		time.Sleep(2 * time.Second)
 		t.Logf("kill -9 one %s process", role.name[2:])
-		load.setPhase(role.name + " down")
+		load.SetPhase(role.name + " down")
 		role.c.Kill()
 		time.Sleep(3 * time.Second)
 		role.c.Start()
-		load.setPhase(role.name + " restarted")
+		load.SetPhase(role.name + " restarted")
 	}
-	sent, acked, answers, slowest := load.wait()
+	res := load.Wait()
+	sent, acked, answers, slowest := res.Sent, res.Acked, res.Answers, res.Slowest
 	t.Logf("load done: %d events sent, %d answered 2xx", sent, len(acked))
 	for _, k := range slices.Sorted(maps.Keys(answers)) {
 		t.Logf("  %-40s %5d", k, answers[k])
@@ -153,10 +148,10 @@ func TestClusterScaleOutSurvivesKill9(t *testing.T) {
 	}
 	drainStart := time.Now()
 	require.Greater(t, len(acked), sent/2, "most events must be accepted while the cluster has a quorum")
-	require.Empty(t, load.badAnswers(), "a refused event is answered 503 unavailable with Retry-After")
-	requireReplicas(t, js, streams.OutputStream(projectID), 3)
+	require.Empty(t, load.BadAnswers(), "a refused event is answered 503 unavailable with Retry-After")
+	testenv.RequireReplicas(t, js, streams.OutputStream(projectID), 3)
 	for _, b := range []string{mirror.BucketKeys, mirror.BucketProjects, mirror.BucketSettings} {
-		requireReplicas(t, js, "KV_"+b, 3)
+		testenv.RequireReplicas(t, js, "KV_"+b, 3)
 	}
 
 	// Every acked event reaches the agent, every result the agent handed in reaches the
@@ -165,9 +160,9 @@ func TestClusterScaleOutSurvivesKill9(t *testing.T) {
 	var lostResults []string
 	deadline, lastReport := time.Now().Add(clusterDrain), time.Now()
 	for {
-		agentSeen, results := agent.snapshot()
-		hookSeen, hookResults := hook.snapshot()
-		lostAgent, lostHook, lostResults = missing(acked, agentSeen), missing(acked, hookSeen), nil
+		agentSeen, results := agent.Snapshot()
+		hookSeen, hookResults := hook.Snapshot()
+		lostAgent, lostHook, lostResults = testenv.Missing(acked, agentSeen), testenv.Missing(acked, hookSeen), nil
 		for id := range results {
 			if hookResults[id] == 0 {
 				lostResults = append(lostResults, id)
@@ -183,12 +178,12 @@ func TestClusterScaleOutSurvivesKill9(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	agentSeen, results := agent.snapshot()
-	hookSeen, hookResults := hook.snapshot()
+	agentSeen, results := agent.Snapshot()
+	hookSeen, hookResults := hook.Snapshot()
 	dupAgent, dupHook, dupResults := duplicates(agentSeen), duplicates(hookSeen), duplicates(hookResults)
 	t.Logf("delivery settled %s after the load", time.Since(drainStart).Round(100*time.Millisecond))
 	t.Logf("agent: %d calls answered 2xx, %d distinct events, %d delivered again; webhook: %d results (%d distinct), %d events delivered again",
-		agent.calls(), len(agentSeen), dupAgent, sum(hookResults), len(hookResults), dupHook)
+		agent.Calls(), len(agentSeen), dupAgent, sum(hookResults), len(hookResults), dupHook)
 	require.Empty(t, lostAgent, "%d acked events never reached the agent (first: %v)", len(lostAgent), head(lostAgent))
 	require.Empty(t, lostHook, "%d acked events never reached the webhook (first: %v)", len(lostHook), head(lostHook))
 	require.Empty(t, lostResults, "%d results accepted by a receiver never reached the webhook", len(lostResults))
@@ -224,236 +219,6 @@ func TestClusterScaleOutSurvivesKill9(t *testing.T) {
 	require.Equal(t, int64(1), ledger.DeadLettered, "the poison event, once")
 	require.Equal(t, ledger.Received-1, ledger.AgentCalls+ledger.Dropped, "every other record sent (no trigger drops none)")
 	require.Zero(t, ledger.Dropped)
-}
-
-// numberAgent is the customer's agent in legacy batch mode: it notes the number of each
-// record it is called with and, before answering 2xx, hands a result carrying those
-// numbers to a receiver, as an agent built on the SDK does. When no receiver takes the
-// result it answers 503, so the pipeline calls again.
-type numberAgent struct {
-	*httptest.Server
-	mu        sync.Mutex
-	key       string
-	receivers []string
-	next      int
-	seen      map[int]int    // number → times in a call answered 2xx
-	results   map[string]int // request id → numbers in the result a receiver accepted
-	answered  int
-}
-
-func startNumberAgent(t *testing.T) *numberAgent {
-	t.Helper()
-	a := &numberAgent{seen: map[int]int{}, results: map[string]int{}}
-	client := &http.Client{Timeout: 3 * time.Second}
-	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var recs []struct {
-			N *int `json:"n"`
-		}
-		body, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(body, &recs); err != nil {
-			t.Errorf("agent body is not a JSON array of records: %v: %s", err, body)
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		var ns []int
-		for _, rec := range recs {
-			if rec.N == nil {
-				t.Errorf("record without its number: %s", body)
-				continue
-			}
-			ns = append(ns, *rec.N)
-		}
-		if slices.Contains(ns, poison) {
-			w.WriteHeader(http.StatusBadRequest) // final: the call is dead-lettered
-			return
-		}
-		id := r.Header.Get("X-Request-Id")
-		result, _ := json.Marshal(map[string]any{"request_id": id, "payload": map[string]any{"ns": ns}})
-		// Within the pipeline's 10 s call timeout: try the receivers in turn for ~7 s.
-		for end := time.Now().Add(7 * time.Second); time.Now().Before(end); {
-			a.mu.Lock()
-			to, key := a.receivers[a.next%len(a.receivers)], a.key
-			a.next++
-			a.mu.Unlock()
-			req, _ := http.NewRequest(http.MethodPost, to+"/internal/agent-output", bytes.NewReader(result))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-API-Key", key)
-			req.Header.Set("X-Request-Id", id)
-			resp, err := client.Do(req)
-			if err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusAccepted {
-					a.mu.Lock()
-					for _, n := range ns {
-						a.seen[n]++
-					}
-					a.results[id] = len(ns)
-					a.answered++
-					a.mu.Unlock()
-					w.Header().Set("Content-Type", "application/json")
-					_, _ = w.Write([]byte(`{"status":"accepted"}`))
-					return
-				}
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		w.Header().Set("Retry-After", "1")
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	t.Cleanup(a.Close)
-	return a
-}
-
-func (a *numberAgent) setReceivers(key string, urls ...string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.key, a.receivers = key, urls
-}
-
-func (a *numberAgent) snapshot() (map[int]int, map[string]int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return maps.Clone(a.seen), maps.Clone(a.results)
-}
-
-func (a *numberAgent) calls() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.answered
-}
-
-// numberWebhook is the customer's webhook: it notes the numbers in each result and the
-// request id of the agent call the result answers.
-type numberWebhook struct {
-	*httptest.Server
-	mu      sync.Mutex
-	seen    map[int]int
-	results map[string]int
-}
-
-func startNumberWebhook(t *testing.T) *numberWebhook {
-	t.Helper()
-	h := &numberWebhook{seen: map[int]int{}, results: map[string]int{}}
-	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p struct{ Ns []int }
-		body, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(body, &p); err != nil {
-			t.Errorf("webhook body is not the agent's result: %v: %s", err, body)
-		}
-		h.mu.Lock()
-		for _, n := range p.Ns {
-			h.seen[n]++
-		}
-		h.results[r.Header.Get("X-Request-Id")]++
-		h.mu.Unlock()
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(h.Close)
-	return h
-}
-
-func (h *numberWebhook) snapshot() (map[int]int, map[string]int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return maps.Clone(h.seen), maps.Clone(h.results)
-}
-
-// numberedLoad sends {"n": <i>} over /v1/events at a steady pace, alternating between the
-// receivers, and remembers which numbers were answered 2xx.
-type numberedLoad struct {
-	mu      sync.Mutex
-	sent    int
-	acked   map[int]bool
-	phase   string         // what is being done to the cluster right now
-	answers map[string]int // "<phase>: <status code, or the error>" → count
-	slowest map[string]time.Duration
-	bad     []string // refusals not in the contract's shape
-	done    chan struct{}
-}
-
-func runNumberedLoad(t *testing.T, key string, receivers []*testenv.Collector, perSecond int, d time.Duration) *numberedLoad {
-	l := &numberedLoad{phase: "steady", acked: map[int]bool{}, answers: map[string]int{}, slowest: map[string]time.Duration{}, done: make(chan struct{})}
-	client := &http.Client{Timeout: 20 * time.Second}
-	go func() {
-		defer close(l.done)
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		sem := make(chan struct{}, 64) // bounds the requests waiting on a slow receiver
-		tick := time.NewTicker(time.Second / time.Duration(perSecond))
-		defer tick.Stop()
-		end := time.Now().Add(d)
-		for n := 0; time.Now().Before(end); n++ {
-			<-tick.C
-			sem <- struct{}{}
-			wg.Add(1)
-			url := receivers[n%len(receivers)].HTTP + "/v1/events"
-			l.mu.Lock()
-			l.sent++
-			l.mu.Unlock()
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(`{"n":`+strconv.Itoa(n)+`}`)))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-API-Key", key)
-				l.mu.Lock()
-				phase := l.phase
-				l.mu.Unlock()
-				began := time.Now()
-				resp, err := client.Do(req)
-				l.mu.Lock()
-				defer l.mu.Unlock()
-				l.slowest[phase] = max(l.slowest[phase], time.Since(began))
-				if err != nil {
-					var ne net.Error
-					switch {
-					case errors.As(err, &ne) && ne.Timeout():
-						l.answers[phase+": client timeout"]++
-					case errors.Is(err, syscall.ECONNREFUSED):
-						l.answers[phase+": connection refused"]++ // the receiver process is down
-					default:
-						l.answers[phase+": connection lost"]++ // killed while answering
-					}
-					return
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				l.answers[phase+": "+strconv.Itoa(resp.StatusCode)]++
-				if resp.StatusCode/100 == 2 {
-					l.acked[n] = true
-					return
-				}
-				var e struct {
-					Error struct{ Code, Message string }
-				}
-				_ = json.Unmarshal(body, &e)
-				if resp.StatusCode != http.StatusServiceUnavailable || e.Error.Code != "unavailable" || e.Error.Message == "" || resp.Header.Get("Retry-After") == "" {
-					l.bad = append(l.bad, fmt.Sprintf("event %d: %d %s (Retry-After %q)", n, resp.StatusCode, body, resp.Header.Get("Retry-After")))
-				}
-			}()
-		}
-	}()
-	return l
-}
-
-func (l *numberedLoad) wait() (sent int, acked map[int]bool, answers map[string]int, slowest map[string]time.Duration) {
-	<-l.done
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sent, maps.Clone(l.acked), maps.Clone(l.answers), maps.Clone(l.slowest)
-}
-
-// setPhase labels the answers to the events sent from now on.
-func (l *numberedLoad) setPhase(p string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.phase = p
-}
-
-func (l *numberedLoad) badAnswers() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.bad)
 }
 
 // waitKeyAccepted is waitAccepted that says what the receiver last answered.
@@ -515,49 +280,6 @@ func logKeyWatch(t *testing.T, js jetstream.JetStream, key string) {
 		t.Logf("consumer %s: delivered %+v ack floor %+v pending %d cluster %+v config deliver=%v filter=%q",
 			ci.Name, ci.Delivered, ci.AckFloor, ci.NumPending, ci.Cluster, ci.Config.DeliverPolicy, ci.Config.FilterSubject)
 	}
-}
-
-// streamLeader is the server name of the stream's current leader.
-func streamLeader(t *testing.T, js jetstream.JetStream, name string) string {
-	t.Helper()
-	var leader string
-	require.Eventually(t, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s, err := js.Stream(ctx, name)
-		if err != nil {
-			return false
-		}
-		info, err := s.Info(ctx)
-		if err != nil || info.Cluster == nil || info.Cluster.Leader == "" {
-			return false
-		}
-		leader = info.Cluster.Leader
-		return true
-	}, 30*time.Second, 100*time.Millisecond, "stream %s has no leader", name)
-	return leader
-}
-
-// requireReplicas checks that a stream is kept on that many nodes, so losing one loses
-// nothing of it.
-func requireReplicas(t *testing.T, js jetstream.JetStream, name string, n int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, name)
-	require.NoError(t, err, "stream %s", name)
-	require.Equal(t, n, s.CachedInfo().Config.Replicas, "replicas of stream %s", name)
-}
-
-func missing(want map[int]bool, have map[int]int) []int {
-	var out []int
-	for n := range want {
-		if have[n] == 0 {
-			out = append(out, n)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 func sum[K comparable](m map[K]int) int {

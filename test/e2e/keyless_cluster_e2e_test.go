@@ -29,8 +29,8 @@ func TestClusterUnpacedKeylessLoadSurvivesKill9OfEachRole(t *testing.T) {
 	cl := testenv.StartNATSCluster(t, 3)
 	cl.WaitReady(60 * time.Second)
 	js, m := connectMirror(t, cl.URL())
-	agent := startNumberAgent(t)
-	hook := startNumberWebhook(t)
+	agent := testenv.StartNumberAgent(t)
+	hook := testenv.StartNumberWebhook(t)
 	ctx := context.Background()
 	const project = "unpaced"
 	key := apikey.Generate(apikey.KindProject)
@@ -49,7 +49,7 @@ func TestClusterUnpacedKeylessLoadSurvivesKill9OfEachRole(t *testing.T) {
 	}
 	receiver, pipeline, sink := start("configs/receiver.yaml"), start("configs/pipeline.yaml"), start("configs/sink.yaml")
 	waitAccepted(t, receiver.HTTP, key)
-	agent.setReceivers(key, receiver.HTTP)
+	agent.SetReceivers(key, receiver.HTTP)
 
 	began := time.Now()
 	load := runKeylessLoad(t, key, func() string { return receiver.HTTP }, records, batch, workers)
@@ -74,8 +74,8 @@ func TestClusterUnpacedKeylessLoadSurvivesKill9OfEachRole(t *testing.T) {
 	// Pipeline work the killed process held comes back after its consumer's ack_wait.
 	var atAgent, atHook map[int]int
 	for deadline := time.Now().Add(4 * time.Minute); ; time.Sleep(time.Second) {
-		atAgent, _ = agent.snapshot()
-		atHook, _ = hook.snapshot()
+		atAgent, _ = agent.Snapshot()
+		atHook, _ = hook.Snapshot()
 		if len(atAgent) == records && len(atHook) == records {
 			break
 		}
@@ -89,7 +89,7 @@ func TestClusterUnpacedKeylessLoadSurvivesKill9OfEachRole(t *testing.T) {
 				dead = int(s.CachedInfo().State.Msgs)
 			}
 			t.Fatalf("records missing downstream after 4 minutes: %d not at the agent (first %v), %d not at the webhook (first %v); %d agent calls answered; %d dead letters",
-				records-len(atAgent), head(missing(want, atAgent)), records-len(atHook), head(missing(want, atHook)), agent.calls(), dead)
+				records-len(atAgent), head(testenv.Missing(want, atAgent)), records-len(atHook), head(testenv.Missing(want, atHook)), agent.Calls(), dead)
 		}
 	}
 	t.Logf("unpaced keyless load, receiver, pipeline and sink each killed once: %d records, lost 0; stored twice %d (%.3f%%); "+
