@@ -1,6 +1,7 @@
 // Package agentbody builds the bodies of calls to the agent (docs/contract.md#section-7) from
-// records as they sit on the raw stream. The pipeline (window processor, agent exporter)
-// and the console's dry run share it, so what Try it shows is byte for byte what the
+// records as they sit on the raw stream: legacy arrays (Array), window calls
+// (WindowCall) and incident calls (IncidentCall). The pipeline (window and incident
+// processors, agent exporter) and the console's dry run share it, so what Try it shows is byte for byte what the
 // agent would receive.
 //
 // Records are inserted as they are, never decoded and re-encoded: a record no transform
