@@ -277,7 +277,8 @@ func (s *Statements) Apply(ctx context.Context, r *Record) error {
 
 // ValueExpr is a compiled group key: a path or converter expression.
 type ValueExpr struct {
-	expr *ottl.ValueExpression[*Record]
+	expr  *ottl.ValueExpression[*Record]
+	reads reads
 }
 
 // CompileValue compiles an OTTL value expression over the event context. An empty
@@ -286,7 +287,8 @@ func CompileValue(expr string, set component.TelemetrySettings) (*ValueExpr, err
 	if strings.TrimSpace(expr) == "" {
 		return &ValueExpr{}, nil
 	}
-	p, err := newParser(set, &reads{fields: map[string]bool{}})
+	rd := reads{fields: map[string]bool{}}
+	p, err := newParser(set, &rd)
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +297,16 @@ func CompileValue(expr string, set component.TelemetrySettings) (*ValueExpr, err
 	if err != nil {
 		return nil, compileError(KindValue, -1, expr, rw, err)
 	}
-	return &ValueExpr{expr: e}, nil
+	return &ValueExpr{expr: e, reads: rd}, nil
+}
+
+// Reads is Condition.Reads for a value expression: the top-level fields it reads, for
+// DecodeRecordFields; ok is false when it may read the whole record.
+func (v *ValueExpr) Reads() (fields map[string]bool, ok bool) {
+	if v.reads.all || v.reads.fields == nil {
+		return nil, v.expr == nil // an empty expression reads nothing
+	}
+	return v.reads.fields, true
 }
 
 // String evaluates the expression on r as a group key: "" when the value is absent

@@ -99,3 +99,33 @@ func BenchmarkDecodeRecordFields(b *testing.B) {
 		}
 	}
 }
+
+// A value expression (a fingerprint) gives the same value on the record decoded in part
+// as on the whole one, and one over the whole record says it needs it whole.
+func TestValueReadsMatchFullDecode(t *testing.T) {
+	set := componenttest.NewNopTelemetrySettings()
+	for _, expr := range []string{`resource_attributes["service.name"]`, `Concat([status, _event_type], "/")`, `payload["data"]["object"]["outcome"]["reason"]`} {
+		v, err := CompileValue(expr, set)
+		require.NoError(t, err, expr)
+		fields, ok := v.Reads()
+		require.True(t, ok, "%s reads named fields only", expr)
+		for _, raw := range partialRecords {
+			full, err := DecodeRecord([]byte(raw), SignalLog)
+			require.NoError(t, err)
+			part, err := DecodeRecordFields([]byte(raw), SignalLog, fields)
+			require.NoError(t, err)
+			want, _ := v.String(context.Background(), full)
+			got, _ := v.String(context.Background(), part)
+			assert.Equal(t, want, got, "%s on %s", expr, raw)
+		}
+	}
+	v, err := CompileValue(`event`, set)
+	require.NoError(t, err)
+	_, ok := v.Reads()
+	assert.False(t, ok, "a value over the whole record needs it whole")
+	v, err = CompileValue(``, set)
+	require.NoError(t, err)
+	fields, ok := v.Reads()
+	assert.True(t, ok)
+	assert.Empty(t, fields, "an empty expression reads nothing")
+}
