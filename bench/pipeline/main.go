@@ -7,6 +7,8 @@
 //     local agent, with the built collector running configs/pipeline.yaml against an
 //     in-process NATS holding pre-published records; reference: a plain JetStream pull
 //     consumer that pulls and acks as many records from an identical stream;
+//     and the same records again in incident mode (fingerprint service.name), whose
+//     records/s are compared with the legacy pipeline's;
 //  3. latency: ingest -> agent in window mode at 1k events/s with the Redis window store
 //     (configs/embedded.yaml); reference: a direct POST of a window call to the agent.
 //
@@ -33,6 +35,8 @@ const (
 	goalOTTLRatio = 1.2
 	goalRate      = 100_000.0
 	goalP99Ms     = 10.0
+	// Incident mode may cost at most a tenth of the legacy pipeline's throughput.
+	goalIncidentRatio = 0.9
 )
 
 func main() {
@@ -40,6 +44,7 @@ func main() {
 	phase := flag.String("phase", "all", "all, ottl, throughput or latency")
 	nRecords := flag.Int64("records", 0, "records per stream in the throughput phase (0: -duration x 100k/s, the goal rate)")
 	rate := flag.Float64("rate", 1000, "records/s of the latency phase")
+	incident := flag.Bool("incident", true, "in the throughput phase, also drain the same records in incident mode and compare with legacy")
 	perfDir := flag.String("perf", "", "record the collector with Linux perf during the timed pipeline phases, into this directory")
 	jsonOut := flag.String("json", "", "also write the figures to this file as JSON")
 	flag.Parse()
@@ -78,7 +83,7 @@ func main() {
 		r.AtExit(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
 	}
 	if run["throughput"] {
-		rep.Throughput = throughput(r, n, *perfDir)
+		rep.Throughput = throughput(r, n, *perfDir, *incident)
 		// Stop the collector and NATS and remove the streams' files (GBs) before the
 		// latency phase.
 		r.Cleanups()
@@ -111,6 +116,9 @@ func (rep *report) goals() {
 	if t := rep.Throughput; t != nil {
 		rep.Goals["pipeline_ge_100k_records_per_sec"] = t.Pipeline.RecordsPerSec >= goalRate
 		rep.Goals["agent_got_every_match"] = t.AgentRecords == t.Matches
+		if t.Incident != nil {
+			rep.Goals["incident_ge_0_9_legacy"] = t.IncidentRatio >= goalIncidentRatio
+		}
 	}
 	if l := rep.Latency; l != nil {
 		rep.Goals["ingest_to_agent_p99_lt_10ms"] = l.EndToEnd.Count > 0 && l.EndToEnd.P99 < goalP99Ms
@@ -158,6 +166,11 @@ func (rep *report) print(w io.Writer) {
 		goal("agent records = trigger matches", fmt.Sprintf("%d", t.AgentRecords), fmt.Sprintf("= %d", t.Matches), rep.Goals["agent_got_every_match"])
 		fmt.Fprintf(w, "    %-44s %14.2f\n", "ratio pipeline / reference", t.Ratio)
 		goal("pipeline records/s", fmt.Sprintf("%.0f", t.Pipeline.RecordsPerSec), fmt.Sprintf(">= %.0f", goalRate), rep.Goals["pipeline_ge_100k_records_per_sec"])
+		if t.Incident != nil {
+			line("incident mode (same process, records)", *t.Incident)
+			fmt.Fprintf(w, "    incident mode: fingerprint %s, %d agent calls; redelivered: %d\n", incidentFingerprint, t.IncidentCalls, t.Incident.Redelivered)
+			goal("ratio incident / legacy records/s", fmt.Sprintf("%.2f", t.IncidentRatio), fmt.Sprintf(">= %.1f", goalIncidentRatio), rep.Goals["incident_ge_0_9_legacy"])
+		}
 	}
 	if l := rep.Latency; l != nil {
 		fmt.Fprintf(w, "\n(3) Latency ingest -> agent, window mode, window store %s\n", l.Redis)

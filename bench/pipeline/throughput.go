@@ -24,6 +24,7 @@ import (
 const (
 	tpProject    = "benchpipe"    // consumed by the collector's pipeline role
 	tpRefProject = "benchpiperef" // consumed by the reference, in this process
+	tpIncProject = "benchpipeinc" // consumed by the collector's pipeline role in incident mode
 	streamMax    = 8 << 30        // bytes: the pre-published records must fit
 
 	// The JetStream receiver's settings in configs/pipeline.yaml (durable name, fetch
@@ -33,6 +34,10 @@ const (
 	ackWait = 60 * time.Second
 
 	trigger = "severity_number >= 17"
+	// Incident mode groups the matches by service (8 in the workload), so the few calls
+	// it makes do not count: what is measured is the cost of the incident processor on
+	// every record (evaluation, context storage, the KV state per batch).
+	incidentFingerprint = `resource_attributes["service.name"]`
 )
 
 type throughputReport struct {
@@ -46,6 +51,10 @@ type throughputReport struct {
 	AgentCalls    int64    `json:"agent_calls"`
 	AgentRecords  int64    `json:"agent_records"`
 	Ratio         float64  `json:"ratio"` // pipeline / reference records/s
+	// Incident mode on the same records, drained after the legacy pipeline.
+	Incident      *consumed `json:"incident,omitempty"`
+	IncidentCalls int64     `json:"incident_calls,omitempty"`
+	IncidentRatio float64   `json:"incident_ratio,omitempty"` // incident / legacy pipeline records/s
 }
 
 // consumed is one drain of a stream: from the consumer's creation (the server's
@@ -69,7 +78,7 @@ func consumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
-func throughput(r *benchkit.Runner, n int64, perfDir string) *throughputReport {
+func throughput(r *benchkit.Runner, n int64, perfDir string, incident bool) *throughputReport {
 	ctx := context.Background()
 	rep := &throughputReport{Records: n}
 	recs, err := flatRecords(30_000)
@@ -88,7 +97,11 @@ func throughput(r *benchkit.Runner, n int64, perfDir string) *throughputReport {
 	_, js := testenv.Connect(r, nt.URL())
 	limits := streams.DefaultLimits()
 	limits.MaxBytes = streamMax
-	for _, p := range []string{tpProject, tpRefProject} {
+	projects := []string{tpProject, tpRefProject}
+	if incident {
+		projects = append(projects, tpIncProject)
+	}
+	for _, p := range projects {
 		if err := streams.Ensure(ctx, js, streams.RawConfig(p, limits)); err != nil {
 			r.Fatal(err)
 		}
@@ -97,11 +110,12 @@ func throughput(r *benchkit.Runner, n int64, perfDir string) *throughputReport {
 	// process that was down catches up): a pipeline starts from the records stored since
 	// its agent URL was set, and the drain of that backlog is what is measured.
 	agentSince := time.Now()
-	fmt.Fprintf(os.Stderr, "pre-publishing %d records (%d B each on average) to each of 2 streams...\n", n, rep.RecordBytes)
+	fmt.Fprintf(os.Stderr, "pre-publishing %d records (%d B each on average) to each of %d streams...\n", n, rep.RecordBytes, len(projects))
 	t0 := time.Now()
-	publish(r, nt.URL(), tpProject, recs, n)
-	publish(r, nt.URL(), tpRefProject, recs, n)
-	rep.PublishPerSec = float64(2*n) / time.Since(t0).Seconds()
+	for _, p := range projects {
+		publish(r, nt.URL(), p, recs, n)
+	}
+	rep.PublishPerSec = float64(int64(len(projects))*n) / time.Since(t0).Seconds()
 	syscall.Sync() // write the streams' pages back now, not during the timed phases
 
 	// The collector runs from the start, idle: the project has no pipeline yet, so its
@@ -157,6 +171,25 @@ func throughput(r *benchkit.Runner, n int64, perfDir string) *throughputReport {
 	}
 	if rep.Reference.RecordsPerSec > 0 {
 		rep.Ratio = rep.Pipeline.RecordsPerSec / rep.Reference.RecordsPerSec
+	}
+	if incident {
+		time.Sleep(time.Second)
+		inc := startAgent(r, true) // keeps the (few) incident calls' bodies
+		fmt.Fprintf(os.Stderr, "incident mode: the same process, fingerprint %s, trigger %q, agent %s...\n", incidentFingerprint, trigger, inc.URL)
+		stop := benchkit.PerfRecord(r, perfDir, "throughput-incident", pid)
+		c0 = benchkit.ReadCPU(pid)
+		err = m.PutProject(ctx, mirror.Project{ID: tpIncProject, Version: 1, SigningSecret: webhooksig.NewSecret(), AgentSince: agentSince,
+			Pipeline: mirror.Pipeline{Mode: mirror.ModeIncident, Trigger: trigger, Fingerprint: incidentFingerprint, GroupWait: "0s",
+				GroupInterval: "1s", AgentEndpointURL: inc.URL}})
+		if err != nil {
+			r.Fatal(err)
+		}
+		c := drained(r, js, tpIncProject, n, c0, pid)
+		stop()
+		rep.Incident, rep.IncidentCalls = &c, inc.calls.Load()
+		if rep.Pipeline.RecordsPerSec > 0 {
+			rep.IncidentRatio = c.RecordsPerSec / rep.Pipeline.RecordsPerSec
+		}
 	}
 	return rep
 }
