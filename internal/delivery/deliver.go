@@ -84,6 +84,31 @@ type Request struct {
 	Traceparent string
 	// LogID is the delivery id each attempt is logged under; empty logs nothing.
 	LogID string
+	// Exchange, when set, makes each attempt instead of a request with Body (which is
+	// then only what the log shows): for an API reached through its own client library
+	// (Slack's Web API), whose calls still get the retries, pace, circuit and log here.
+	Exchange Exchange
+}
+
+// Exchange makes one attempt with client (the engine's outbound client: refused
+// addresses and allow_cidrs apply) within ctx (the attempt's timeout).
+type Exchange func(ctx context.Context, client *http.Client) ExchangeResult
+
+// ExchangeResult is how an Exchange's attempt went.
+type ExchangeResult struct {
+	// Err is a failure to get an answer (connection, timeout, refused address).
+	Err error
+	// Status is the HTTP status answered (0: none); a non-2xx one is judged as any
+	// answer's (408, 429 and 5xx retried, honouring RetryAfter).
+	Status     int
+	RetryAfter string
+	// Refused is why the other side refused the request in a 2xx answer's body (Slack's
+	// {"ok": false, "error": ...}), "" when it took it; Retryable says it may take it later.
+	Refused   string
+	Retryable bool
+	// Answer and Sent are the answer's body and the request's headers, for the log.
+	Answer []byte
+	Sent   http.Header
 }
 
 // Deliver makes the request's attempts until one succeeds, one fails finally, the retry
@@ -285,6 +310,9 @@ func plural(n int, word string) string {
 func (e *Engine) attempt(ctx context.Context, o Request) attemptResult {
 	actx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
+	if o.Exchange != nil {
+		return e.exchange(ctx, actx, o)
+	}
 	method := o.Method
 	if method == "" {
 		method = http.MethodPost
@@ -309,6 +337,31 @@ func (e *Engine) attempt(ctx context.Context, o Request) attemptResult {
 	r := classifyStatus(o.Who, resp.StatusCode, resp.Header.Get("Retry-After"), answer, time.Now())
 	r.answer = answer
 	r.sent = req.Header
+	return r
+}
+
+// exchange makes one attempt of a request with an Exchange, judged as an HTTP answer
+// is, and a 2xx that refuses the request by its body's reason.
+func (e *Engine) exchange(ctx, actx context.Context, o Request) attemptResult {
+	x := o.Exchange(actx, e.client)
+	answer := x.Answer[:min(int64(len(x.Answer)), e.cfg.MaxResponseBytes)]
+	var r attemptResult
+	switch {
+	case x.Status == 0:
+		err := x.Err
+		if err == nil {
+			err = errors.New("no answer")
+		}
+		r = e.classifyError(ctx, err)
+	case x.Status < 200 || x.Status >= 300 || x.Refused == "":
+		r = classifyStatus(o.Who, x.Status, x.RetryAfter, answer, time.Now())
+	case x.Retryable:
+		d, ok := parseRetryAfter(x.RetryAfter, time.Now())
+		r = attemptResult{class: classRetryable, status: x.Status, retryAfter: d, hasRetryAfter: ok, reason: x.Refused}
+	default:
+		r = attemptResult{class: classFinal, status: x.Status, reason: o.Who + " refused the request: " + x.Refused}
+	}
+	r.answer, r.sent = answer, x.Sent
 	return r
 }
 
