@@ -14,7 +14,8 @@ import (
 )
 
 // Counters of a project's ledger, in records unless said otherwise. The equation the
-// ledger proves is received = dropped + agent_calls + dead_lettered + pending.
+// ledger proves is received = dropped + agent_calls + dead_lettered + pending +
+// incident_events (0 outside incident mode).
 type Counters struct {
 	// Received is the raw stream's records since the ledger began (View fills it from the
 	// stream's last sequence, so it is exact whatever process stored them).
@@ -31,6 +32,13 @@ type Counters struct {
 	DeadLettered int64 `json:"dead_lettered"`
 	// Pending: records not settled yet (View fills it from the pipeline's consumer).
 	Pending int64 `json:"pending"`
+	// IncidentEvents: records that joined an incident (incident mode). No call carries
+	// them one by one: the incident's calls carry them, up to 100 new events each.
+	IncidentEvents int64 `json:"incident_events"`
+	// IncidentsOpened counts incidents opened (not reopened), IncidentCalls the incident
+	// calls made (delivered or dead-lettered; they are in Calls and CallsDeadLettered too).
+	IncidentsOpened int64 `json:"incidents_opened"`
+	IncidentCalls   int64 `json:"incident_calls"`
 	// Calls and CallsDeadLettered count HTTP calls, not records.
 	Calls             int64 `json:"calls"`
 	CallsDeadLettered int64 `json:"calls_dead_lettered"`
@@ -52,6 +60,9 @@ func (c *Counters) add(o Counters) {
 	c.AgentCalls += o.AgentCalls
 	c.DeadLettered += o.DeadLettered
 	c.Pending += o.Pending
+	c.IncidentEvents += o.IncidentEvents
+	c.IncidentsOpened += o.IncidentsOpened
+	c.IncidentCalls += o.IncidentCalls
 	c.Calls += o.Calls
 	c.CallsDeadLettered += o.CallsDeadLettered
 	c.Results += o.Results
@@ -268,6 +279,8 @@ func (l *Ledger) Settle(ctx context.Context, project string, seqs []uint64, o *O
 			case outcomeSuppressed:
 				c.Dropped++
 				c.Suppressed++
+			case outcomeIncident:
+				c.IncidentEvents++
 			default:
 				c.Dropped++
 			}
@@ -284,6 +297,7 @@ func (l *Ledger) Settle(ctx context.Context, project string, seqs []uint64, o *O
 		}
 		calls, callsDL := o.calls()
 		c.Calls, c.CallsDeadLettered = int64(calls), int64(callsDL)
+		c.IncidentsOpened = int64(o.incidentsOpened())
 		d.add(c)
 		d.Settled = addSeqs(d.Settled, fresh)
 		return true

@@ -435,3 +435,42 @@ func TestTrimCountsAStreamDiscardingYoungDeliveries(t *testing.T) {
 	w.Trim(ctx)
 	assert.Equal(t, int64(1), w.RetentionCut())
 }
+
+// In incident mode the events that joined an incident are neither dropped nor sent:
+// they count in incident_events, and the equation holds with them; a redelivered batch
+// counts its events and the incidents it opened once.
+func TestSettleCountsIncidentEventsInTheEquation(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	require.NoError(t, streams.Create(ctx, js, streams.RawConfig("p", streams.DefaultLimits())))
+	for i := range 6 {
+		_, err := js.Publish(ctx, streams.RawSubject("p"), fmt.Appendf(nil, `{"n":%d}`, i))
+		require.NoError(t, err)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, streams.RawStream("p"), jetstream.ConsumerConfig{Durable: "svc-pipeline", AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	l, err := OpenLedger(ctx, js, time.Hour)
+	require.NoError(t, err)
+	o := NewOutcome()
+	o.Incident([]uint64{1, 2, 4}, 2)
+	o.Incident([]uint64{5}, 0)
+	batch := []uint64{1, 2, 3, 4, 5, 6}
+	require.NoError(t, l.Settle(ctx, "p", batch, o))
+	require.NoError(t, l.Settle(ctx, "p", batch, o)) // redelivered
+	msgs, err := cons.Fetch(6)
+	require.NoError(t, err)
+	for m := range msgs.Messages() {
+		require.NoError(t, m.Ack())
+	}
+	var v LedgerView
+	require.Eventually(t, func() bool {
+		v, err = View(ctx, js, "p", ViewOptions{PipelineDurable: "svc-pipeline"})
+		return err == nil && v.Pending == 0
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, int64(4), v.IncidentEvents)
+	assert.Equal(t, int64(2), v.Dropped)
+	assert.Equal(t, int64(2), v.IncidentsOpened)
+	assert.Equal(t, int64(0), v.AgentCalls)
+	assert.True(t, v.Balanced, "%+v", v)
+}

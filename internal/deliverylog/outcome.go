@@ -13,6 +13,8 @@ type Outcome struct {
 	mu      sync.Mutex
 	records map[uint64]byte
 	n, ndl  int
+	// opened counts the incidents the batch's events opened (incident mode).
+	opened int
 }
 
 const (
@@ -20,6 +22,7 @@ const (
 	outcomeSent
 	outcomeDeadLettered
 	outcomeSuppressed
+	outcomeIncident
 )
 
 // NewOutcome returns an empty outcome.
@@ -62,6 +65,25 @@ func (o *Outcome) Suppressed(seqs []uint64) {
 	}
 }
 
+// Incident records the records of raw sequences seqs as events that joined an incident
+// (incident mode): no call carries them, the incident's later calls do, so they count
+// apart from dropped, in incident_events. opened is how many incidents they opened.
+func (o *Outcome) Incident(seqs []uint64, opened int) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, s := range seqs {
+		o.records[s] = outcomeIncident
+	}
+	o.opened += opened
+}
+
+// Calls returns the calls recorded as delivered and as dead-lettered: the incident
+// processor reads how its own call ended (none of either: the call budget refused it).
+func (o *Outcome) Calls() (delivered, deadLettered int) { return o.calls() }
+
 func (o *Outcome) outcome(seq uint64) byte {
 	if o == nil {
 		return outcomeDropped
@@ -69,6 +91,16 @@ func (o *Outcome) outcome(seq uint64) byte {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.records[seq]
+}
+
+// incidentsOpened returns how many incidents the batch opened.
+func (o *Outcome) incidentsOpened() int {
+	if o == nil {
+		return 0
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.opened
 }
 
 // calls returns the calls delivered and dead-lettered.

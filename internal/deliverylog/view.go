@@ -14,7 +14,8 @@ import (
 type LedgerView struct {
 	Counters
 	Destinations map[string]Destination `json:"destinations"`
-	// Balanced says whether received = dropped + agent_calls + dead_lettered + pending,
+	// Balanced says whether received = dropped + agent_calls + dead_lettered + pending +
+	// incident_events,
 	// and every enabled destination's figures are exact;
 	// Unaccounted is the difference (records in flight between a settle and its ack, or
 	// records the raw stream's limits removed before the pipeline read them).
@@ -86,7 +87,7 @@ func View(ctx context.Context, js jetstream.JetStream, project string, o ViewOpt
 			return v, err
 		} else {
 			// No pipeline consumer (no agent endpoint yet): nothing was read, all waits.
-			v.Pending = v.Received - (v.Dropped + v.AgentCalls + v.DeadLettered)
+			v.Pending = v.Received - (v.Dropped + v.AgentCalls + v.DeadLettered + v.IncidentEvents)
 		}
 	}
 	// Results are the output stream's messages ever stored (its last sequence), whatever
@@ -142,7 +143,7 @@ func View(ctx context.Context, js jetstream.JetStream, project string, o ViewOpt
 	} else if len(v.Destinations) > 0 {
 		v.Approximate = append(v.Approximate, "delivered", "sink_dead_lettered")
 	}
-	v.Unaccounted = v.Received - (v.Dropped + v.AgentCalls + v.DeadLettered + v.Pending)
+	v.Unaccounted = v.Received - (v.Dropped + v.AgentCalls + v.DeadLettered + v.Pending + v.IncidentEvents)
 	// Never balanced while a destination's figures are counts that may miss some.
 	v.Balanced = v.Unaccounted == 0 && destinationsExact
 	return v, nil

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"math"
 	"net/url"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,7 +14,26 @@ import (
 // GET /console/v1/projects/{project_id}/ledger: the project's counts
 // (docs/contract.md#section-11: received, dropped, agent_calls, results, delivered, dead_lettered, pending) and
 // the rest of deliverylog.LedgerView (calls, unmatched, destinations, balanced,
-// unaccounted...), received and pending read from the streams now.
+// unaccounted, incident_events, incidents_opened, incident_calls...), received and
+// pending read from the streams now, and events_per_call in incident mode.
+
+// ledgerAnswer is the ledger as the console shows it.
+type ledgerAnswer struct {
+	deliverylog.LedgerView
+	// EventsPerCall is incident_events / incident_calls: how many events one incident
+	// call stood for, the grouping incident mode buys. Absent before the first call.
+	EventsPerCall *float64 `json:"events_per_call,omitempty"`
+}
+
+func newLedgerAnswer(v deliverylog.LedgerView) ledgerAnswer {
+	a := ledgerAnswer{LedgerView: v}
+	if v.IncidentCalls > 0 {
+		// Two decimals are all a person reads of a ratio.
+		r := math.Round(float64(v.IncidentEvents)/float64(v.IncidentCalls)*100) / 100
+		a.EventsPerCall = &r
+	}
+	return a
+}
 
 // Defaults of the durable names, as the collector's configs name them.
 const (
@@ -24,11 +44,15 @@ const (
 func (a *API) ledgerEndpoint() endpoint {
 	return endpoint{name: "ledger", parse: query(func(url.Values) (readFunc, *apierror.Error) {
 		return func(ctx context.Context, js jetstream.JetStream, projectID string) (any, error) {
-			return deliverylog.View(ctx, js, projectID, deliverylog.ViewOptions{
+			v, err := deliverylog.View(ctx, js, projectID, deliverylog.ViewOptions{
 				PipelineDurable: orDefault(a.set.PipelineDurable, DefaultPipelineDurable),
 				SinkDurable:     orDefault(a.set.SinkDurable, DefaultSinkDurable),
 				Sinks:           a.enabledSinks(projectID),
 			})
+			if err != nil {
+				return nil, err
+			}
+			return newLedgerAnswer(v), nil
 		}, nil
 	})}
 }
