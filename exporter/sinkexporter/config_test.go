@@ -24,6 +24,8 @@ func TestDefaultConfig(t *testing.T) {
 	want.Retry.MaxElapsedTime = 10 * time.Minute
 	assert.Equal(t, want, def.Settings, "the agent exporter's delivery settings, with a destination's 10-minute budget")
 	assert.Equal(t, mirrorcache.DefaultExtension, def.Mirror)
+	assert.Equal(t, "https://slack.com/api/", def.SlackAPIURL)
+	assert.Equal(t, 1, def.incidentReplicas(), "as the dead letters when not set")
 	require.NoError(t, def.Validate())
 }
 
@@ -39,6 +41,8 @@ func TestLoadConfig(t *testing.T) {
 	custom.Target.MaxRate = 2.5
 	custom.DashboardURL = "https://cp.example.com"
 	custom.FailureNotices.Interval = 30 * time.Minute
+	custom.SlackAPIURL = "http://127.0.0.1:8099/api/"
+	custom.Incidents.Replicas = 3
 	tests := []struct {
 		id        component.ID
 		expected  component.Config
@@ -55,6 +59,8 @@ func TestLoadConfig(t *testing.T) {
 			"delivery_log: max_per_project must be at least 1",
 			"circuit: probe_interval must be positive",
 			`dashboard_url: "cp.example.com" is not an http(s) address`,
+			`slack_api_url: "https://slack.com/api" must end with "/"`,
+			"incidents: replicas must be between 0 (as dead_letter_stream) and 5, got 7",
 		}},
 		{id: component.NewIDWithName(metadata.Type, "copied"), unmarshal: "max_call_bytes is a setting of the agent exporter"},
 	}
