@@ -72,8 +72,9 @@ type message struct {
 	// default text), which a result's author chose.
 	spans [][2]int
 	// suffix is the service's own line after the text (a link to the delivery), which a
-	// cut never takes away.
+	// cut never takes away; prefix the same before it (an incident's title).
 	suffix string
+	prefix string
 }
 
 // ChatBody renders a result (payload, and doc decoded from it by Decode) as the JSON body
@@ -95,6 +96,12 @@ func ChatBody(platform, tpl string, payload []byte, doc any) ([]byte, error) {
 // delivery in the dashboard), in the platform's link syntax. The line is the service's,
 // not the payload's: it is kept whole when the text is cut. An empty link adds nothing.
 func ChatBodyWithLink(platform, tpl string, payload []byte, doc any, label, link string) ([]byte, error) {
+	return ChatBodyTitled(platform, "", tpl, payload, doc, label, link)
+}
+
+// ChatBodyTitled is ChatBodyWithLink with "[title] " before the text (an incident's
+// title), kept whole when the text is cut; "" adds nothing.
+func ChatBodyTitled(platform, title, tpl string, payload []byte, doc any, label, link string) ([]byte, error) {
 	lim, ok := limits[platform]
 	if !ok {
 		platform, lim = Slack, limits[Slack]
@@ -113,6 +120,7 @@ func ChatBodyWithLink(platform, tpl string, payload []byte, doc any, label, link
 	m = clip(m, lim.bytes+16)
 	m.text = showLinks(platform, m)
 	m.suffix = linkLine(platform, label, link)
+	m.prefix = titlePrefix(platform, title)
 	return fit(platform, m, lim)
 }
 
@@ -212,7 +220,7 @@ func fit(platform string, m message, lim limit) ([]byte, error) {
 		if m.fenced {
 			s = "```\n" + s + "\n```"
 		}
-		return s + m.suffix
+		return m.prefix + s + m.suffix
 	}
 	within := func(n int) ([]byte, bool, error) {
 		s := text(n)
