@@ -33,6 +33,14 @@ type call struct {
 	// transforms, a body over max_call_bytes): it is dead-lettered at once with this as
 	// its error, body and all, and the agent is not called.
 	failed string
+	// requestID, set on an incident call, is the id the incident processor issued and
+	// recorded with the incident: the call is made under it, never a new one, so a call
+	// taken over by another process is the same call to the agent (and its result finds
+	// the incident).
+	requestID string
+	// incident marks an incident call: it is counted in the ledger's incident_calls here,
+	// as no pipeline batch settles it.
+	incident bool
 }
 
 // buildCalls turns a pipeline batch into calls, keeping the items' order: records go in
@@ -62,6 +70,17 @@ func buildCalls(ld plog.Logs, size, maxBytes int) []call {
 			flush()
 			calls = append(calls, call{body: agentbody.Array([][]byte{it.Body}), records: 1, seqs: []uint64{it.Seq},
 				traceID: recordTraceID(it.Body, false), group: it.Group, failed: it.Error})
+			return
+		}
+		if it.Kind == pipelinedata.KindIncidentCall {
+			flush()
+			// One call on its own, counted as one record, its events and window inside it
+			// as a window call's are; no raw record stands behind it, so no sequence.
+			c := call{body: it.Body, records: 1, group: it.Group, requestID: it.RequestID, incident: true}
+			if len(it.Body) > maxBytes {
+				c.body, c.failed = agentbody.Marker(it.Body), callTooLarge(len(it.Body), maxBytes)
+			}
+			calls = append(calls, c)
 			return
 		}
 		if it.Kind == pipelinedata.KindWindowCall {

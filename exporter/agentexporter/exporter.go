@@ -194,28 +194,53 @@ func (e *agentExporter) handle(ctx context.Context, proj mirror.Project, c call)
 	if err != nil {
 		return fmt.Errorf("call to the agent of project %s: no request id can be issued yet: %w; the records will be redelivered", proj.ID, err)
 	}
+	// The id names the call, not an attempt: every retry carries it, so the agent can
+	// deduplicate. An incident call comes with its own.
+	id := c.requestID
+	if id == "" {
+		id = ids.New(proj.ID)
+	}
 	if c.failed != "" {
 		// Nothing to call the agent with: settled at once, visible as a dead-lettered
 		// delivery with the error, and never redelivered.
-		deadLettered, err := e.settleFailed(ctx, proj, c, ids.New(proj.ID))
+		deadLettered, err := e.settleFailed(ctx, proj, c, id)
 		if err != nil {
 			return err
 		}
-		pipelinectx.OutcomeFrom(ctx).Call(c.seqs, deadLettered)
+		e.settled(ctx, proj, c, deadLettered)
 		return nil
 	}
 	if ok, err := e.budgetAllows(ctx, proj, c); !ok {
+		// Refused by the budget (no error): the outcome records no call, which the
+		// incident processor reads as "refused".
 		return err
 	}
-	// The id names the call, not an attempt: every retry carries it, so the agent can
-	// deduplicate.
-	deadLettered, err := e.makeCall(ctx, proj, c, ids.New(proj.ID), "")
+	deadLettered, err := e.makeCall(ctx, proj, c, id, "")
 	if err != nil {
 		return err
 	}
-	// The receiver counts the batch's records in the ledger from this before acking.
-	pipelinectx.OutcomeFrom(ctx).Call(c.seqs, deadLettered)
+	e.settled(ctx, proj, c, deadLettered)
 	return nil
+}
+
+// settled tells how a call ended: to the batch's outcome, from which the receiver
+// counts the batch's records in the ledger before acking (and the incident processor
+// learns how its call ended), and for an incident call, which no batch settles, to the
+// ledger's incident_calls directly.
+func (e *agentExporter) settled(ctx context.Context, proj mirror.Project, c call, deadLettered bool) {
+	pipelinectx.OutcomeFrom(ctx).Call(c.seqs, deadLettered)
+	if !c.incident {
+		return
+	}
+	led, err := e.engine.Log().LedgerNow(ctx)
+	if err != nil {
+		return // the call is settled; only its count is lost
+	}
+	counts := deliverylog.Counters{IncidentCalls: 1, Calls: 1}
+	if deadLettered {
+		counts = deliverylog.Counters{IncidentCalls: 1, CallsDeadLettered: 1}
+	}
+	led.Add(proj.ID, counts)
 }
 
 // settleFailed dead-letters a call that must not be made, with its reason as the
