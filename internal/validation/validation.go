@@ -69,6 +69,7 @@ func CheckLimits(p mirror.Pipeline) (Result, bool) {
 	}
 	for _, e := range []struct{ field, expr string }{
 		{"trigger", p.Trigger}, {"context_filter", p.ContextFilter}, {"group_key", p.GroupKey}, {"dedup_key", p.DedupKey},
+		{"fingerprint", p.Fingerprint}, {"resolve_when", p.ResolveWhen},
 	} {
 		if len(e.expr) > MaxExpressionBytes {
 			return Result{Field: e.field, Message: fmt.Sprintf("%d bytes long; an expression has at most %d", len(e.expr), MaxExpressionBytes)}, false

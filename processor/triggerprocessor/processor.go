@@ -17,6 +17,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelineeval"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
 	"github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor/internal/metadata"
 )
@@ -91,8 +92,8 @@ var (
 
 func (p *triggerProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
 	project, c, ok, err := p.pipelines.ForRequest(ctx)
-	if !ok || (err == nil && c.Window) {
-		return ld, nil // not ours: no project, or window mode
+	if !ok || (err == nil && c.Mode != mirror.ModeLegacy) {
+		return ld, nil // not ours: no project, or window or incident mode (the processors after this one)
 	}
 	if err != nil {
 		return ld, err // the batch is delivered again; an invalid config pauses the project

@@ -16,6 +16,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelineeval"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
 	"github.com/otelcol-svc/otelcol-svc/processor/windowprocessor/internal/metadata"
 )
@@ -84,8 +85,8 @@ func truncation(t string) metric.MeasurementOption {
 
 func (p *windowProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
 	project, c, ok, err := p.pipelines.ForRequest(ctx)
-	if !ok || (err == nil && !c.Window) {
-		return ld, nil // not ours: no project, or legacy mode
+	if !ok || (err == nil && c.Mode != mirror.ModeWindow) {
+		return ld, nil // not ours: no project, or legacy or incident mode (the incident processor after this one)
 	}
 	if err != nil {
 		return ld, err

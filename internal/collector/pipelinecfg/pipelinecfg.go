@@ -21,6 +21,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/incident"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/validation"
 )
@@ -28,16 +29,31 @@ import (
 // Compiled is a project's pipeline, ready to run. Safe for concurrent use.
 type Compiled struct {
 	Version int64
+	// Mode is mirror.ModeLegacy, ModeWindow or ModeIncident; Window is Mode ==
+	// ModeWindow, as it was before there were three.
+	Mode    string
 	Trigger *ottlevent.Condition // matches every record when the trigger is empty
 	// TriggerFields are the top-level fields the trigger reads, when it reads named
 	// fields only: records are then decoded in part to evaluate it.
 	TriggerFields  map[string]bool
 	Transforms     *ottlevent.Statements // nil when there are none
-	ContextFilter  *ottlevent.Condition  // window mode; matches every record when empty
+	ContextFilter  *ottlevent.Condition  // window and incident modes; matches every record when empty
 	GroupKey       *ottlevent.ValueExpr  // window mode; nil: one group per project
 	Window         bool
 	WindowDuration time.Duration
 	BatchSize      int
+
+	// Incident mode. Fingerprint names a record's incident (nil: one incident per
+	// project); ResolveWhen resolves the open incident of a record's fingerprint (nil:
+	// only resolve_after and people resolve). Incident holds the timings, defaults
+	// applied.
+	Fingerprint *ottlevent.ValueExpr
+	ResolveWhen *ottlevent.Condition
+	Incident    incident.Settings
+	// IncidentFields are the top-level fields incident mode reads (trigger,
+	// resolve_when, fingerprint and context_filter together) when they read named
+	// fields only and no transform runs before them: records are then decoded in part.
+	IncidentFields map[string]bool
 
 	// Guardrails. Cooldown 0 is off. DedupKey is nil when not set: the group key in
 	// window mode, one key per project in legacy mode.
@@ -71,7 +87,12 @@ var settings = component.TelemetrySettings{
 // Compile compiles every expression of a pipeline configuration, reporting the first
 // field that does not compile.
 func Compile(p mirror.Pipeline) (*Compiled, error) {
-	c := &Compiled{Window: p.WindowEnabled, BatchSize: p.BatchSize, WindowDuration: time.Duration(p.WindowDurationSeconds) * time.Second}
+	mode, err := modeOf(p)
+	if err != nil {
+		return nil, err
+	}
+	c := &Compiled{Mode: mode, Window: mode == mirror.ModeWindow, BatchSize: p.BatchSize,
+		WindowDuration: time.Duration(p.WindowDurationSeconds) * time.Second}
 	if c.BatchSize == 0 {
 		c.BatchSize = mirror.DefaultBatchSize
 	}
@@ -90,7 +111,6 @@ func Compile(p mirror.Pipeline) (*Compiled, error) {
 	if res, ok := validation.CheckLimits(p); !ok {
 		return nil, &FieldError{res.Field, &limitError{res.Message}}
 	}
-	var err error
 	if c.Trigger, err = ottlevent.CompileCondition(p.Trigger, settings); err != nil {
 		return nil, &FieldError{"trigger", err}
 	}
@@ -115,7 +135,89 @@ func Compile(p mirror.Pipeline) (*Compiled, error) {
 			return nil, &FieldError{"dedup_key", err}
 		}
 	}
+	if mode == mirror.ModeIncident {
+		if err := c.incident(p); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// modeOf is the pipeline's mode, mirror.Pipeline.EffectiveMode, refusing a mode this
+// version does not know and a legacy mode that also asks for windows.
+func modeOf(p mirror.Pipeline) (string, error) {
+	switch m := p.EffectiveMode(); m {
+	case mirror.ModeWindow, mirror.ModeIncident:
+		return m, nil
+	case mirror.ModeLegacy:
+		if p.WindowEnabled {
+			return "", &FieldError{"mode", errors.New(`"legacy" sends records without windows, but window_enabled is true: ` +
+				`set mode to "window", or window_enabled to false`)}
+		}
+		return m, nil
+	default:
+		if len(m) > 40 {
+			m = strings.ToValidUTF8(m[:40], "") + "…"
+		}
+		return "", &FieldError{"mode", fmt.Errorf(`must be "legacy", "window" or "incident", got %q`, m)}
+	}
+}
+
+// incident compiles incident mode's fields. Cooldowns do not apply in incident mode:
+// group_interval paces an incident's calls.
+func (c *Compiled) incident(p mirror.Pipeline) error {
+	for _, f := range []struct {
+		field string
+		p     mirror.Pipeline
+	}{
+		{"group_wait", mirror.Pipeline{GroupWait: p.GroupWait}},
+		{"group_interval", mirror.Pipeline{GroupInterval: p.GroupInterval}},
+		{"resolve_after", mirror.Pipeline{ResolveAfter: p.ResolveAfter}},
+		{"reopen_within", mirror.Pipeline{ReopenWithin: p.ReopenWithin}},
+	} {
+		// One duration at a time, so the error names its field whatever its wording.
+		if _, err := incident.SettingsOf(f.p); err != nil {
+			msg := strings.TrimPrefix(err.Error(), f.field+": ")
+			return &FieldError{f.field, errors.New(msg)}
+		}
+	}
+	var err error
+	if c.Incident, err = incident.SettingsOf(p); err != nil {
+		return &FieldError{"mode", err} // each field passed alone: not reached
+	}
+	c.Cooldown = 0
+	if strings.TrimSpace(p.Fingerprint) != "" {
+		if c.Fingerprint, err = ottlevent.CompileValue(p.Fingerprint, settings); err != nil {
+			return &FieldError{"fingerprint", err}
+		}
+	}
+	if strings.TrimSpace(p.ResolveWhen) != "" {
+		if c.ResolveWhen, err = ottlevent.CompileCondition(p.ResolveWhen, settings); err != nil {
+			return &FieldError{"resolve_when", err}
+		}
+	}
+	if c.Transforms != nil {
+		return nil // the expressions read the transformed record: decoded whole
+	}
+	fields := map[string]bool{}
+	reads := []func() (map[string]bool, bool){c.Trigger.Reads, c.ContextFilter.Reads}
+	if c.Fingerprint != nil {
+		reads = append(reads, c.Fingerprint.Reads)
+	}
+	if c.ResolveWhen != nil {
+		reads = append(reads, c.ResolveWhen.Reads)
+	}
+	for _, r := range reads {
+		f, ok := r()
+		if !ok {
+			return nil
+		}
+		for k := range f {
+			fields[k] = true
+		}
+	}
+	c.IncidentFields = fields
+	return nil
 }
 
 // ErrOverLimits is what a pipeline past the limits of this version fails with

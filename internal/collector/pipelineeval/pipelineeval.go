@@ -1,5 +1,6 @@
 // Package pipelineeval is the one evaluation of a project's pipeline, record by record:
-// the trigger processor (legacy mode), the window processor (window mode) and the dry run
+// the trigger processor (legacy mode, Legacy), the window processor (window mode,
+// Window), the incident processor (incident mode, Incident) and the dry run
 // (internal/collector/dryrun, behind the console's dry run and the backlog preview) all
 // run their records through it, so what a trial announces is what the pipeline does.
 //
@@ -12,6 +13,11 @@
 //   - the cooldowns (Options.Cooldowns): the pipeline's windowstore; nil for a trial,
 //     which must neither read nor change what was called when;
 //   - the record limit while transformed (Options.MaxRecordBytes).
+//
+// Incident mode uses none of the stores: Incident only says what a record does (opens
+// or joins, resolves, is context, under which fingerprint). The incident processor
+// keeps the events and context and applies them to the incident store; the dry run
+// plays the incidents' lifecycle over the records' stored times.
 //
 // Metrics and logs stay with the callers (each processor has its own instruments); the
 // evaluator returns what happened to each record, in the order it happened.
