@@ -1,8 +1,8 @@
 // Package pipelinecheck is a confmap converter that refuses a configuration putting an
 // asynchronous processor (the stock batch processor, for one) in a pipeline whose
 // components talk through the request's context: in front of the jetstream exporter
-// (ingest role), in the pipeline role (jetstream receiver, trigger and window processors,
-// agent exporter) and in the sink role (jetstream receiver, sink exporter).
+// (ingest role), in the pipeline role (jetstream receiver, trigger, window and incident
+// processors, agent exporter) and in the sink role (jetstream receiver, sink exporter).
 //
 // The exporter stores each request synchronously so that the receiver's 2xx means
 // "stored", and it reads what it needs about the request from the request's context: the
@@ -38,6 +38,9 @@ var synchronous = map[string]bool{
 	"memory_limiter": true,
 	"trigger":        true,
 	"window":         true,
+	// Records pass through it within the call; the calls its ticker makes are its own,
+	// each with a context it builds (the project, the call's outcome).
+	"incident": true,
 }
 
 // needs says, per component kind and type, what that component reads from the request's
@@ -50,8 +53,9 @@ var needs = map[string]map[string]string{
 			"so a processor that queues data would have messages acknowledged before they were processed (lost at a crash)",
 	},
 	"processors": {
-		"trigger": "the trigger processor reads the project from the request's context",
-		"window":  "the window processor reads the project from the request's context",
+		"trigger":  "the trigger processor reads the project from the request's context",
+		"window":   "the window processor reads the project from the request's context",
+		"incident": "the incident processor reads the project from the request's context and counts each batch's events in its ledger outcome",
 	},
 	"exporters": {
 		"agent": "the agent exporter reads the project, the batch's order hand-off and the trigger cooldowns it gives back " +
@@ -107,7 +111,7 @@ func Check(raw map[string]any) error {
 		for _, proc := range others(p["processors"], synchronous) {
 			errs = append(errs, fmt.Errorf("pipeline %q: processor %q cannot sit in this pipeline: %s; "+
 				"an asynchronous processor such as batch hands data on later, from its own goroutine, without them; "+
-				"remove %q: only memory_limiter, trigger and window may sit here",
+				"remove %q: only memory_limiter, trigger, window and incident may sit here",
 				name, proc, strings.Join(why, "; "), proc))
 		}
 	}

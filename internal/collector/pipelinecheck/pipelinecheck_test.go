@@ -109,7 +109,7 @@ service:
   pipelines:
     logs/pipeline:
       receivers: [jetstream/raw]
-      processors: [memory_limiter, trigger, window]
+      processors: [memory_limiter, trigger, window, incident]
       exporters: [agent]
     logs/sink:
       receivers: [jetstream/output]
