@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // ErrNotFound: no incident of that id in the project.
@@ -15,8 +19,6 @@ var ErrNotFound = errors.New("incident not found")
 
 // ErrResolved: the action (acknowledge, mute) makes no sense on a resolved incident.
 var ErrResolved = errors.New("incident is resolved")
-
-var errNotYet = errors.New("incident: not implemented yet")
 
 // Store keeps incidents in the Bucket.
 type Store struct {
@@ -52,86 +54,759 @@ func rKey(project, id string) string  { return project + ".r." + id }
 func cKey(project, req string) string { return project + ".c." + req }
 func nKey(project string) string      { return project + ".n" }
 
-// Join is one fingerprint's events of one batch.
+// Join is one fingerprint's events of one batch, as the incident processor counts them.
 type Join struct {
 	Fingerprint string
-	BatchKey    string
-	Events      int64
-	Title       string
-	Resolve     bool
-	At          time.Time
+	// BatchKey is stable across redeliveries of the batch (e.g. the first stream
+	// sequence of these events): a redelivered batch is counted once.
+	BatchKey string
+	Events   int64  // matching events of this fingerprint in the batch
+	Title    string // from the first event, used when opening
+	// Resolve: a resolve_when event of this fingerprint came in the batch, after the
+	// events.
+	Resolve bool
+	At      time.Time
 }
 
-// JoinResult is what Apply did.
+// JoinResult is what Apply did. Notices are to be published (Publish).
 type JoinResult struct {
 	Incident                           Incident
 	Opened, Reopened, Resolved, Joined bool
 	Notices                            []Notice
 }
 
-// Apply counts a batch's events of one fingerprint into its incident.
+// errNeedSlot: the update would open an incident and no open slot is reserved for it.
+var errNeedSlot = errors.New("incident: opening needs an open slot")
+
+// errNotCurrent: the f-key holds another generation than the id asked for.
+var errNotCurrent = errors.New("incident: not the current generation")
+
+// overflowHash is the fingerprint hash of the project's overflow incident.
+var overflowHash = FingerprintHash(overflowPrint)
+
+// Apply counts a batch's events of one fingerprint into its incident. With Events > 0
+// it opens one (no incident yet, or the last one resolved longer than ReopenWithin ago:
+// that one is archived and generation n+1 opens), reopens the resolved one (within
+// ReopenWithin) or joins the open one. Resolve then resolves the open incident
+// (ResolvedBy "resolve_when"); with no open incident it changes nothing. A BatchKey
+// already applied changes nothing. A fingerprint that would open the project's
+// 501st open incident joins its overflow incident instead.
 func (s *Store) Apply(ctx context.Context, project string, set Settings, j Join) (JoinResult, error) {
-	return JoinResult{}, errNotYet
+	if !streams.ValidProjectID(project) {
+		return JoinResult{}, fmt.Errorf("incident: invalid project id %q", project)
+	}
+	if j.Events < 0 {
+		j.Events = 0
+	}
+	if j.Events == 0 && !j.Resolve {
+		return JoinResult{}, nil
+	}
+	if j.At.IsZero() {
+		j.At = time.Now()
+	}
+	j.At = j.At.UTC()
+	fph := FingerprintHash(j.Fingerprint)
+	return s.apply(ctx, project, set, j, fph, fph == overflowHash)
 }
 
-// ResolveIdle resolves the incident when no event came for ResolveAfter.
+func (s *Store) apply(ctx context.Context, project string, set Settings, j Join, fph string, exempt bool) (JoinResult, error) {
+	key := fKey(project, fph)
+	reserved := false
+	for {
+		var res JoinResult
+		inc, err := s.update(ctx, key, func(cur *Incident, exists bool) (bool, error) {
+			res = JoinResult{}
+			if exists && j.BatchKey != "" && slices.Contains(cur.Applied, j.BatchKey) {
+				return false, nil
+			}
+			changed := false
+			if j.Events > 0 {
+				switch {
+				case exists && cur.Status != StatusResolved:
+					cur.join(j)
+					res.Joined, changed = true, true
+				case exists && set.ReopenWithin > 0 && !j.At.After(cur.ResolvedAt.Add(set.ReopenWithin)):
+					if !exempt && !reserved {
+						return false, errNeedSlot
+					}
+					res.Notices = append(res.Notices, cur.reopen(j))
+					res.Reopened, changed = true, true
+				default:
+					if !exempt && !reserved {
+						return false, errNeedSlot
+					}
+					gen := 1
+					if exists {
+						// Archived before the f-key names the new generation, so the old
+						// id stays readable (Get). A Put repeated by a lost round writes
+						// the same incident again.
+						gen = cur.Generation + 1
+						b, err := marshalBounded(cur)
+						if err != nil {
+							return false, err
+						}
+						if _, err := s.kv.Put(ctx, rKey(project, cur.ID), b); err != nil {
+							return false, fmt.Errorf("archive %s: %w", cur.ID, err)
+						}
+					}
+					*cur = open(project, fph, gen, j)
+					res.Notices = append(res.Notices, cur.notice(NoticeOpened, "opened", "", j.At,
+						"Incident opened: "+cur.Title+" ("+events(cur.Events)+")"))
+					res.Opened, changed = true, true
+				}
+			}
+			if j.Resolve && (cur.Status == StatusOpen || cur.Status == StatusAcknowledged) {
+				res.Notices = append(res.Notices, cur.resolve(j.At, "resolve_when",
+					"Resolved (resolve_when matched): "+cur.Title))
+				res.Resolved, changed = true, true
+			}
+			if changed && j.BatchKey != "" {
+				cur.Applied = append(cur.Applied, cut(j.BatchKey, 128))
+				if n := len(cur.Applied) - maxApplied; n > 0 {
+					cur.Applied = slices.Clone(cur.Applied[n:])
+				}
+			}
+			return changed, nil
+		})
+		if errors.Is(err, errNeedSlot) {
+			ok, err := s.reserve(ctx, project, fph, j.At)
+			if err != nil {
+				return JoinResult{}, err
+			}
+			if !ok {
+				return s.apply(ctx, project, set, overflowJoin(j, fph), overflowHash, true)
+			}
+			reserved = true
+			continue
+		}
+		if err != nil {
+			if reserved {
+				s.releaseQuietly(ctx, project, fph)
+			}
+			return JoinResult{}, err
+		}
+		res.Incident = inc
+		if !exempt && (res.Resolved || reserved && inc.Status == StatusResolved) {
+			s.releaseQuietly(ctx, project, fph)
+		}
+		return res, nil
+	}
+}
+
+// overflowJoin is j redirected to the project's overflow incident. Its batch key names
+// the fingerprint: two fingerprints' batch keys may be equal.
+func overflowJoin(j Join, fph string) Join {
+	o := j
+	o.Fingerprint = overflowPrint
+	o.Title = "Too many open incidents: events of new fingerprints join this one until some resolve"
+	o.Resolve = false
+	if j.BatchKey != "" {
+		o.BatchKey = fph[:8] + ":" + j.BatchKey
+	}
+	return o
+}
+
+// open is generation gen of the fingerprint, opened by j.
+func open(project, fph string, gen int, j Join) Incident {
+	title := strings.TrimSpace(strings.Join(strings.Fields(j.Title), " "))
+	if title == "" {
+		title = strings.TrimSpace(j.Fingerprint)
+	}
+	if title == "" {
+		title = "Incident"
+	}
+	i := Incident{
+		ID: ID(fph, gen), Project: project, Fingerprint: cut(j.Fingerprint, maxFingerprint),
+		Title: cutRunes(title, maxTitle), Status: StatusOpen,
+		OpenedAt: j.At, UpdatedAt: j.At, LastEventAt: j.At,
+		Events: j.Events, NewEvents: j.Events, NewSince: j.At, Generation: gen,
+	}
+	i.add(Entry{At: j.At, Type: "opened", Count: j.Events})
+	return i
+}
+
+func (i *Incident) join(j Join) {
+	i.Events += j.Events
+	i.NewEvents += j.Events
+	i.LastEventAt = later(i.LastEventAt, j.At)
+	i.UpdatedAt = later(i.UpdatedAt, j.At)
+	i.add(Entry{At: j.At, Type: "events", Count: j.Events})
+}
+
+// reopen opens the resolved incident again: it is happening again, so whoever
+// acknowledged it has not seen this, and its resolution is to be told anew.
+func (i *Incident) reopen(j Join) Notice {
+	i.Status = StatusOpen
+	i.ResolvedAt, i.ResolvedBy, i.ResolvedCallDone = time.Time{}, "", false
+	i.AcknowledgedBy, i.AcknowledgedAt = "", time.Time{}
+	i.Events += j.Events
+	i.NewEvents += j.Events
+	i.LastEventAt = later(i.LastEventAt, j.At)
+	i.UpdatedAt = later(i.UpdatedAt, j.At)
+	i.add(Entry{At: j.At, Type: "reopened", Count: j.Events})
+	// incident.updated, not opened: the chat root of this id exists already.
+	return i.notice(NoticeUpdated, "reopened", "", j.At, "Incident reopened: "+i.Title+" ("+events(i.Events)+")")
+}
+
+func (i *Incident) resolve(at time.Time, by, text string) Notice {
+	i.Status = StatusResolved
+	i.ResolvedAt, i.ResolvedBy = at, by
+	i.UpdatedAt = later(i.UpdatedAt, at)
+	i.add(Entry{At: at, Type: "resolved", By: by})
+	return i.notice(NoticeResolved, "resolved", by, at, text)
+}
+
+// add appends e to the timeline: an "events" entry within a minute of the last one,
+// also "events", is counted into it, and the oldest entries beyond maxTimeline go.
+func (i *Incident) add(e Entry) {
+	e.At = e.At.UTC()
+	if n := len(i.Timeline); e.Type == "events" && n > 0 {
+		last := &i.Timeline[n-1]
+		if last.Type == "events" && !e.At.Before(last.At) && e.At.Sub(last.At) < mergeEventsIn {
+			last.Count += e.Count
+			return
+		}
+	}
+	i.Timeline = append(i.Timeline, e)
+	if n := len(i.Timeline) - maxTimeline; n > 0 {
+		i.Timeline = slices.Clone(i.Timeline[n:])
+		i.TimelineDropped += n
+	}
+}
+
+// notice is a transition just entered into the timeline.
+func (i *Incident) notice(typ, transition, by string, at time.Time, text string) Notice {
+	return Notice{Type: typ, Transition: transition, By: by, Incident: i.Summary(), Text: text, At: at,
+		Seq: len(i.Timeline) + i.TimelineDropped}
+}
+
+func events(n int64) string {
+	if n == 1 {
+		return "1 event"
+	}
+	return strconv.FormatInt(n, 10) + " events"
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// ResolveIdle resolves the fingerprint's incident when it is open or acknowledged and
+// no event came for ResolveAfter (ResolvedBy "resolve_after"); else it changes nothing
+// and returns no notices.
 func (s *Store) ResolveIdle(ctx context.Context, project, fph string, set Settings, now time.Time) (Incident, []Notice, error) {
-	return Incident{}, nil, errNotYet
+	if !validKeys(project, fph) {
+		return Incident{}, nil, ErrNotFound
+	}
+	now = now.UTC()
+	var notices []Notice
+	inc, err := s.update(ctx, fKey(project, fph), func(cur *Incident, exists bool) (bool, error) {
+		notices = nil
+		if !exists || cur.Status == StatusResolved || cur.LastEventAt.Add(set.ResolveAfter).After(now) {
+			return false, nil
+		}
+		notices = append(notices, cur.resolve(now, "resolve_after",
+			"Resolved (no events for "+fmtDur(set.ResolveAfter)+"): "+cur.Title))
+		return true, nil
+	})
+	if err != nil {
+		return Incident{}, nil, err
+	}
+	if len(notices) > 0 && fph != overflowHash {
+		s.releaseQuietly(ctx, project, fph)
+	}
+	return inc, notices, nil
 }
 
-// Claim takes the call that is due.
+// callKey is a c-key's value.
+type callKey struct {
+	IncidentID string `json:"incident_id"`
+	Reason     string `json:"reason"`
+}
+
+// Claim takes the call Due says is to be made for reason, as a compare-and-set: of
+// processes claiming at once one gets ok. A stale claim (its process stopped
+// heartbeating) is taken over with its request id and reason (the retry is the same
+// call): the caller makes the call with the returned Pending's RequestID, not
+// necessarily its own. The c-key is written before Claim returns. ok is false when
+// another process holds a fresh claim or no call is due for reason.
 func (s *Store) Claim(ctx context.Context, project, fph string, reason, requestID, owner string, now time.Time, set Settings, claimTimeout time.Duration) (Incident, bool, error) {
-	return Incident{}, false, errNotYet
+	if !validKeys(project, fph) {
+		return Incident{}, false, ErrNotFound
+	}
+	if !validToken(requestID) {
+		return Incident{}, false, fmt.Errorf("incident: request id %q cannot be a key", requestID)
+	}
+	now = now.UTC()
+	claimed := false
+	inc, err := s.update(ctx, fKey(project, fph), func(cur *Incident, exists bool) (bool, error) {
+		claimed = false
+		if !exists {
+			return false, nil
+		}
+		due, _, ok := Due(*cur, set, now, claimTimeout)
+		if !ok || due != reason {
+			return false, nil
+		}
+		if p := cur.Pending; p != nil {
+			p.Owner, p.ClaimedAt, p.HeartbeatAt = cut(owner, maxEntryBy), now, now
+		} else {
+			cur.Pending = &PendingCall{RequestID: requestID, Reason: reason, ClaimedAt: now, HeartbeatAt: now,
+				Owner: cut(owner, maxEntryBy), EventsSince: now, NewEventsAtClaim: cur.NewEvents}
+		}
+		claimed = true
+		return true, nil
+	})
+	if err != nil || !claimed {
+		return inc, false, err
+	}
+	b, _ := json.Marshal(callKey{IncidentID: inc.ID, Reason: inc.Pending.Reason})
+	if _, err := s.kv.Put(ctx, cKey(project, inc.Pending.RequestID), b); err != nil {
+		// The claim stands and goes stale; whoever takes it over writes the c-key.
+		return inc, false, fmt.Errorf("incident: record call %s: %w", inc.Pending.RequestID, err)
+	}
+	return inc, true, nil
 }
 
-// Heartbeat keeps a claim fresh.
+// Heartbeat keeps this process's claim fresh while the call runs. ErrNotFound: the
+// claim is no longer held by requestID (completed, or taken over and completed).
 func (s *Store) Heartbeat(ctx context.Context, project, fph, requestID string, now time.Time) error {
-	return errNotYet
+	if !validKeys(project, fph) {
+		return ErrNotFound
+	}
+	held := false
+	_, err := s.update(ctx, fKey(project, fph), func(cur *Incident, exists bool) (bool, error) {
+		held = exists && cur.Pending != nil && cur.Pending.RequestID == requestID
+		if !held {
+			return false, nil
+		}
+		cur.Pending.HeartbeatAt = now.UTC()
+		return true, nil
+	})
+	if err == nil && !held {
+		err = fmt.Errorf("%w: no claim of call %s", ErrNotFound, requestID)
+	}
+	return err
 }
 
-// Complete ends a claimed call.
+// Call outcomes (Complete).
+const (
+	OutcomeDelivered    = "delivered"
+	OutcomeDeadLettered = "dead_lettered"
+	OutcomeRefused      = "refused"
+)
+
+// Complete ends the claimed call requestID with outcome "delivered", "dead_lettered"
+// or "refused" (the call budget said no; not counted as a call). The events the call
+// carried are no longer new; those counted while it ran stay new for the next one. A
+// delivered call gives an incident.updated notice (transition "call") so chat roots
+// show the counts. A request id that holds no claim changes nothing.
 func (s *Store) Complete(ctx context.Context, project, fph, requestID, outcome string, now time.Time) (Incident, []Notice, error) {
-	return Incident{}, nil, errNotYet
+	if !validKeys(project, fph) {
+		return Incident{}, nil, ErrNotFound
+	}
+	switch outcome {
+	case OutcomeDelivered, OutcomeDeadLettered, OutcomeRefused:
+	default:
+		return Incident{}, nil, fmt.Errorf("incident: unknown call outcome %q", outcome)
+	}
+	now = now.UTC()
+	var notices []Notice
+	inc, err := s.update(ctx, fKey(project, fph), func(cur *Incident, exists bool) (bool, error) {
+		notices = nil
+		if !exists || cur.Pending == nil || cur.Pending.RequestID != requestID {
+			return false, nil
+		}
+		p := *cur.Pending
+		cur.Pending = nil
+		if outcome != OutcomeRefused {
+			cur.Calls++
+		}
+		cur.LastCallAt = now
+		cur.NewEvents = max(0, cur.NewEvents-p.NewEventsAtClaim)
+		cur.NewSince = p.EventsSince
+		switch p.Reason {
+		case ReasonOpened:
+			// The opening call investigates anyway: a reinvestigation asked before it
+			// is done by it.
+			cur.OpeningDone, cur.ReinvestigateRequested = true, false
+		case ReasonResolved:
+			cur.ResolvedCallDone = true
+		case ReasonReinvestigate:
+			cur.ReinvestigateRequested = false
+		}
+		cur.UpdatedAt = later(cur.UpdatedAt, now)
+		cur.add(Entry{At: now, Type: "call", Detail: p.Reason, RequestID: p.RequestID, Outcome: outcome,
+			Count: p.NewEventsAtClaim})
+		if outcome == OutcomeDelivered {
+			notices = append(notices, cur.notice(NoticeUpdated, "call", "", now,
+				"Agent called ("+p.Reason+"): "+cur.Title+" ("+events(cur.Events)+", "+calls(cur.Calls)+")"))
+		}
+		return true, nil
+	})
+	return inc, notices, err
 }
 
-// Act applies a person's action.
+func calls(n int) string {
+	if n == 1 {
+		return "1 call"
+	}
+	return strconv.Itoa(n) + " calls"
+}
+
+// Act applies a person's action (by: "user:<email>", "slack:<name>") to incident id:
+// acknowledge, resolve, mute (for MuteFor) or reinvestigate. ErrNotFound: no such
+// incident; ErrResolved: acknowledge or mute (or reinvestigate of an archived
+// generation) of a resolved incident. Repeating an action that holds already changes
+// nothing and gives no notice.
 func (s *Store) Act(ctx context.Context, project, id, action, by string, now time.Time) (Incident, []Notice, error) {
-	return Incident{}, nil, errNotYet
+	switch action {
+	case ActionAcknowledge, ActionResolve, ActionMute, ActionReinvestigate:
+	default:
+		return Incident{}, nil, fmt.Errorf("incident: unknown action %q", action)
+	}
+	now = now.UTC()
+	by = cut(by, maxEntryBy)
+	var notices []Notice
+	resolved := false
+	inc, archived, err := s.updateByID(ctx, project, id, func(cur *Incident, archived bool) (bool, error) {
+		notices, resolved = nil, false
+		if archived && action != ActionResolve {
+			return false, ErrResolved
+		}
+		switch action {
+		case ActionAcknowledge:
+			if cur.Status == StatusResolved {
+				return false, ErrResolved
+			}
+			if cur.Status == StatusAcknowledged {
+				return false, nil
+			}
+			cur.Status, cur.AcknowledgedBy, cur.AcknowledgedAt = StatusAcknowledged, by, now
+			cur.UpdatedAt = later(cur.UpdatedAt, now)
+			cur.add(Entry{At: now, Type: "acknowledged", By: by})
+			notices = append(notices, cur.notice(NoticeUpdated, "acknowledged", by, now, "Acknowledged by "+by+": "+cur.Title))
+		case ActionResolve:
+			if cur.Status == StatusResolved {
+				return false, nil
+			}
+			notices = append(notices, cur.resolve(now, by, "Resolved by "+by+": "+cur.Title))
+			resolved = true
+		case ActionMute:
+			if cur.Status == StatusResolved {
+				return false, ErrResolved
+			}
+			cur.MutedUntil, cur.MutedBy = now.Add(MuteFor), by
+			cur.UpdatedAt = later(cur.UpdatedAt, now)
+			cur.add(Entry{At: now, Type: "muted", By: by})
+			notices = append(notices, cur.notice(NoticeUpdated, "muted", by, now,
+				"Muted for "+fmtDur(MuteFor)+" by "+by+": "+cur.Title))
+		case ActionReinvestigate:
+			if cur.ReinvestigateRequested {
+				return false, nil
+			}
+			cur.ReinvestigateRequested = true
+			cur.UpdatedAt = later(cur.UpdatedAt, now)
+			cur.add(Entry{At: now, Type: "reinvestigate", By: by})
+			notices = append(notices, cur.notice(NoticeUpdated, "reinvestigate", by, now,
+				"Investigation requested again by "+by+": "+cur.Title))
+		}
+		return true, nil
+	})
+	if err != nil {
+		return Incident{}, nil, err
+	}
+	if resolved && !archived {
+		if fph, _, _ := ParseID(id); fph != overflowHash {
+			s.releaseQuietly(ctx, project, fph)
+		}
+	}
+	return inc, notices, nil
 }
 
-// AttachResult attaches an agent result to the incident of its call.
+// AttachResult attaches the agent's result for requestID to the incident the call was
+// about (timeline "result", LastResult). false: requestID was not an incident call. A
+// result attached again (a redelivery) changes nothing.
 func (s *Store) AttachResult(ctx context.Context, project, requestID, text string, now time.Time) (Incident, bool, error) {
-	return Incident{}, false, errNotYet
+	ck, ok, err := s.call(ctx, project, requestID)
+	if err != nil || !ok {
+		return Incident{}, false, err
+	}
+	now = now.UTC()
+	short := cutRunes(strings.TrimSpace(text), maxLastResult)
+	inc, _, err := s.updateByID(ctx, project, ck.IncidentID, func(cur *Incident, _ bool) (bool, error) {
+		for _, e := range cur.Timeline {
+			if e.Type == "result" && e.RequestID == requestID && e.Detail == short {
+				return false, nil
+			}
+		}
+		cur.LastResult, cur.LastResultAt = short, now
+		cur.UpdatedAt = later(cur.UpdatedAt, now)
+		cur.add(Entry{At: now, Type: "result", RequestID: requestID, Detail: short})
+		return true, nil
+	})
+	if errors.Is(err, ErrNotFound) {
+		return Incident{}, false, nil // expired with its incident
+	}
+	if err != nil {
+		return Incident{}, false, err
+	}
+	return inc, true, nil
 }
 
-// SetChatThread records a destination's root message.
+// SetChatThread records where destination sinkID posted the incident's root message;
+// the first one recorded stays (two sink processes posting at once keep one thread).
 func (s *Store) SetChatThread(ctx context.Context, project, id, sinkID string, t ChatThread) error {
-	return errNotYet
+	if sinkID == "" {
+		return errors.New("incident: chat thread without a destination id")
+	}
+	t.Channel, t.TS = cut(t.Channel, 128), cut(t.TS, 64)
+	_, _, err := s.updateByID(ctx, project, id, func(cur *Incident, _ bool) (bool, error) {
+		if _, ok := cur.Chat[sinkID]; ok || len(cur.Chat) >= maxChatThreads {
+			return false, nil
+		}
+		if cur.Chat == nil {
+			cur.Chat = map[string]ChatThread{}
+		}
+		cur.Chat[cut(sinkID, 128)] = t
+		return true, nil
+	})
+	return err
 }
 
-// AddTimeline appends an entry.
+// AddTimeline appends e to the incident's timeline (e.g. a chat message posted). Its
+// texts are cut to bounds; a zero At is now.
 func (s *Store) AddTimeline(ctx context.Context, project, id string, e Entry) error {
-	return errNotYet
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	e.Type, e.By, e.Detail = cut(e.Type, 32), cut(e.By, maxEntryBy), cutRunes(e.Detail, maxEntryText)
+	e.RequestID, e.SinkID, e.Outcome = cut(e.RequestID, 128), cut(e.SinkID, 128), cut(e.Outcome, 32)
+	_, _, err := s.updateByID(ctx, project, id, func(cur *Incident, _ bool) (bool, error) {
+		cur.add(e)
+		return true, nil
+	})
+	return err
 }
 
-// Get reads an incident.
+// Get reads incident id: the fingerprint's current one, else an archived one.
 func (s *Store) Get(ctx context.Context, project, id string) (Incident, error) {
-	return Incident{}, errNotYet
+	fph, _, ok := ParseID(id)
+	if !ok || !streams.ValidProjectID(project) {
+		return Incident{}, ErrNotFound
+	}
+	for _, key := range []string{fKey(project, fph), rKey(project, id)} {
+		e, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return Incident{}, fmt.Errorf("incident: read %s: %w", key, err)
+		}
+		var inc Incident
+		if json.Unmarshal(e.Value(), &inc) == nil && inc.ID == id {
+			return inc, nil
+		}
+	}
+	return Incident{}, ErrNotFound
 }
 
-// ByRequest finds the incident of a call's request id.
+// ByRequest finds the incident of a call by its request id, and the call's reason.
+// false: requestID was not an incident call of the project (or it expired).
 func (s *Store) ByRequest(ctx context.Context, project, requestID string) (Incident, string, bool, error) {
-	return Incident{}, "", false, errNotYet
+	ck, ok, err := s.call(ctx, project, requestID)
+	if err != nil || !ok {
+		return Incident{}, "", false, err
+	}
+	inc, err := s.Get(ctx, project, ck.IncidentID)
+	if errors.Is(err, ErrNotFound) {
+		return Incident{}, "", false, nil
+	}
+	if err != nil {
+		return Incident{}, "", false, err
+	}
+	return inc, ck.Reason, true, nil
 }
 
-// List lists a project's incidents.
+func (s *Store) call(ctx context.Context, project, requestID string) (callKey, bool, error) {
+	if !streams.ValidProjectID(project) || !validToken(requestID) {
+		return callKey{}, false, nil // agents post any request id; none of these is a call
+	}
+	e, err := s.kv.Get(ctx, cKey(project, requestID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return callKey{}, false, nil
+	}
+	if err != nil {
+		return callKey{}, false, fmt.Errorf("incident: read call %s: %w", requestID, err)
+	}
+	var ck callKey
+	if json.Unmarshal(e.Value(), &ck) != nil || ck.IncidentID == "" {
+		return callKey{}, false, nil
+	}
+	return ck, true, nil
+}
+
+// List lists the project's incidents, current and archived: open and acknowledged
+// first (latest update first), then resolved (latest resolution first); status "" is
+// all, else exactly that status. At most limit (50 when <= 0). The items are list
+// items: their Timeline and Applied are left out (Get one for its Detail), which keeps
+// a project of thousands of fingerprints a bounded read.
 func (s *Store) List(ctx context.Context, project, status string, limit int) ([]Incident, error) {
-	return nil, errNotYet
+	if !streams.ValidProjectID(project) {
+		return nil, nil
+	}
+	if limit <= 0 {
+		limit = 50
+	}
+	w, err := s.kv.WatchFiltered(ctx, []string{fKey(project, "*"), rKey(project, "*")}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("incident: list %s: %w", project, err)
+	}
+	defer w.Stop()
+	var out []Incident
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e = <-w.Updates():
+		}
+		if e == nil {
+			break // the initial values are all read
+		}
+		var inc Incident
+		if json.Unmarshal(e.Value(), &inc) != nil || inc.ID == "" || status != "" && inc.Status != status {
+			continue
+		}
+		inc.Timeline, inc.Applied = nil, nil
+		out = append(out, inc)
+		if len(out) >= 2*limit+64 {
+			out = top(out, limit)
+		}
+	}
+	return top(out, limit), nil
 }
 
-// Watch watches the current incident of every fingerprint of every project.
+// top sorts list items, drops the duplicate an archive written by a lost
+// compare-and-set may leave, and keeps the first n.
+func top(l []Incident, n int) []Incident {
+	isOpen := func(i Incident) bool { return i.Status != StatusResolved }
+	slices.SortFunc(l, func(a, b Incident) int {
+		if isOpen(a) != isOpen(b) {
+			if isOpen(a) {
+				return -1
+			}
+			return 1
+		}
+		ta, tb := a.UpdatedAt, b.UpdatedAt
+		if !isOpen(a) {
+			ta, tb = a.ResolvedAt, b.ResolvedAt
+		}
+		if c := tb.Compare(ta); c != 0 {
+			return c
+		}
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	l = slices.CompactFunc(l, func(a, b Incident) bool { return a.ID == b.ID })
+	if len(l) > n {
+		l = l[:n]
+	}
+	return l
+}
+
+// Watch watches the current incident of every fingerprint of every project (the
+// f-keys): first their values, then every change, for the ticker's index.
 func (s *Store) Watch(ctx context.Context) (jetstream.KeyWatcher, error) {
 	return s.kv.Watch(ctx, "*.f.*")
 }
 
-var _ = json.Marshal
+// update is a compare-and-set of the incident at key: fn changes cur and says whether
+// it did (false writes nothing). It returns the incident as written, or as read when
+// unchanged (zero when absent).
+func (s *Store) update(ctx context.Context, key string, fn func(cur *Incident, exists bool) (bool, error)) (Incident, error) {
+	var out Incident
+	_, err := streams.UpdateKV(ctx, s.kv, key, func(old []byte, exists bool) ([]byte, error) {
+		var cur Incident
+		if exists && json.Unmarshal(old, &cur) != nil {
+			exists, cur = false, Incident{} // a damaged entry is replaced
+		}
+		changed, err := fn(&cur, exists)
+		out = cur
+		if err != nil {
+			return nil, err
+		}
+		if !changed {
+			if !exists {
+				out = Incident{}
+			}
+			return nil, streams.ErrKVUnchanged
+		}
+		b, err := marshalBounded(&cur)
+		out = cur
+		return b, err
+	})
+	return out, err
+}
+
+// updateByID updates incident id where it is: its fingerprint's f-key while it is the
+// current generation, else its archive (archived true).
+func (s *Store) updateByID(ctx context.Context, project, id string, fn func(cur *Incident, archived bool) (bool, error)) (Incident, bool, error) {
+	fph, _, ok := ParseID(id)
+	if !ok || !streams.ValidProjectID(project) {
+		return Incident{}, false, ErrNotFound
+	}
+	inc, err := s.update(ctx, fKey(project, fph), func(cur *Incident, exists bool) (bool, error) {
+		if !exists || cur.ID != id {
+			return false, errNotCurrent
+		}
+		return fn(cur, false)
+	})
+	if !errors.Is(err, errNotCurrent) {
+		return inc, false, err
+	}
+	inc, err = s.update(ctx, rKey(project, id), func(cur *Incident, exists bool) (bool, error) {
+		if !exists || cur.ID != id {
+			return false, ErrNotFound
+		}
+		return fn(cur, true)
+	})
+	return inc, true, err
+}
+
+// marshalBounded encodes the incident within the bucket's value size: its parts are
+// bounded, and should they still add up past it, the oldest timeline entries go.
+func marshalBounded(i *Incident) ([]byte, error) {
+	for {
+		b, err := json.Marshal(i)
+		if err != nil || len(b) <= maxValue-1024 || len(i.Timeline) == 0 {
+			return b, err
+		}
+		n := max(1, len(i.Timeline)/4)
+		i.Timeline = slices.Clone(i.Timeline[n:])
+		i.TimelineDropped += n
+	}
+}
+
+func validKeys(project, fph string) bool {
+	return streams.ValidProjectID(project) && len(fph) == fphLen && lowerHex(fph)
+}
+
+// validToken: s can be a key's last token (request ids come from agents).
+func validToken(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
