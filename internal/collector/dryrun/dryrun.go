@@ -5,8 +5,8 @@
 // evaluation, not two that could drift apart.
 //
 // The records go through internal/collector/pipelineeval, the evaluation the trigger
-// processor (legacy mode) and the window processor (window mode) run, with its windows
-// in memory and no cooldowns, and the bodies the agent exporter would POST are built by
+// processor (legacy mode), the window processor (window mode) and the incident processor
+// (incident mode) run, with its windows in memory and no cooldowns, and the bodies the agent exporter would POST are built by
 // the same code (internal/agentbody):
 //
 //   - legacy mode: each record through the trigger, then the transforms; the matched
@@ -19,8 +19,19 @@
 //     its group among these same records, stored within window_duration before it, cut
 //     to the window budget: the live pipeline reads its window store (Redis), which may
 //     hold records older than these.
+//   - incident mode: each record through the transforms, then the trigger (its event
+//     opens or joins its fingerprint's incident), resolve_when (resolves it) and the
+//     context filter (kept as its fingerprint's context). The incidents live in memory,
+//     played over the records' stored times (incident.go): the opening call group_wait
+//     after opening, an update call per group_interval when new events came, the
+//     resolution by resolve_when or after resolve_after without events and its call,
+//     reopen_within. Incident.Due decides each call, as in the incident processor's
+//     ticker, and each call's window is the context of its fingerprint among these same
+//     records. Answer plays on after the last record as if no other came. Events are
+//     applied one record at a time, where the processor applies a batch at once.
 //   - cooldowns and call budgets are not applied: they hang on live state (what was
 //     called when) that a trial must neither read nor change. They only hold calls back.
+//     Nor does a trial see the incidents already open in the store, or people's actions.
 //
 // It imports the collector's OTTL (through pipelinecfg): the control plane, which links
 // no collector code, asks a data-plane process instead.
@@ -39,6 +50,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelineeval"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
 // Record is one message of a project's raw stream.
@@ -65,7 +77,8 @@ type Limits struct {
 	// in the pipeline); 0 is ottlevent's default.
 	MaxRecordBytes int
 	// HeldBytes is the memory budget of what the evaluation keeps (legacy: a batch's
-	// matches; window: the windows); past it the evaluation stops and the answer says
+	// matches; window: the windows; incident: the context and each incident's events
+	// for its next call); past it the evaluation stops and the answer says
 	// MemoryBudgetExceeded. 0 is no budget.
 	HeldBytes int
 	// MaxCallBytes, when set, splits a legacy array as the agent exporter does under its
@@ -73,7 +86,8 @@ type Limits struct {
 	// unsent). 0 splits by batch_size alone.
 	MaxCallBytes int
 	// Count evaluates for the counts alone: nothing is listed (calls and records are all
-	// left out, their bodies never built) and window mode keeps no windows.
+	// left out, their bodies never built), window mode keeps no windows and incident
+	// mode no context nor events.
 	Count bool
 }
 
@@ -103,13 +117,18 @@ type MatchedRecord struct {
 
 // Answer is the answer of docs/contract.md#section-12, with what the dashboard also shows.
 type Answer struct {
-	// Mode is "legacy" or "window".
+	// Mode is "legacy", "window" or "incident".
 	Mode      string `json:"mode"`
 	Evaluated int    `json:"evaluated"`
 	// Matched counts the records the trigger matched (legacy: those that would be sent;
-	// window: the triggers), MatchedSeqs names them.
+	// window: the triggers; incident: the events that open or join incidents),
+	// MatchedSeqs names them.
 	Matched     int      `json:"matched"`
 	MatchedSeqs []uint64 `json:"matched_seqs"`
+	// Incidents (incident mode only) is how many incidents the records would open: a
+	// reopened one counts once, a fingerprint's new incident after one resolved
+	// counts again.
+	Incidents *int `json:"incidents,omitempty"`
 	// Records are the matched records, stored and transformed.
 	Records []MatchedRecord   `json:"records"`
 	Calls   []json.RawMessage `json:"calls"`
@@ -150,8 +169,12 @@ type Evaluator struct {
 	// matched are the current batch's matches (legacy mode).
 	matched []matchedBody
 	eval    *pipelineeval.Evaluator
-	// windows are the trial's windows (window mode), in place of the window store.
+	// windows are the trial's windows (window mode), in place of the window store, or
+	// the context of each fingerprint (incident mode).
 	windows *pipelineeval.MemoryWindows
+	// sim is incident mode's incidents (incident.go); incidents counts those opened.
+	sim       *incidentSim
+	incidents int
 }
 
 type matchedBody struct {
@@ -164,15 +187,23 @@ type matchedBody struct {
 
 // New starts an evaluation; its time limit runs from now.
 func New(ctx context.Context, c *pipelinecfg.Compiled, lim Limits) *Evaluator {
-	ans := &Answer{Mode: "legacy", MatchedSeqs: []uint64{}, Records: []MatchedRecord{}, Calls: []json.RawMessage{}, Errors: []Error{}}
-	if c.Window {
-		ans.Mode = "window"
+	ans := &Answer{Mode: c.Mode, MatchedSeqs: []uint64{}, Records: []MatchedRecord{}, Calls: []json.RawMessage{}, Errors: []Error{}}
+	if ans.Mode == "" { // compiled by hand, not by pipelinecfg.Compile
+		ans.Mode = mirror.ModeLegacy
+		if c.Window {
+			ans.Mode = mirror.ModeWindow
+		}
 	}
 	windows := pipelineeval.NewMemoryWindows()
 	// Cooldowns and call budgets hang on live state (what was called when) that a
 	// trial must neither read nor change: none is injected.
 	eval := pipelineeval.New(pipelineeval.Options{Windows: windows, MaxRecordBytes: lim.MaxRecordBytes, NoWindows: lim.Count})
-	return &Evaluator{ctx: ctx, c: c, lim: lim, ans: ans, deadline: time.Now().Add(lim.EvalTime), eval: eval, windows: windows}
+	e := &Evaluator{ctx: ctx, c: c, lim: lim, ans: ans, deadline: time.Now().Add(lim.EvalTime), eval: eval, windows: windows}
+	if ans.Mode == mirror.ModeIncident {
+		e.sim = newIncidentSim(c.Incident)
+		ans.Incidents = &e.incidents
+	}
+	return e
 }
 
 // Evaluate runs recs, oldest first, as one batch.
@@ -193,16 +224,19 @@ func (e *Evaluator) Add(r Record) bool {
 		return false
 	}
 	e.ans.Evaluated++
-	if e.c.Window {
+	switch {
+	case e.sim != nil:
+		e.incident(r)
+	case e.c.Window:
 		e.window(r)
-	} else {
+	default:
 		e.legacy(r)
 	}
 	return true
 }
 
-// Flush ends a batch: in legacy mode its matches become calls. Window calls do not
-// depend on batches.
+// Flush ends a batch: in legacy mode its matches become calls. Window and incident
+// calls do not depend on batches.
 func (e *Evaluator) Flush() {
 	if len(e.matched) == 0 {
 		return
@@ -253,9 +287,14 @@ func (e *Evaluator) Flush() {
 
 var errCallTooLarge = errors.New(apierror.PayloadTooLarge + ": the record alone is larger than the call body limit (SVC_MAX_CALL_BYTES); the pipeline dead-letters it unsent")
 
-// Answer ends the last batch and returns the answer.
+// Answer ends the last batch and returns the answer. In incident mode the incidents'
+// lifecycle then plays on as if no other record came: the calls still due (opening,
+// updates, the resolution after resolve_after and its call) are in the answer.
 func (e *Evaluator) Answer() *Answer {
 	e.Flush()
+	if e.sim != nil {
+		e.tick(time.Time{})
+	}
 	return e.ans
 }
 

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strings"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/ottlevent"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
 )
@@ -38,6 +40,9 @@ type IncidentResult struct {
 	Err      error
 	// Body is the record after its transforms, as calls carry it.
 	Body []byte
+	// Title is what an incident this record opens is called (IncidentTitle); set for
+	// matched records only.
+	Title string
 	// Matched: the trigger matched, so the record opens or joins its fingerprint's
 	// incident (TriggerErr: it could not be evaluated, which is no match).
 	Matched    bool
@@ -114,7 +119,48 @@ func (e *Evaluator) Incident(ctx context.Context, _ string, c *pipelinecfg.Compi
 		}
 		res.Fingerprint = boundFingerprint(fp)
 	}
+	if res.Matched {
+		res.Title = IncidentTitle(res.Body, it.Signal, res.Fingerprint)
+	}
 	return res, nil
+}
+
+// titleFields are the top-level fields a title is taken from, in order: what a record
+// says happened (an event's title or summary, a log's message or body, a span's name),
+// then what kind of event it is.
+var titleFields = []string{"title", "summary", "message", "msg", "body", "name", "_event_type"}
+
+var titleFieldSet = func() map[string]bool {
+	m := map[string]bool{}
+	for _, f := range titleFields {
+		m[f] = true
+	}
+	return m
+}()
+
+// maxTitleBytes bounds a title taken from a record: the incident store cuts it further.
+const maxTitleBytes = 1024
+
+// IncidentTitle names the incident a record opens: the first of its title, summary,
+// message, msg, body, name and _event_type that is a non-empty string, else its
+// fingerprint ("" when it has neither: the incident store then names it). The
+// incident processor and the dry run both take titles from here.
+func IncidentTitle(body []byte, signal, fingerprint string) string {
+	rec, err := ottlevent.DecodeRecordFields(body, signal, titleFieldSet)
+	if err == nil {
+		m := rec.Map()
+		for _, f := range titleFields {
+			if v, ok := m.Get(f); ok && v.Type() == pcommon.ValueTypeStr {
+				if t := strings.TrimSpace(v.Str()); t != "" {
+					if len(t) > maxTitleBytes {
+						t = strings.ToValidUTF8(t[:maxTitleBytes], "")
+					}
+					return t
+				}
+			}
+		}
+	}
+	return fingerprint
 }
 
 // boundFingerprint cuts a fingerprint past MaxFingerprintBytes, keeping its start

@@ -46,6 +46,7 @@ func TestIncidentSaysWhatEachRecordDoes(t *testing.T) {
 	assert.True(t, res.InContext)
 	assert.Equal(t, "checkout", res.Fingerprint)
 	assert.Equal(t, `{"severityNumber":17,"body":"timeout","resourceAttributes":{"service.name":"checkout"}}`, string(res.Body), "as stored")
+	assert.Equal(t, "timeout", res.Title, "a log's body names its incident")
 
 	res = incident(t, c, `{"severityNumber":9,"body":"recovered","resourceAttributes":{"service.name":"checkout"}}`)
 	assert.False(t, res.Matched)
@@ -88,6 +89,21 @@ func TestIncidentTransformsComeFirst(t *testing.T) {
 	assert.True(t, res.Skipped)
 	assert.True(t, res.TooLarge, "dead-lettered as in the other modes")
 	assert.False(t, res.Matched)
+}
+
+func TestIncidentTitle(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"_event_type":"payment.failed","title":"Card declined","body":"x"}`: "Card declined",
+		`{"_event_type":"payment.failed","status":"failed"}`:                  "payment.failed",
+		`{"body":{"nested":true},"message":"  disk full  "}`:                  "disk full",
+		`{"body":{"nested":true},"name":"GET /items"}`:                        "GET /items",
+		`{"body":""}`:     "fp",
+		`not JSON at all`: "fp",
+	} {
+		assert.Equal(t, want, pipelineeval.IncidentTitle([]byte(body), "log", "fp"), body)
+	}
+	long := pipelineeval.IncidentTitle([]byte(fmt.Sprintf(`{"title":%q}`, strings.Repeat("ü", 2000))), "event", "")
+	assert.LessOrEqual(t, len(long), 1024)
 }
 
 // A fingerprint may be any value of a record: a long one is cut, and two that differ

@@ -20,7 +20,9 @@ import (
 // POST /console/v1/projects/{project_id}/pipeline/dry-run with {"pipeline": {the fields of
 // docs/contract.md#section-6}, "limit": N}: the pipeline, saved or not, evaluated over the
 // project's newest N records as the data plane would run it (docs/contract.md#section-12), with
-// nothing sent and nothing stored. Any credential that reads the project may ask: it
+// nothing sent and nothing stored. In incident mode the answer also says how many
+// incidents would open ("incidents"), and its calls are those their lifecycle would make
+// over the records' stored times. Any credential that reads the project may ask: it
 // learns nothing a read of the records would not show. See dryrun_eval.go for the
 // evaluation.
 

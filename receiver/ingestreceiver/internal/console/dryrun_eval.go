@@ -9,8 +9,8 @@ import (
 )
 
 // The dry run's evaluation is internal/collector/dryrun's, the one the backlog preview uses too:
-// the records of a read, oldest first, through a compiled pipeline as the trigger and
-// window processors run them, with nothing sent and nothing stored.
+// the records of a read, oldest first, through a compiled pipeline as the trigger,
+// window and incident processors run them, with nothing sent and nothing stored.
 
 const (
 	// dryRunEvalTime bounds the CPU one dry run may take (OTTL over up to 1000 records):
@@ -27,7 +27,7 @@ const (
 	maxDryRunErrors = 100
 	// maxDryRunHeldBytes is the memory budget of one dry run's evaluation: the records it
 	// keeps after their transforms (legacy: the matches, for the calls; window: the
-	// windows). Each record is bounded by the record limit, but 1000 of them are not:
+	// windows; incident: the context and the events of each incident's next call). Each record is bounded by the record limit, but 1000 of them are not:
 	// past the budget the evaluation stops, says memory_budget_exceeded, and answers
 	// what it has. With maxReads runs at once a receiver holds at most 4 × 64 MiB for
 	// dry runs, besides the records read (maxReadBytes each).
@@ -54,7 +54,8 @@ type (
 )
 
 // evaluate runs the records of a read, oldest first, as one batch: the dry run shows the
-// calls of its matches in arrays of batch_size, as one pulled batch would make them.
+// calls of its matches in arrays of batch_size, as one pulled batch would make them (in
+// legacy mode; window and incident calls do not depend on batches).
 func evaluate(ctx context.Context, c *pipelinecfg.Compiled, recs []storedRecord, lim dryRunLimits) *dryRunAnswer {
 	rs := make([]dryrun.Record, len(recs))
 	for i, r := range recs {

@@ -392,6 +392,7 @@ func TestDryRunRefusesBadBodies(t *testing.T) {
 func FuzzParseDryRun(f *testing.F) {
 	f.Add([]byte(`{"pipeline": {"trigger": "body == \"x\"", "batch_size": 2}, "limit": 10}`))
 	f.Add([]byte(`{"pipeline": {"window_enabled": true, "group_key": "traceId"}}`))
+	f.Add([]byte(`{"pipeline": {"mode": "incident", "fingerprint": "event["svc"]", "resolve_when": "body == "ok"", "group_wait": "0s", "reopen_within": "1h"}}`))
 	f.Add([]byte(`{"pipeline": null, "limit": -1}`))
 	f.Add([]byte(`{"pipeline": {"transforms": [1]}} x`))
 	f.Fuzz(func(t *testing.T, body []byte) {
