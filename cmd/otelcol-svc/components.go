@@ -10,6 +10,7 @@ import (
 	configmirrorextension "github.com/otelcol-svc/otelcol-svc/extension/configmirrorextension"
 	embeddednatsextension "github.com/otelcol-svc/otelcol-svc/extension/embeddednatsextension"
 	projectauthextension "github.com/otelcol-svc/otelcol-svc/extension/projectauthextension"
+	incidentprocessor "github.com/otelcol-svc/otelcol-svc/processor/incidentprocessor"
 	triggerprocessor "github.com/otelcol-svc/otelcol-svc/processor/triggerprocessor"
 	windowprocessor "github.com/otelcol-svc/otelcol-svc/processor/windowprocessor"
 	ingestreceiver "github.com/otelcol-svc/otelcol-svc/receiver/ingestreceiver"
@@ -100,6 +101,7 @@ func components() (otelcol.Factories, error) {
 	factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](
 		triggerprocessor.NewFactory(),
 		windowprocessor.NewFactory(),
+		incidentprocessor.NewFactory(),
 		batchprocessor.NewFactory(),
 		memorylimiterprocessor.NewFactory(),
 	)
@@ -109,6 +111,7 @@ func components() (otelcol.Factories, error) {
 	factories.ProcessorModules = makeModulesMap(factories.Processors, map[component.Type]string{
 		triggerprocessor.NewFactory().Type():       "github.com/otelcol-svc/otelcol-svc v0.0.0",
 		windowprocessor.NewFactory().Type():        "github.com/otelcol-svc/otelcol-svc v0.0.0",
+		incidentprocessor.NewFactory().Type():      "github.com/otelcol-svc/otelcol-svc v0.0.0",
 		batchprocessor.NewFactory().Type():         "go.opentelemetry.io/collector/processor/batchprocessor v0.162.0",
 		memorylimiterprocessor.NewFactory().Type(): "go.opentelemetry.io/collector/processor/memorylimiterprocessor v0.162.0",
 	})

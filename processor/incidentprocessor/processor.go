@@ -1,0 +1,349 @@
+package incidentprocessor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelineeval"
+	"github.com/otelcol-svc/otelcol-svc/internal/incident"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
+	"github.com/otelcol-svc/otelcol-svc/internal/requestid"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
+	"github.com/otelcol-svc/otelcol-svc/processor/incidentprocessor/internal/metadata"
+)
+
+// Window store groups of incident mode. The NUL byte keeps them apart from window
+// mode's group keys, which are a tenant's values (a project is in one mode at a time,
+// but a switch must not read the other mode's windows as its own).
+const (
+	eventsGroupPrefix  = "\x00inc:" // + incident id: the incident's events, for its calls
+	contextGroupPrefix = "\x00fp:"  // + fingerprint: the records that passed context_filter
+)
+
+// eventsTTL is how long an incident's events are kept for its calls: past the longest
+// wait for the next call (the opening's group_wait, an update's group_interval, a mute),
+// with room for a call retried for minutes. A call later than that says how many events
+// it could not carry (events_left_out).
+func eventsTTL(set incident.Settings) time.Duration {
+	return set.GroupWait + set.GroupInterval + incident.MuteFor + 15*time.Minute
+}
+
+type incidentProcessor struct {
+	cfg    *Config
+	logger *zap.Logger
+	tel    *metadata.TelemetryBuilder
+	next   consumer.Logs
+	// owner names this process in the claims it makes.
+	owner string
+
+	mirror    *mirrorcache.Cache
+	pipelines *pipelinecfg.Cache
+	store     windowstore.Store
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	limits    streams.Limits
+
+	// incidents binds to the bucket on first need: NATS may be away at Start.
+	mu        sync.Mutex
+	incidents *incident.Store
+	ids       *requestid.Issuer
+
+	warned pipelinecfg.Once
+	ticker *ticker
+}
+
+func newProcessor(cfg *Config, set processor.Settings, next consumer.Logs) (*incidentProcessor, error) {
+	tel, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	limits := streams.DefaultLimits()
+	limits.Replicas = cfg.Replicas
+	return &incidentProcessor{cfg: cfg, logger: set.Logger, tel: tel, next: next, owner: "proc_" + hex.EncodeToString(b[:]),
+		limits: limits}, nil
+}
+
+func (p *incidentProcessor) start(ctx context.Context, host component.Host) error {
+	cache, err := mirrorcache.FromHost(host, p.cfg.Mirror)
+	if err != nil {
+		return err
+	}
+	p.mirror = cache
+	nc, js, err := p.cfg.NATS.ConnectJetStream(host, "otelcol-svc incident processor", p.logger)
+	if err != nil {
+		return fmt.Errorf("incident processor: %w", err)
+	}
+	p.nc, p.js = nc, js
+	p.pipelines = pipelinecfg.NewCache(cache)
+	if p.cfg.RedisURL == "" {
+		p.store = windowstore.NewMemory(30*time.Second, windowstore.WithMaxProjectBytes(p.cfg.MemoryMaxProjectBytes),
+			windowstore.WithMaxBytes(p.cfg.MemoryMaxBytes), windowstore.WithLogger(p.logger))
+	} else {
+		r, err := windowstore.NewRedis(p.cfg.RedisURL)
+		if err != nil {
+			return err
+		}
+		// Redis being down at start is not fatal: batches are retried until it is back.
+		if err := r.Ping(ctx); err != nil {
+			p.logger.Warn("Redis store of incident events not reachable yet", zap.Error(err))
+		}
+		p.store = r
+	}
+	if nc.IsConnected() {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := p.bucket(sctx); err != nil {
+			p.logger.Warn("incident bucket not open yet; incident-mode batches wait for it", zap.Error(err))
+		}
+	}
+	p.ticker = newTicker(p)
+	p.ticker.start()
+	return nil
+}
+
+func (p *incidentProcessor) shutdown(ctx context.Context) error {
+	if p.ticker != nil {
+		p.ticker.stop(ctx)
+	}
+	p.pipelines.Close()
+	var err error
+	if p.store != nil {
+		err = p.store.Close()
+	}
+	if p.nc != nil {
+		p.nc.Close()
+	}
+	return err
+}
+
+// bucket returns the incident store, opening (creating) the bucket on first need.
+func (p *incidentProcessor) bucket(ctx context.Context) (*incident.Store, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.incidents != nil {
+		return p.incidents, nil
+	}
+	s, err := incident.Open(ctx, p.js, p.cfg.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	p.incidents = s
+	return s, nil
+}
+
+// issuer returns the request-id issuer (the deployment's key, shared with the agent
+// exporter), so a result posted under an incident call's id is recognised.
+func (p *incidentProcessor) issuer(ctx context.Context) (*requestid.Issuer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ids != nil {
+		return p.ids, nil
+	}
+	iss, err := requestid.Load(ctx, p.js)
+	if err != nil {
+		return nil, err
+	}
+	p.ids = iss
+	return iss, nil
+}
+
+func attrs(kv ...string) metric.MeasurementOption {
+	a := make([]attribute.KeyValue, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		a = append(a, attribute.String(kv[i], kv[i+1]))
+	}
+	return metric.WithAttributes(a...)
+}
+
+// join is one Apply of a batch: a fingerprint's events up to (and with) a resolve_when
+// event. Events after that resolve start another join, so they open (or reopen) the
+// next incident instead of joining the one they follow.
+type join struct {
+	fingerprint string
+	seqs        []uint64
+	bodies      [][]byte
+	title       string
+	resolve     bool
+	// key is the Apply's BatchKey: the first sequence of its records, the same when the
+	// batch is delivered again.
+	key uint64
+}
+
+func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
+	project, c, ok, err := p.pipelines.ForRequest(ctx)
+	if !ok || (err == nil && c.Mode != mirror.ModeIncident) {
+		return ld, nil // not ours: no project, or another mode
+	}
+	if err != nil {
+		return ld, err
+	}
+	store, err := p.bucket(ctx)
+	if err != nil {
+		return ld, fmt.Errorf("incident bucket: %w; the batch will be delivered again", err)
+	}
+	now := time.Now()
+	out, failed := pipelinedata.New()
+	eval := pipelineeval.New(pipelineeval.Options{MaxRecordBytes: p.cfg.MaxRecordBytes})
+	var (
+		joins   []*join
+		current = map[string]*join{} // the fingerprint's join taking events now
+		errStop error
+		counts  = map[string]int64{}
+	)
+	pipelinedata.Each(ld, func(lr plog.LogRecord) {
+		if errStop != nil {
+			return
+		}
+		it := pipelinedata.Read(lr)
+		res, err := eval.Incident(ctx, project.ID, c, pipelineeval.Item{Seq: it.Seq, Signal: it.Signal, Body: it.Body, Time: now})
+		if err != nil {
+			errStop = err
+			return
+		}
+		switch {
+		case res.TooLarge:
+			// Neither an event nor context, and not dropped unseen: the agent exporter
+			// dead-letters it, as stored, with the error.
+			pipelinedata.Append(failed, pipelinedata.Item{Body: it.Body, Signal: it.Signal, Kind: pipelinedata.KindFailed,
+				Seq: it.Seq, Error: pipelineeval.TooLargeReason(res.Err)})
+			counts["too_large"]++
+			p.logFailure(project.ID, c.Version, "record dead-lettered: a transform made it larger than the record limit", res.Err)
+			return
+		case res.Skipped:
+			counts["error"]++
+			p.logFailure(project.ID, c.Version, "record skipped: a transform or expression failed on it", res.Err)
+			return
+		}
+		if res.InContext {
+			// Idempotent by sequence: a redelivered batch stores nothing twice.
+			if err := p.store.Add(ctx, project.ID, contextGroupPrefix+res.Fingerprint, it.Seq, res.Body, now, c.WindowDuration); err != nil {
+				errStop = fmt.Errorf("incident context store: %w", err)
+				return
+			}
+		}
+		switch {
+		case res.Matched:
+			j := current[res.Fingerprint]
+			if j == nil || j.resolve {
+				j = &join{fingerprint: res.Fingerprint, key: it.Seq}
+				joins = append(joins, j)
+				current[res.Fingerprint] = j
+			}
+			j.seqs = append(j.seqs, it.Seq)
+			j.bodies = append(j.bodies, res.Body)
+			if j.title == "" {
+				j.title = res.Title
+			}
+			counts["event"]++
+		case res.Resolves:
+			j := current[res.Fingerprint]
+			if j == nil || j.resolve {
+				j = &join{fingerprint: res.Fingerprint, key: it.Seq}
+				joins = append(joins, j)
+				current[res.Fingerprint] = j
+			}
+			j.resolve = true
+			counts["resolve"]++
+		case res.InContext:
+			counts["context"]++
+		default:
+			counts["dropped"]++
+		}
+		if res.Matched && res.Resolves {
+			current[res.Fingerprint].resolve = true
+		}
+	})
+	if errStop != nil {
+		// A store is away: the whole batch is delivered again later. Stores are
+		// idempotent by sequence and Apply by batch key, so nothing counts twice.
+		return ld, errStop
+	}
+	for o, n := range counts {
+		p.tel.IncidentRecords.Add(ctx, n, attrs("outcome", o))
+	}
+	if err := p.apply(ctx, store, project.ID, c, joins, now); err != nil {
+		return ld, err
+	}
+	if failed.Len() == 0 {
+		return out, processorhelper.ErrSkipProcessingData
+	}
+	return out, nil
+}
+
+// apply counts each join into its incident, then stores its events under the incident
+// the store named (only Apply knows whether they open a new one), and publishes what
+// changed. The events count in the batch's ledger outcome as incident_events.
+func (p *incidentProcessor) apply(ctx context.Context, store *incident.Store, project string, c *pipelinecfg.Compiled, joins []*join, now time.Time) error {
+	var opened int
+	var events []uint64
+	ttl := eventsTTL(c.Incident)
+	for _, j := range joins {
+		res, err := store.Apply(ctx, project, c.Incident, incident.Join{Fingerprint: j.fingerprint, BatchKey: strconv.FormatUint(j.key, 10),
+			Events: int64(len(j.seqs)), Title: j.title, Resolve: j.resolve, At: now})
+		if err != nil {
+			return fmt.Errorf("incident of project %s: %w; the batch will be delivered again", project, err)
+		}
+		if id := res.Incident.ID; id != "" && len(j.seqs) > 0 {
+			for i, seq := range j.seqs {
+				if err := p.store.Add(ctx, project, eventsGroupPrefix+id, seq, j.bodies[i], now, ttl); err != nil {
+					return fmt.Errorf("incident event store: %w; the batch will be delivered again", err)
+				}
+			}
+			events = append(events, j.seqs...)
+		}
+		if res.Opened {
+			opened++
+			p.tel.IncidentsOpened.Add(ctx, 1)
+		}
+		if err := p.publish(ctx, project, res.Notices); err != nil {
+			return err
+		}
+	}
+	pipelinectx.OutcomeFrom(ctx).Incident(events, opened)
+	return nil
+}
+
+// publish puts an incident's notices on the project's output stream. A repeat is stored
+// once (each notice's message id names its transition).
+func (p *incidentProcessor) publish(ctx context.Context, project string, notices []incident.Notice) error {
+	for _, n := range notices {
+		if err := incident.Publish(ctx, p.js, p.nc, project, n, p.limits); err != nil {
+			return fmt.Errorf("incident notice of project %s: %w", project, err)
+		}
+	}
+	return nil
+}
+
+// logFailure logs a failure of a project's own expressions: at WARN the first time for
+// the project's configuration version, at debug after that (each is counted).
+func (p *incidentProcessor) logFailure(project string, version int64, msg string, err error) {
+	fields := []zap.Field{zap.String("project_id", project), zap.Int64("config_version", version), zap.Error(err)}
+	if p.warned.First(project, version) {
+		p.logger.Warn(msg+" (further failures of this pipeline version are counted in otelcol_incident_records and logged at debug)", fields...)
+		return
+	}
+	p.logger.Debug(msg, fields...)
+}

@@ -1,0 +1,391 @@
+package incidentprocessor
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/internal/agentbody"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinecfg"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/incident"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
+)
+
+// Call outcomes (incident.Complete's).
+const (
+	outcomeDelivered    = "delivered"
+	outcomeDeadLettered = "dead_lettered"
+	outcomeRefused      = "refused"
+)
+
+// refusedBackoff spaces this process's attempts at a call the project's call budget
+// refused: each costs a claim and a budget round trip, and the budget's windows are a
+// minute long.
+const refusedBackoff = 5 * time.Second
+
+// settleTimeout bounds the store writes after a call (Complete, its notices), which
+// must happen even while the process stops: the call was made.
+const settleTimeout = 10 * time.Second
+
+// ticker makes the incidents' calls. It follows every project's current incidents in
+// the bucket (Watch), and on each tick asks of each whether something is due
+// (incident.Due): an idle one is resolved, a due call is claimed (a compare-and-set in the
+// bucket, so exactly one process makes it) and handed to the next consumer. A claim
+// whose process stopped heartbeating is taken over after claim_timeout under its
+// request id: the agent sees the same call again, never a second one.
+type ticker struct {
+	p *incidentProcessor
+
+	// ctx ends the watch and the ticks; drain tells the exporter that the process is
+	// stopping (a failing call is not retried any more); calls ends the calls in flight
+	// when the shutdown's own deadline has come.
+	ctx         context.Context
+	cancel      context.CancelFunc
+	drain       context.Context
+	drainCancel context.CancelFunc
+	calls       context.Context
+	callsCancel context.CancelFunc
+	loops, wg   sync.WaitGroup
+	slots       chan struct{}
+	mu          sync.Mutex
+	index       map[string]incident.Incident // by f-key: incidents that may have something due
+	busy        map[string]bool              // f-keys with work in flight in this process
+	notBefore   map[string]time.Time         // f-keys whose last call was refused
+}
+
+func newTicker(p *incidentProcessor) *ticker {
+	t := &ticker{p: p, slots: make(chan struct{}, p.cfg.MaxConcurrentCalls), index: map[string]incident.Incident{},
+		busy: map[string]bool{}, notBefore: map[string]time.Time{}}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.drain, t.drainCancel = context.WithCancel(context.Background())
+	t.calls, t.callsCancel = context.WithCancel(context.Background())
+	return t
+}
+
+func (t *ticker) start() {
+	t.loops.Add(2)
+	go t.watch()
+	go t.tick()
+}
+
+// stop ends the ticks and waits for the calls in flight until ctx ends; those still
+// running then are cut, and stay claimed for another process to take over.
+func (t *ticker) stop(ctx context.Context) {
+	t.cancel()
+	t.drainCancel()
+	t.loops.Wait()
+	done := make(chan struct{})
+	go func() { t.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.callsCancel()
+		<-done
+	}
+	t.callsCancel()
+}
+
+// watch keeps the index current from the bucket, watching again after NATS comes back.
+func (t *ticker) watch() {
+	defer t.loops.Done()
+	for t.ctx.Err() == nil {
+		if err := t.watchOnce(); err != nil && t.ctx.Err() == nil {
+			t.p.logger.Debug("incident watch interrupted; watching again", zap.Error(err))
+		}
+		select {
+		case <-t.ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (t *ticker) watchOnce() error {
+	store, err := t.p.bucket(t.ctx)
+	if err != nil {
+		return err
+	}
+	w, err := store.Watch(t.ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if e != nil {
+				t.update(e)
+			}
+		}
+	}
+}
+
+// update takes one change of a current incident into the index.
+func (t *ticker) update(e jetstream.KeyValueEntry) {
+	var inc incident.Incident
+	keep := e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &inc) == nil && live(inc)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if keep {
+		t.index[e.Key()] = inc
+		return
+	}
+	delete(t.index, e.Key())
+	delete(t.notBefore, e.Key())
+}
+
+// live says whether anything may still be due for an incident: a resolved one whose
+// calls are all made, and which holds no claim, waits for nothing.
+func live(i incident.Incident) bool {
+	return i.Status != incident.StatusResolved || i.Pending != nil || !i.OpeningDone || !i.ResolvedCallDone || i.ReinvestigateRequested
+}
+
+func (t *ticker) tick() {
+	defer t.loops.Done()
+	tk := time.NewTicker(t.p.cfg.Tick)
+	defer tk.Stop()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case now := <-tk.C:
+			t.sweep(now)
+		}
+	}
+}
+
+// work is what one incident has due.
+type work struct {
+	key, project, fph string
+	inc               incident.Incident
+	c                 *pipelinecfg.Compiled
+	reason            string
+	resolveNow        bool
+}
+
+// sweep starts the work that is due, at most max_concurrent_calls at once; what does not
+// fit waits for the next tick.
+func (t *ticker) sweep(now time.Time) {
+	t.mu.Lock()
+	var due []work
+	for key, inc := range t.index {
+		if t.busy[key] || now.Before(t.notBefore[key]) {
+			continue
+		}
+		project, fph, ok := strings.Cut(key, ".f.")
+		if !ok {
+			continue
+		}
+		c, ok := t.compiled(project)
+		if !ok {
+			continue
+		}
+		reason, resolveNow, call := incident.Due(inc, c.Incident, now, t.p.cfg.ClaimTimeout)
+		if !resolveNow && !call {
+			continue
+		}
+		if !call {
+			reason = ""
+		}
+		due = append(due, work{key: key, project: project, fph: fph, inc: inc, c: c, reason: reason, resolveNow: resolveNow})
+	}
+	t.mu.Unlock()
+	for _, w := range due {
+		select {
+		case t.slots <- struct{}{}:
+		default:
+			return
+		}
+		t.mu.Lock()
+		t.busy[w.key] = true
+		t.mu.Unlock()
+		t.wg.Add(1)
+		go func() {
+			defer func() {
+				<-t.slots
+				t.mu.Lock()
+				delete(t.busy, w.key)
+				t.mu.Unlock()
+				t.wg.Done()
+			}()
+			t.run(w)
+		}()
+	}
+}
+
+// compiled is the project's pipeline when it is in incident mode. A project that left
+// incident mode makes no more incident calls; its incidents stay as they are.
+func (t *ticker) compiled(project string) (*pipelinecfg.Compiled, bool) {
+	proj, ok := t.p.mirror.Project(project)
+	if !ok {
+		return nil, false
+	}
+	c, err := t.p.pipelines.Get(proj)
+	if err != nil || c.Mode != mirror.ModeIncident {
+		return nil, false
+	}
+	return c, true
+}
+
+func (t *ticker) run(w work) {
+	store, err := t.p.bucket(t.calls)
+	if err != nil {
+		return
+	}
+	if w.resolveNow {
+		// Resolving comes first: what was due before may not be any more (an update of a
+		// resolved incident); the next tick sees the resolved incident's calls.
+		ctx, cancel := context.WithTimeout(t.calls, settleTimeout)
+		defer cancel()
+		_, notices, err := store.ResolveIdle(ctx, w.project, w.fph, w.c.Incident, time.Now())
+		if err != nil {
+			t.p.logger.Debug("idle incident not resolved yet", zap.String("project_id", w.project), zap.Error(err))
+			return
+		}
+		if err := t.p.publish(ctx, w.project, notices); err != nil {
+			t.p.logger.Warn("incident notice not published", zap.String("project_id", w.project), zap.Error(err))
+		}
+		return
+	}
+	t.call(store, w)
+}
+
+// call claims the due call and makes it.
+func (t *ticker) call(store *incident.Store, w work) {
+	ctx := t.calls
+	log := t.p.logger.With(zap.String("project_id", w.project), zap.String("incident_id", w.inc.ID))
+	ids, err := t.p.issuer(ctx)
+	if err != nil {
+		log.Debug("no request id can be issued yet", zap.Error(err))
+		return
+	}
+	claimed, ok, err := store.Claim(ctx, w.project, w.fph, w.reason, ids.New(w.project), t.p.owner, time.Now(), w.c.Incident, t.p.cfg.ClaimTimeout)
+	if err != nil {
+		log.Debug("incident call not claimed", zap.Error(err))
+		return
+	}
+	if !ok || claimed.Pending == nil {
+		return // another process holds it, or it is no longer due
+	}
+	// A claim taken over keeps its request id and reason: the same call, made again.
+	requestID, reason := claimed.Pending.RequestID, claimed.Pending.Reason
+	log = log.With(zap.String("request_id", requestID), zap.String("reason", reason))
+	body, err := t.body(ctx, w.project, w.c, claimed)
+	if err != nil {
+		log.Warn("incident call not made: its events could not be read; it is made again after claim_timeout", zap.Error(err))
+		t.p.tel.IncidentCalls.Add(context.WithoutCancel(ctx), 1, attrs("reason", reason, "outcome", "failed"))
+		return
+	}
+
+	hbDone := make(chan struct{})
+	hbStopped := make(chan struct{})
+	go t.heartbeat(store, w, requestID, hbDone, hbStopped)
+	o := deliverylog.NewOutcome()
+	cctx := principal.NewContext(ctx, principal.Principal{ProjectID: w.project, Scope: "pipeline"})
+	cctx = pipelinectx.WithOutcome(cctx, o)
+	cctx = pipelinectx.WithDrain(cctx, t.drain)
+	ld, lrs := pipelinedata.New()
+	pipelinedata.Append(lrs, pipelinedata.Item{Body: body, Signal: "incident", Kind: pipelinedata.KindIncidentCall,
+		RequestID: requestID, Group: eventsGroupPrefix + claimed.ID})
+	err = t.p.next.ConsumeLogs(cctx, ld)
+	close(hbDone)
+	<-hbStopped
+	if err != nil {
+		// Not settled (stopping, NATS or the agent's project away): left claimed, so
+		// another process, or this one after claim_timeout, makes it under the same id.
+		t.p.tel.IncidentCalls.Add(context.WithoutCancel(ctx), 1, attrs("reason", reason, "outcome", "failed"))
+		log.Info("incident call not settled; it is made again after claim_timeout under the same request id", zap.Error(err))
+		return
+	}
+	delivered, deadLettered := o.Calls()
+	outcome := outcomeRefused
+	switch {
+	case delivered > 0:
+		outcome = outcomeDelivered
+	case deadLettered > 0:
+		outcome = outcomeDeadLettered
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	t.p.tel.IncidentCalls.Add(sctx, 1, attrs("reason", reason, "outcome", outcome))
+	if outcome == outcomeRefused {
+		t.mu.Lock()
+		t.notBefore[w.key] = time.Now().Add(refusedBackoff)
+		t.mu.Unlock()
+	}
+	_, notices, err := store.Complete(sctx, w.project, w.fph, requestID, outcome, time.Now())
+	if err != nil {
+		log.Warn("incident call made but not recorded; it is made again after claim_timeout under the same request id", zap.Error(err))
+		return
+	}
+	if err := t.p.publish(sctx, w.project, notices); err != nil {
+		log.Warn("incident notice not published", zap.Error(err))
+	}
+}
+
+// heartbeat keeps the claim fresh while the call runs, every third of claim_timeout.
+func (t *ticker) heartbeat(store *incident.Store, w work, requestID string, done <-chan struct{}, stopped chan<- struct{}) {
+	defer close(stopped)
+	tk := time.NewTicker(t.p.cfg.ClaimTimeout / 3)
+	defer tk.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.calls.Done():
+			return
+		case <-tk.C:
+			ctx, cancel := context.WithTimeout(t.calls, t.p.cfg.ClaimTimeout/3)
+			err := store.Heartbeat(ctx, w.project, w.fph, requestID, time.Now())
+			cancel()
+			if err != nil {
+				t.p.logger.Debug("incident call heartbeat not written", zap.String("project_id", w.project), zap.Error(err))
+			}
+		}
+	}
+}
+
+// body builds the call: the incident's summary, its new events since the last call
+// (at most incident.MaxEventsPerCall, the newest; the rest counted in events_left_out) and
+// its fingerprint's context within window_duration, cut to the window budget.
+func (t *ticker) body(ctx context.Context, project string, c *pipelinecfg.Compiled, inc incident.Incident) ([]byte, error) {
+	since := inc.NewSince
+	if since.IsZero() {
+		since = inc.OpenedAt
+	}
+	events, total, err := t.p.store.Window(ctx, project, eventsGroupPrefix+inc.ID, since, incident.MaxEventsPerCall)
+	if err != nil {
+		return nil, err
+	}
+	// The store may hold fewer than the incident counted: expired, or kept in the memory
+	// of another process (no Redis).
+	leftOut := max(total, int(inc.NewEvents)) - len(events)
+	if leftOut > 0 {
+		t.p.tel.IncidentEventsLeftOut.Add(ctx, int64(leftOut))
+	} else {
+		leftOut = 0
+	}
+	window, _, err := t.p.store.Window(ctx, project, contextGroupPrefix+inc.Fingerprint, time.Now().Add(-c.WindowDuration), c.WindowMaxEvents)
+	if err != nil {
+		return nil, err
+	}
+	window, _ = agentbody.FitWindow(window, c.WindowMaxBytes)
+	summary, err := json.Marshal(inc.Summary())
+	if err != nil {
+		return nil, err
+	}
+	return agentbody.IncidentCall(summary, inc.Pending.Reason, events, leftOut, window), nil
+}
