@@ -164,9 +164,13 @@ type Incident struct {
 	LastResultAt           time.Time             `json:"last_result_at,omitzero"`
 	Chat                   map[string]ChatThread `json:"chat,omitempty"`
 	Applied                []string              `json:"applied,omitempty"`
-	Timeline               []Entry               `json:"timeline,omitempty"`
-	TimelineDropped        int                   `json:"timeline_dropped,omitempty"`
-	Generation             int                   `json:"generation"`
+	// OpenedBatch is the batch key that opened this generation: its redelivery (the
+	// process died before publishing) gives the opened notice again, under the same
+	// MsgID, since the sink posts the chat root only on it.
+	OpenedBatch     string  `json:"opened_batch,omitempty"`
+	Timeline        []Entry `json:"timeline,omitempty"`
+	TimelineDropped int     `json:"timeline_dropped,omitempty"`
+	Generation      int     `json:"generation"`
 }
 
 // PendingCall is a call claimed and in progress.

@@ -111,12 +111,18 @@ func (s *Store) Apply(ctx context.Context, project string, set Settings, j Join)
 
 func (s *Store) apply(ctx context.Context, project string, set Settings, j Join, fph string, exempt bool) (JoinResult, error) {
 	key := fKey(project, fph)
+	batch := cut(j.BatchKey, 128)
 	reserved := false
 	for {
 		var res JoinResult
 		inc, err := s.update(ctx, key, func(cur *Incident, exists bool) (bool, error) {
 			res = JoinResult{}
-			if exists && j.BatchKey != "" && slices.Contains(cur.Applied, j.BatchKey) {
+			if exists && batch != "" && slices.Contains(cur.Applied, batch) {
+				if cur.OpenedBatch == batch && len(cur.Timeline) > 0 && cur.TimelineDropped == 0 && cur.Timeline[0].Type == "opened" {
+					n := Notice{Type: NoticeOpened, Transition: "opened", Incident: cur.Summary(), At: cur.OpenedAt, Seq: 1,
+						Text: "Incident opened: " + cur.Title + " (" + events(cur.Events) + ")"}
+					res.Notices = append(res.Notices, n)
+				}
 				return false, nil
 			}
 			changed := false
@@ -141,15 +147,12 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 						// id stays readable (Get). A Put repeated by a lost round writes
 						// the same incident again.
 						gen = cur.Generation + 1
-						b, err := marshalBounded(cur)
-						if err != nil {
+						if err := s.archive(ctx, project, cur); err != nil {
 							return false, err
-						}
-						if _, err := s.kv.Put(ctx, rKey(project, cur.ID), b); err != nil {
-							return false, fmt.Errorf("archive %s: %w", cur.ID, err)
 						}
 					}
 					*cur = open(project, fph, gen, j)
+					cur.OpenedBatch = batch
 					res.Notices = append(res.Notices, cur.notice(NoticeOpened, "opened", "", j.At,
 						"Incident opened: "+cur.Title+" ("+events(cur.Events)+")"))
 					res.Opened, changed = true, true
@@ -160,8 +163,8 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 					"Resolved (resolve_when matched): "+cur.Title))
 				res.Resolved, changed = true, true
 			}
-			if changed && j.BatchKey != "" {
-				cur.Applied = append(cur.Applied, cut(j.BatchKey, 128))
+			if changed && batch != "" {
+				cur.Applied = append(cur.Applied, batch)
 				if n := len(cur.Applied) - maxApplied; n > 0 {
 					cur.Applied = slices.Clone(cur.Applied[n:])
 				}
@@ -191,6 +194,34 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 		}
 		return res, nil
 	}
+}
+
+// archive writes the resolved incident to its r-key, unless a newer copy is there: a
+// round that lost its compare-and-set may come late with an older one.
+func (s *Store) archive(ctx context.Context, project string, inc *Incident) error {
+	b, err := marshalBounded(inc)
+	if err != nil {
+		return err
+	}
+	_, err = streams.UpdateKV(ctx, s.kv, rKey(project, inc.ID), func(old []byte, exists bool) ([]byte, error) {
+		var have Incident
+		if exists && json.Unmarshal(old, &have) == nil && newer(have, *inc) {
+			return nil, streams.ErrKVUnchanged
+		}
+		return b, nil
+	})
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", inc.ID, err)
+	}
+	return nil
+}
+
+// newer: a is a later state of the same incident than b.
+func newer(a, b Incident) bool {
+	if c := a.UpdatedAt.Compare(b.UpdatedAt); c != 0 {
+		return c > 0
+	}
+	return len(a.Timeline)+a.TimelineDropped > len(b.Timeline)+b.TimelineDropped
 }
 
 // overflowJoin is j redirected to the project's overflow incident. Its batch key names
@@ -690,9 +721,22 @@ func (s *Store) List(ctx context.Context, project, status string, limit int) ([]
 	return top(out, limit), nil
 }
 
-// top sorts list items, drops the duplicate an archive written by a lost
-// compare-and-set may leave, and keeps the first n.
+// top sorts list items, keeps the latest of an incident found twice (an archive
+// written by a round whose compare-and-set then failed for good), and the first n.
 func top(l []Incident, n int) []Incident {
+	seen := make(map[string]int, len(l))
+	kept := l[:0]
+	for _, i := range l {
+		if k, ok := seen[i.ID]; ok {
+			if newer(i, kept[k]) {
+				kept[k] = i
+			}
+			continue
+		}
+		seen[i.ID] = len(kept)
+		kept = append(kept, i)
+	}
+	l = kept
 	isOpen := func(i Incident) bool { return i.Status != StatusResolved }
 	slices.SortFunc(l, func(a, b Incident) int {
 		if isOpen(a) != isOpen(b) {
@@ -713,7 +757,6 @@ func top(l []Incident, n int) []Incident {
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	l = slices.CompactFunc(l, func(a, b Incident) bool { return a.ID == b.ID })
 	if len(l) > n {
 		l = l[:n]
 	}

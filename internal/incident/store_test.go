@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,6 +59,9 @@ func TestOpenCreatesTheBucket(t *testing.T) {
 	assert.Equal(t, Bucket, st.Bucket())
 	assert.Equal(t, 30*24*time.Hour, st.TTL())
 	assert.Equal(t, uint64(1), uint64(st.History()))
+	cfg := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config
+	assert.Equal(t, int32(maxValue), cfg.MaxMsgSize)
+	assert.Equal(t, jetstream.FileStorage, cfg.Storage)
 	// A second process binds to it.
 	_ = e.another(t)
 }
@@ -107,11 +111,18 @@ func TestRedeliveredBatchCountedOnce(t *testing.T) {
 
 	again := apply(t, e.s, defaults, "db-1", "7", 3, t0.Add(time.Second))
 	assert.False(t, again.Opened || again.Joined)
-	assert.Empty(t, again.Notices)
 	assert.Equal(t, int64(3), again.Incident.Events)
+	// The opening batch redelivered (its process died before publishing) gives the
+	// opened notice again, under the same id: the chat root hangs on it.
+	require.Len(t, again.Notices, 1)
+	assert.Equal(t, r.Notices[0].MsgID(), again.Notices[0].MsgID())
+	assert.Equal(t, NoticeOpened, again.Notices[0].Type)
 
 	r = apply(t, e.s, defaults, "db-1", "8", 2, t0.Add(2*time.Second))
 	assert.True(t, r.Joined)
+	again = apply(t, e.s, defaults, "db-1", "8", 2, t0.Add(2*time.Second))
+	assert.Empty(t, again.Notices, "a joining batch redelivered tells nothing")
+	assert.Equal(t, int64(5), again.Incident.Events)
 	assert.Equal(t, int64(5), r.Incident.Events)
 	assert.Equal(t, int64(5), r.Incident.NewEvents)
 	assert.Empty(t, r.Notices)
@@ -623,4 +634,54 @@ func TestPublish(t *testing.T) {
 	assert.Equal(t, r.Incident.ID, body["incident"].(map[string]any)["id"])
 
 	assert.Error(t, Publish(ctx, e.js, e.nc, "bad.project", n))
+}
+
+// A round that lost its compare-and-set may archive late; the newer copy stays, and a
+// list never shows an incident twice.
+func TestArchiveKeepsTheNewerCopy(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	inc := apply(t, e.s, defaults, "db-1", "1", 1, t0).Incident
+	older := inc
+	_, _, err := e.s.Act(ctx, "p1", inc.ID, ActionAcknowledge, "x", t0.Add(time.Minute))
+	require.NoError(t, err)
+	newer, err := e.s.Get(ctx, "p1", inc.ID)
+	require.NoError(t, err)
+	require.NoError(t, e.s.archive(ctx, "p1", &newer))
+	require.NoError(t, e.s.archive(ctx, "p1", &older))
+	en, err := e.s.KV().Get(ctx, rKey("p1", inc.ID))
+	require.NoError(t, err)
+	var got Incident
+	require.NoError(t, json.Unmarshal(en.Value(), &got))
+	assert.Equal(t, StatusAcknowledged, got.Status)
+
+	l, err := e.s.List(ctx, "p1", "", 10)
+	require.NoError(t, err)
+	require.Len(t, l, 1)
+	assert.Equal(t, StatusAcknowledged, l[0].Status)
+}
+
+// However long its entries, an incident fits the bucket's value size.
+func TestIncidentFitsTheBucket(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	inc := apply(t, e.s, defaults, "db-1", "1", 1, t0).Incident
+	big := Entry{Type: "chat", By: strings.Repeat("b", 500), Detail: strings.Repeat("😀", 2000)}
+	_, err := e.s.update(ctx, fKey("p1", FingerprintHash("db-1")), func(cur *Incident, _ bool) (bool, error) {
+		for range 250 {
+			cur.add(Entry{At: t0, Type: "chat", By: cut(big.By, maxEntryBy), Detail: cutRunes(big.Detail, maxEntryText)})
+		}
+		return true, nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, e.s.AddTimeline(ctx, "p1", inc.ID, big))
+	got, err := e.s.Get(ctx, "p1", inc.ID)
+	require.NoError(t, err)
+	b, _ := json.Marshal(got)
+	assert.LessOrEqual(t, len(b), maxValue)
+	assert.Equal(t, 252, len(got.Timeline)+got.TimelineDropped)
+	assert.Less(t, len(got.Timeline), maxTimeline, "the oldest went to fit")
+	last := got.Timeline[len(got.Timeline)-1]
+	assert.Len(t, []rune(last.Detail), maxEntryText)
+	assert.Len(t, last.By, maxEntryBy)
 }
