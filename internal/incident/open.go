@@ -36,7 +36,8 @@ func decodeSet(b []byte, exists bool) openSet {
 }
 
 // reserve takes an open slot for fph; false: the project has maxOpen open incidents.
-func (s *Store) reserve(ctx context.Context, project, fph string, now time.Time) (bool, error) {
+// force takes it regardless, for an incident that is open already.
+func (s *Store) reserve(ctx context.Context, project, fph string, now time.Time, force bool) (bool, error) {
 	for round := 0; ; round++ {
 		var (
 			got     bool
@@ -51,7 +52,7 @@ func (s *Store) reserve(ctx context.Context, project, fph string, now time.Time)
 				if now.Unix()-at < int64(reservationHold/time.Second)/2 {
 					return nil, streams.ErrKVUnchanged
 				}
-			} else if len(set.Open) < s.maxOpen {
+			} else if force || len(set.Open) < s.maxOpen {
 				got = true
 			}
 			if got {

@@ -172,7 +172,7 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 			return changed, nil
 		})
 		if errors.Is(err, errNeedSlot) {
-			ok, err := s.reserve(ctx, project, fph, j.At)
+			ok, err := s.reserve(ctx, project, fph, j.At, false)
 			if err != nil {
 				return JoinResult{}, err
 			}
@@ -183,14 +183,20 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 			continue
 		}
 		if err != nil {
-			if reserved {
-				s.releaseQuietly(ctx, project, fph)
-			}
+			// A slot reserved stays: another process may be opening the same
+			// fingerprint with it. If none is, the next prune frees it.
 			return JoinResult{}, err
 		}
 		res.Incident = inc
-		if !exempt && (res.Resolved || reserved && inc.Status == StatusResolved) {
+		switch {
+		case exempt:
+		case res.Resolved || reserved && inc.Status == StatusResolved:
 			s.releaseQuietly(ctx, project, fph)
+		case res.Opened || res.Reopened:
+			// A process that resolved this fingerprint meanwhile may have released
+			// the slot after our reservation: the incident open now holds one.
+			// On failure the set undercounts by one until this incident resolves.
+			_, _ = s.reserve(ctx, project, fph, j.At, true)
 		}
 		return res, nil
 	}

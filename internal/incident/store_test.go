@@ -547,7 +547,7 @@ func TestOpenIncidentLimit(t *testing.T) {
 	// and freed when the project is at the limit, a minute on.
 	_, _, err = e.s.Act(ctx, "p1", ID(FingerprintHash("fp2"), 1), ActionResolve, "x", t0)
 	require.NoError(t, err)
-	ok, err := e.s.reserve(ctx, "p1", FingerprintHash("died"), t0)
+	ok, err := e.s.reserve(ctx, "p1", FingerprintHash("died"), t0, false)
 	require.NoError(t, err)
 	require.True(t, ok)
 	r = apply(t, e.s, defaults, "fp6", "1", 1, t0.Add(30*time.Second))
