@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,6 +19,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
 	"github.com/otelcol-svc/otelcol-svc/internal/delivery"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/incident"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
@@ -31,6 +33,12 @@ type sinkExporter struct {
 	engine *delivery.Engine
 	nc     *nats.Conn
 	js     jetstream.JetStream
+	// userAgent is sent to Slack's Web API as to every destination.
+	userAgent string
+
+	// incidents is the incidents' bucket, opened on first use (incidentStore).
+	incMu     sync.Mutex
+	incidents *incident.Store
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*sinkExporter, error) {
@@ -38,10 +46,10 @@ func newExporter(cfg *Config, set exporter.Settings) (*sinkExporter, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &sinkExporter{cfg: cfg, logger: set.Logger, tel: tel}
+	e := &sinkExporter{cfg: cfg, logger: set.Logger, tel: tel, userAgent: "otelcol-svc/" + set.BuildInfo.Version}
 	e.engine = delivery.New(delivery.Options{
 		Settings: cfg.Settings, Name: "sink exporter", Logger: set.Logger, Telemetry: tel,
-		UserAgent: "otelcol-svc/" + set.BuildInfo.Version,
+		UserAgent: e.userAgent,
 		Replays:   map[string]delivery.ReplayFunc{deliverylog.KindSink: e.replaySink},
 	})
 	return e, nil

@@ -40,6 +40,8 @@ type env struct {
 	store *mirror.Store
 	host  component.Host
 	cache *mirrorcache.Cache
+	// slackAPIURL, when set, is every exporter's slack_api_url (a Slack stand-in).
+	slackAPIURL string
 }
 
 // mirrorExtension stands in for the configmirror extension: it owns the cache.
@@ -97,6 +99,9 @@ func (e *env) start(t testing.TB, mutate func(*Config)) *running {
 	cfg.AllowCIDRs = "127.0.0.0/8"
 	cfg.Timeout = 2 * time.Second
 	cfg.Retry = delivery.RetryConfig{InitialInterval: 10 * time.Millisecond, MaxInterval: 50 * time.Millisecond, MaxElapsedTime: 5 * time.Second}
+	if e.slackAPIURL != "" {
+		cfg.SlackAPIURL = e.slackAPIURL
+	}
 	if mutate != nil {
 		mutate(cfg)
 	}

@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -15,6 +17,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
 	"github.com/otelcol-svc/otelcol-svc/internal/delivery"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/incident"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/internal/textfmt"
@@ -41,6 +44,23 @@ func (e *sinkExporter) settleResult(ctx context.Context, proj mirror.Project, it
 	return err
 }
 
+// sending is what delivering one item to one destination takes.
+type sending struct {
+	delivery.Request
+	// done runs once the destination took the item, before it is settled (a Slack
+	// root's thread is recorded); an error leaves the item to be delivered again.
+	done func(ctx context.Context) error
+	// already: the destination has the item (a redelivery after it was posted), which
+	// is settled as delivered without sending it again.
+	already bool
+}
+
+// errLater is why an item cannot be delivered yet, and is not failing either: it is
+// neither sent nor logged, and comes again (a Slack thread whose root is not posted yet).
+type errLater struct{ why string }
+
+func (e *errLater) Error() string { return e.why }
+
 // sinkDeliveryID names the delivery of one result to one destination: the same on every
 // redelivery of that result to that destination (the log keeps its latest try), another
 // for each destination.
@@ -57,7 +77,11 @@ func sinkDeliveryID(it pipelinedata.Item, sinkID string) string {
 // delivery it replays in replayOf), logging it, and settles it: delivered, or
 // dead-lettered. An error means neither: it must be delivered again.
 func (e *sinkExporter) deliverResult(ctx context.Context, proj mirror.Project, sink mirror.Sink, it pipelinedata.Item, id, replayOf string) (bool, error) {
-	o, err := e.sinkRequest(proj, sink, it, id)
+	o, err := e.sinkRequest(ctx, proj, sink, it, id)
+	var later *errLater
+	if errors.As(err, &later) {
+		return false, fmt.Errorf("result %s for sink %s of project %s: %w; it will be delivered again", it.RequestID, sink.ID, proj.ID, err)
+	}
 	sent := o.Body
 	if err != nil {
 		sent = it.Body
@@ -66,14 +90,24 @@ func (e *sinkExporter) deliverResult(ctx context.Context, proj mirror.Project, s
 		RequestID: it.RequestID, SourceSeq: it.Seq, Records: 1, RequestBody: sent, Unmatched: it.Unmatched, ReplayOf: replayOf})
 	start := time.Now()
 	var res delivery.Result
-	if err != nil {
+	switch {
+	case err != nil:
 		res = delivery.Result{Reason: err.Error()}
-	} else {
+	case o.already:
+		res = delivery.Result{Delivered: true}
+	default:
 		o.LogID = id
-		res = e.engine.Deliver(ctx, o)
+		res = e.engine.Deliver(ctx, o.Request)
 	}
 	switch {
 	case res.Delivered:
+		if o.done != nil {
+			if err := o.done(ctx); err != nil {
+				e.engine.Log().Abandon(proj.ID, id, "delivered, but "+err.Error()+": the result is delivered again")
+				return false, fmt.Errorf("result %s for sink %s of project %s was delivered but %w; it will be delivered again",
+					it.RequestID, sink.ID, proj.ID, err)
+			}
+		}
 		e.engine.Log().Finish(proj.ID, id, deliverylog.Final{State: deliverylog.StateDelivered})
 		_ = e.engine.Log().AddDestination(ctx, proj.ID, sink.ID, it.Seq, true, replayOf != "") // never fails: derived from the cursor
 		e.tel.deliveryEnded(ctx, sink.Kind, delivery.OutcomeDelivered, time.Since(start))
@@ -83,7 +117,11 @@ func (e *sinkExporter) deliverResult(ctx context.Context, proj mirror.Project, s
 		return false, fmt.Errorf("result %s for sink %s of project %s interrupted: %w; it will be delivered again",
 			it.RequestID, sink.ID, proj.ID, res.Cause)
 	}
-	h := delivery.DeadLetterHeaders(it.RequestID, res, sink.URL)
+	target := sink.URL
+	if sink.Kind == kindSlackApp {
+		target = e.cfg.SlackAPIURL
+	}
+	h := delivery.DeadLetterHeaders(it.RequestID, res, target)
 	h.Set(streams.HeaderDLQSink, sink.ID)
 	h.Set(streams.HeaderDLQKind, sink.Kind)
 	// The payload as the agent sent it, whatever the destination was sent: replaying it
@@ -115,24 +153,35 @@ func (e *sinkExporter) deliverResult(ctx context.Context, proj mirror.Project, s
 		zap.String("reason", res.Reason),
 		zap.Int("status", res.Status),
 		zap.Int("attempts", res.Attempts),
-		zap.String("destination", delivery.Origin(sink.URL)))
+		zap.String("destination", delivery.Origin(target)))
 	return false, nil
 }
 
+// Kinds of destination.
+const (
+	kindWebhook  = "webhook"
+	kindChat     = "chat"
+	kindSlackApp = "slack_app"
+)
+
 // sinkRequest is what a destination is sent for one result (docs/contract.md#section-8) under
-// delivery id id.
-func (e *sinkExporter) sinkRequest(proj mirror.Project, sink mirror.Sink, it pipelinedata.Item, id string) (delivery.Request, error) {
+// delivery id id. An *errLater means not yet.
+func (e *sinkExporter) sinkRequest(ctx context.Context, proj mirror.Project, sink mirror.Sink, it pipelinedata.Item, id string) (sending, error) {
 	requestID := it.RequestID
 	if requestID == "" {
 		requestID = "seq_" + strconv.FormatUint(it.Seq, 10)
 	}
-	o := delivery.Request{
+	o := sending{Request: delivery.Request{
 		Who: sink.Kind, URLField: "the sink's url", Project: proj.ID,
 		Target: sink.URL, RequestID: requestID,
-	}
+	}}
 	n, notice := readNotice(it)
+	inc, err := e.incidentOf(ctx, proj, it, n)
+	if err != nil {
+		return o, err
+	}
 	switch sink.Kind {
-	case "webhook":
+	case kindWebhook:
 		o.Method, o.Headers, o.Body = sink.Method, sink.Headers, it.Body
 		// webhook-id names the result, the same on every attempt and redelivery, so the
 		// receiving side can deduplicate.
@@ -140,11 +189,29 @@ func (e *sinkExporter) sinkRequest(proj mirror.Project, sink mirror.Sink, it pip
 		if o.SignID == "" {
 			o.SignID = requestID
 		}
+		if inc.id != "" {
+			// The service's header after the destination's own: a configured one of the
+			// same name does not hide which incident the result or notice is about.
+			h := make(map[string]string, len(sink.Headers)+1)
+			for k, v := range sink.Headers {
+				if !strings.EqualFold(k, headerIncidentID) {
+					h[k] = v
+				}
+			}
+			h[headerIncidentID] = inc.id
+			o.Headers = h
+		}
 		return o, nil
-	case "chat":
+	case kindChat:
 		label, link := "View this delivery in the dashboard", e.engine.DeliveryLink(proj.ID, id)
-		tpl := sink.TextTemplate
-		if notice {
+		tpl, title, payload := sink.TextTemplate, "", it.Body
+		switch {
+		case inc.notice != nil:
+			// One line in the protocol's words ("[Incident] <title>: <what happened>"),
+			// whatever the destination's template, linking to the incident.
+			tpl, payload = "", noticeChatPayload(inc.notice)
+			label, link = "View the incident in the dashboard", e.incidentLink(proj.ID, inc.id)
+		case notice:
 			// The service's own words: the destination's template is written for the
 			// agent's results.
 			tpl = ""
@@ -154,34 +221,44 @@ func (e *sinkExporter) sinkRequest(proj mirror.Project, sink mirror.Sink, it pip
 			case n.Type == "usage_notice":
 				label, link = "View usage in the dashboard", e.engine.ProjectLink(proj.ID, "usage")
 			}
+		case inc.result:
+			title = inc.title
 		}
-		body, err := chatBody(sink, tpl, it.Body, label, link)
+		body, err := chatBody(sink, tpl, title, payload, label, link)
 		if err != nil {
 			return o, err
 		}
 		o.Body = body
 		return o, nil
+	case kindSlackApp:
+		return e.slackRequest(ctx, proj, sink, it, id, n, notice, inc, o)
 	}
 	return o, fmt.Errorf("sink kind %q is not known to this version", sink.Kind)
 }
 
 // chatBody renders a result as the message the sink's platform accepts
-// (textfmt.ChatBodyWithLink: template tpl or default text, Slack escaping, the
-// platform's size limits, and the link to the delivery as its last line).
-func chatBody(sink mirror.Sink, tpl string, payload []byte, label, link string) ([]byte, error) {
+// (textfmt.ChatBodyTitled: template tpl or default text, Slack escaping, the platform's
+// size limits, the incident's title before it when there is one, and the link to the
+// delivery as its last line).
+func chatBody(sink mirror.Sink, tpl, title string, payload []byte, label, link string) ([]byte, error) {
 	doc, err := textfmt.Decode(payload)
 	if err != nil {
 		// The receiver stores only JSON; say so rather than send an empty message.
 		return nil, fmt.Errorf("the result is not JSON: %v", err)
 	}
-	return textfmt.ChatBodyWithLink(textfmt.Platform(sink.Format, sink.URL), tpl, payload, doc, label, link)
+	return textfmt.ChatBodyTitled(textfmt.Platform(sink.Format, sink.URL), title, tpl, payload, doc, label, link)
 }
 
-// noticeFields are what the sink role reads of a notice (usage or failure).
+// noticeFields are what the sink role reads of a notice (usage, failure, incident).
 type noticeFields struct {
 	Type              string   `json:"type"`
 	URL               string   `json:"url"`
 	AboutDestinations []string `json:"about_destinations"`
+	// An incident notice's (incident.Notice's JSON).
+	Transition string           `json:"transition"`
+	By         string           `json:"by"`
+	Incident   incident.Summary `json:"incident"`
+	Text       string           `json:"text"`
 }
 
 // readNotice reports whether it is the service's notice rather than an agent's result,

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Slack stands in for Slack's Web API (chat.postMessage and chat.update), answering as
@@ -53,6 +54,8 @@ type SlackCall struct {
 	Form   url.Values
 	// Answer is the error it answered ("" for ok; "ratelimited" for a 429).
 	Answer string
+	// At is when it came.
+	At time.Time
 }
 
 // NewSlack starts a stand-in with a fresh bot token; it stops with the test.
@@ -151,7 +154,7 @@ func (s *Slack) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	call := SlackCall{Method: method, Header: r.Header.Clone(), Form: form}
+	call := SlackCall{Method: method, Header: r.Header.Clone(), Form: form, At: time.Now()}
 	answer := func(status int, body map[string]any) {
 		if e, _ := body["error"].(string); e != "" {
 			call.Answer = e

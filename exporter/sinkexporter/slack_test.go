@@ -1,0 +1,336 @@
+package sinkexporter
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/incident"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
+)
+
+// incidentProject is a project in incident mode with the given destinations.
+func incidentProject(id string, sinks ...mirror.Sink) mirror.Project {
+	p := sinkProject(id, sinks...)
+	p.Pipeline.Mode = mirror.ModeIncident
+	return p
+}
+
+func slackSink(id string, s *testenv.Slack) mirror.Sink {
+	return mirror.Sink{ID: id, Kind: kindSlackApp, BotToken: s.Token, SigningSecret: "shh", Channel: "C_INC"}
+}
+
+// opened is an incident of project just opened, with its incident.opened notice and a
+// call claimed under request id reqID (as the incident processor does before calling).
+type opened struct {
+	st     *incident.Store
+	inc    incident.Incident
+	notice incident.Notice
+	set    incident.Settings
+	fph    string
+}
+
+func (e *env) openIncident(t *testing.T, project, fingerprint, title, reqID string) opened {
+	t.Helper()
+	ctx := context.Background()
+	st, err := incident.Open(ctx, e.js, 1)
+	require.NoError(t, err)
+	set := incident.Settings{GroupInterval: time.Second, ResolveAfter: time.Hour}
+	now := time.Now()
+	res, err := st.Apply(ctx, project, set, incident.Join{Fingerprint: fingerprint, BatchKey: "b1", Events: 3, Title: title, At: now})
+	require.NoError(t, err)
+	require.True(t, res.Opened)
+	require.Len(t, res.Notices, 1)
+	require.Equal(t, incident.NoticeOpened, res.Notices[0].Type)
+	fph := incident.FingerprintHash(fingerprint)
+	_, ok, err := st.Claim(ctx, project, fph, incident.ReasonOpened, reqID, "test", now, set, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	return opened{st: st, inc: res.Incident, notice: res.Notices[0], set: set, fph: fph}
+}
+
+func noticeItem(project, sinkID string, n incident.Notice, seq uint64) pipelinedata.Item {
+	return pipelinedata.Item{Body: n.Body(project), Signal: streams.SignalNotice, Kind: pipelinedata.KindResult, Seq: seq,
+		SinkID: sinkID, RequestID: n.MsgID(), MsgID: n.MsgID()}
+}
+
+func resultItem(sinkID, reqID, body string, seq uint64) pipelinedata.Item {
+	return pipelinedata.Item{Body: []byte(body), Signal: "agent_output", Kind: pipelinedata.KindResult, Seq: seq,
+		SinkID: sinkID, RequestID: reqID, MsgID: "out:" + reqID}
+}
+
+func consume(r *running, project string, items ...pipelinedata.Item) error {
+	ld, lrs := pipelinedata.New()
+	for _, it := range items {
+		pipelinedata.Append(lrs, it)
+	}
+	return r.exp.ConsumeLogs(principal.NewContext(context.Background(), principal.Principal{ProjectID: project}), ld)
+}
+
+func blocksText(m testenv.SlackMessage) string { return string(m.Blocks) }
+
+// The sink role as shipped: the incident.opened notice posts one root to the channel,
+// later notices update it in place, and the result of the incident's call goes into its
+// thread and shows as the root's last result, once, however often it is delivered.
+func TestSlackAppIncidentThread(t *testing.T) {
+	e := newEnv(t)
+	slack := testenv.NewSlack(t)
+	e.slackAPIURL = slack.URL()
+	e.putProject(t, incidentProject("inc1", slackSink("s_app", slack)))
+	r := e.startSinkRole(t, "inc1", "s_app")
+	nc, js := testenv.Connect(t, e.nats.URL())
+	ctx := context.Background()
+	o := e.openIncident(t, "inc1", "checkout/db", "DB connections exhausted", "req_inc")
+
+	require.NoError(t, incident.Publish(ctx, js, nc, "inc1", o.notice))
+	require.Eventually(t, func() bool { return len(slack.Roots()) == 1 }, 10*time.Second, 10*time.Millisecond)
+	root := slack.Roots()[0]
+	assert.Equal(t, "C_INC", root.Channel)
+	assert.Contains(t, blocksText(root), `"action_id":"incident_acknowledge"`)
+	assert.Contains(t, blocksText(root), `"value":"`+o.inc.ID+`"`)
+	require.Eventually(t, func() bool {
+		cur, err := o.st.Get(ctx, "inc1", o.inc.ID)
+		return err == nil && cur.Chat["s_app"].TS == root.TS
+	}, 10*time.Second, 10*time.Millisecond, "the root's ts is the incident's thread for this destination")
+
+	_, notices, err := o.st.Act(ctx, "inc1", o.inc.ID, incident.ActionAcknowledge, "slack:alice", time.Now())
+	require.NoError(t, err)
+	require.NotEmpty(t, notices)
+	for _, n := range notices {
+		require.NoError(t, incident.Publish(ctx, js, nc, "inc1", n))
+	}
+	require.Eventually(t, func() bool { return len(slack.Updates()) == 1 }, 10*time.Second, 10*time.Millisecond)
+	cur, _ := slack.Current(root.TS)
+	assert.Contains(t, blocksText(cur), `Acknowledged by*\nslack:alice`)
+	assert.Len(t, slack.Roots(), 1, "updated in place, never a second root")
+
+	e.publishResult(t, nc, "inc1", "req_inc", `{"text":"pgbouncer pool is full; <!channel> raise max_client_conn"}`)
+	require.Eventually(t, func() bool { return len(slack.Replies(root.TS)) == 1 && len(slack.Updates()) == 2 }, 10*time.Second, 10*time.Millisecond)
+	reply := slack.Replies(root.TS)[0]
+	assert.True(t, strings.HasPrefix(reply.Text, "pgbouncer pool is full; &lt;!channel&gt; raise max_client_conn"), reply.Text)
+	assert.Equal(t, "C_INC", reply.Channel)
+	cur, _ = slack.Current(root.TS)
+	assert.Contains(t, blocksText(cur), `Last result*\npgbouncer pool is full`)
+	require.Eventually(t, func() bool {
+		inc, err := o.st.Get(ctx, "inc1", o.inc.ID)
+		if err != nil {
+			return false
+		}
+		for _, en := range inc.Timeline {
+			if en.Type == "chat" && en.SinkID == "s_app" && en.RequestID == "req_inc" {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "the reply is in the incident's timeline")
+
+	// Delivered again (a redelivery after a crash): not posted twice.
+	require.NoError(t, consume(r, "inc1", resultItem("s_app", "req_inc", `{"text":"pgbouncer pool is full"}`, 99)))
+	assert.Len(t, slack.Replies(root.TS), 1)
+	assert.Len(t, slack.Roots(), 1)
+}
+
+// A notice that comes before the root exists is handed back, sending nothing, until the
+// opened notice posted it; then it updates the root.
+func TestSlackAppNoticeWaitsForTheRoot(t *testing.T) {
+	e := newEnv(t)
+	slack := testenv.NewSlack(t)
+	e.putProject(t, incidentProject("inc2", slackSink("s_app", slack)))
+	r := e.start(t, func(c *Config) { c.SlackAPIURL = slack.URL() })
+	ctx := context.Background()
+	o := e.openIncident(t, "inc2", "fp", "Checkout 5xx", "req_2")
+	_, acked, err := o.st.Act(ctx, "inc2", o.inc.ID, incident.ActionAcknowledge, "user:bob@example.com", time.Now())
+	require.NoError(t, err)
+	require.Len(t, acked, 1)
+
+	err = consume(r, "inc2", noticeItem("inc2", "s_app", acked[0], 2))
+	require.Error(t, err, "the root is not there yet: delivered again")
+	assert.Contains(t, err.Error(), "root message is not posted yet")
+	assert.Empty(t, slack.Calls(), "nothing sent to Slack")
+
+	require.NoError(t, consume(r, "inc2", noticeItem("inc2", "s_app", o.notice, 1)))
+	require.Len(t, slack.Roots(), 1)
+	require.NoError(t, consume(r, "inc2", noticeItem("inc2", "s_app", acked[0], 2)))
+	require.Len(t, slack.Updates(), 1)
+	assert.Equal(t, slack.Roots()[0].TS, slack.Updates()[0].TS)
+	assert.Contains(t, blocksText(slack.Updates()[0]), "user:bob@example.com")
+
+	// The opened notice delivered again (redelivery) updates the root it already has.
+	require.NoError(t, consume(r, "inc2", noticeItem("inc2", "s_app", o.notice, 1)))
+	assert.Len(t, slack.Roots(), 1)
+	assert.Len(t, slack.Updates(), 2)
+}
+
+// A result whose incident has no root in this destination yet waits for it too.
+func TestSlackAppResultWaitsForTheRoot(t *testing.T) {
+	e := newEnv(t)
+	slack := testenv.NewSlack(t)
+	e.putProject(t, incidentProject("inc3", slackSink("s_app", slack)))
+	r := e.start(t, func(c *Config) { c.SlackAPIURL = slack.URL() })
+	o := e.openIncident(t, "inc3", "fp", "Disk full", "req_3")
+
+	err := consume(r, "inc3", resultItem("s_app", "req_3", `{"text":"cleaned /var/log"}`, 5))
+	require.Error(t, err)
+	assert.Empty(t, slack.Calls())
+
+	require.NoError(t, consume(r, "inc3", noticeItem("inc3", "s_app", o.notice, 1)))
+	require.NoError(t, consume(r, "inc3", resultItem("s_app", "req_3", `{"text":"cleaned /var/log"}`, 5)))
+	root := slack.Roots()[0]
+	require.Len(t, slack.Replies(root.TS), 1)
+	assert.True(t, strings.HasPrefix(slack.Replies(root.TS)[0].Text, "cleaned /var/log"))
+}
+
+// A result of a call that is no incident's goes to the channel, rendered as a chat
+// message, and pings nobody.
+func TestSlackAppPlainResult(t *testing.T) {
+	e := newEnv(t)
+	slack := testenv.NewSlack(t)
+	e.putProject(t, sinkProject("plain", slackSink("s_app", slack)))
+	r := e.start(t, func(c *Config) { c.SlackAPIURL = slack.URL(); c.DashboardURL = dashboard })
+	require.NoError(t, consumeResult(r, "plain", "s_app", `{"text":"<!here> checkout is failing"}`))
+	msgs := slack.Messages()
+	require.Len(t, msgs, 1)
+	assert.Empty(t, msgs[0].ThreadTS)
+	assert.Equal(t, "C_INC", msgs[0].Channel)
+	id := sinkDeliveryID(pipelinedata.Item{MsgID: "out:req_1:abc"}, "s_app")
+	assert.Equal(t, "&lt;!here&gt; checkout is failing\n<"+dashboard+"/projects/plain/deliveries?delivery="+id+"|View this delivery in the dashboard>", msgs[0].Text)
+	assert.Nil(t, msgs[0].Blocks)
+}
+
+// The bot token is sent to Slack only, as a bearer token: the delivery log shows the
+// message as JSON and the header redacted, the dead letter and the collector's log
+// never hold it.
+func TestSlackAppTokenNeverLogged(t *testing.T) {
+	e := newEnv(t)
+	slack := testenv.NewSlack(t)
+	e.putProject(t, sinkProject("tok", slackSink("s_app", slack)))
+	r := e.start(t, func(c *Config) { c.SlackAPIURL = slack.URL() })
+
+	require.NoError(t, consumeResult(r, "tok", "s_app", `{"text":"hello"}`))
+	calls := slack.Calls()
+	require.Len(t, calls, 1)
+	assert.Equal(t, "Bearer "+slack.Token, calls[0].Header.Get("Authorization"))
+	assert.Empty(t, calls[0].Form.Get("token"))
+
+	id := sinkDeliveryID(pipelinedata.Item{MsgID: "out:req_1:abc"}, "s_app")
+	d := e.delivery(t, "tok", id, inState(deliverylog.StateDelivered))
+	assert.Equal(t, kindSlackApp, d.SinkKind)
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(d.RequestBody, &body))
+	assert.Equal(t, "chat.postMessage", body["method"])
+	assert.Equal(t, "C_INC", body["channel"])
+	require.Len(t, d.AttemptLog, 1)
+	assert.Equal(t, deliverylog.Redacted, d.AttemptLog[0].RequestHeaders["Authorization"])
+	assert.Contains(t, string(d.Answer), `"ok":true`)
+
+	// Refused for good: dead-lettered, saying why, still without the token anywhere.
+	slack.Refuse("not_in_channel")
+	ld, lrs := pipelinedata.New()
+	pipelinedata.Append(lrs, resultItem("s_app", "req_2", `{"text":"again"}`, 8))
+	require.NoError(t, r.exp.ConsumeLogs(principal.NewContext(context.Background(), principal.Principal{ProjectID: "tok"}), ld))
+	dls := e.deadLetters(t, "tok")
+	require.Len(t, dls, 1)
+	assert.Contains(t, dls[0].Header.Get(streams.HeaderDLQReason), "not_in_channel (the app is not in the channel: invite it there)")
+	id2 := sinkDeliveryID(resultItem("", "req_2", "", 8), "s_app")
+	d2 := e.delivery(t, "tok", id2, inState(deliverylog.StateDeadLettered))
+
+	for _, s := range []string{string(d.RequestBody), string(d2.RequestBody), string(d2.Answer), d2.Error} {
+		assert.NotContains(t, s, slack.Token)
+	}
+	for k, v := range dls[0].Header {
+		assert.NotContains(t, strings.Join(v, " "), slack.Token, k)
+	}
+	for _, entry := range r.logs.All() {
+		assert.NotContains(t, entry.Message, slack.Token)
+		for k, v := range entry.ContextMap() {
+			assert.NotContains(t, toString(v), slack.Token, k)
+		}
+	}
+}
+
+func toString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// Slack's rate limit is honoured: a Retry-After within the budget is waited out, and one
+// beyond it ends the delivery at once rather than retrying early.
+func TestSlackAppRateLimited(t *testing.T) {
+	e := newEnv(t)
+	slack := testenv.NewSlack(t)
+	e.putProject(t, sinkProject("rl", slackSink("s_app", slack)))
+	r := e.start(t, func(c *Config) { c.SlackAPIURL = slack.URL() })
+
+	slack.RateLimit(1, 1)
+	require.NoError(t, consumeResult(r, "rl", "s_app", `{"text":"hello"}`))
+	calls := slack.Calls()
+	require.Len(t, calls, 2)
+	assert.Equal(t, "ratelimited", calls[0].Answer)
+	assert.GreaterOrEqual(t, calls[1].At.Sub(calls[0].At), time.Second, "not before Slack's Retry-After")
+	assert.Len(t, slack.Messages(), 1)
+
+	slack.RateLimit(1, 3600)
+	require.NoError(t, consume(r, "rl", resultItem("s_app", "req_rl", `{"text":"later"}`, 9)))
+	assert.Len(t, slack.Calls(), 3, "no attempt before the hour Slack asked for")
+	dls := e.deadLetters(t, "rl")
+	require.Len(t, dls, 1)
+	assert.Contains(t, dls[0].Header.Get(streams.HeaderDLQReason), "retry after 1h0m0s")
+}
+
+// Webhooks get an incident notice as its JSON, signed as any result; the result of an
+// incident's call as the agent sent it; both with the incident's id in X-Incident-Id. Chat
+// destinations get one line per notice and the result titled with the incident.
+func TestIncidentsToWebhookAndChat(t *testing.T) {
+	e := newEnv(t)
+	hook := newAgent(t, nil)
+	chat := newAgent(t, nil)
+	p := e.putProject(t, incidentProject("inc4",
+		mirror.Sink{ID: "s_hook", Kind: kindWebhook, URL: hook.srv.URL, Headers: map[string]string{"X-Incident-Id": "forged"}},
+		mirror.Sink{ID: "s_chat", Kind: kindChat, Format: "slack", URL: chat.srv.URL, TextTemplate: "never {text}"}))
+	r := e.start(t, func(c *Config) { c.DashboardURL = dashboard })
+	o := e.openIncident(t, "inc4", "fp", "<!channel> Checkout 5xx", "req_4")
+
+	require.NoError(t, consume(r, "inc4",
+		noticeItem("inc4", "s_hook", o.notice, 1), noticeItem("inc4", "s_chat", o.notice, 1),
+		resultItem("s_hook", "req_4", `{"text":"rolled back v42"}`, 2), resultItem("s_chat", "req_4", `{"text":"rolled back v42"}`, 2)))
+
+	got := hook.requests()
+	require.Len(t, got, 2)
+	assert.JSONEq(t, string(o.notice.Body("inc4")), string(got[0].body), "the notice's JSON as is")
+	require.NoError(t, webhooksig.Verify(p.SigningSecret, got[0].header, got[0].body, time.Now(), time.Minute))
+	assert.Equal(t, o.inc.ID, got[0].header.Get("X-Incident-Id"), "the service's header, not the destination's")
+	assert.Equal(t, `{"text":"rolled back v42"}`, string(got[1].body))
+	assert.Equal(t, o.inc.ID, got[1].header.Get("X-Incident-Id"))
+	require.NoError(t, webhooksig.Verify(p.SigningSecret, got[1].header, got[1].body, time.Now(), time.Minute))
+
+	msgs := chat.requests()
+	require.Len(t, msgs, 2)
+	var m struct{ Text string }
+	require.NoError(t, json.Unmarshal(msgs[0].body, &m))
+	assert.Equal(t, "[Incident] &lt;!channel&gt; Checkout 5xx: opened (3 events)\n<"+dashboard+"/projects/inc4/incidents/"+o.inc.ID+"|View the incident in the dashboard>", m.Text)
+	require.NoError(t, json.Unmarshal(msgs[1].body, &m))
+	assert.True(t, strings.HasPrefix(m.Text, "[&lt;!channel&gt; Checkout 5xx] never rolled back v42\n"), m.Text)
+}
+
+// A legacy project's results cost no incident lookup and carry no incident header.
+func TestNoIncidentOutsideIncidentMode(t *testing.T) {
+	e := newEnv(t)
+	hook := newAgent(t, nil)
+	e.putProject(t, sinkProject("leg", mirror.Sink{ID: "s_hook", Kind: kindWebhook, URL: hook.srv.URL}))
+	r := e.start(t, nil)
+	e.openIncident(t, "leg", "fp", "x", "req_1")
+	require.NoError(t, consumeResult(r, "leg", "s_hook", `{"text":"x"}`))
+	require.Len(t, hook.requests(), 1)
+	assert.Empty(t, hook.requests()[0].header.Get("X-Incident-Id"))
+}
