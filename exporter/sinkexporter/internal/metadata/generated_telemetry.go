@@ -142,13 +142,13 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.SinkDeliveries, err = builder.meter.Int64Counter(
 		"otelcol_sink_deliveries",
-		metric.WithDescription("Agent results to sink destinations that ended, by kind (webhook, chat) and outcome (delivered, dead_lettered, skipped). [Beta]"),
+		metric.WithDescription("Agent results to sink destinations that ended, by kind (webhook, chat, slack_app) and outcome (delivered, dead_lettered, skipped). [Beta]"),
 		metric.WithUnit("{delivery}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.SinkDeliveryAttempts, err = builder.meter.Int64Counter(
 		"otelcol_sink_delivery_attempts",
-		metric.WithDescription("HTTP attempts of sink deliveries, by kind and outcome (ok, retryable, final). [Beta]"),
+		metric.WithDescription("HTTP attempts of sink deliveries (a Slack Web API call for slack_app), by kind and outcome (ok, retryable, final). [Beta]"),
 		metric.WithUnit("{attempt}"),
 	)
 	errs = errors.Join(errs, err)

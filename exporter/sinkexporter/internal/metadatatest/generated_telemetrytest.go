@@ -72,7 +72,7 @@ func AssertEqualDeliveryLogRetentionCut(t *testing.T, tt *componenttest.Telemetr
 func AssertEqualSinkDeliveries(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_sink_deliveries",
-		Description: "Agent results to sink destinations that ended, by kind (webhook, chat) and outcome (delivered, dead_lettered, skipped). [Beta]",
+		Description: "Agent results to sink destinations that ended, by kind (webhook, chat, slack_app) and outcome (delivered, dead_lettered, skipped). [Beta]",
 		Unit:        "{delivery}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -88,7 +88,7 @@ func AssertEqualSinkDeliveries(t *testing.T, tt *componenttest.Telemetry, dps []
 func AssertEqualSinkDeliveryAttempts(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_sink_delivery_attempts",
-		Description: "HTTP attempts of sink deliveries, by kind and outcome (ok, retryable, final). [Beta]",
+		Description: "HTTP attempts of sink deliveries (a Slack Web API call for slack_app), by kind and outcome (ok, retryable, final). [Beta]",
 		Unit:        "{attempt}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
