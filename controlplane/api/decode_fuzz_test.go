@@ -27,6 +27,10 @@ func FuzzPipelineBody(f *testing.F) {
 		`{"agent_endpoint_url":"https://agent.example.com/x"}`, `{"trigger":1}`,
 		`{"cooldown_seconds":60,"dedup_key":"resource_attributes[\"k8s.pod.name\"]","max_calls_per_minute":5,"max_calls_per_day":100}`,
 		`{"window_enabled":true,"window_max_bytes":8192,"window_max_events":50000,"cooldown_seconds":86401}`, `{"nope":true}`, `[]`, `{`, `"x"`, `{"transforms":"x"}`, `{"batch_size":1.5}`, `{"window_enabled":"yes"}`,
+		`{"mode":"incident","fingerprint":"event[\"labels\"][\"alertname\"]","resolve_when":"event[\"status\"] == \"resolved\"","group_wait":"30s","group_interval":"5m","resolve_after":"30m","reopen_within":"0s"}`,
+		`{"mode":"incident","group_wait":"2h","reopen_within":""}`, `{"mode":"incident","resolve_after":"7d"}`, `{"mode":"incident","group_interval":"-1s"}`,
+		`{"mode":"legacy","window_enabled":true}`, `{"mode":"window"}`, `{"mode":"incident","window_enabled":true}`, `{"mode":"Incident"}`, `{"mode":7}`,
+		`{"group_wait":"1s"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -42,8 +46,17 @@ func FuzzPipelineBody(f *testing.F) {
 			}
 			return
 		}
-		pl := service.WithDefaults(b)
 		var e *apierror.Error
+		if e := service.NormalizeMode(&b); e != nil {
+			if e.Code != "invalid_pipeline" || !strings.HasPrefix(e.Message, "mode: ") {
+				t.Fatalf("mode error without its field: %+v", e)
+			}
+			return
+		}
+		pl := service.WithDefaults(b)
+		if pl.Mode != "" && pl.Mode != mirror.ModeIncident || pl.Mode == mirror.ModeIncident && pl.WindowEnabled {
+			t.Fatalf("a pipeline of two modes would be stored: %+v", pl)
+		}
 		if err := svc.ValidatePipeline(context.Background(), pl); errors.As(err, &e) {
 			if e.Code != "invalid_pipeline" || !strings.Contains(e.Message, ":") {
 				t.Fatalf("validation error without a field: %+v", e)

@@ -40,6 +40,9 @@ const mcpInstructions = `otelcol-svc turns events into calls to your AI agent. T
    event["_event_type"] == "opened") and where (agent_endpoint_url).
 6. console_deliveries (state dead_lettered for the dead letters), console_delivery, console_trace
    and console_ledger to follow what was sent; console_replay (owner or admin) to send again.
+   In incident mode (set_pipeline mode "incident"), console_incidents and console_incident show the
+   incidents and console_incident_action (owner or admin) acknowledges, resolves, mutes or
+   reinvestigates one.
 7. The pipeline sends new records only: process_backlog with preview true counts what sending stored
    ones would cost (records, calls); without preview (owner or admin) it sends them.
 The console_* tools do not fetch anything: each answers the request to make at the receiver
@@ -80,10 +83,10 @@ func (s *Server) mcpHandler() http.Handler {
 		Description: "Delete a push source: its ingest URL and API key stop working within a second. Needs owner or admin."},
 		s.toolDeleteSource)
 	addTool(srv, &mcp.Tool{Name: "get_pipeline",
-		Description: "Show a project's pipeline: trigger, transforms, agent_endpoint_url, window settings, batch_size."},
+		Description: "Show a project's pipeline: mode (legacy, window or incident), trigger, transforms, agent_endpoint_url, window settings, batch_size, guardrails, and incident mode's fingerprint, resolve_when, group_wait, group_interval, resolve_after and reopen_within (with their defaults in incident mode)."},
 		s.toolGetPipeline)
 	addTool(srv, &mcp.Tool{Name: "set_pipeline",
-		Description: "Change a project's pipeline. Fields you leave out keep their current value; send \"\" or [] to clear one. Expressions are OTTL over the record (event[\"field\"][\"nested\"], or bare lowercase paths such as body, attributes[\"k\"], _event_type via event[\"_event_type\"]); an invalid one is refused with the field and the parser's line:column, and nothing changes. The answer's warnings name fields the project's recent records never had (a likely misspelling, with the nearest field) and number fields compared with strings: the pipeline is saved, but such a trigger never matches. Needs owner or admin."},
+		Description: "Change a project's pipeline. Fields you leave out keep their current value; send \"\" or [] to clear one. mode chooses legacy, window or incident mode (incident: fingerprint, resolve_when and the durations group_wait, group_interval, resolve_after, reopen_within, written as Go durations such as 30s or 5m). Expressions are OTTL over the record (event[\"field\"][\"nested\"], or bare lowercase paths such as body, attributes[\"k\"], _event_type via event[\"_event_type\"]); an invalid one is refused with the field and the parser's line:column, and nothing changes. The answer's warnings name fields the project's recent records never had (a likely misspelling, with the nearest field) and number fields compared with strings: the pipeline is saved, but such a trigger never matches. Needs owner or admin."},
 		s.toolSetPipeline)
 	addTool(srv, &mcp.Tool{Name: "get_console_token",
 		Description: "Get a token (valid 10 minutes) for the receiver's console API, to check that events arrived: GET events_url (recent records, newest first; add ?source_id=<id> for one source's) or fields_url (which fields arrive and how often, to choose a reliable key field) with Authorization: Bearer <token>. Events are read from the receiver, never through these tools."},
@@ -469,6 +472,13 @@ type setPipelineIn struct {
 	MaxCallsPerDay        *int      `json:"max_calls_per_day,omitempty" jsonschema:"at most this many agent calls a day for the project (0 no limit)"`
 	WindowMaxBytes        *int      `json:"window_max_bytes,omitempty" jsonschema:"window mode: the window sent with a trigger is cut to this many bytes of JSON, newest events kept (0 is the default 400000, else 8192 to 10000000)"`
 	WindowMaxEvents       *int      `json:"window_max_events,omitempty" jsonschema:"window mode: the window sent with a trigger holds at most this many events, newest kept (0 is the default 5000, at most 50000)"`
+	Mode                  *string   `json:"mode,omitempty" jsonschema:"legacy (batches of triggered records), window (each trigger with its group's recent context) or incident (triggered records open and join incidents per fingerprint; the agent is called when one opens, as it grows and when it resolves); left out, window_enabled decides as before"`
+	Fingerprint           *string   `json:"fingerprint,omitempty" jsonschema:"incident mode: OTTL value naming the incident a triggered record belongs to, e.g. event[\"labels\"][\"alertname\"]; empty: one incident per project"`
+	ResolveWhen           *string   `json:"resolve_when,omitempty" jsonschema:"incident mode: OTTL condition; a record matching it resolves the open incident of its fingerprint (it never opens one), e.g. event[\"status\"] == \"resolved\""`
+	GroupWait             *string   `json:"group_wait,omitempty" jsonschema:"incident mode: how long the opening call waits for more records after an incident opens, a Go duration such as 30s (default 30s, 0s to 1h)"`
+	GroupInterval         *string   `json:"group_interval,omitempty" jsonschema:"incident mode: at most one update call per incident in this long, and only when new records joined it (default 5m, 1s to 24h)"`
+	ResolveAfter          *string   `json:"resolve_after,omitempty" jsonschema:"incident mode: an incident no record joined for this long resolves (default 30m, 1s to 7 days as 168h)"`
+	ReopenWithin          *string   `json:"reopen_within,omitempty" jsonschema:"incident mode: a record this soon after its incident resolved reopens that incident instead of opening a new one (default 0s: off, at most 168h)"`
 }
 
 func (s *Server) toolSetPipeline(ctx context.Context, req *mcp.CallToolRequest, in setPipelineIn) (*mcp.CallToolResult, map[string]any, error) {
@@ -476,7 +486,9 @@ func (s *Server) toolSetPipeline(ctx context.Context, req *mcp.CallToolRequest, 
 		WindowEnabled: in.WindowEnabled, ContextFilter: in.ContextFilter, WindowDurationSeconds: in.WindowDurationSeconds,
 		GroupKey: in.GroupKey, BatchSize: in.BatchSize, CooldownSeconds: in.CooldownSeconds, DedupKey: in.DedupKey,
 		MaxCallsPerMinute: in.MaxCallsPerMinute, MaxCallsPerDay: in.MaxCallsPerDay,
-		WindowMaxBytes: in.WindowMaxBytes, WindowMaxEvents: in.WindowMaxEvents}
+		WindowMaxBytes: in.WindowMaxBytes, WindowMaxEvents: in.WindowMaxEvents,
+		Mode: in.Mode, Fingerprint: in.Fingerprint, ResolveWhen: in.ResolveWhen, GroupWait: in.GroupWait,
+		GroupInterval: in.GroupInterval, ResolveAfter: in.ResolveAfter, ReopenWithin: in.ReopenWithin}
 	userID, err := toolUser(req, in.ProjectID)
 	if err != nil {
 		return nil, nil, err

@@ -20,6 +20,11 @@ func pipelineFields(pl mirror.Pipeline, role string) map[string]any {
 		"cooldown_seconds": pl.CooldownSeconds, "dedup_key": pl.DedupKey,
 		"max_calls_per_minute": pl.MaxCallsPerMinute, "max_calls_per_day": pl.MaxCallsPerDay,
 		"window_max_bytes": pl.WindowMaxBytes, "window_max_events": pl.WindowMaxEvents,
+		// Always there, whatever the mode: the incident fields with their defaults in
+		// incident mode, as kept otherwise (a switch of mode back and forth loses none).
+		"mode": pl.EffectiveMode(), "fingerprint": pl.Fingerprint, "resolve_when": pl.ResolveWhen,
+		"group_wait": pl.GroupWait, "group_interval": pl.GroupInterval,
+		"resolve_after": pl.ResolveAfter, "reopen_within": pl.ReopenWithin,
 	}
 	if role != store.RoleOwner && role != store.RoleAdmin && pl.AgentEndpointURL != "" {
 		// An agent URL may carry its credential in the query, as webhook URLs do.
@@ -96,6 +101,13 @@ type pipelinePatch struct {
 	MaxCallsPerDay        *int      `json:"max_calls_per_day"`
 	WindowMaxBytes        *int      `json:"window_max_bytes"`
 	WindowMaxEvents       *int      `json:"window_max_events"`
+	Mode                  *string   `json:"mode"`
+	Fingerprint           *string   `json:"fingerprint"`
+	ResolveWhen           *string   `json:"resolve_when"`
+	GroupWait             *string   `json:"group_wait"`
+	GroupInterval         *string   `json:"group_interval"`
+	ResolveAfter          *string   `json:"resolve_after"`
+	ReopenWithin          *string   `json:"reopen_within"`
 }
 
 // patchPipeline changes the fields the body carries and keeps the others (as MCP's

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
@@ -25,7 +27,80 @@ func WithDefaults(p mirror.Pipeline) mirror.Pipeline {
 	if p.Transforms == nil {
 		p.Transforms = []string{}
 	}
+	if p.Mode == mirror.ModeIncident {
+		// Filled in as batch_size is, so what is saved (and shown) says what runs. The
+		// durations stay as written: "300s" is not rewritten to "5m0s".
+		for _, d := range []struct {
+			field *string
+			def   time.Duration
+		}{{&p.GroupWait, mirror.DefaultGroupWait}, {&p.GroupInterval, mirror.DefaultGroupInterval},
+			{&p.ResolveAfter, mirror.DefaultResolveAfter}, {&p.ReopenWithin, mirror.DefaultReopenWithin}} {
+			if *d.field == "" {
+				*d.field = durationText(d.def)
+			}
+		}
+	}
 	return p
+}
+
+// durationText writes a default the way a person would ("30s", "5m", "0s"), not as
+// time.Duration.String does ("5m0s").
+func durationText(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	}
+	return d.String()
+}
+
+// SetMode applies a body's mode (docs/contract.md#section-6) to p: a body with mode
+// decides the mode; without it (mode "", what clients older than incident mode send)
+// window_enabled decides, as it always did. Only incident mode is stored as a mode: legacy
+// and window stay window_enabled false and true with mode "", so the mirror entries of
+// pipelines that never chose incident mode stay what they were, byte for byte.
+// windowEnabled is the body's window_enabled, nil when the body has none.
+func SetMode(p *mirror.Pipeline, mode string, windowEnabled *bool) *apierror.Error {
+	contradicts := func() *apierror.Error {
+		return InvalidPipeline("mode", fmt.Sprintf("mode %q contradicts window_enabled true (window_enabled is true in window mode only): leave window_enabled out, or choose mode %q", mode, mirror.ModeWindow))
+	}
+	switch mode {
+	case "":
+		if windowEnabled != nil {
+			p.WindowEnabled, p.Mode = *windowEnabled, ""
+		}
+	case mirror.ModeLegacy, mirror.ModeIncident:
+		if windowEnabled != nil && *windowEnabled {
+			return contradicts()
+		}
+		p.WindowEnabled, p.Mode = false, ""
+		if mode == mirror.ModeIncident {
+			p.Mode = mirror.ModeIncident
+		}
+	case mirror.ModeWindow:
+		// window_enabled false beside it is what a form that shows the mode as a choice
+		// sends for the checkbox it no longer shows: the mode decides.
+		p.WindowEnabled, p.Mode = true, ""
+	default:
+		return InvalidPipeline("mode", fmt.Sprintf("must be %q, %q or %q, got %q", mirror.ModeLegacy, mirror.ModeWindow, mirror.ModeIncident, mode))
+	}
+	return nil
+}
+
+// NormalizeMode is SetMode for a whole pipeline as PUT and the check take it: its own
+// mode and window_enabled (false and absent are one there).
+func NormalizeMode(p *mirror.Pipeline) *apierror.Error {
+	if p.Mode == "" {
+		return nil
+	}
+	var we *bool
+	if p.WindowEnabled {
+		we = &p.WindowEnabled
+	}
+	return SetMode(p, p.Mode, we)
 }
 
 // InvalidPipeline is the contract's 400 invalid_pipeline naming the field.
@@ -49,6 +124,14 @@ func (s *Service) ValidatePipeline(ctx context.Context, p mirror.Pipeline) error
 // project's records never had, comparisons of a number field with a string.
 // Warnings never refuse a pipeline.
 func (s *Service) validatePipeline(ctx context.Context, projectID string, p mirror.Pipeline) ([]validation.Warning, error) {
+	// What SetMode stores, and nothing else: an entry the data plane would read as
+	// two modes at once is never saved.
+	switch {
+	case p.Mode != "" && p.Mode != mirror.ModeIncident:
+		return nil, InvalidPipeline("mode", fmt.Sprintf("must be %q, %q or %q, got %q", mirror.ModeLegacy, mirror.ModeWindow, mirror.ModeIncident, p.Mode))
+	case p.Mode == mirror.ModeIncident && p.WindowEnabled:
+		return nil, InvalidPipeline("mode", `mode "incident" contradicts window_enabled true`)
+	}
 	if p.AgentEndpointURL != "" {
 		if err := outbound.CheckURL(p.AgentEndpointURL); err != nil {
 			return nil, InvalidPipeline("agent_endpoint_url", err.Error())
@@ -108,6 +191,9 @@ func (s *Service) CheckDestination(ctx context.Context, raw string) error {
 // ReplacePipeline sets a project's whole pipeline (PUT): fields left out take their
 // defaults.
 func (s *Service) ReplacePipeline(ctx context.Context, userID, id string, b mirror.Pipeline) (PipelineState, error) {
+	if e := NormalizeMode(&b); e != nil {
+		return PipelineState{}, e
+	}
 	pl := WithDefaults(b)
 	// The user's access first: the check's warnings name fields of the project's records.
 	if err := s.canChange(ctx, userID, id); err != nil {
@@ -141,9 +227,16 @@ type PipelineUpdate struct {
 	MaxCallsPerDay        *int
 	WindowMaxBytes        *int
 	WindowMaxEvents       *int
+	Mode                  *string
+	Fingerprint           *string
+	ResolveWhen           *string
+	GroupWait             *string
+	GroupInterval         *string
+	ResolveAfter          *string
+	ReopenWithin          *string
 }
 
-func (u PipelineUpdate) apply(pl *mirror.Pipeline) {
+func (u PipelineUpdate) apply(pl *mirror.Pipeline) *apierror.Error {
 	assign(&pl.Trigger, u.Trigger)
 	assign(&pl.AgentEndpointURL, u.AgentEndpointURL)
 	assign(&pl.ContextFilter, u.ContextFilter)
@@ -158,6 +251,18 @@ func (u PipelineUpdate) apply(pl *mirror.Pipeline) {
 	assign(&pl.MaxCallsPerDay, u.MaxCallsPerDay)
 	assign(&pl.WindowMaxBytes, u.WindowMaxBytes)
 	assign(&pl.WindowMaxEvents, u.WindowMaxEvents)
+	assign(&pl.Fingerprint, u.Fingerprint)
+	assign(&pl.ResolveWhen, u.ResolveWhen)
+	assign(&pl.GroupWait, u.GroupWait)
+	assign(&pl.GroupInterval, u.GroupInterval)
+	assign(&pl.ResolveAfter, u.ResolveAfter)
+	assign(&pl.ReopenWithin, u.ReopenWithin)
+	// window_enabled was assigned above: SetMode decides again with the mode, if any.
+	mode := ""
+	if u.Mode != nil {
+		mode = *u.Mode
+	}
+	return SetMode(pl, mode, u.WindowEnabled)
 }
 
 // CodePipelineChanged (409) refuses a PATCH whose pipeline was saved by someone else
@@ -184,7 +289,9 @@ func (s *Service) UpdatePipeline(ctx context.Context, userID, id string, u Pipel
 		return PipelineState{}, err
 	}
 	pl := base
-	u.apply(&pl)
+	if e := u.apply(&pl); e != nil {
+		return PipelineState{}, e
+	}
 	pl = WithDefaults(pl)
 	// Only a URL the patch sets is checked: one saved before the check existed is still
 	// guarded by the call-time check.

@@ -58,8 +58,13 @@ func (s *Service) CheckPipelineDraft(ctx context.Context, userID, id string, b m
 	if err != nil {
 		return PipelineCheck{}, err
 	}
+	var warnings []validation.Warning
+	if e := NormalizeMode(&b); e != nil {
+		err = e
+	} else {
+		warnings, err = s.validatePipeline(ctx, id, WithDefaults(b))
+	}
 	pl := WithDefaults(b)
-	warnings, err := s.validatePipeline(ctx, id, pl)
 	if err == nil && pl.AgentEndpointURL != "" {
 		if derr := s.CheckDestination(ctx, pl.AgentEndpointURL); derr != nil {
 			err = InvalidPipeline("agent_endpoint_url", derr.Error())
