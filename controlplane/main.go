@@ -147,9 +147,13 @@ func run(logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	slackAPIURL, err := service.SlackAPIURL(os.Getenv("SVC_SLACK_API_URL"))
+	if err != nil {
+		return fmt.Errorf("SVC_SLACK_API_URL: %w", err)
+	}
 	var synced atomic.Bool
 	svc := &service.Service{Store: db, Logger: logger, Mirror: m.get, ReceiverURL: receiverURL, ConsoleKey: consoleKey,
-		StreamLimits: limits, OutboundAllow: outboundAllow, Usage: m.usage, MaxProjects: maxProjects,
+		StreamLimits: limits, OutboundAllow: outboundAllow, SlackAPIURL: slackAPIURL, Usage: m.usage, MaxProjects: maxProjects,
 		CheckPipeline: func(ctx context.Context, p mirror.Pipeline) (validation.Result, error) {
 			return validation.Check(ctx, nc, p)
 		},

@@ -34,8 +34,11 @@ func redactURL(kind, raw string) string {
 // it whole; members see header names only and webhook URLs without their secrets. Every
 // header value is hidden, not those whose name looks secret: X-Pass, X-Access or X-Cert
 // carry credentials as well as Authorization does, and no list of names finds them all.
-func sinkJSON(s store.Sink, role string) map[string]any {
+func (srv *Server) sinkJSON(s store.Sink, role string) map[string]any {
 	c := s.Config
+	if c.Kind == service.KindSlackApp {
+		return srv.slackAppJSON(s)
+	}
 	hide := role != store.RoleOwner && role != store.RoleAdmin
 	u := c.URL
 	if hide {
@@ -60,12 +63,30 @@ func sinkJSON(s store.Sink, role string) map[string]any {
 	return out
 }
 
+// slackAppJSON shows a slack_app sink, to every role alike: its bot token and signing
+// secret are write-only (whoever needs them again pastes them from Slack), so no answer
+// carries them, not even to the owner who saved them.
+func (srv *Server) slackAppJSON(s store.Sink) map[string]any {
+	c := s.Config
+	secret := func(v string) string {
+		if v == "" {
+			return ""
+		}
+		return service.Redacted
+	}
+	return map[string]any{"id": s.ID, "kind": c.Kind, "enabled": c.Enabled, "channel": c.Channel,
+		"bot_token": secret(c.BotToken), "bot_token_set": c.BotToken != "",
+		"signing_secret": secret(c.SigningSecret), "signing_secret_set": c.SigningSecret != "",
+		"interactions_url": srv.Svc.InteractionsURL(s.ProjectID, s.ID),
+		"created_at":       ts(s.CreatedAt), "updated_at": ts(s.UpdatedAt)}
+}
+
 func (s *Server) listSinks(w http.ResponseWriter, r *http.Request) {
 	sinks, role, err := s.Svc.Sinks(r.Context(), currentUser(r).ID, r.PathValue("id"))
 	s.respond(w, r, err, http.StatusOK, func() any {
 		out := make([]map[string]any, 0, len(sinks))
 		for _, sk := range sinks {
-			out = append(out, sinkJSON(sk, role))
+			out = append(out, s.sinkJSON(sk, role))
 		}
 		return map[string]any{"sinks": out}
 	})
@@ -73,7 +94,7 @@ func (s *Server) listSinks(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getSink(w http.ResponseWriter, r *http.Request) {
 	sk, role, err := s.Svc.Sink(r.Context(), currentUser(r).ID, r.PathValue("id"), r.PathValue("sink_id"))
-	s.respond(w, r, err, http.StatusOK, func() any { return sinkJSON(sk, role) })
+	s.respond(w, r, err, http.StatusOK, func() any { return s.sinkJSON(sk, role) })
 }
 
 func (s *Server) createSink(w http.ResponseWriter, r *http.Request) {
@@ -83,7 +104,7 @@ func (s *Server) createSink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sk, err := s.Svc.CreateSink(r.Context(), currentUser(r).ID, r.PathValue("id"), b)
-	s.respond(w, r, err, http.StatusCreated, func() any { return sinkJSON(sk, store.RoleAdmin) })
+	s.respond(w, r, err, http.StatusCreated, func() any { return s.sinkJSON(sk, store.RoleAdmin) })
 }
 
 func (s *Server) patchSink(w http.ResponseWriter, r *http.Request) {
@@ -93,7 +114,7 @@ func (s *Server) patchSink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sk, err := s.Svc.UpdateSink(r.Context(), currentUser(r).ID, r.PathValue("id"), r.PathValue("sink_id"), b)
-	s.respond(w, r, err, http.StatusOK, func() any { return sinkJSON(sk, store.RoleAdmin) })
+	s.respond(w, r, err, http.StatusOK, func() any { return s.sinkJSON(sk, store.RoleAdmin) })
 }
 
 func (s *Server) deleteSink(w http.ResponseWriter, r *http.Request) {

@@ -24,6 +24,11 @@ func FuzzSinkBody(f *testing.F) {
 		`{"kind":"webhook","url":"https://h.example.com/x","method":"put","headers":{"X-Token":"t"}}`,
 		`{"kind":"chat","url":"https://hooks.slack.com/services/x","format":"slack","text_template":"{summary}"}`,
 		`{"kind":"chat","url":"http://10.0.0.1/","format":"irc"}`, `{"kind":"webhook","headers":{"Host":"x"}}`, `{"enabled":"yes"}`,
+		`{"kind":"slack_app","bot_token":"xoxb-1234567890-abcdefghij","signing_secret":"0123456789abcdef0123456789abcdef","channel":"C0123ABCDE"}`,
+		`{"kind":"slack_app","bot_token":"xoxp-1","signing_secret":"short","channel":"#ops"}`,
+		`{"kind":"slack_app","bot_token":"[redacted]","signing_secret":"[redacted]","channel":"#incidents"}`,
+		`{"kind":"slack_app","url":"https://slack.com/api/","bot_token":"xoxb-1234567890-abcdefghij"}`,
+		`{"kind":"webhook","url":"https://h.example.com/x","channel":"C0123ABCDE"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -37,7 +42,14 @@ func FuzzSinkBody(f *testing.F) {
 		if e := ValidateSink(&c); e != nil {
 			return
 		}
-		if c.Kind != "webhook" && c.Kind != "chat" || c.URL == "" {
+		if c.Kind == KindSlackApp {
+			if c.URL != "" || !slackBotToken.MatchString(c.BotToken) || !validSigningSecret(c.SigningSecret) ||
+				!slackChannel.MatchString(c.Channel) || c.BotToken == Redacted || c.SigningSecret == Redacted {
+				t.Fatalf("accepted an invalid slack_app sink: %+v", c)
+			}
+			return
+		}
+		if c.Kind != "webhook" && c.Kind != "chat" || c.URL == "" || c.BotToken != "" || c.SigningSecret != "" || c.Channel != "" {
 			t.Fatalf("accepted an invalid sink: %+v", c)
 		}
 		for k := range c.Headers {

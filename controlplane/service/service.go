@@ -48,6 +48,9 @@ type Service struct {
 	ReceiverURL string
 	// StreamLimits are those a new project's streams are created with.
 	StreamLimits streams.Limits
+	// SlackAPIURL is SVC_SLACK_API_URL, Slack's Web API ending in / ("": Slack's own),
+	// which a slack_app destination's test message is posted to.
+	SlackAPIURL string
 	// OutboundAllow is SVC_OUTBOUND_ALLOW (internal/outbound).
 	OutboundAllow []netip.Prefix
 	// ConsoleKey signs console tokens; its public half is published in the mirror.

@@ -72,7 +72,16 @@ func (s *Service) TestSink(ctx context.Context, userID, id, sinkID string) (Sink
 		return SinkTestResult{}, e
 	}
 	client := outbound.NewClient(outbound.Options{AllowCIDRs: s.OutboundAllow, Timeout: sinkTestTimeout})
-	res := SendTestMessage(ctx, client, id, secret, sk.Config)
+	var res SinkTestResult
+	if sk.Config.Kind == KindSlackApp {
+		apiURL := s.SlackAPIURL
+		if apiURL == "" {
+			apiURL = DefaultSlackAPIURL
+		}
+		res = SendSlackTestMessage(ctx, client, apiURL, id, sk.Config)
+	} else {
+		res = SendTestMessage(ctx, client, id, secret, sk.Config)
+	}
 	if s.Logger != nil {
 		// The URL may hold the destination's credential; its id says which one.
 		s.Logger.Info("test message sent", "project", id, "sink", sk.ID, "delivered", res.Delivered, "status", res.StatusCode)

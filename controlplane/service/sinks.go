@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -23,7 +25,20 @@ type SinkUpdate struct {
 	Headers      *map[string]string `json:"headers"`
 	Format       *string            `json:"format"`
 	TextTemplate *string            `json:"text_template"`
+	// slack_app: the bot token and signing secret are write-only (answers show
+	// Redacted); an update without them, or with Redacted, keeps them.
+	BotToken      *string `json:"bot_token"`
+	SigningSecret *string `json:"signing_secret"`
+	Channel       *string `json:"channel"`
 }
+
+// Redacted is what answers show for a secret that is set but never shown again. An update
+// sending it back (a client echoing a sink it read) keeps the secret.
+const Redacted = "[redacted]"
+
+// KindSlackApp is a Slack app destination: it posts with a bot token, one thread per
+// incident, and Slack posts its buttons back signed with the app's signing secret.
+const KindSlackApp = "slack_app"
 
 // Apply sets the fields the update carries.
 func (b SinkUpdate) Apply(c *mirror.Sink) {
@@ -34,6 +49,59 @@ func (b SinkUpdate) Apply(c *mirror.Sink) {
 	assign(&c.TextTemplate, b.TextTemplate)
 	assign(&c.Enabled, b.Enabled)
 	assign(&c.Headers, b.Headers)
+	assign(&c.Channel, b.Channel)
+	for _, f := range []struct{ dst, src *string }{{&c.BotToken, b.BotToken}, {&c.SigningSecret, b.SigningSecret}} {
+		if f.src != nil && *f.src != Redacted {
+			*f.dst = *f.src
+		}
+	}
+}
+
+var (
+	// slackBotToken is what Slack issues as a bot token (xoxb-<team>-<bot>-<secret>),
+	// loosely: the parts' lengths have changed over the years.
+	slackBotToken = regexp.MustCompile(`^xoxb-[0-9A-Za-z-]{10,250}$`)
+	// slackChannel is a channel's id (C..., private G..., or a direct message D...), or
+	// its name as Slack allows them (lowercase, digits, -, _ and ., at most 80).
+	slackChannel = regexp.MustCompile(`^(?:[CGD][0-9A-Z]{8,20}|#[a-z0-9][a-z0-9._-]{0,79})$`)
+)
+
+// validSigningSecret: Slack issues 32 hexadecimal characters; any 16 to 128 visible
+// characters are taken, so that a later change of Slack's format is no reason to refuse.
+func validSigningSecret(s string) bool {
+	if len(s) < 16 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// validateSlackApp checks a slack_app sink: no URL (Slack's API address is the
+// deployment's), a bot token, a signing secret and a channel.
+func validateSlackApp(c *mirror.Sink) *apierror.Error {
+	switch {
+	case c.URL != "":
+		return BadBody("url is not used by slack_app sinks: they post through Slack's API with bot_token; leave url out")
+	case c.Method != "" || len(c.Headers) > 0 || c.Format != "" || c.TextTemplate != "":
+		return BadBody("method, headers, format and text_template are not used by slack_app sinks")
+	case c.BotToken == "":
+		return BadBody("bot_token is required: the app's Bot User OAuth Token (xoxb-...), on its OAuth & Permissions page")
+	case !slackBotToken.MatchString(c.BotToken):
+		return BadBody("bot_token must be a Slack bot token: xoxb- followed by letters, digits and dashes (the app's Bot User OAuth Token, on its OAuth & Permissions page)")
+	case c.SigningSecret == "":
+		return BadBody("signing_secret is required: the app's Signing Secret, on its Basic Information page")
+	case !validSigningSecret(c.SigningSecret):
+		return BadBody("signing_secret must be 16 to 128 visible characters without spaces (Slack's Signing Secret is 32 hexadecimal characters, on the app's Basic Information page)")
+	case c.Channel == "":
+		return BadBody("channel is required: the channel's id (C0123ABCD, in the channel's details) or its name (#incidents); invite the app to it")
+	case !slackChannel.MatchString(c.Channel):
+		return BadBody("channel must be a channel's id such as C0123ABCD (in the channel's details) or its name such as #incidents")
+	}
+	return nil
 }
 
 // Headers a sink may not set: the transport's own, and ours (signature, request id).
@@ -44,6 +112,12 @@ var reservedHeaders = map[string]bool{
 
 // ValidateSink checks a sink and fills its defaults.
 func ValidateSink(c *mirror.Sink) *apierror.Error {
+	if c.Kind == KindSlackApp {
+		return validateSlackApp(c)
+	}
+	if (c.Kind == "webhook" || c.Kind == "chat") && (c.BotToken != "" || c.SigningSecret != "" || c.Channel != "") {
+		return BadBody("bot_token, signing_secret and channel are for slack_app sinks")
+	}
 	if c.URL == "" {
 		return BadBody("url is required")
 	}
@@ -92,7 +166,7 @@ func ValidateSink(c *mirror.Sink) *apierror.Error {
 			return BadBody("method and headers are for webhook sinks")
 		}
 	default:
-		return BadBody(`kind must be "webhook" or "chat"`)
+		return BadBody(`kind must be "webhook", "chat" or "slack_app"`)
 	}
 	return nil
 }
@@ -108,6 +182,12 @@ func validHeaderName(k string) bool {
 		}
 	}
 	return true
+}
+
+// InteractionsURL is where Slack posts a slack_app sink's button presses (the app's
+// Interactivity Request URL): the receiver's, unversioned like its other push URLs.
+func (s *Service) InteractionsURL(projectID, sinkID string) string {
+	return s.ReceiverURL + "/slack/interactions/" + url.PathEscape(projectID) + "/" + url.PathEscape(sinkID)
 }
 
 // FindSink returns a project's sink.
@@ -151,8 +231,10 @@ func (s *Service) CreateSink(ctx context.Context, userID, id string, b SinkUpdat
 	if e := ValidateSink(&c); e != nil {
 		return sk, e
 	}
-	if err := s.CheckDestination(ctx, c.URL); err != nil {
-		return sk, BadBody("url: " + err.Error())
+	if c.URL != "" {
+		if err := s.CheckDestination(ctx, c.URL); err != nil {
+			return sk, BadBody("url: " + err.Error())
+		}
 	}
 	err = s.InProject(ctx, userID, id, Write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store) error {
 		now := time.Now().UTC()
