@@ -63,6 +63,14 @@ func dryRunSchema() *jsonschema.Schema {
 	return sc
 }
 
+// withEnum lists a property's values in the schema, so an agent picks one of them.
+func withEnum(sc *jsonschema.Schema, property string, values []string) *jsonschema.Schema {
+	for _, v := range values {
+		sc.Properties[property].Enum = append(sc.Properties[property].Enum, v)
+	}
+	return sc
+}
+
 func (s *Server) addConsoleTools(srv *mcp.Server) {
 	out := consoleRequestSchema()
 	const answers = " Answers the console request to make (method, url, headers with a console token valid 10 minutes, body for POST): make it yourself; the control plane never relays payloads."
@@ -99,6 +107,18 @@ func (s *Server) addConsoleTools(srv *mcp.Server) {
 		Description: "Send deliveries again, by ids or every dead letter (state dead_lettered, optionally of one kind, since a time); each becomes a new delivery naming the old one. Needs owner or admin." + answers,
 		InputSchema: mustSchema[replayIn]("project_id"), OutputSchema: out},
 		consoleTool[replayIn](s))
+	addTool(srv, &mcp.Tool{Name: "console_incidents",
+		Description: "List a project's incidents (incident mode: triggered records grouped per fingerprint), open and acknowledged ones first, then resolved ones; optionally only one status." + answers,
+		InputSchema: withEnum(limitSchema[incidentsIn](maxIncidentsLimit, "project_id"), "status", incidentStatuses), OutputSchema: out},
+		consoleTool[incidentsIn](s))
+	addTool(srv, &mcp.Tool{Name: "console_incident",
+		Description: "Show one incident with its counts, last agent result and timeline (events joining, agent calls and results, chat messages, who acknowledged, muted or resolved it)." + answers,
+		InputSchema: mustSchema[incidentIn]("project_id", "incident_id"), OutputSchema: out},
+		consoleTool[incidentIn](s))
+	addTool(srv, &mcp.Tool{Name: "console_incident_action",
+		Description: "Act on an incident as the dashboard's and Slack's buttons do: acknowledge, resolve, mute (an hour without update calls) or reinvestigate (the agent is called again). Needs owner or admin." + answers,
+		InputSchema: withEnum(mustSchema[incidentActionIn]("project_id", "incident_id", "action"), "action", incidentActions), OutputSchema: out},
+		consoleTool[incidentActionIn](s))
 }
 
 // consoleTool answers the console request a tool's arguments stand for, as the caller.

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/incident"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
@@ -263,4 +265,78 @@ func (in replayIn) call() (consoleCall, error) {
 	}
 	return consoleCall{method: "POST", path: "/deliveries/replay", body: body, write: true,
 		how: `POST body as it is with these headers (the Idempotency-Key makes a retry of this very request queue nothing twice); answers 202 {"replayed", "skipped": [{"id", "reason"}], "replay_id"}; each replayed delivery is sent again as a new delivery whose replay_of names the old one`}, nil
+}
+
+// Incidents (incident mode): the receiver's /incidents.
+const maxIncidentsLimit = 200
+
+// Incident statuses and actions, as the receiver takes them.
+var (
+	incidentStatuses = []string{incident.StatusOpen, incident.StatusAcknowledged, incident.StatusResolved}
+	incidentActions  = []string{incident.ActionAcknowledge, incident.ActionResolve, incident.ActionMute, incident.ActionReinvestigate}
+)
+
+func checkIncidentID(id string) error {
+	if _, _, ok := incident.ParseID(id); !ok {
+		return errors.New("incident_id must be an incident's id (inc_<32 hexadecimal characters>_<n>), as console_incidents lists it")
+	}
+	return nil
+}
+
+type incidentsIn struct {
+	ProjectID string `json:"project_id" jsonschema:"the project's id (p_...); list_projects shows yours"`
+	Status    string `json:"status,omitempty" jsonschema:"only incidents in this status: open, acknowledged or resolved; left out, all of them, open and acknowledged first"`
+	Limit     int    `json:"limit,omitempty" jsonschema:"how many: 1 to 200 (default 50)"`
+}
+
+func (in incidentsIn) project() string { return in.ProjectID }
+
+func (in incidentsIn) call() (consoleCall, error) {
+	q := url.Values{}
+	if in.Status != "" {
+		if !slices.Contains(incidentStatuses, in.Status) {
+			return consoleCall{}, fmt.Errorf("status must be open, acknowledged or resolved, got %q", in.Status)
+		}
+		q.Set("status", in.Status)
+	}
+	if err := limitParam(q, in.Limit, maxIncidentsLimit); err != nil {
+		return consoleCall{}, err
+	}
+	return consoleCall{method: "GET", path: "/incidents", query: q,
+		how: `answers {"incidents": [{"id", "fingerprint", "title", "status", "opened_at", "updated_at", "resolved_at", "events", "calls", "acknowledged_by", "muted_until", "last_result", "counts": {"events", "new_events", "calls"}}]}, open and acknowledged ones first (newest update first), then resolved ones newest first; console_incident shows one with its timeline`}, nil
+}
+
+type incidentIn struct {
+	ProjectID  string `json:"project_id" jsonschema:"the project's id (p_...); list_projects shows yours"`
+	IncidentID string `json:"incident_id" jsonschema:"an incident's id (inc_...), as console_incidents lists it"`
+}
+
+func (in incidentIn) project() string { return in.ProjectID }
+
+func (in incidentIn) call() (consoleCall, error) {
+	if err := checkIncidentID(in.IncidentID); err != nil {
+		return consoleCall{}, err
+	}
+	return consoleCall{method: "GET", path: "/incidents/" + url.PathEscape(in.IncidentID),
+		how: `answers the incident as console_incidents lists it, with "timeline" (opened, events, call, result, chat, acknowledged, muted, resolved, reopened, reinvestigate entries: {"at", "type", "by", "detail", "request_id", "sink_id", "count", "outcome"}, oldest first, at most 200) and "timeline_dropped" (older entries no longer kept); 404 not_found for an unknown incident`}, nil
+}
+
+type incidentActionIn struct {
+	ProjectID  string `json:"project_id" jsonschema:"the project's id (p_...); list_projects shows yours"`
+	IncidentID string `json:"incident_id" jsonschema:"an incident's id (inc_...), as console_incidents lists it"`
+	Action     string `json:"action" jsonschema:"acknowledge (someone is on it), resolve (close it now), mute (no update calls for an hour) or reinvestigate (call the agent again now with the incident's events)"`
+}
+
+func (in incidentActionIn) project() string { return in.ProjectID }
+
+func (in incidentActionIn) call() (consoleCall, error) {
+	if err := checkIncidentID(in.IncidentID); err != nil {
+		return consoleCall{}, err
+	}
+	if !slices.Contains(incidentActions, in.Action) {
+		return consoleCall{}, fmt.Errorf("action must be acknowledge, resolve, mute or reinvestigate, got %q", in.Action)
+	}
+	return consoleCall{method: "POST", path: "/incidents/" + url.PathEscape(in.IncidentID) + "/" + in.Action,
+		body: json.RawMessage(`{}`), write: true,
+		how: `POST body as it is with these headers; answers 200 with the incident after the action (as console_incident shows it), 409 incident_resolved when acknowledging or muting a resolved incident, 404 not_found for an unknown incident; the incident's timeline names you as who acted`}, nil
 }

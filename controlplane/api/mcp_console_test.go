@@ -15,6 +15,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/internal/consoletoken"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/incident"
 )
 
 // consoleOut is a console tool's answer, or its error text.
@@ -75,6 +76,11 @@ func TestMCPConsoleToolsAnswerTheRequest(t *testing.T) {
 		{"console_trace", map[string]any{"request_id": "req_1"}, "GET", base + "/trace?request_id=req_1", ""},
 		{"console_replay", map[string]any{"ids": []string{"d_1", "d_2"}}, "POST", base + "/deliveries/replay", `{"ids": ["d_1", "d_2"]}`},
 		{"console_replay", map[string]any{"state": "dead_lettered", "kind": "agent"}, "POST", base + "/deliveries/replay", `{"state": "dead_lettered", "kind": "agent"}`},
+		{"console_incidents", map[string]any{}, "GET", base + "/incidents", ""},
+		{"console_incidents", map[string]any{"status": "acknowledged", "limit": 200}, "GET", base + "/incidents?limit=200&status=acknowledged", ""},
+		{"console_incident", map[string]any{"incident_id": testIncidentID}, "GET", base + "/incidents/" + testIncidentID, ""},
+		{"console_incident_action", map[string]any{"incident_id": testIncidentID, "action": "acknowledge"}, "POST", base + "/incidents/" + testIncidentID + "/acknowledge", `{}`},
+		{"console_incident_action", map[string]any{"incident_id": testIncidentID, "action": "reinvestigate"}, "POST", base + "/incidents/" + testIncidentID + "/reinvestigate", `{}`},
 	} {
 		args := map[string]any{"project_id": "p_1"}
 		for k, v := range c.args {
@@ -141,6 +147,14 @@ func TestMCPConsoleToolsRefuseBadArguments(t *testing.T) {
 		{"console_replay", map[string]any{"ids": []string{"d_1"}, "state": "dead_lettered"}, "not both"},
 		{"console_replay", map[string]any{"state": "delivered"}, "dead_lettered"},
 		{"console_replay", map[string]any{"ids": []string{"d_1", "d 2"}}, "delivery id"},
+		{"console_incidents", map[string]any{"status": "closed"}, "status"},
+		{"console_incidents", map[string]any{"limit": 201}, "limit"},
+		{"console_incident", map[string]any{}, "incident_id"},
+		{"console_incident", map[string]any{"incident_id": "inc_abc_1"}, "incident_id"},
+		{"console_incident", map[string]any{"incident_id": testIncidentID + "/acknowledge"}, "incident_id"},
+		{"console_incident_action", map[string]any{"incident_id": testIncidentID, "action": "delete"}, "action"},
+		{"console_incident_action", map[string]any{"incident_id": testIncidentID}, "action"},
+		{"console_incident_action", map[string]any{"incident_id": "../deliveries", "action": "resolve"}, "incident_id"},
 		{"console_ledger", map[string]any{"project_id": "p_1/../p_2"}, "project_id"},
 		{"console_ledger", map[string]any{"project_id": ""}, "project_id"},
 	} {
@@ -186,22 +200,51 @@ func TestMCPConsoleReplayNeedsOwnerOrAdmin(t *testing.T) {
 	}
 }
 
+// testIncidentID is an incident id as the data plane makes them (incident.ID).
+const testIncidentID = "inc_0123456789abcdef0123456789abcdef_2"
+
+// An incident action changes the project: a member is told it needs the owner or an
+// admin and gets no token, as for a replay; the member still reads incidents.
+func TestMCPIncidentActionNeedsOwnerOrAdmin(t *testing.T) {
+	connect, _ := mcpServer(t)
+	args := map[string]any{"project_id": "p_1", "incident_id": testIncidentID, "action": "resolve"}
+	member := consoleCallTool(t, connect("u_3"), "console_incident_action", args)
+	assert.Equal(t, "forbidden: this needs the project's owner or an admin; you are a member, who may read it but not change it", member.errText)
+	assert.Empty(t, member.Headers)
+
+	admin := consoleCallTool(t, connect("u_2"), "console_incident_action", args)
+	require.Empty(t, admin.errText)
+	assert.Equal(t, "POST", admin.Method)
+	assert.Equal(t, testReceiverURL+"/console/v1/projects/p_1/incidents/"+testIncidentID+"/resolve", admin.URL)
+
+	for tool, a := range map[string]map[string]any{"console_incidents": {"project_id": "p_1"}, "console_incident": {"project_id": "p_1", "incident_id": testIncidentID}} {
+		read := consoleCallTool(t, connect("u_3"), tool, a)
+		assert.Empty(t, read.errText, tool)
+		assert.Equal(t, "GET", read.Method, tool)
+	}
+	stranger := consoleCallTool(t, connect("u_4"), "console_incident_action", args)
+	assert.Equal(t, "not_found: project not found", stranger.errText)
+}
+
 // FuzzConsoleArgs: whatever an agent sends as a console tool's arguments, either it is
 // refused or the request stays the tool's own (one path under the project, a query of
 // the tool's parameters, a JSON body for POST).
 func FuzzConsoleArgs(f *testing.F) {
 	for _, s := range []string{`{"limit": 5, "source_id": "src_1"}`, `{"pipeline": {"trigger": "true"}, "limit": 3}`,
 		`{"state": "dead_lettered", "kind": "sink", "since": "2026-01-02T03:04:05Z"}`, `{"ids": ["a", "b"]}`,
-		`{"delivery_id": "d_%2e%2e"}`, `{"seq": 7}`, `{"request_id": "r"}`, `{"source_id": "a/../b"}`, `{"pipeline": [1]}`} {
-		for tool := range uint8(8) {
+		`{"delivery_id": "d_%2e%2e"}`, `{"seq": 7}`, `{"request_id": "r"}`, `{"source_id": "a/../b"}`, `{"pipeline": [1]}`,
+		`{"status": "open", "limit": 9}`, `{"incident_id": "inc_0123456789abcdef0123456789abcdef_1", "action": "mute"}`,
+		`{"incident_id": "inc_0123456789abcdef0123456789abcdef_1/../../ledger", "action": "resolve"}`} {
+		for tool := range uint8(11) {
 			f.Add(tool, []byte(s))
 		}
 	}
 	f.Fuzz(func(t *testing.T, tool uint8, data []byte) {
 		var args consoleArgs
 		var err error
-		wantPath := map[uint8]string{0: "/events", 1: "/fields", 2: "/pipeline/dry-run", 3: "/deliveries", 4: "", 5: "/ledger", 6: "/trace", 7: "/deliveries/replay"}
-		switch tool % 8 {
+		wantPath := map[uint8]string{0: "/events", 1: "/fields", 2: "/pipeline/dry-run", 3: "/deliveries", 4: "", 5: "/ledger", 6: "/trace", 7: "/deliveries/replay",
+			8: "/incidents", 9: "", 10: ""}
+		switch tool % 11 {
 		case 0:
 			var in recentEventsIn
 			err, args = json.Unmarshal(data, &in), in
@@ -223,8 +266,17 @@ func FuzzConsoleArgs(f *testing.F) {
 		case 6:
 			var in traceIn
 			err, args = json.Unmarshal(data, &in), in
-		default:
+		case 7:
 			var in replayIn
+			err, args = json.Unmarshal(data, &in), in
+		case 8:
+			var in incidentsIn
+			err, args = json.Unmarshal(data, &in), in
+		case 9:
+			var in incidentIn
+			err, args = json.Unmarshal(data, &in), in
+		default:
+			var in incidentActionIn
 			err, args = json.Unmarshal(data, &in), in
 		}
 		if err != nil {
@@ -236,16 +288,24 @@ func FuzzConsoleArgs(f *testing.F) {
 		}
 		u, err := url.Parse(testReceiverURL + "/console/v1/projects/p_1" + c.path + "?" + c.query.Encode())
 		require.NoError(t, err)
-		if want := wantPath[tool%8]; want != "" {
-			assert.Equal(t, "/console/v1/projects/p_1"+want, u.Path)
-		} else {
-			id := args.(deliveryIn).DeliveryID
-			assert.Equal(t, "/console/v1/projects/p_1/deliveries/"+id, u.Path)
-			assert.True(t, deliveryIDRE.MatchString(id))
+		switch in := args.(type) {
+		case deliveryIn:
+			assert.Equal(t, "/console/v1/projects/p_1/deliveries/"+in.DeliveryID, u.Path)
+			assert.True(t, deliveryIDRE.MatchString(in.DeliveryID))
+		case incidentIn:
+			assert.Equal(t, "/console/v1/projects/p_1/incidents/"+in.IncidentID, u.Path)
+			_, _, ok := incident.ParseID(in.IncidentID)
+			assert.True(t, ok)
+		case incidentActionIn:
+			assert.Equal(t, "/console/v1/projects/p_1/incidents/"+in.IncidentID+"/"+in.Action, u.Path)
+			assert.Contains(t, incidentActions, in.Action)
+			assert.True(t, c.write, "an action needs the owner or an admin")
+		default:
+			assert.Equal(t, "/console/v1/projects/p_1"+wantPath[tool%11], u.Path)
 		}
 		assert.Empty(t, u.Fragment)
 		for k := range u.Query() {
-			assert.Contains(t, []string{"limit", "source_id", "state", "kind", "since", "seq", "request_id"}, k)
+			assert.Contains(t, []string{"limit", "source_id", "state", "kind", "since", "seq", "request_id", "status"}, k)
 		}
 		if c.method == "POST" {
 			var body map[string]any
