@@ -10,11 +10,15 @@
 //	GET  /console/v1/projects/{project_id}/ledger
 //	GET  /console/v1/projects/{project_id}/trace?seq=N | ?request_id=req_...
 //	POST /console/v1/projects/{project_id}/pipeline/dry-run
+//	GET  /console/v1/projects/{project_id}/incidents?status=&limit=50
+//	GET  /console/v1/projects/{project_id}/incidents/{incident_id}
+//	POST /console/v1/projects/{project_id}/incidents/{incident_id}/{acknowledge|resolve|mute|reinvestigate}
 //
 // Every endpoint shares what api.go does (CORS, one method, the console credential checked
 // against the project, a bounded number of reads at once, a time limit, the JSON answer);
 // an endpoint is one file that parses its request and reads (events.go, fields.go,
-// deliveries.go, replay.go, ledger.go, trace.go, dryrun.go). Add it to endpoints() below.
+// deliveries.go, replay.go, ledger.go, trace.go, dryrun.go, incidents.go). Add it to
+// endpoints() below.
 package console
 
 import (
@@ -83,6 +87,9 @@ type Settings struct {
 	// AllowedOrigins are the origins (scheme://host[:port], as ParseOrigins gives them)
 	// whose pages may call the API from a browser: the dashboard's. None: no CORS.
 	AllowedOrigins []string
+	// Incidents opens the incident store; the receiver shares it with its Slack
+	// interactions and results. Nil: the API opens its own.
+	Incidents *Incidents
 }
 
 // API serves the console read endpoints.
@@ -99,6 +106,9 @@ type API struct {
 
 // New returns the API.
 func New(set Settings) *API {
+	if set.Incidents == nil {
+		set.Incidents = &Incidents{Logger: set.Logger}
+	}
 	a := &API{set: set, reads: make(chan struct{}, maxReads), origins: map[string]bool{}}
 	for _, o := range set.AllowedOrigins {
 		a.origins[o] = true
@@ -115,6 +125,9 @@ type endpoint struct {
 	// write marks an endpoint that changes the project (AuthorizeConsoleWrite) rather
 	// than only reads it (AuthenticateConsole).
 	write bool
+	// forbidden, when set, is the 403 answer's message for a credential that may read but
+	// not write, instead of the authenticator's (which speaks of replays).
+	forbidden string
 	// status answers success; 0 means 200.
 	status int
 	// parse checks the request (query, path, body) before a read slot is taken, and
@@ -142,8 +155,10 @@ func query(parse func(q url.Values) (readFunc, *apierror.Error)) func(*http.Requ
 type readFunc func(ctx context.Context, js jetstream.JetStream, projectID string) (any, error)
 
 func (a *API) endpoints() []endpoint {
-	return []endpoint{eventsEndpoint(), fieldsEndpoint(), deliveriesEndpoint(), deliveryEndpoint(),
-		a.replayEndpoint(), a.ledgerEndpoint(), traceEndpoint(), a.dryRunEndpoint()}
+	eps := []endpoint{eventsEndpoint(), fieldsEndpoint(), deliveriesEndpoint(), deliveryEndpoint(),
+		a.replayEndpoint(), a.ledgerEndpoint(), traceEndpoint(), a.dryRunEndpoint(),
+		a.incidentsEndpoint(), a.incidentEndpoint()}
+	return append(eps, a.incidentActionEndpoints()...)
 }
 
 // Register adds the console's paths to mux.
@@ -236,7 +251,11 @@ func (a *API) readDetailed(req *http.Request, ep endpoint) (answer any, release 
 	if err != nil {
 		var f interface{ Forbidden() bool }
 		if errors.As(err, &f) && f.Forbidden() {
-			return nil, nil, apierror.New(http.StatusForbidden, apierror.Forbidden, principal.Message(err, "your credentials may read this project but not change it")), nil
+			msg := principal.Message(err, "your credentials may read this project but not change it")
+			if ep.forbidden != "" {
+				msg = ep.forbidden
+			}
+			return nil, nil, apierror.New(http.StatusForbidden, apierror.Forbidden, msg), nil
 		}
 		return nil, nil, a.set.Refuse(err), nil
 	}
