@@ -72,6 +72,7 @@ func (r *ingestReceiver) agentOutput(w http.ResponseWriter, req *http.Request) (
 		return "", r.consumeError(err)
 	}
 	r.results.count(p.ProjectID, info.Unmatched)
+	r.attachIncidentResult(ctx, p.ProjectID, out.RequestID, out.Payload, info.Unmatched)
 	return out.RequestID, nil
 }
 

@@ -48,8 +48,10 @@ type ingestReceiver struct {
 	dp    dataPlaneAuth // the authenticator's push-ingest and console side; nil for another authenticator
 	// console serves the console read API; built at Start, once the authenticator is known.
 	console *console.API
-	server  *http.Server
-	wg      sync.WaitGroup
+	// incidents opens the incident store for the console, Slack interactions and results.
+	incidents *console.Incidents
+	server    *http.Server
+	wg        sync.WaitGroup
 	// draining is set when Shutdown begins: new requests are answered 503 (drain.go).
 	draining atomic.Bool
 
@@ -78,7 +80,7 @@ func newReceiver(cfg *Config, set receiver.Settings) (*ingestReceiver, error) {
 		return nil, err
 	}
 	return &ingestReceiver{cfg: cfg, settings: set, obs: obs, admit: newAdmission(cfg.MaxInflightBytes, perAccount(cfg)),
-		refusals: usage.NewRefusalCounter(nil)}, nil
+		refusals: usage.NewRefusalCounter(nil), incidents: &console.Incidents{Logger: set.Logger}}, nil
 }
 
 func (r *ingestReceiver) Start(ctx context.Context, host component.Host) error {
@@ -155,6 +157,7 @@ func (r *ingestReceiver) routes() http.Handler {
 	mux.HandleFunc("/v1/events/batch", r.handleEventBatch)
 	mux.HandleFunc("/internal/agent-output", r.handleAgentOutput)
 	mux.HandleFunc(pushPrefix, r.handlePush)
+	mux.HandleFunc(slackInteractionsPattern, r.handleSlackInteraction)
 	r.console.Register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.NotFound,
@@ -166,7 +169,7 @@ func (r *ingestReceiver) routes() http.Handler {
 func (r *ingestReceiver) newConsole() *console.API {
 	set := console.Settings{Refuse: r.authRefusal, RetryAfter: r.cfg.RetryAfter, Logger: r.settings.Logger,
 		PipelineDurable: r.cfg.DeliveryLog.PipelineDurable, SinkDurable: r.cfg.DeliveryLog.SinkDurable,
-		ReplayReplicas: r.cfg.DeliveryLog.ReplayReplicas, MaxRecordBytes: r.cfg.Console.MaxRecordBytes}
+		ReplayReplicas: r.cfg.DeliveryLog.ReplayReplicas, MaxRecordBytes: r.cfg.Console.MaxRecordBytes, Incidents: r.incidents}
 	// Validate checked them.
 	set.AllowedOrigins, _ = console.ParseOrigins(r.cfg.Console.AllowedOrigins)
 	if r.dp != nil {

@@ -1,7 +1,10 @@
 package ingestreceiver
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,4 +115,94 @@ func (r *ingestReceiver) startLedger(js jetstream.JetStream) {
 			wait = min(2*wait, ledgerRetryMax)
 		}
 	}()
+}
+
+// Results of incident calls are attached to their incident (its last_result and a
+// timeline entry) once stored: the console and the Slack root message show what the
+// agent found. Results are few; a result that is no incident call costs one KV get.
+
+const (
+	// attachTimeout bounds the attaching, which the result's answer waits for.
+	attachTimeout = 2 * time.Second
+	// maxResultText is the most of a result's text an incident keeps.
+	maxResultText = 500
+)
+
+// attachIncidentResult attaches a stored result to the incident whose call requestID
+// was, if any. A failure is logged, never answered: the result itself is stored.
+func (r *ingestReceiver) attachIncidentResult(ctx context.Context, project, requestID string, payload []byte, unmatched bool) {
+	if unmatched || r.dp == nil {
+		return // never issued to this project, so no call of its incidents
+	}
+	js := r.dp.JetStream()
+	if js == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attachTimeout)
+	defer cancel()
+	st, err := r.incidents.Store(ctx, js)
+	if st == nil {
+		if err != nil {
+			r.settings.Logger.Debug("the incident store could not be opened to attach a result", zap.String("project_id", project), zap.Error(err))
+		}
+		return
+	}
+	// Most results answer no incident call: find that out before reading the payload.
+	if _, _, ok, err := st.ByRequest(ctx, project, requestID); !ok || err != nil {
+		if err != nil {
+			r.settings.Logger.Debug("the incident of a result could not be looked up", zap.String("project_id", project), zap.Error(err))
+		}
+		return
+	}
+	if _, err := r.incidents.AttachResult(ctx, js, project, requestID, resultText(payload)); err != nil {
+		r.settings.Logger.Debug("a result could not be attached to its incident", zap.String("project_id", project), zap.Error(err))
+	}
+}
+
+// resultText is what an incident shows of a result, as chat destinations show it: its
+// text, summary or message field, else the payload as compact JSON; at most
+// maxResultText characters.
+func resultText(payload []byte) string {
+	var fields struct {
+		Text    json.RawMessage `json:"text"`
+		Summary json.RawMessage `json:"summary"`
+		Message json.RawMessage `json:"message"`
+	}
+	text := ""
+	if json.Unmarshal(payload, &text) == nil && strings.TrimSpace(text) != "" {
+		return firstRunes(strings.ToValidUTF8(text, "\uFFFD"), maxResultText)
+	}
+	text = ""
+	if json.Unmarshal(payload, &fields) == nil {
+		for _, raw := range []json.RawMessage{fields.Text, fields.Summary, fields.Message} {
+			var s string
+			if json.Unmarshal(raw, &s) == nil && strings.TrimSpace(s) != "" {
+				text = s
+				break
+			}
+		}
+	}
+	if text == "" {
+		var compact bytes.Buffer
+		if json.Compact(&compact, payload) == nil {
+			text = compact.String()
+		} else {
+			text = string(payload)
+		}
+	}
+	return firstRunes(strings.ToValidUTF8(text, "\uFFFD"), maxResultText)
+}
+
+// firstRunes is s cut to n characters.
+func firstRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
 }
