@@ -156,12 +156,16 @@ func (r *ingestReceiver) slackInteraction(w http.ResponseWriter, req *http.Reque
 		return 0, apierror.New(http.StatusNotFound, apierror.NotFound, msgNoSlackSink)
 	}
 	req.Body = http.MaxBytesReader(w, req.Body, maxSlackBody)
-	ctx := principal.NewContext(req.Context(), principal.Principal{ProjectID: proj.ID, AccountID: proj.AccountID})
-	t, body, aerr := r.admittedBody(ctx, req)
+	// Anyone may post to this URL before the signature is checked: its bodies take a
+	// share of max_inflight_bytes of their own, not the account's (which its senders of
+	// records use), and a refusal here is no refused record of the account's.
+	t := r.admit.ticket("slack:" + proj.ID)
+	defer t.release()
+	body, aerr := r.readBody(req, t)
 	if aerr != nil {
 		return 0, aerr
 	}
-	defer t.release()
+	ctx := principal.NewContext(req.Context(), principal.Principal{ProjectID: proj.ID, AccountID: proj.AccountID})
 	// The raw body, before anything reads it: unsigned, nothing is parsed or changed.
 	if e := verifySlackInteraction(sink, req.Header, body); e != nil {
 		return 0, e
