@@ -65,7 +65,7 @@ func durationText(d time.Duration) string {
 // windowEnabled is the body's window_enabled, nil when the body has none.
 func SetMode(p *mirror.Pipeline, mode string, windowEnabled *bool) *apierror.Error {
 	contradicts := func() *apierror.Error {
-		return InvalidPipeline("mode", fmt.Sprintf("mode %q contradicts window_enabled true (window_enabled is true in window mode only): leave window_enabled out, or choose mode %q", mode, mirror.ModeWindow))
+		return InvalidPipeline("mode", fmt.Sprintf("%q contradicts window_enabled true (true in window mode only): leave window_enabled out or set it false, or choose mode %q", mode, mirror.ModeWindow))
 	}
 	switch mode {
 	case "":
