@@ -334,3 +334,39 @@ func TestNoIncidentOutsideIncidentMode(t *testing.T) {
 	require.Len(t, hook.requests(), 1)
 	assert.Empty(t, hook.requests()[0].header.Get("X-Incident-Id"))
 }
+
+// A slack_app delivery Slack refused is replayed from its dead letter once the app is in
+// the channel: the same message, posted.
+func TestSlackAppReplay(t *testing.T) {
+	e := newEnv(t)
+	slack := testenv.NewSlack(t)
+	e.putProject(t, sinkProject("srp", slackSink("s_app", slack)))
+	r := e.start(t, func(c *Config) { c.SlackAPIURL = slack.URL() })
+
+	slack.Refuse("not_in_channel")
+	require.NoError(t, consumeResult(r, "srp", "s_app", `{"text":"hello"}`))
+	oldID := sinkDeliveryID(pipelinedata.Item{MsgID: "out:req_1:abc"}, "s_app")
+	e.delivery(t, "srp", oldID, inState(deliverylog.StateDeadLettered))
+	assert.Empty(t, slack.Messages())
+
+	require.NoError(t, deliverylog.Enqueue(context.Background(), e.js, []deliverylog.Job{
+		{Project: "srp", DeliveryID: oldID, ReplayID: "rp1", RequestedAt: time.Now()}}))
+	require.Eventually(t, func() bool { return len(slack.Messages()) == 1 }, 10*time.Second, 10*time.Millisecond)
+	assert.True(t, strings.HasPrefix(slack.Messages()[0].Text, "hello"))
+	assert.Equal(t, "C_INC", slack.Messages()[0].Channel)
+}
+
+// Slack's API address is an outbound destination like any other: a loopback one is
+// refused unless allow_cidrs allows it, and nothing reaches it.
+func TestSlackAppOutboundRules(t *testing.T) {
+	e := newEnv(t)
+	slack := testenv.NewSlack(t)
+	e.putProject(t, sinkProject("ssrf", slackSink("s_app", slack)))
+	r := e.start(t, func(c *Config) { c.SlackAPIURL = slack.URL(); c.AllowCIDRs = "" })
+	require.NoError(t, consumeResult(r, "ssrf", "s_app", `{"text":"hello"}`))
+	dls := e.deadLetters(t, "ssrf")
+	require.Len(t, dls, 1)
+	assert.Contains(t, dls[0].Header.Get(streams.HeaderDLQReason), "is a loopback address")
+	assert.Equal(t, slack.URL(), dls[0].Header.Get(streams.HeaderDLQTarget))
+	assert.Empty(t, slack.Calls())
+}
