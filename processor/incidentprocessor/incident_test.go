@@ -1,0 +1,507 @@
+package incidentprocessor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processortest"
+	"go.uber.org/zap"
+
+	"github.com/otelcol-svc/otelcol-svc/exporter/agentexporter"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
+	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/delivery"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/incident"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
+	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/processor/incidentprocessor/internal/metadata"
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
+)
+
+// ---- environment: a real NATS, the mirror behind a test host, the real agent exporter,
+// a stand-in agent ----
+
+type env struct {
+	nats  *testenv.NATS
+	js    jetstream.JetStream
+	store *mirror.Store
+	cache *mirrorcache.Cache
+	host  component.Host
+}
+
+type mirrorExtension struct {
+	component.StartFunc
+	component.ShutdownFunc
+	cache *mirrorcache.Cache
+}
+
+func (m mirrorExtension) MirrorCache() *mirrorcache.Cache { return m.cache }
+
+type testHost map[component.ID]component.Component
+
+func (h testHost) GetExtensions() map[component.ID]component.Component { return h }
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	store, err := mirror.Open(context.Background(), js, 1)
+	require.NoError(t, err)
+	cache := mirrorcache.NewCache(zap.NewNop())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); cache.Run(ctx, js) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, cache.Ready, 5*time.Second, 5*time.Millisecond)
+	host := testHost{component.MustNewID("configmirror"): mirrorExtension{cache: cache}}
+	return &env{nats: n, js: js, store: store, cache: cache, host: host}
+}
+
+func (e *env) put(t *testing.T, p mirror.Project) {
+	t.Helper()
+	p.Version = time.Now().UnixNano()
+	require.NoError(t, e.store.PutProject(context.Background(), p))
+	require.Eventually(t, func() bool {
+		got, ok := e.cache.Project(p.ID)
+		return ok && got.Version == p.Version
+	}, 5*time.Second, 5*time.Millisecond)
+}
+
+func (e *env) incidents(t *testing.T) *incident.Store {
+	t.Helper()
+	s, err := incident.Open(context.Background(), e.js, 1)
+	require.NoError(t, err)
+	return s
+}
+
+// redisURL is the machine's Redis, database 13 of these tests (projects are fresh ids).
+func redisURL() string {
+	if u := os.Getenv("REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/13"
+}
+
+// instance is one pipeline process: the incident processor in front of its own agent
+// exporter.
+type instance struct {
+	proc processor.Logs
+	exp  exporter.Logs
+	once sync.Once
+}
+
+func (e *env) start(t *testing.T, redis string) *instance {
+	t.Helper()
+	ctx := context.Background()
+	ef := agentexporter.NewFactory()
+	ecfg := ef.CreateDefaultConfig().(*agentexporter.Config)
+	ecfg.NATS.URL = e.nats.URL()
+	ecfg.AllowCIDRs = "127.0.0.0/8"
+	ecfg.Timeout = 10 * time.Second
+	ecfg.Retry = delivery.RetryConfig{InitialInterval: 10 * time.Millisecond, MaxInterval: 50 * time.Millisecond, MaxElapsedTime: 5 * time.Second}
+	require.NoError(t, ecfg.Validate())
+	exp, err := ef.CreateLogs(ctx, exportertest.NewNopSettings(ef.Type()), ecfg)
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(ctx, e.host))
+
+	cfg := createDefaultConfig().(*Config)
+	cfg.NATS.URL = e.nats.URL()
+	cfg.RedisURL = redis
+	cfg.Tick = 100 * time.Millisecond
+	cfg.ClaimTimeout = 3 * time.Second
+	require.NoError(t, cfg.Validate())
+	proc, err := NewFactory().CreateLogs(ctx, processortest.NewNopSettings(metadata.Type), cfg, exp)
+	require.NoError(t, err)
+	require.NoError(t, proc.Start(ctx, e.host))
+	in := &instance{proc: proc, exp: exp}
+	t.Cleanup(func() { in.stop(t, 10*time.Second) })
+	return in
+}
+
+// stop shuts the process down as the collector does (processor first), giving calls in
+// flight at most within.
+func (in *instance) stop(t *testing.T, within time.Duration) {
+	in.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		assert.NoError(t, in.proc.Shutdown(ctx))
+		assert.NoError(t, in.exp.Shutdown(context.Background()))
+	})
+}
+
+// send hands the processor one batch of records numbered from seq on, as the jetstream
+// receiver does, and returns the batch's ledger outcome.
+func (in *instance) send(t *testing.T, project string, seq uint64, records ...string) *deliverylog.Outcome {
+	t.Helper()
+	ld, lrs := pipelinedata.New()
+	for i, r := range records {
+		pipelinedata.Append(lrs, pipelinedata.Item{Body: []byte(r), Signal: "event", Seq: seq + uint64(i)})
+	}
+	o := deliverylog.NewOutcome()
+	ctx := pipelinectx.WithOutcome(principal.NewContext(context.Background(), principal.Principal{ProjectID: project, Scope: "pipeline"}), o)
+	require.NoError(t, in.proc.ConsumeLogs(ctx, ld))
+	return o
+}
+
+func errorEvent(svc string, n int) string {
+	return fmt.Sprintf(`{"level":"error","svc":%q,"message":"%s is failing","n":%d}`, svc, svc, n)
+}
+
+func okEvent(svc string) string { return fmt.Sprintf(`{"level":"ok","svc":%q}`, svc) }
+
+type callBody struct {
+	Incident struct {
+		ID          string `json:"id"`
+		Fingerprint string `json:"fingerprint"`
+		Title       string `json:"title"`
+		Status      string `json:"status"`
+		Counts      struct {
+			Events    int `json:"events"`
+			NewEvents int `json:"new_events"`
+			Calls     int `json:"calls"`
+		} `json:"counts"`
+	} `json:"incident"`
+	Reason        string            `json:"reason"`
+	Events        []json.RawMessage `json:"events"`
+	EventsLeftOut int               `json:"events_left_out"`
+	Window        []json.RawMessage `json:"window"`
+}
+
+type agentCall struct {
+	at        time.Time
+	requestID string
+	body      callBody
+	raw       []byte
+}
+
+// agent is the customer's endpoint: it records each call; hold, when set, may keep a
+// call waiting (it returns when the call may be answered).
+type agent struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	calls []agentCall
+	hold  func(n int, r *http.Request)
+}
+
+func newAgent(t *testing.T, hold func(n int, r *http.Request)) *agent {
+	t.Helper()
+	a := &agent{hold: hold}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		var b callBody
+		_ = json.Unmarshal(raw, &b)
+		a.mu.Lock()
+		a.calls = append(a.calls, agentCall{at: time.Now(), requestID: r.Header.Get("X-Request-Id"), body: b, raw: raw})
+		n := len(a.calls)
+		a.mu.Unlock()
+		if a.hold != nil {
+			a.hold(n, r)
+			if r.Context().Err() != nil {
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"accepted"}`)
+	}))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *agent) got() []agentCall {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]agentCall(nil), a.calls...)
+}
+
+// byReason returns the calls of a reason, per incident id.
+func (a *agent) byReason(reason string) map[string][]agentCall {
+	out := map[string][]agentCall{}
+	for _, c := range a.got() {
+		if c.body.Reason == reason {
+			out[c.body.Incident.ID] = append(out[c.body.Incident.ID], c)
+		}
+	}
+	return out
+}
+
+func (a *agent) byIncident() map[string][]agentCall {
+	out := map[string][]agentCall{}
+	for _, c := range a.got() {
+		out[c.body.Incident.ID] = append(out[c.body.Incident.ID], c)
+	}
+	return out
+}
+
+func incidentProject(id, url string, change func(*mirror.Pipeline)) mirror.Project {
+	p := mirror.Project{ID: id, SigningSecret: webhooksig.NewSecret(), Pipeline: mirror.Pipeline{
+		AgentEndpointURL: url, Mode: mirror.ModeIncident,
+		Trigger: `event["level"] == "error"`, Fingerprint: `event["svc"]`, ResolveWhen: `event["level"] == "ok"`,
+		GroupWait: "1s", GroupInterval: "1s", ResolveAfter: "1h",
+	}}
+	if change != nil {
+		change(&p.Pipeline)
+	}
+	return p
+}
+
+func projectID(name string) string { return fmt.Sprintf("prj_%s_%d", name, time.Now().UnixNano()) }
+
+// ---- the behaviour ----
+
+// A storm of events of three fingerprints opens three incidents, and nothing reaches the
+// agent record by record: each incident's opening call comes after group_wait, once;
+// its updates at most one per group_interval, each with new events; the batch's events
+// count in the ledger as incident_events and the incidents as opened.
+func TestAStormOpensOneIncidentPerFingerprint(t *testing.T) {
+	e := newEnv(t)
+	a := newAgent(t, nil)
+	project := projectID("storm")
+	e.put(t, incidentProject(project, a.srv.URL, nil))
+	in := e.start(t, "")
+
+	start := time.Now()
+	seq := uint64(1)
+	var first *deliverylog.Outcome
+	var firstSeqs []uint64
+	// A storm for 3 s: each batch holds an event of each fingerprint and a record that
+	// matches nothing.
+	for round := 0; time.Since(start) < 3*time.Second; round++ {
+		recs := []string{errorEvent("api", round), errorEvent("db", round), `{"level":"info","svc":"api"}`, errorEvent("cache", round)}
+		o := in.send(t, project, seq, recs...)
+		if first == nil {
+			first = o
+			firstSeqs = []uint64{seq, seq + 1, seq + 2, seq + 3}
+		}
+		seq += uint64(len(recs))
+		time.Sleep(50 * time.Millisecond) // the storm's pace, not a wait for anything
+	}
+	require.Eventually(t, func() bool { return len(a.byReason(incident.ReasonOpened)) == 3 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(a.byReason(incident.ReasonUpdated)) == 3 },
+		10*time.Second, 20*time.Millisecond, "each incident is updated while events come")
+
+	fps := map[string]bool{}
+	for id, calls := range a.byReason(incident.ReasonOpened) {
+		require.Len(t, calls, 1, "incident %s opened once", id)
+		c := calls[0]
+		fps[c.body.Incident.Fingerprint] = true
+		assert.GreaterOrEqual(t, c.at.Sub(start), time.Second, "the opening call waits group_wait")
+		assert.NotEmpty(t, c.body.Events, "the opening call carries the events")
+		assert.Equal(t, c.body.Incident.Fingerprint+" is failing", c.body.Incident.Title)
+		assert.Regexp(t, `^req_[0-9a-f]{32}$`, c.requestID)
+	}
+	assert.Equal(t, map[string]bool{"api": true, "db": true, "cache": true}, fps)
+	for id, calls := range a.byIncident() {
+		for i := 1; i < len(calls); i++ {
+			assert.GreaterOrEqual(t, calls[i].at.Sub(calls[i-1].at), time.Second,
+				"incident %s: at most one call per group_interval (call %d)", id, i)
+			assert.True(t, len(calls[i].body.Events) > 0 || calls[i].body.EventsLeftOut > 0, "an update carries new events")
+		}
+	}
+	for _, c := range a.got() {
+		assert.NotEmpty(t, c.body.Reason, "only incident calls reach the agent: %s", c.raw)
+	}
+
+	// The first batch's three events joined incidents and opened them; the other record
+	// was dropped.
+	led, err := deliverylog.OpenLedger(context.Background(), e.js, time.Hour)
+	require.NoError(t, err)
+	require.NoError(t, led.Settle(context.Background(), project, firstSeqs, first))
+	require.NoError(t, led.Close(context.Background()))
+	kv, err := e.js.KeyValue(context.Background(), deliverylog.LedgerBucket)
+	require.NoError(t, err)
+	entry, err := kv.Get(context.Background(), project)
+	require.NoError(t, err)
+	var counters deliverylog.Counters
+	require.NoError(t, json.Unmarshal(entry.Value(), &counters))
+	assert.Equal(t, int64(3), counters.IncidentEvents)
+	assert.Equal(t, int64(3), counters.IncidentsOpened)
+	assert.Equal(t, int64(1), counters.Dropped)
+}
+
+// resolve_when resolves the incident of its own fingerprint (resolved call), resolve_after
+// resolves one that had no events for that long; within reopen_within an event reopens the
+// same incident, and without it an event opens a new one.
+func TestResolveAndReopen(t *testing.T) {
+	e := newEnv(t)
+	a, b := newAgent(t, nil), newAgent(t, nil)
+	reopen, fresh := projectID("reopen"), projectID("fresh")
+	e.put(t, incidentProject(reopen, a.srv.URL, func(p *mirror.Pipeline) {
+		p.GroupWait, p.ResolveAfter, p.ReopenWithin = "0s", "2s", "1m"
+	}))
+	e.put(t, incidentProject(fresh, b.srv.URL, func(p *mirror.Pipeline) { p.GroupWait = "0s" }))
+	in := e.start(t, "")
+
+	in.send(t, reopen, 1, errorEvent("api", 1), errorEvent("db", 1))
+	in.send(t, fresh, 1, errorEvent("api", 1))
+	callOf := func(a *agent, match func(agentCall) bool, what string) agentCall {
+		t.Helper()
+		var got agentCall
+		require.Eventually(t, func() bool {
+			for _, c := range a.got() {
+				if match(c) {
+					got = c
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, 20*time.Millisecond, what)
+		return got
+	}
+	of := func(reason, fp string) func(agentCall) bool {
+		return func(c agentCall) bool { return c.body.Reason == reason && c.body.Incident.Fingerprint == fp }
+	}
+	api := callOf(a, of(incident.ReasonOpened, "api"), "api opened")
+	db := callOf(a, of(incident.ReasonOpened, "db"), "db opened")
+	require.NotEqual(t, api.body.Incident.ID, db.body.Incident.ID)
+
+	// resolve_when: api's incident is resolved by an event of its fingerprint.
+	in.send(t, reopen, 3, okEvent("api"))
+	r := callOf(a, of(incident.ReasonResolved, "api"), "api resolved")
+	assert.Equal(t, incident.StatusResolved, r.body.Incident.Status)
+	assert.Equal(t, api.body.Incident.ID, r.body.Incident.ID)
+	inc, err := e.incidents(t).Get(context.Background(), reopen, api.body.Incident.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "resolve_when", inc.ResolvedBy)
+
+	// resolve_after: db had no event for 2 s.
+	r = callOf(a, of(incident.ReasonResolved, "db"), "db resolved")
+	assert.Equal(t, incident.StatusResolved, r.body.Incident.Status)
+	inc, err = e.incidents(t).Get(context.Background(), reopen, db.body.Incident.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "resolve_after", inc.ResolvedBy)
+
+	// Within reopen_within: the same incident again, told with an update.
+	in.send(t, reopen, 4, errorEvent("api", 2))
+	u := callOf(a, of(incident.ReasonUpdated, "api"), "api updated after reopening")
+	assert.Equal(t, incident.StatusOpen, u.body.Incident.Status)
+	assert.Equal(t, api.body.Incident.ID, u.body.Incident.ID, "the same incident")
+	assert.Len(t, a.byReason(incident.ReasonOpened)[api.body.Incident.ID], 1, "reopened, not opened anew")
+
+	// Without reopen_within: resolved, then a new incident of the same fingerprint.
+	first := callOf(b, of(incident.ReasonOpened, "api"), "fresh api opened")
+	in.send(t, fresh, 2, okEvent("api"))
+	callOf(b, of(incident.ReasonResolved, "api"), "fresh api resolved")
+	in.send(t, fresh, 3, errorEvent("api", 3))
+	second := callOf(b, func(c agentCall) bool {
+		return c.body.Reason == incident.ReasonOpened && c.body.Incident.ID != first.body.Incident.ID
+	}, "a second incident of api")
+	fph, gen, ok := incident.ParseID(second.body.Incident.ID)
+	require.True(t, ok)
+	assert.Equal(t, incident.FingerprintHash("api"), fph)
+	assert.Equal(t, 2, gen)
+	assert.Equal(t, incident.StatusOpen, second.body.Incident.Status)
+}
+
+// Two pipeline processes share one bucket and Redis, batches going to either, some
+// delivered to both (a redelivery): each fingerprint has one incident, counting each event
+// once, and each opening call is made once.
+func TestTwoProcessesOpenEachIncidentOnce(t *testing.T) {
+	e := newEnv(t)
+	a := newAgent(t, nil)
+	project := projectID("two")
+	e.put(t, incidentProject(project, a.srv.URL, func(p *mirror.Pipeline) { p.GroupInterval = "1h" }))
+	ins := []*instance{e.start(t, redisURL()), e.start(t, redisURL())}
+
+	seq := uint64(1)
+	sent := map[string]int{}
+	for round := range 30 {
+		var recs []string
+		for _, fp := range []string{"api", "db", "cache"} {
+			recs = append(recs, errorEvent(fp, round))
+			sent[fp]++
+		}
+		ins[round%2].send(t, project, seq, recs...)
+		if round%5 == 0 {
+			ins[(round+1)%2].send(t, project, seq, recs...) // the same batch again, elsewhere
+		}
+		seq += uint64(len(recs))
+	}
+	store := e.incidents(t)
+	var list []incident.Incident
+	require.Eventually(t, func() bool {
+		var err error
+		list, err = store.List(context.Background(), project, "", 50)
+		if err != nil || len(list) != 3 {
+			return false
+		}
+		for _, i := range list {
+			if !i.OpeningDone || i.Pending != nil {
+				return false
+			}
+		}
+		return true
+	}, 15*time.Second, 20*time.Millisecond, "three incidents whose opening calls are done")
+	for _, i := range list {
+		assert.Equal(t, int64(sent[i.Fingerprint]), i.Events, "%s: each event counted once", i.Fingerprint)
+		assert.Equal(t, 1, i.Calls)
+		assert.Equal(t, 1, i.Generation)
+	}
+	opened := a.byReason(incident.ReasonOpened)
+	require.Len(t, opened, 3)
+	for id, calls := range opened {
+		assert.Len(t, calls, 1, "incident %s: one opening call", id)
+	}
+}
+
+// A process stopped in the middle of an opening call leaves its claim; another process
+// takes it over once claim_timeout has passed, and the agent gets the same call again,
+// under the same X-Request-Id, never a second one.
+func TestAClaimLeftByAStoppedProcessIsTakenOverWithTheSameRequestID(t *testing.T) {
+	e := newEnv(t)
+	firstCall := make(chan struct{})
+	a := newAgent(t, func(n int, r *http.Request) {
+		if n == 1 {
+			close(firstCall)
+			<-r.Context().Done() // hangs until the stopping process cuts it
+		}
+	})
+	project := projectID("takeover")
+	e.put(t, incidentProject(project, a.srv.URL, func(p *mirror.Pipeline) { p.GroupWait = "0s"; p.GroupInterval = "1h" }))
+	first := e.start(t, redisURL())
+	first.send(t, project, 1, errorEvent("api", 1), errorEvent("api", 2))
+	select {
+	case <-firstCall:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the opening call never came")
+	}
+	e.start(t, redisURL()) // the process that takes over
+	first.stop(t, 200*time.Millisecond)
+
+	require.Eventually(t, func() bool { return len(a.got()) >= 2 }, 15*time.Second, 20*time.Millisecond, "taken over")
+	got := a.got()
+	assert.Equal(t, got[0].requestID, got[1].requestID, "the same call")
+	assert.Equal(t, incident.ReasonOpened, got[1].body.Reason)
+	assert.GreaterOrEqual(t, got[1].at.Sub(got[0].at), 3*time.Second, "after claim_timeout")
+	assert.Len(t, got[1].body.Events, 2)
+
+	store := e.incidents(t)
+	require.Eventually(t, func() bool {
+		list, err := store.List(context.Background(), project, "", 10)
+		return err == nil && len(list) == 1 && list[0].OpeningDone && list[0].Pending == nil && list[0].Calls == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	ids := map[string]bool{}
+	for _, c := range a.got() {
+		if c.body.Reason == incident.ReasonOpened {
+			ids[c.requestID] = true
+		}
+	}
+	assert.Len(t, ids, 1, "one opening call, whatever the attempts")
+}
