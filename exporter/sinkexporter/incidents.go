@@ -87,8 +87,8 @@ func (e *sinkExporter) incidentStore(ctx context.Context) (*incident.Store, erro
 
 // rootWait is how long after an incident opened a notice or result waits for its Slack
 // root (the incident.opened notice is delivered first, within the retry budget); past
-// it the root is taken as never coming (its notice was dead-lettered, or the destination
-// is younger than the incident), and the notice posts it.
+// it the root is taken as never coming (its notice was dead-lettered), and the notice
+// posts it.
 func (e *sinkExporter) rootWait() time.Duration { return e.cfg.Retry.MaxElapsedTime + time.Minute }
 
 // incidentLink is the incident's page in the dashboard, or "".

@@ -85,7 +85,7 @@ func (e *sinkExporter) slackNotice(ctx context.Context, proj mirror.Project, sin
 	if has {
 		return e.slackSending(o, sink, slackapp.Root(thread.Channel, thread.TS, sum), nil), nil
 	}
-	if inc.notice.Type != incident.NoticeOpened && time.Since(opened) < e.rootWait() {
+	if inc.notice.Type != incident.NoticeOpened && !e.rootNeverComes(sink, opened) {
 		return o, &errLater{"the incident's Slack root message is not posted yet (its incident.opened notice comes first)"}
 	}
 	var done func(context.Context, slackapp.Answer) error
@@ -95,6 +95,13 @@ func (e *sinkExporter) slackNotice(ctx context.Context, proj mirror.Project, sin
 		}
 	}
 	return e.slackSending(o, sink, slackapp.Root(sink.Channel, "", sum), done), nil
+}
+
+// rootNeverComes reports whether an incident opened at opened has no root to wait for
+// in sink: the destination was created (or enabled) after it opened, so its
+// incident.opened notice is not among what it receives, or the wait is over (rootWait).
+func (e *sinkExporter) rootNeverComes(sink mirror.Sink, opened time.Time) bool {
+	return opened.Before(sink.Since) || time.Since(opened) >= e.rootWait()
 }
 
 // threadTries bounds the tries to record a posted root's thread before the notice is
@@ -128,7 +135,7 @@ func (e *sinkExporter) slackIncidentResult(ctx context.Context, proj mirror.Proj
 	}
 	thread, has := inc.inc.Chat[sink.ID]
 	if !has {
-		if time.Since(inc.inc.OpenedAt) < e.rootWait() {
+		if !e.rootNeverComes(sink, inc.inc.OpenedAt) {
 			return o, &errLater{"the incident's Slack root message is not posted yet (its incident.opened notice comes first)"}
 		}
 		// No root will come: the result goes to the channel, titled with its incident.

@@ -370,3 +370,26 @@ func TestSlackAppOutboundRules(t *testing.T) {
 	assert.Equal(t, slack.URL(), dls[0].Header.Get(streams.HeaderDLQTarget))
 	assert.Empty(t, slack.Calls())
 }
+
+// A destination created after an incident opened never gets its incident.opened
+// notice: the incident's next notice posts the root at once, without waiting.
+func TestSlackAppNewDestinationPostsTheRoot(t *testing.T) {
+	e := newEnv(t)
+	slack := testenv.NewSlack(t)
+	ctx := context.Background()
+	o := e.openIncident(t, "inc5", "fp", "Queue backlog", "req_5")
+	s := slackSink("s_new", slack)
+	s.Since = time.Now()
+	e.putProject(t, incidentProject("inc5", s))
+	r := e.start(t, func(c *Config) { c.SlackAPIURL = slack.URL() })
+
+	_, acked, err := o.st.Act(ctx, "inc5", o.inc.ID, incident.ActionAcknowledge, "slack:carol", time.Now())
+	require.NoError(t, err)
+	require.NoError(t, consume(r, "inc5", noticeItem("inc5", "s_new", acked[0], 3)))
+	roots := slack.Roots()
+	require.Len(t, roots, 1)
+	assert.Contains(t, blocksText(roots[0]), "slack:carol")
+	cur, err := o.st.Get(ctx, "inc5", o.inc.ID)
+	require.NoError(t, err)
+	assert.Equal(t, roots[0].TS, cur.Chat["s_new"].TS)
+}
