@@ -90,6 +90,20 @@ func TestIncidentRefusals(t *testing.T) {
 		assert.Contains(t, fe.Err.Error(), tt.msg)
 		assert.NotContains(t, fe.Err.Error(), tt.field+": "+tt.field, "the field is named once")
 	}
+	// In any mode, as group_key is: the mistake is said when saved.
+	_, err := pipelinecfg.Compile(mirror.Pipeline{GroupWait: "soon"})
+	fe, ok := pipelinecfg.IsFieldError(err)
+	require.True(t, ok, "%v", err)
+	assert.Equal(t, "group_wait", fe.Field)
+	_, err = pipelinecfg.Compile(mirror.Pipeline{WindowEnabled: true, Fingerprint: `nosuchfunc(body)`})
+	fe, ok = pipelinecfg.IsFieldError(err)
+	require.True(t, ok, "%v", err)
+	assert.Equal(t, "fingerprint", fe.Field)
+	c, err := pipelinecfg.Compile(mirror.Pipeline{CooldownSeconds: 60, Fingerprint: `body`})
+	require.NoError(t, err)
+	assert.Equal(t, time.Minute, c.Cooldown, "a legacy pipeline keeps its cooldown")
+	assert.Nil(t, c.IncidentFields)
+
 	// The bounds themselves are allowed.
 	for _, p := range []mirror.Pipeline{
 		{Mode: "incident", GroupWait: "0s", GroupInterval: "24h", ResolveAfter: "1s", ReopenWithin: "0s"},
@@ -98,4 +112,33 @@ func TestIncidentRefusals(t *testing.T) {
 		_, err := pipelinecfg.Compile(p)
 		assert.NoError(t, err, "%+v", p)
 	}
+}
+
+// A pipeline's fields are outside input (the API's body, a mirror entry): whatever they
+// hold, Compile answers a compiled pipeline or an error naming one of its fields.
+func FuzzCompileIncident(f *testing.F) {
+	f.Add("incident", `resource_attributes["service.name"]`, `body == "ok"`, "30s", "5m", "30m", "")
+	f.Add("incident", ``, ``, "0s", "1s", "168h", "1h")
+	f.Add("incidents", `event`, `status ==`, "-1s", "soon", "7d", "1e9h")
+	f.Add("", ``, ``, "", "", "", "")
+	fields := map[string]bool{"mode": true, "fingerprint": true, "resolve_when": true, "group_wait": true,
+		"group_interval": true, "resolve_after": true, "reopen_within": true}
+	f.Fuzz(func(t *testing.T, mode, fp, resolve, gw, gi, ra, rw string) {
+		c, err := pipelinecfg.Compile(mirror.Pipeline{Mode: mode, Fingerprint: fp, ResolveWhen: resolve,
+			GroupWait: gw, GroupInterval: gi, ResolveAfter: ra, ReopenWithin: rw})
+		if err != nil {
+			fe, ok := pipelinecfg.IsFieldError(err)
+			if !ok || !fields[fe.Field] {
+				t.Fatalf("%v names no field of the pipeline", err)
+			}
+			return
+		}
+		if c.Mode == mirror.ModeIncident {
+			s := c.Incident
+			if s.GroupWait < 0 || s.GroupWait > time.Hour || s.GroupInterval < time.Second || s.GroupInterval > 24*time.Hour ||
+				s.ResolveAfter < time.Second || s.ResolveAfter > 7*24*time.Hour || s.ReopenWithin < 0 || s.ReopenWithin > 7*24*time.Hour {
+				t.Fatalf("settings out of bounds accepted: %+v", s)
+			}
+		}
+	})
 }

@@ -43,10 +43,10 @@ type Compiled struct {
 	WindowDuration time.Duration
 	BatchSize      int
 
-	// Incident mode. Fingerprint names a record's incident (nil: one incident per
-	// project); ResolveWhen resolves the open incident of a record's fingerprint (nil:
-	// only resolve_after and people resolve). Incident holds the timings, defaults
-	// applied.
+	// Incident mode (compiled in every mode, used in incident mode). Fingerprint names
+	// a record's incident (nil: one incident per project); ResolveWhen resolves the open
+	// incident of a record's fingerprint (nil: only resolve_after and people resolve).
+	// Incident holds the timings, defaults applied.
 	Fingerprint *ottlevent.ValueExpr
 	ResolveWhen *ottlevent.Condition
 	Incident    incident.Settings
@@ -135,10 +135,10 @@ func Compile(p mirror.Pipeline) (*Compiled, error) {
 			return nil, &FieldError{"dedup_key", err}
 		}
 	}
-	if mode == mirror.ModeIncident {
-		if err := c.incident(p); err != nil {
-			return nil, err
-		}
+	// Incident mode's fields are checked in every mode, as group_key is: a mistake is
+	// said when it is saved, not when the mode changes.
+	if err := c.incident(p); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -166,6 +166,7 @@ func modeOf(p mirror.Pipeline) (string, error) {
 // incident compiles incident mode's fields. Cooldowns do not apply in incident mode:
 // group_interval paces an incident's calls.
 func (c *Compiled) incident(p mirror.Pipeline) error {
+	incidentMode := c.Mode == mirror.ModeIncident
 	for _, f := range []struct {
 		field string
 		p     mirror.Pipeline
@@ -185,7 +186,9 @@ func (c *Compiled) incident(p mirror.Pipeline) error {
 	if c.Incident, err = incident.SettingsOf(p); err != nil {
 		return &FieldError{"mode", err} // each field passed alone: not reached
 	}
-	c.Cooldown = 0
+	if incidentMode {
+		c.Cooldown = 0
+	}
 	if strings.TrimSpace(p.Fingerprint) != "" {
 		if c.Fingerprint, err = ottlevent.CompileValue(p.Fingerprint, settings); err != nil {
 			return &FieldError{"fingerprint", err}
@@ -196,8 +199,8 @@ func (c *Compiled) incident(p mirror.Pipeline) error {
 			return &FieldError{"resolve_when", err}
 		}
 	}
-	if c.Transforms != nil {
-		return nil // the expressions read the transformed record: decoded whole
+	if !incidentMode || c.Transforms != nil {
+		return nil // no incident mode, or its expressions read the transformed record: decoded whole
 	}
 	fields := map[string]bool{}
 	reads := []func() (map[string]bool, bool){c.Trigger.Reads, c.ContextFilter.Reads}
