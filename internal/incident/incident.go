@@ -116,13 +116,12 @@ func SettingsOf(p mirror.Pipeline) (Settings, error) {
 	return s, errors.Join(errs...)
 }
 
-// fmtDur writes a duration the way people write it ("30m", "1h", "7d"), not "30m0s".
+// fmtDur writes a duration as a value the field accepts ("30m", "168h"), not "30m0s":
+// Go durations have no days, so a bound said as "7d" could not be typed back.
 func fmtDur(d time.Duration) string {
 	switch {
 	case d == 0:
 		return "0"
-	case d%(24*time.Hour) == 0:
-		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
 	case d%time.Hour == 0:
 		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
 	case d%time.Minute == 0:
