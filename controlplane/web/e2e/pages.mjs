@@ -214,7 +214,7 @@ try {
   assert.equal(await bTrigger.inputValue(), 'severity_number >= 17');
   assert.ok(!(await bTrigger.isEditable()), 'the trigger is read-only for a member');
   assert.ok(!(await b.getByRole('spinbutton', { name: 'Cooldown' }).isEditable()));
-  assert.ok(await b.getByRole('radio', { name: /Batches/ }).isDisabled());
+  assert.ok(await b.getByRole('radio', { name: /^Legacy/ }).isDisabled());
   assert.equal(await b.getByRole('button', { name: 'Save pipeline' }).count(), 0, 'no save for a member');
   assert.equal(await b.getByRole('button', { name: 'Add statement' }).count(), 0);
   assert.equal(await b.getByRole('button', { name: 'Reveal' }).count(), 0, 'the secret is not offered');

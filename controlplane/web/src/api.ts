@@ -154,6 +154,14 @@ export interface Pipeline {
   max_calls_per_day: number;
   window_max_bytes: number;
   window_max_events: number;
+  /** legacy, window or incident; absent from control planes that predate incident mode. */
+  mode?: PipelineMode;
+  fingerprint?: string;
+  resolve_when?: string;
+  group_wait?: string;
+  group_interval?: string;
+  resolve_after?: string;
+  reopen_within?: string;
   version?: number;
   updated_at?: string | null;
   signing_secret?: string;
@@ -188,15 +196,25 @@ export interface PipelineCheck {
   warnings?: PipelineProblem[];
 }
 
+export type PipelineMode = 'legacy' | 'window' | 'incident';
+
 export interface Sink {
   id: string;
-  kind: 'webhook' | 'chat';
+  kind: 'webhook' | 'chat' | 'slack_app';
   enabled: boolean;
   url: string;
   method?: string;
   headers?: Record<string, string>;
   format?: 'slack' | 'discord' | 'teams' | 'auto';
   text_template?: string;
+  /** slack_app: the tokens are write-only ("[redacted]" once saved); the *_set flags say they are. */
+  bot_token?: string;
+  signing_secret?: string;
+  bot_token_set?: boolean;
+  signing_secret_set?: boolean;
+  channel?: string;
+  /** slack_app: where Slack posts button presses (in the create answer, and in lists when known). */
+  interactions_url?: string;
   created_at: string | null;
   updated_at: string | null;
 }

@@ -148,6 +148,13 @@ export interface Ledger {
   sink_dead_lettered?: number;
   replayed?: number;
   balanced?: boolean;
+  /** Incident mode: records that joined an incident (a term of the equation: their
+   * incident's calls carry them), incidents opened, incident calls made, and the events
+   * one incident call stood for (absent before the first). */
+  incident_events?: number;
+  incidents_opened?: number;
+  incident_calls?: number;
+  events_per_call?: number;
 }
 
 export interface DryRunRecord {
@@ -160,7 +167,9 @@ export interface DryRunRecord {
 }
 
 export interface DryRun {
-  mode: 'legacy' | 'window';
+  mode: 'legacy' | 'window' | 'incident';
+  /** Incident mode: the incidents the records would open (a count, or the incidents). */
+  incidents?: number | unknown[];
   evaluated: number;
   matched: number;
   matched_seqs: number[];
@@ -176,3 +185,41 @@ export interface DryRun {
   truncated?: boolean;
   timed_out?: boolean;
 }
+
+/** An incident (docs/contract.md, incident mode) as the console lists it. */
+export type IncidentStatus = 'open' | 'acknowledged' | 'resolved';
+
+export interface IncidentSummary {
+  id: string;
+  fingerprint: string;
+  title: string;
+  status: IncidentStatus;
+  opened_at: string;
+  updated_at: string;
+  resolved_at?: string;
+  events: number;
+  calls: number;
+  acknowledged_by?: string;
+  muted_until?: string;
+  last_result?: string;
+  counts?: { events: number; new_events: number; calls: number };
+}
+
+/** One step of an incident's story; Type says which fields it carries. */
+export interface IncidentEntry {
+  at: string;
+  type: 'opened' | 'events' | 'call' | 'result' | 'chat' | 'acknowledged' | 'muted' | 'resolved' | 'reopened' | 'reinvestigate' | string;
+  by?: string;
+  detail?: string;
+  request_id?: string;
+  sink_id?: string;
+  count?: number;
+  outcome?: 'delivered' | 'dead_lettered' | 'refused' | string;
+}
+
+export interface IncidentDetail extends IncidentSummary {
+  timeline: IncidentEntry[];
+  timeline_dropped?: number;
+}
+
+export type IncidentAction = 'acknowledge' | 'resolve' | 'mute' | 'reinvestigate';

@@ -14,6 +14,7 @@ import { DestinationsPage } from './pages/destinations';
 import { FailedDeliveriesBadge } from './failedbadge';
 import { EventsPage } from './pages/events';
 import { FieldsPage } from './pages/fields';
+import { IncidentPage, IncidentsPage } from './pages/incidents';
 import { MembersPage } from './pages/members';
 import { PipelinePage } from './pages/pipeline';
 import { ProjectsPage } from './pages/projects';
@@ -73,7 +74,9 @@ function App() {
 
   if (consent) return <AuthorizePage session={session} onLogout={logout} />;
 
-  const pm = match('/projects/:id/:section', path);
+  // An incident's own page lives under its project's Incidents section.
+  const im = match('/projects/:id/incidents/:incident', path);
+  const pm = match('/projects/:id/:section', path) ?? (im ? { id: im.id, section: 'incidents' } : null);
   return (
     <Shell session={session} onLogout={logout} projectId={pm?.id}>
       {(project, setProject) => {
@@ -81,6 +84,8 @@ function App() {
         if (path === '/usage') return <AccountUsagePage />;
         if (path === '/account/access') return <AccessPage />;
         if (pm && project) {
+          if (im) return <IncidentPage key={im.incident} project={project} incidentId={im.incident} />;
+          if (pm.section === 'incidents') return <IncidentsPage key={project.id} project={project} />;
           if (pm.section === 'events') return <EventsPage key={project.id} project={project} />;
           if (pm.section === 'fields') return <FieldsPage key={project.id} project={project} />;
           if (pm.section === 'deliveries') return <DeliveriesPage key={project.id} project={project} />;
@@ -102,6 +107,7 @@ function App() {
 
 const sections = [
   { slug: 'events', label: 'Recent events' },
+  { slug: 'incidents', label: 'Incidents' },
   { slug: 'fields', label: 'Fields' },
   { slug: 'pipeline', label: 'Pipeline' },
   { slug: 'destinations', label: 'Destinations' },
@@ -151,7 +157,8 @@ function Shell(props: {
     document.getElementById('main')?.focus();
   }, [path]);
 
-  const current = (href: string) => (path === href ? 'page' : undefined);
+  // A page under a section (an incident under Incidents) keeps its section marked.
+  const current = (href: string, nested = false) => (path === href || (nested && path.startsWith(href + '/')) ? 'page' : undefined);
   return (
     <div class="shell">
       <a class="skip" href="#main">
@@ -198,7 +205,7 @@ function Shell(props: {
                 const href = `/projects/${encodeURIComponent(project.id)}/${s.slug}`;
                 return (
                   <li key={s.slug}>
-                    <Link href={href} aria-current={current(href)}>
+                    <Link href={href} aria-current={current(href, true)}>
                       {s.label}
                       {s.slug === 'deliveries' && <FailedDeliveriesBadge projectId={project.id} viewing={path === href} />}
                     </Link>

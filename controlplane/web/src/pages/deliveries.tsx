@@ -129,6 +129,7 @@ export function DeliveriesPage({ project }: { project: Project }) {
   const dest = (d: Delivery) => {
     if (d.kind === 'agent') return 'Agent';
     const s = sinks.find((x) => x.id === d.sink_id);
+    if (s?.kind === 'slack_app') return `Slack app ${s.channel ?? ''}`.trim();
     return s ? `${s.kind === 'chat' ? 'Chat' : 'Webhook'} ${s.url.replace(/^https?:\/\//, '').slice(0, 40)}` : d.sink_id ? `Destination ${d.sink_id}` : 'Destination';
   };
   const dead = list?.filter((d) => d.state === 'dead_lettered').length ?? 0;
@@ -263,6 +264,16 @@ function LedgerPanel({ ledger: l }: { ledger: Ledger }) {
     ['Held back', l.suppressed ?? 0, 'of the dropped: held back by cooldown or call limits'],
     ['Unmatched results', l.unmatched ?? 0, 'posted under a request id this project never issued'],
   ];
+  // Incident mode: the events incidents took, how many incidents they made, and how many
+  // events one call stood for (the grouping the mode buys). Shown once there is any.
+  const inc = l.incident_events ?? 0;
+  const incident: [string, string, string][] = [];
+  if (inc > 0 || (l.incidents_opened ?? 0) > 0) {
+    incident.push(['In incidents', inc.toLocaleString(), 'records that joined an incident']);
+    incident.push(['Incidents opened', (l.incidents_opened ?? 0).toLocaleString(), 'by fingerprint']);
+    incident.push(['Events per call', l.events_per_call === undefined ? '—' : l.events_per_call.toLocaleString(undefined, { maximumFractionDigits: 2 }),
+      `${(l.incident_calls ?? 0).toLocaleString()} incident call${l.incident_calls === 1 ? '' : 's'} so far`]);
+  }
   return (
     <section class="panel" aria-labelledby="dl-ledger">
       <div class="detail-head">
@@ -289,8 +300,22 @@ function LedgerPanel({ ledger: l }: { ledger: Ledger }) {
           </div>
         ))}
       </dl>
+      {incident.length > 0 && (
+        <dl class="stats" aria-label="Incidents">
+          {incident.map(([k, v, hint]) => (
+            <div key={k} class="stat stat-incident">
+              <dt>{k}</dt>
+              <dd><strong>{v}</strong> <span class="muted small">{hint}</span></dd>
+            </div>
+          ))}
+        </dl>
+      )}
       <p class="hint">
-        received = dropped + sent + dead-lettered + pending: {l.received} = {l.dropped} + {l.agent_calls} + {l.dead_lettered} + {l.pending}.
+        {inc > 0 ? (
+          <>received = dropped + sent + dead-lettered + pending + in incidents: {l.received} = {l.dropped} + {l.agent_calls} + {l.dead_lettered} + {l.pending} + {inc}.</>
+        ) : (
+          <>received = dropped + sent + dead-lettered + pending: {l.received} = {l.dropped} + {l.agent_calls} + {l.dead_lettered} + {l.pending}.</>
+        )}
         {' '}Results posted by the agent: {l.results}; delivered to destinations: {l.delivered}.
       </p>
     </section>

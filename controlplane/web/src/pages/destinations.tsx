@@ -1,9 +1,9 @@
 import { useId, useState } from 'preact/hooks';
 import { api, canWrite, sentence, type Project, type Sink, type SinkTestResult } from '../api';
 import { useAction, useConfirmRemoval, useLoad } from '../hooks';
-import { ConfirmDialog, ErrorMessage, Field, LoadStatus, PageHeader } from '../ui';
+import { ConfirmDialog, CopyButton, ErrorMessage, Field, LoadStatus, PageHeader } from '../ui';
 
-type Kind = 'webhook' | 'chat';
+type Kind = 'webhook' | 'chat' | 'slack_app';
 type Format = 'auto' | 'slack' | 'discord' | 'teams';
 
 interface Form {
@@ -13,19 +13,35 @@ interface Form {
   headers: { name: string; value: string }[];
   format: Format;
   text_template: string;
+  /** slack_app: typed tokens only; "" keeps the saved one (they are write-only). */
+  bot_token: string;
+  signing_secret: string;
+  channel: string;
 }
 
-const emptyForm: Form = { kind: 'webhook', url: '', method: 'POST', headers: [], format: 'auto', text_template: '' };
+const emptyForm: Form = {
+  kind: 'webhook', url: '', method: 'POST', headers: [], format: 'auto', text_template: '', bot_token: '', signing_secret: '', channel: '',
+};
 
 function formOf(s: Sink): Form {
   return {
-    kind: s.kind, url: s.url, method: s.method ?? 'POST',
+    kind: s.kind, url: s.url ?? '', method: s.method ?? 'POST',
     headers: Object.entries(s.headers ?? {}).map(([name, value]) => ({ name, value })),
-    format: s.format ?? 'auto', text_template: s.text_template ?? '',
+    format: s.format ?? 'auto', text_template: s.text_template ?? '', bot_token: '', signing_secret: '', channel: s.channel ?? '',
   };
 }
 
+/** A saved write-only credential: the answer's *_set flag, or its redacted value. */
+const isSet = (flag: boolean | undefined, value: string | undefined) => !!flag || !!value;
+
 function bodyOf(f: Form, creating: boolean) {
+  if (f.kind === 'slack_app') {
+    const b: Record<string, unknown> = { channel: f.channel.trim() };
+    if (creating) b.kind = f.kind;
+    if (f.bot_token.trim()) b.bot_token = f.bot_token.trim();
+    if (f.signing_secret.trim()) b.signing_secret = f.signing_secret.trim();
+    return b;
+  }
   const b: Record<string, unknown> = { url: f.url.trim() };
   if (creating) b.kind = f.kind;
   if (f.kind === 'webhook') {
@@ -40,6 +56,43 @@ function bodyOf(f: Form, creating: boolean) {
 
 const formatNames: Record<Format, string> = { auto: 'Auto (by the URL)', slack: 'Slack', discord: 'Discord', teams: 'Microsoft Teams' };
 
+/** A destination in words: its kind and where it sends. */
+export function sinkName(s: Sink): string {
+  if (s.kind === 'slack_app') return `Slack app ${s.channel ?? ''}`.trim();
+  return `${s.kind === 'chat' ? 'chat' : 'webhook'} ${s.url}`;
+}
+
+/** How to wire a Slack app to a slack_app destination: its buttons post to the interactions URL. */
+function SlackAppSteps({ sink }: { sink: Sink }) {
+  const url = sink.interactions_url;
+  const id = useId();
+  return (
+    <div class="slack-steps">
+      {url && (
+        <div class="copy-row">
+          <label for={id}>Interactions URL</label>
+          <input id={id} class="mono" readOnly value={url} />
+          <CopyButton text={url} label="Copy the interactions URL" />
+        </div>
+      )}
+      <ol class="setup-steps">
+        <li>
+          <span class="step-where">Interactivity &amp; Shortcuts:</span> turn Interactivity on and paste the interactions URL as the
+          {' '}<strong>Request URL</strong>, so the incident buttons (Acknowledge, Resolve, Mute 1 h, Investigate again) reach this project.
+        </li>
+        <li>
+          <span class="step-where">OAuth &amp; Permissions:</span> add the bot token scope <code>chat:write</code>, install the app to
+          your workspace, and use its <strong>Bot User OAuth Token</strong> (<code>xoxb-…</code>) here.
+        </li>
+        <li>
+          <span class="step-where">In Slack:</span> invite the bot to the channel (<code>/invite @your-app</code> in{' '}
+          <code>{sink.channel || '#channel'}</code>), or it cannot post there.
+        </li>
+      </ol>
+    </div>
+  );
+}
+
 export function DestinationsPage({ project }: { project: Project }) {
   const base = `/projects/${encodeURIComponent(project.id)}/sinks`;
   const writable = canWrite(project.role);
@@ -48,6 +101,8 @@ export function DestinationsPage({ project }: { project: Project }) {
   const load = list.reload;
   // null: no form open; '' : adding; an id: editing that one.
   const [editing, setEditing] = useState<string | null>(null);
+  // A Slack app destination just created: its interactions URL and the steps to set it up.
+  const [created, setCreated] = useState<Sink | null>(null);
   const deleting = useConfirmRemoval((s: Sink) => api('DELETE', `${base}/${encodeURIComponent(s.id)}`), load);
   const [rowError, setRowError] = useState<{ id: string; error: unknown } | null>(null);
   const [tests, setTests] = useState<Record<string, SinkTestResult | 'sending'>>({});
@@ -85,15 +140,26 @@ export function DestinationsPage({ project }: { project: Project }) {
         )}
       </PageHeader>
       <p class="lede">
-        Every result your agent sends back goes to each enabled destination: a webhook (signed, Standard Webhooks) or a
-        chat channel's incoming webhook.
+        Every result your agent sends back goes to each enabled destination: a webhook (signed, Standard Webhooks), a
+        chat channel's incoming webhook, or a Slack app that keeps one thread per incident with buttons to act on it.
       </p>
       {!writable && <p class="muted">Only the project's owner and admins add, change and test destinations.</p>}
       {writable && editing !== null && (
         <SinkForm key={editing} base={base} sink={editingSink} onDone={async (saved) => {
           setEditing(null);
+          if (saved && saved !== true && saved.kind === 'slack_app') setCreated(saved);
           if (saved) await load();
         }} />
+      )}
+      {created && (
+        <section class="panel panel-once" aria-labelledby="slack-created">
+          <div class="detail-head">
+            <h2 id="slack-created">Connect your Slack app to {created.channel}</h2>
+            <button type="button" class="btn btn-small" onClick={() => setCreated(null)}>Done</button>
+          </div>
+          <p class="hint">Three steps in your app's settings at api.slack.com/apps; incidents are posted to the channel once they are done.</p>
+          <SlackAppSteps sink={created} />
+        </section>
       )}
       <LoadStatus load={list} what="destinations" />
       {sinks && sinks.length === 0 && <p class="empty">No destinations yet.{writable && ' Add one to receive results.'}</p>}
@@ -101,15 +167,33 @@ export function DestinationsPage({ project }: { project: Project }) {
         <ul class="cards" aria-label="Destinations">
           {sinks.map((s) => {
             const test = tests[s.id];
-            const name = `${s.kind === 'chat' ? 'chat' : 'webhook'} ${s.url}`;
+            const name = sinkName(s);
             return (
               <li key={s.id} class={'card' + (s.enabled ? '' : ' card-off')} aria-label={`Destination ${name}`}>
                 <div class="card-main">
                   <div class="card-title">
-                    <span class="badge">{s.kind === 'chat' ? `Chat · ${formatNames[s.format ?? 'auto']}` : `Webhook · ${s.method}`}</span>
+                    <span class="badge">
+                      {s.kind === 'slack_app' ? 'Slack app' : s.kind === 'chat' ? `Chat · ${formatNames[s.format ?? 'auto']}` : `Webhook · ${s.method}`}
+                    </span>
                     <span class={'state ' + (s.enabled ? 'state-on' : 'state-off')}>{s.enabled ? '● Enabled' : '○ Disabled'}</span>
                   </div>
-                  <p class="mono url">{s.url}</p>
+                  {s.kind === 'slack_app' ? (
+                    <>
+                      <p class="url"><strong class="mono">{s.channel}</strong> <span class="muted small">one thread per incident</span></p>
+                      <p class="muted small">
+                        Bot token {isSet(s.bot_token_set, s.bot_token) ? 'set' : 'not set'} · Signing secret{' '}
+                        {isSet(s.signing_secret_set, s.signing_secret) ? 'set' : 'not set'}
+                      </p>
+                      {s.interactions_url && (
+                        <details class="slack-details">
+                          <summary>Interactions URL and Slack setup</summary>
+                          <SlackAppSteps sink={s} />
+                        </details>
+                      )}
+                    </>
+                  ) : (
+                    <p class="mono url">{s.url}</p>
+                  )}
                   {s.kind === 'webhook' && s.headers && Object.keys(s.headers).length > 0 && (
                     <p class="muted small">Headers: {Object.keys(s.headers).join(', ')}</p>
                   )}
@@ -143,10 +227,39 @@ export function DestinationsPage({ project }: { project: Project }) {
       )}
       <ConfirmDialog {...deleting.dialog} title="Delete this destination?" confirmLabel="Delete destination">
         <p>
-          <span class="mono">{deleting.item?.url}</span> stops receiving results at once. This cannot be undone.
+          <span class="mono">{deleting.item && (deleting.item.kind === 'slack_app' ? deleting.item.channel : deleting.item.url)}</span> stops
+          receiving results at once. This cannot be undone.
         </p>
       </ConfirmDialog>
     </>
+  );
+}
+
+/**
+ * A write-only credential: a password box. Once saved it reads "set" with a Replace
+ * button; typing a new one replaces it on save, and an empty box keeps the saved one.
+ */
+function SecretField(props: { label: string; value: string; saved: boolean; placeholder: string; hint: string; onInput: (v: string) => void }) {
+  const [replacing, setReplacing] = useState(!props.saved);
+  const id = useId();
+  if (!replacing) {
+    return (
+      <div class="field">
+        <span class="field-label" id={id}>{props.label}</span>
+        <div class="secret-set" aria-labelledby={id} role="group">
+          <span class="state state-on">✓ set</span>
+          <button type="button" class="btn btn-small" aria-label={`Replace the ${props.label.toLowerCase()}`} onClick={() => setReplacing(true)}>
+            Replace
+          </button>
+        </div>
+        <p class="hint">{props.hint}</p>
+      </div>
+    );
+  }
+  return (
+    <Field label={props.label} type="password" autocomplete="off" required={!props.saved} value={props.value}
+      placeholder={props.saved ? 'a new one replaces the saved one' : props.placeholder}
+      hint={props.hint} onInput={(e) => props.onInput(e.currentTarget.value)} />
   );
 }
 
@@ -170,19 +283,21 @@ function TestOutcome({ r }: { r: SinkTestResult }) {
   );
 }
 
-function SinkForm({ base, sink, onDone }: { base: string; sink?: Sink; onDone: (saved: boolean) => void }) {
+function SinkForm({ base, sink, onDone }: { base: string; sink?: Sink; onDone: (saved: Sink | boolean) => void }) {
   const creating = !sink;
   const [f, setF] = useState<Form>(sink ? formOf(sink) : emptyForm);
   const saving = useAction();
   const id = useId();
   const set = <K extends keyof Form>(k: K, v: Form[K]) => setF({ ...f, [k]: v });
+  const ready = f.kind === 'slack_app'
+    ? !!f.channel.trim() && (!creating || (!!f.bot_token.trim() && !!f.signing_secret.trim()))
+    : !!f.url.trim();
 
   const submit = (e: Event) => {
     e.preventDefault();
     saving.run(async () => {
-      if (creating) await api('POST', base, bodyOf(f, true));
-      else await api('PATCH', `${base}/${encodeURIComponent(sink.id)}`, bodyOf(f, false));
-      onDone(true);
+      if (creating) onDone((await api<Sink>('POST', base, bodyOf(f, true))) ?? true);
+      else onDone((await api<Sink>('PATCH', `${base}/${encodeURIComponent(sink.id)}`, bodyOf(f, false))) ?? true);
     });
   };
 
@@ -201,12 +316,33 @@ function SinkForm({ base, sink, onDone }: { base: string; sink?: Sink; onDone: (
               <input type="radio" name="kind" checked={f.kind === 'chat'} onChange={() => set('kind', 'chat')} />
               <span><strong>Chat</strong> <span class="muted">a message in Slack, Discord or Teams</span></span>
             </label>
+            <label class="radio">
+              <input type="radio" name="kind" checked={f.kind === 'slack_app'} onChange={() => set('kind', 'slack_app')} />
+              <span><strong>Slack app</strong> <span class="muted">a thread per incident, with buttons to acknowledge, resolve, mute</span></span>
+            </label>
           </fieldset>
         )}
-        <Field label={f.kind === 'chat' ? 'Incoming webhook URL' : 'URL'} type="url" required value={f.url}
-          placeholder={f.kind === 'chat' ? 'https://hooks.slack.com/services/…' : 'https://example.com/hooks/results'}
-          onInput={(e) => set('url', e.currentTarget.value)} />
-        {f.kind === 'webhook' ? (
+        {f.kind !== 'slack_app' && (
+          <Field label={f.kind === 'chat' ? 'Incoming webhook URL' : 'URL'} type="url" required value={f.url}
+            placeholder={f.kind === 'chat' ? 'https://hooks.slack.com/services/…' : 'https://example.com/hooks/results'}
+            onInput={(e) => set('url', e.currentTarget.value)} />
+        )}
+        {f.kind === 'slack_app' ? (
+          <>
+            <Field label="Channel" required value={f.channel} placeholder="#incidents or C0123456789"
+              hint="Where incidents are posted: the channel's name or id. Invite the bot there."
+              onInput={(e) => set('channel', e.currentTarget.value)} />
+            <SecretField label="Bot token" value={f.bot_token} saved={!!sink && isSet(sink.bot_token_set, sink.bot_token)}
+              placeholder="xoxb-…" hint="The app's Bot User OAuth Token, with the chat:write scope."
+              onInput={(v) => set('bot_token', v)} />
+            <SecretField label="Signing secret" value={f.signing_secret}
+              saved={!!sink && isSet(sink.signing_secret_set, sink.signing_secret)}
+              placeholder="from Basic Information → App Credentials"
+              hint="Proves a button press came from Slack; requests that fail the check change nothing."
+              onInput={(v) => set('signing_secret', v)} />
+            <p class="hint secret-note">Both are write-only: once saved they are never shown again, only replaced.</p>
+          </>
+        ) : f.kind === 'webhook' ? (
           <>
             <div class="field field-narrow">
               <label for={id + '-method'}>Method</label>
@@ -259,7 +395,7 @@ function SinkForm({ base, sink, onDone }: { base: string; sink?: Sink; onDone: (
         )}
         <ErrorMessage error={saving.error} />
         <div class="save-bar">
-          <button type="submit" class="btn btn-primary" disabled={saving.busy || !f.url.trim()}>
+          <button type="submit" class="btn btn-primary" disabled={saving.busy || !ready}>
             {creating ? 'Add destination' : 'Save destination'}
           </button>
           <button type="button" class="btn" onClick={() => onDone(false)}>

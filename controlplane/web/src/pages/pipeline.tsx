@@ -1,5 +1,5 @@
 import { useEffect, useId, useRef, useState } from 'preact/hooks';
-import { api, ApiError, canWrite, type Pipeline, type PipelineCheck, type PipelineProblem, type Project } from '../api';
+import { api, ApiError, canWrite, type Pipeline, type PipelineCheck, type PipelineMode, type PipelineProblem, type Project } from '../api';
 import { CodeField, Problem } from '../code';
 import { takeOffered, withCondition } from '../ottlpath';
 import { useLeaveGuard } from '../router';
@@ -19,6 +19,10 @@ type NumberKey =
 const numberKeys: NumberKey[] = ['window_duration_seconds', 'batch_size', 'cooldown_seconds', 'max_calls_per_minute',
   'max_calls_per_day', 'window_max_bytes', 'window_max_events'];
 
+// Incident mode's fields: OTTL expressions and Go duration strings ("30s", "5m"), "" the default.
+type IncidentKey = 'fingerprint' | 'resolve_when' | 'group_wait' | 'group_interval' | 'resolve_after' | 'reopen_within';
+const incidentKeys: IncidentKey[] = ['fingerprint', 'resolve_when', 'group_wait', 'group_interval', 'resolve_after', 'reopen_within'];
+
 interface Draft {
   trigger: string;
   transforms: string[];
@@ -26,16 +30,22 @@ interface Draft {
   group_key: string;
   dedup_key: string;
   agent_endpoint_url: string;
-  window_enabled: boolean;
+  mode: PipelineMode;
+  incident: Record<IncidentKey, string>;
   numbers: Record<NumberKey, string>;
+  /** The control plane answers with a mode: it takes one (older ones refuse the field). */
+  knowsMode: boolean;
 }
 
 function toDraft(p: Pipeline): Draft {
   const numbers = {} as Record<NumberKey, string>;
   for (const k of numberKeys) numbers[k] = p[k] ? String(p[k]) : '';
+  const incident = {} as Record<IncidentKey, string>;
+  for (const k of incidentKeys) incident[k] = p[k] ?? '';
   return {
     trigger: p.trigger, transforms: [...p.transforms], context_filter: p.context_filter, group_key: p.group_key,
-    dedup_key: p.dedup_key ?? '', agent_endpoint_url: p.agent_endpoint_url, window_enabled: p.window_enabled, numbers,
+    dedup_key: p.dedup_key ?? '', agent_endpoint_url: p.agent_endpoint_url,
+    mode: p.mode || (p.window_enabled ? 'window' : 'legacy'), incident, numbers, knowsMode: p.mode !== undefined,
   };
 }
 
@@ -43,8 +53,12 @@ function toBody(d: Draft) {
   const body: Record<string, unknown> = {
     trigger: d.trigger, transforms: d.transforms.filter((t) => t.trim() !== ''), context_filter: d.context_filter,
     group_key: d.group_key, dedup_key: d.dedup_key, agent_endpoint_url: d.agent_endpoint_url.trim(),
-    window_enabled: d.window_enabled,
+    window_enabled: d.mode === 'window',
   };
+  if (d.knowsMode || d.mode === 'incident') {
+    body.mode = d.mode;
+    for (const k of incidentKeys) body[k] = d.incident[k].trim();
+  }
   for (const k of numberKeys) body[k] = d.numbers[k].trim() === '' ? 0 : Number(d.numbers[k]);
   return body;
 }
@@ -130,10 +144,14 @@ export function PipelinePage({ project }: { project: Project }) {
   };
   const set = <K extends keyof Draft>(k: K) => (v: Draft[K]) => change((d) => ({ ...d, [k]: v }));
   const setNum = (k: NumberKey) => (v: string) => change((d) => ({ ...d, numbers: { ...d.numbers, [k]: v } }));
+  const setInc = (k: IncidentKey) => (v: string) => change((d) => ({ ...d, incident: { ...d.incident, [k]: v } }));
+  const incidentMode = draft.mode === 'incident';
   // A transforms problem names its statement; one that names none belongs to the list.
   const problem = (field: string, index?: number) => problems.find((p) => p.field === field && p.index === index);
   const warned = (field: string, index?: number) => warnings.filter((w) => w.field === field && w.index === index);
-  const placed = new Set(['trigger', 'transforms', 'context_filter', 'group_key', 'dedup_key', 'agent_endpoint_url', ...numberKeys]);
+  const placed = new Set(['trigger', 'transforms', 'context_filter', 'agent_endpoint_url', 'window_max_bytes', 'window_max_events',
+    'window_duration_seconds', 'max_calls_per_minute', 'max_calls_per_day',
+    ...(incidentMode ? incidentKeys : ['group_key', 'dedup_key', 'cooldown_seconds', 'batch_size'])]);
   const unplaced = problems.filter((p) => !placed.has(p.field));
 
   const save = async (e: Event) => {
@@ -217,10 +235,14 @@ export function PipelinePage({ project }: { project: Project }) {
           <CodeField label="Trigger" value={draft.trigger} onInput={set('trigger')} problem={problem('trigger')} readOnly={ro}
             warnings={warned('trigger')}
             placeholder={'severity_number >= 17 and resource_attributes["service.name"] == "checkout"'}
-            hint="An OTTL condition. Events that match call the agent; empty matches every event." />
+            hint={incidentMode
+              ? 'An OTTL condition. Events that match open their fingerprint’s incident, or join it when one is open; empty matches every event.'
+              : 'An OTTL condition. Events that match call the agent; empty matches every event.'} />
           <CodeField label="Context filter" value={draft.context_filter} onInput={set('context_filter')} readOnly={ro}
             problem={problem('context_filter')} warnings={warned('context_filter')} placeholder={'resource_attributes["service.name"] == "checkout"'}
-            hint="In window mode, which earlier events of the group go into the window (OTTL condition; empty: all)." />
+            hint={incidentMode
+              ? 'Which earlier events of the fingerprint go into each call’s window (OTTL condition; empty: all).'
+              : 'In window mode, which earlier events of the group go into the window (OTTL condition; empty: all).'} />
           <fieldset class="transforms">
             <legend>Transforms</legend>
             <p class="hint">OTTL statements run in order on each matching event before it is sent, e.g.{' '}
@@ -251,22 +273,54 @@ export function PipelinePage({ project }: { project: Project }) {
           <fieldset class="radio-row">
             <legend>Mode</legend>
             <label class="radio">
-              <input type="radio" name="mode" checked={!draft.window_enabled} disabled={ro}
-                onChange={() => set('window_enabled')(false)} />
-              <span><strong>Batches</strong> <span class="muted">matching events are sent as they arrive, several per call</span></span>
+              <input type="radio" name="mode" checked={draft.mode === 'legacy'} disabled={ro}
+                onChange={() => set('mode')('legacy')} />
+              <span><strong>Legacy</strong> <span class="muted">batches of matching events as they arrive, several per call</span></span>
             </label>
             <label class="radio">
-              <input type="radio" name="mode" checked={draft.window_enabled} disabled={ro}
-                onChange={() => set('window_enabled')(true)} />
+              <input type="radio" name="mode" checked={draft.mode === 'window'} disabled={ro}
+                onChange={() => set('mode')('window')} />
               <span><strong>Window</strong> <span class="muted">each matching event is sent with the earlier events of its group</span></span>
             </label>
+            <label class="radio">
+              <input type="radio" name="mode" checked={draft.mode === 'incident'} disabled={ro}
+                onChange={() => set('mode')('incident')} />
+              <span><strong>Incident</strong> <span class="muted">events grouped into incidents by fingerprint; the agent hears when one
+                opens and as it changes</span></span>
+            </label>
           </fieldset>
+          {incidentMode && (
+            <div class="incident-fields">
+              <CodeField label="Fingerprint" value={draft.incident.fingerprint} onInput={setInc('fingerprint')} rows={1} readOnly={ro}
+                problem={problem('fingerprint')} warnings={warned('fingerprint')}
+                placeholder={'resource_attributes["service.name"] or attributes["alertname"]'}
+                hint="An OTTL value naming the incident an event belongs to: events with the same value join the same incident. Empty: one incident for the project." />
+              <CodeField label="Resolve when" value={draft.incident.resolve_when} onInput={setInc('resolve_when')} readOnly={ro}
+                problem={problem('resolve_when')} warnings={warned('resolve_when')} placeholder={'attributes["status"] == "resolved"'}
+                hint="An OTTL condition: an event matching it resolves the open incident of its fingerprint (it never opens one). Empty: incidents resolve when quiet, or by hand." />
+              <div class="grid-fields">
+                <DurationField label="Group wait" value={draft.incident.group_wait} onInput={setInc('group_wait')} placeholder="30s"
+                  readOnly={ro} problem={problem('group_wait')}
+                  hint="The opening call waits this long after the incident opens, so the first events arrive together. 0 to 1h." />
+                <DurationField label="Group interval" value={draft.incident.group_interval} onInput={setInc('group_interval')} placeholder="5m"
+                  readOnly={ro} problem={problem('group_interval')}
+                  hint="At most one update call per incident this often, only when new events arrived. 1s to 24h." />
+                <DurationField label="Resolve after" value={draft.incident.resolve_after} onInput={setInc('resolve_after')} placeholder="30m"
+                  readOnly={ro} problem={problem('resolve_after')}
+                  hint="No new events for this long resolves the incident. 1s to 7d." />
+                <DurationField label="Reopen within" value={draft.incident.reopen_within} onInput={setInc('reopen_within')} placeholder="off"
+                  readOnly={ro} problem={problem('reopen_within')}
+                  hint="A matching event this soon after resolution reopens the same incident instead of opening a new one. 0 to 7d; empty: off." />
+              </div>
+              <p class="hint">Durations are written like <code>30s</code>, <code>5m</code>, <code>1h</code>; empty uses the default shown.</p>
+            </div>
+          )}
           <div class="grid-fields">
-            {!draft.window_enabled && (
+            {draft.mode === 'legacy' && (
               <NumberField label="Batch size" unit="events" hint="The most events in one call (1 to 1000)." value={draft.numbers.batch_size} onInput={setNum('batch_size')}
                 placeholder="10" min={1} max={1000} readOnly={ro} problem={problem('batch_size')} />
             )}
-            {draft.window_enabled && (
+            {draft.mode !== 'legacy' && (
               <>
                 <NumberField label="Window duration" unit="seconds" hint="How far back the window reaches." value={draft.numbers.window_duration_seconds}
                   onInput={setNum('window_duration_seconds')} placeholder="300" min={1} max={604800} readOnly={ro}
@@ -280,18 +334,20 @@ export function PipelinePage({ project }: { project: Project }) {
               </>
             )}
           </div>
-          <CodeField label="Group key" value={draft.group_key} onInput={set('group_key')} rows={1} readOnly={ro}
+          {!incidentMode && <CodeField label="Group key" value={draft.group_key} onInput={set('group_key')} rows={1} readOnly={ro}
             problem={problem('group_key')} warnings={warned('group_key')} placeholder={'traceId or resource_attributes["k8s.pod.name"]'}
-            hint="An OTTL value: events with the same value are sent together. Empty: one group." />
+            hint="An OTTL value: events with the same value are sent together. Empty: one group." />}
         </section>
 
         <section class="panel" aria-labelledby="pl-guard">
           <h2 id="pl-guard">Guardrails</h2>
           <p class="hint">Keep a noisy incident from calling the agent hundreds of times. 0 or empty turns each off.</p>
           <div class="grid-fields">
-            <NumberField label="Cooldown" unit="seconds" hint="After a call, the same key is not called again for this long." value={draft.numbers.cooldown_seconds}
-              onInput={setNum('cooldown_seconds')} placeholder="off" min={0} max={86400} readOnly={ro}
-              problem={problem('cooldown_seconds')} />
+            {!incidentMode && (
+              <NumberField label="Cooldown" unit="seconds" hint="After a call, the same key is not called again for this long." value={draft.numbers.cooldown_seconds}
+                onInput={setNum('cooldown_seconds')} placeholder="off" min={0} max={86400} readOnly={ro}
+                problem={problem('cooldown_seconds')} />
+            )}
             <NumberField label="Max calls per minute" unit="calls" hint="For the whole project." value={draft.numbers.max_calls_per_minute}
               onInput={setNum('max_calls_per_minute')} placeholder="no limit" min={0} max={10000} readOnly={ro}
               problem={problem('max_calls_per_minute')} />
@@ -299,9 +355,10 @@ export function PipelinePage({ project }: { project: Project }) {
               onInput={setNum('max_calls_per_day')} placeholder="no limit" min={0} max={1000000} readOnly={ro}
               problem={problem('max_calls_per_day')} />
           </div>
-          <CodeField label="Dedup key" value={draft.dedup_key} onInput={set('dedup_key')} rows={1} readOnly={ro}
+          {!incidentMode && <CodeField label="Dedup key" value={draft.dedup_key} onInput={set('dedup_key')} rows={1} readOnly={ro}
             problem={problem('dedup_key')} warnings={warned('dedup_key')} placeholder={'resource_attributes["k8s.pod.name"]'}
-            hint="An OTTL value: the cooldown applies per value. Empty: the group key in window mode, the project in batches." />
+            hint="An OTTL value: the cooldown applies per value. Empty: the group key in window mode, the project in batches." />}
+          {incidentMode && <p class="hint">In incident mode, group interval spaces an incident’s calls; these limits cap the project’s.</p>}
         </section>
 
         <section class="panel" aria-labelledby="pl-agent">
@@ -368,6 +425,31 @@ function NumberField(props: {
         <span id={`${id}-unit`} class="muted small">{props.unit}</span>
       </div>
       <p id={`${id}-hint`} class="hint">{props.hint}</p>
+      {props.problem && <Problem id={`${id}-problem`} problem={props.problem} />}
+    </div>
+  );
+}
+
+function DurationField(props: {
+  label: string;
+  value: string;
+  onInput: (v: string) => void;
+  placeholder: string;
+  hint: string;
+  readOnly: boolean;
+  problem?: PipelineProblem;
+}) {
+  const id = useId();
+  return (
+    <div class={'field field-duration' + (props.problem ? ' has-problem' : '')}>
+      <label for={id}>{props.label}</label>
+      <input id={id} type="text" class="mono" value={props.value} placeholder={props.readOnly ? undefined : props.placeholder}
+        readOnly={props.readOnly} spellcheck={false} autocomplete="off" aria-invalid={props.problem ? 'true' : undefined}
+        aria-describedby={`${id}-hint${props.problem ? ` ${id}-problem` : ''}`}
+        onInput={(e) => props.onInput(e.currentTarget.value)} />
+      <p id={`${id}-hint`} class="hint">
+        {props.hint} Default: <code>{props.placeholder}</code>.
+      </p>
       {props.problem && <Problem id={`${id}-problem`} problem={props.problem} />}
     </div>
   );

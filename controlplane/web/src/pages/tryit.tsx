@@ -36,6 +36,9 @@ export function TryIt({ project, pipeline, blocked }: { project: Project; pipeli
   };
 
   const recs = out ? out.records : [];
+  const calls = out ? out.calls.length + (out.calls_left_out ?? 0) : 0;
+  // Incident mode answers the incidents the records would open: a count, or the incidents.
+  const incidents = out?.incidents === undefined ? null : Array.isArray(out.incidents) ? out.incidents.length : out.incidents;
   const shown = Math.min(SHOW, recs.length);
   const leftOut = out?.records_left_out ?? 0;
   return (
@@ -59,8 +62,14 @@ export function TryIt({ project, pipeline, blocked }: { project: Project; pipeli
           <p class="try-summary" role="status">
             <strong>{out.matched} of {out.evaluated}</strong> records matched
             {' · '}
-            {out.calls.length + (out.calls_left_out ?? 0)} agent call{out.calls.length + (out.calls_left_out ?? 0) === 1 ? '' : 's'}
-            {' · '}{out.mode === 'window' ? 'window mode' : 'batches'}
+            {out.mode === 'incident' || incidents !== null ? (
+              <strong class="try-incidents">
+                {incidents ?? 0} incident{incidents === 1 ? '' : 's'}, {calls} call{calls === 1 ? '' : 's'}
+              </strong>
+            ) : (
+              <>{calls} agent call{calls === 1 ? '' : 's'}</>
+            )}
+            {' · '}{out.mode === 'incident' ? 'incident mode' : out.mode === 'window' ? 'window mode' : 'legacy mode'}
             {out.errors.length > 0 && <> · <span class="check-bad">{out.errors.length + (out.errors_left_out ?? 0)} errors</span></>}
             {out.timed_out && ' · stopped at its time limit'}
             {out.truncated && ' · fewer records than asked (large records)'}
@@ -102,7 +111,8 @@ export function TryIt({ project, pipeline, blocked }: { project: Project; pipeli
               ))}
             </>
           )}
-          {out.calls.length > 0 && (
+          {out.calls.length > 0 && out.mode === 'incident' && <IncidentCalls calls={out.calls} />}
+          {out.calls.length > 0 && out.mode !== 'incident' && (
             <>
               <h3>What the agent would receive</h3>
               {out.calls.slice(0, SHOW).map((c, i) => (
@@ -114,5 +124,57 @@ export function TryIt({ project, pipeline, blocked }: { project: Project; pipeli
         </div>
       )}
     </section>
+  );
+}
+
+interface IncidentCallBody {
+  incident?: { id?: string; title?: string; fingerprint?: string; status?: string };
+  reason?: string;
+  events?: unknown[];
+  events_left_out?: number;
+  window?: unknown[];
+}
+
+const reasonLabel: Record<string, string> = {
+  opened: 'Opening call',
+  updated: 'Update',
+  resolved: 'Closing call',
+  reinvestigate: 'Investigate again',
+};
+
+/** Incident mode's calls as a table (which incident, why, what it carries); each body on demand. */
+function IncidentCalls({ calls }: { calls: unknown[] }) {
+  const rows = calls.slice(0, SHOW).map((c) => (c && typeof c === 'object' ? (c as IncidentCallBody) : {}));
+  return (
+    <>
+      <h3>Calls the agent would receive</h3>
+      <table class="try-calls">
+        <caption class="sr-only">Incident calls, in the order they would be made</caption>
+        <thead>
+          <tr><th scope="col" class="num">#</th><th scope="col">Incident</th><th scope="col">Call</th><th scope="col" class="num">New events</th>
+            <th scope="col" class="num">Window</th><th scope="col"><span class="sr-only">Body</span></th></tr>
+        </thead>
+        <tbody>
+          {rows.map((c, i) => (
+            <tr key={i}>
+              <td class="num">{i + 1}</td>
+              <td>
+                <strong>{c.incident?.title || c.incident?.fingerprint || '—'}</strong>
+                {c.incident?.fingerprint && <span class="ifp mono">{c.incident.fingerprint}</span>}
+              </td>
+              <td>{reasonLabel[c.reason ?? ''] ?? c.reason ?? '—'}</td>
+              <td class="num">{(c.events?.length ?? 0) + (c.events_left_out ?? 0)}</td>
+              <td class="num">{c.window?.length ?? 0}</td>
+              <td class="try-body">
+                <details>
+                  <summary>Body</summary>
+                  <JsonBlock value={calls[i]} label={`Call ${i + 1} body`} maxHeight={280} />
+                </details>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
   );
 }
