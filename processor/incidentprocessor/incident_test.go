@@ -59,7 +59,7 @@ type testHost map[component.ID]component.Component
 
 func (h testHost) GetExtensions() map[component.ID]component.Component { return h }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	_, js := testenv.Connect(t, n.URL())
@@ -75,7 +75,7 @@ func newEnv(t *testing.T) *env {
 	return &env{nats: n, js: js, store: store, cache: cache, host: host}
 }
 
-func (e *env) put(t *testing.T, p mirror.Project) {
+func (e *env) put(t testing.TB, p mirror.Project) {
 	t.Helper()
 	p.Version = time.Now().UnixNano()
 	require.NoError(t, e.store.PutProject(context.Background(), p))

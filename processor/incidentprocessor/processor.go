@@ -293,37 +293,85 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 	return out, nil
 }
 
+// applyParallel bounds the fingerprints of a batch applied at once: each Apply is a
+// compare-and-set round trip or two, and the batch waits for the slowest.
+const applyParallel = 8
+
 // apply counts each join into its incident, then stores its events under the incident
 // the store named (only Apply knows whether they open a new one), and publishes what
-// changed. The events count in the batch's ledger outcome as incident_events.
+// changed. Fingerprints are applied side by side, each one's joins in the batch's order.
+// The events count in the batch's ledger outcome as incident_events.
 func (p *incidentProcessor) apply(ctx context.Context, store *incident.Store, project string, c *pipelinecfg.Compiled, joins []*join, now time.Time) error {
-	var opened int
-	var events []uint64
-	ttl := eventsTTL(c.Incident)
+	byFingerprint := map[string][]*join{}
+	var order []string
 	for _, j := range joins {
-		res, err := store.Apply(ctx, project, c.Incident, incident.Join{Fingerprint: j.fingerprint, BatchKey: strconv.FormatUint(j.key, 10),
-			Events: int64(len(j.seqs)), Title: j.title, Resolve: j.resolve, At: now})
-		if err != nil {
-			return fmt.Errorf("incident of project %s: %w; the batch will be delivered again", project, err)
+		if _, ok := byFingerprint[j.fingerprint]; !ok {
+			order = append(order, j.fingerprint)
 		}
-		if id := res.Incident.ID; id != "" && len(j.seqs) > 0 {
-			for i, seq := range j.seqs {
-				if err := p.store.Add(ctx, project, eventsGroupPrefix+id, seq, j.bodies[i], now, ttl); err != nil {
-					return fmt.Errorf("incident event store: %w; the batch will be delivered again", err)
+		byFingerprint[j.fingerprint] = append(byFingerprint[j.fingerprint], j)
+	}
+	var (
+		mu     sync.Mutex
+		opened int
+		events []uint64
+		errs   []error
+		wg     sync.WaitGroup
+		slots  = make(chan struct{}, applyParallel)
+	)
+	ttl := eventsTTL(c.Incident)
+	for _, fp := range order {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func(js []*join) {
+			defer func() { <-slots; wg.Done() }()
+			for _, j := range js {
+				n, seqs, err := p.applyJoin(ctx, store, project, c, j, now, ttl)
+				mu.Lock()
+				opened += n
+				events = append(events, seqs...)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+				if err != nil {
+					return // this fingerprint's later joins wait for the batch to come again
 				}
 			}
-			events = append(events, j.seqs...)
-		}
-		if res.Opened {
-			opened++
-			p.tel.IncidentsOpened.Add(ctx, 1)
-		}
-		if err := p.publish(ctx, project, res.Notices); err != nil {
-			return err
-		}
+		}(byFingerprint[fp])
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		// Nothing of the batch is acknowledged: it comes again, and what was applied
+		// already changes nothing then (batch keys, sequences).
+		return errs[0]
 	}
 	pipelinectx.OutcomeFrom(ctx).Incident(events, opened)
 	return nil
+}
+
+// applyJoin applies one join; it returns whether it opened an incident and the
+// sequences of the events that joined one.
+func (p *incidentProcessor) applyJoin(ctx context.Context, store *incident.Store, project string, c *pipelinecfg.Compiled, j *join, now time.Time, ttl time.Duration) (int, []uint64, error) {
+	res, err := store.Apply(ctx, project, c.Incident, incident.Join{Fingerprint: j.fingerprint, BatchKey: strconv.FormatUint(j.key, 10),
+		Events: int64(len(j.seqs)), Title: j.title, Resolve: j.resolve, At: now})
+	if err != nil {
+		return 0, nil, fmt.Errorf("incident of project %s: %w; the batch will be delivered again", project, err)
+	}
+	var events []uint64
+	if id := res.Incident.ID; id != "" && len(j.seqs) > 0 {
+		for i, seq := range j.seqs {
+			if err := p.store.Add(ctx, project, eventsGroupPrefix+id, seq, j.bodies[i], now, ttl); err != nil {
+				return 0, nil, fmt.Errorf("incident event store: %w; the batch will be delivered again", err)
+			}
+		}
+		events = j.seqs
+	}
+	opened := 0
+	if res.Opened {
+		opened = 1
+		p.tel.IncidentsOpened.Add(ctx, 1)
+	}
+	return opened, events, p.publish(ctx, project, res.Notices)
 }
 
 // publish puts an incident's notices on the project's output stream. A repeat is stored
