@@ -181,13 +181,20 @@ func (m *Memory) Add(_ context.Context, project, group string, seq uint64, rec [
 	pr.live++
 	pr.order = append(pr.order, memRef{group: k, seq: seq})
 	e := memEntry{t: t, seq: seq, rec: append([]byte(nil), rec...)}
-	i := sort.Search(len(g.entries), func(i int) bool { return g.entries[i].t.After(t) })
+	// Records come in time order nearly always: append without a search then.
+	i := len(g.entries)
+	if i > 0 && g.entries[i-1].t.After(t) {
+		i = sort.Search(len(g.entries), func(i int) bool { return g.entries[i].t.After(t) })
+	}
 	g.entries = append(g.entries, memEntry{})
 	copy(g.entries[i+1:], g.entries[i:])
 	g.entries[i] = e
 	// Trim what has expired and what exceeds the cap. Reslicing rather than copying
 	// keeps an add at the cap cheap; append's next reallocation frees the dropped head.
-	cut := sort.Search(len(g.entries), func(i int) bool { return !g.entries[i].t.Before(t.Add(-ttl)) })
+	cut := 0
+	if len(g.entries) > 0 && g.entries[0].t.Before(t.Add(-ttl)) {
+		cut = sort.Search(len(g.entries), func(i int) bool { return !g.entries[i].t.Before(t.Add(-ttl)) })
+	}
 	if n := len(g.entries) - cut; n > MaxPerGroup {
 		cut = len(g.entries) - MaxPerGroup
 	}
