@@ -301,14 +301,16 @@ function LedgerPanel({ ledger: l }: { ledger: Ledger }) {
         ))}
       </dl>
       {incident.length > 0 && (
-        <dl class="stats" aria-label="Incidents">
-          {incident.map(([k, v, hint]) => (
-            <div key={k} class="stat stat-incident">
-              <dt>{k}</dt>
-              <dd><strong>{v}</strong> <span class="muted small">{hint}</span></dd>
-            </div>
-          ))}
-        </dl>
+        <section aria-label="Incident counts">
+          <dl class="stats">
+            {incident.map(([k, v, hint]) => (
+              <div key={k} class="stat stat-incident">
+                <dt>{k}</dt>
+                <dd><strong>{v}</strong> <span class="muted small">{hint}</span></dd>
+              </div>
+            ))}
+          </dl>
+        </section>
       )}
       <p class="hint">
         {inc > 0 ? (

@@ -237,9 +237,11 @@ export function IncidentsPage({ project }: { project: Project }) {
 function Ago({ at, now }: { at: string; now: Date }) {
   const d = new Date(at);
   if (isNaN(d.getTime())) return <span>{at}</span>;
+  // The list can be fresher than the clock between its ticks: never "in 3 s" for the past.
+  const ref = d.getTime() > now.getTime() ? d : now;
   return (
     <time dateTime={d.toISOString()} title={formatMoment(d, { date: true })}>
-      <span class="ago">{formatRelative(d, now)}</span>
+      <span class="ago">{formatRelative(d, ref)}</span>
       <span class="muted small ago-at">{formatMoment(d, { now })}</span>
     </time>
   );
@@ -268,7 +270,8 @@ export function IncidentPage({ project, incidentId }: { project: Project; incide
   const [actError, setActError] = useState<unknown>(null);
   const [note, setNote] = useState('');
   const [oldestFirst, setOldestFirst] = useState(false);
-  const now = useNow(5000);
+  // Every second: one incident's relative times stay right as it changes under the poll.
+  const now = useNow(1000);
   const people = usePeople(project.id);
   const path = `/incidents/${encodeURIComponent(incidentId)}`;
 
