@@ -505,3 +505,42 @@ func TestAClaimLeftByAStoppedProcessIsTakenOverWithTheSameRequestID(t *testing.T
 	}
 	assert.Len(t, ids, 1, "one opening call, whatever the attempts")
 }
+
+// The project's call budget applies to incident calls: past max_calls_per_minute the
+// call is not made, the incident's timeline says it was refused, and it is no call.
+func TestACallPastTheBudgetIsRefused(t *testing.T) {
+	e := newEnv(t)
+	a := newAgent(t, nil)
+	project := projectID("budget")
+	e.put(t, incidentProject(project, a.srv.URL, func(p *mirror.Pipeline) { p.GroupWait = "0s"; p.MaxCallsPerMinute = 1 }))
+	in := e.start(t, "")
+	minute := time.Now().Truncate(time.Minute)
+	in.send(t, project, 1, errorEvent("api", 1), errorEvent("db", 1))
+
+	store := e.incidents(t)
+	var refused incident.Incident
+	require.Eventually(t, func() bool {
+		list, err := store.List(context.Background(), project, "", 10)
+		if err != nil {
+			return false
+		}
+		for _, i := range list {
+			full, err := store.Get(context.Background(), project, i.ID)
+			if err != nil {
+				continue
+			}
+			for _, en := range full.Timeline {
+				if en.Type == "call" && en.Outcome == outcomeRefused {
+					refused = full
+					return true
+				}
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "a refused call in a timeline")
+	if time.Now().Truncate(time.Minute) != minute {
+		t.Skip("the minute turned: the budget allowed a second call")
+	}
+	assert.Len(t, a.got(), 1, "one call in the minute")
+	assert.Zero(t, refused.Calls, "a refused call is no call")
+}

@@ -140,6 +140,9 @@ func (t *ticker) update(e jetstream.KeyValueEntry) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if keep {
+		// What Due reads is kept, not the timeline and the rest: the index holds every
+		// project's live incidents (up to 500 open each).
+		inc.Timeline, inc.Applied, inc.Chat, inc.LastResult, inc.Title, inc.Fingerprint = nil, nil, nil, "", "", ""
 		t.index[e.Key()] = inc
 		return
 	}
