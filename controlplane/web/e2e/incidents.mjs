@@ -203,6 +203,8 @@ try {
   assert.ok(interactions.startsWith(`${receiver}/slack/interactions/${projectID}/`), interactions);
   await setup.getByRole('button', { name: 'Copy the interactions URL' }).click();
   assert.equal(await a.evaluate(() => navigator.clipboard.readText()), interactions);
+  // The test's receiver is plain http: the page says Slack will not post there.
+  await setup.getByRole('note').getByText('Slack needs HTTPS:').waitFor();
   await setup.getByText('Interactivity & Shortcuts:').waitFor();
   await setup.getByText('Request URL').waitFor();
   await setup.getByText('chat:write').waitFor();

@@ -75,6 +75,12 @@ function SlackAppSteps({ sink }: { sink: Sink }) {
           <CopyButton text={url} label="Copy the interactions URL" />
         </div>
       )}
+      {url && !url.startsWith('https://') && (
+        <div class="alert alert-warn" role="note">
+          <strong>Slack needs HTTPS:</strong> it posts button presses only to an https:// address it can reach. This receiver's
+          public URL is plain http, so set <code>SVC_PUBLIC_RECEIVER_URL</code> to its public HTTPS address before pasting it.
+        </div>
+      )}
       <ol class="setup-steps">
         <li>
           <span class="step-where">Interactivity &amp; Shortcuts:</span> turn Interactivity on and paste the interactions URL as the
@@ -338,7 +344,7 @@ function SinkForm({ base, sink, onDone }: { base: string; sink?: Sink; onDone: (
             <SecretField label="Signing secret" value={f.signing_secret}
               saved={!!sink && isSet(sink.signing_secret_set, sink.signing_secret)}
               placeholder="from Basic Information → App Credentials"
-              hint="Proves a button press came from Slack; requests that fail the check change nothing."
+              hint="From your app's Basic Information → App Credentials. It proves a button press came from Slack; requests that fail the check change nothing."
               onInput={(v) => set('signing_secret', v)} />
             <p class="hint secret-note">Both are write-only: once saved they are never shown again, only replaced.</p>
           </>
