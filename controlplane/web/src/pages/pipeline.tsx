@@ -307,10 +307,10 @@ export function PipelinePage({ project }: { project: Project }) {
                   hint="At most one update call per incident this often, only when new events arrived. 1s to 24h." />
                 <DurationField label="Resolve after" value={draft.incident.resolve_after} onInput={setInc('resolve_after')} placeholder="30m"
                   readOnly={ro} problem={problem('resolve_after')}
-                  hint="No new events for this long resolves the incident. 1s to 7d." />
+                  hint="No new events for this long resolves the incident. 1s to 168h (7 days)." />
                 <DurationField label="Reopen within" value={draft.incident.reopen_within} onInput={setInc('reopen_within')} placeholder="off"
                   readOnly={ro} problem={problem('reopen_within')}
-                  hint="A matching event this soon after resolution reopens the same incident instead of opening a new one. 0 to 7d; empty: off." />
+                  hint="A matching event this soon after resolution reopens the same incident instead of opening a new one. 0 to 168h (7 days); empty: off." />
               </div>
               <p class="hint">Durations are written like <code>30s</code>, <code>5m</code>, <code>1h</code>; empty uses the default shown.</p>
             </div>
