@@ -62,18 +62,13 @@ func drive(b *testing.B, c consumer.Logs, project string, recs [][]byte) {
 func BenchmarkBatch(b *testing.B) {
 	e := newEnv(b)
 	recs := benchRecords(10_000)
-	b.Run("incident", func(b *testing.B) {
-		project := projectID("bench")
-		e.put(b, mirror.Project{ID: project, Pipeline: mirror.Pipeline{AgentEndpointURL: "http://127.0.0.1:1", Mode: mirror.ModeIncident,
-			Trigger: "severity_number >= 17", Fingerprint: `resource_attributes["service.name"]`, GroupWait: "1h", GroupInterval: "1h"}})
-		cfg := createDefaultConfig().(*Config)
-		cfg.NATS.URL = e.nats.URL()
-		proc, err := NewFactory().CreateLogs(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
-		require.NoError(b, err)
-		require.NoError(b, proc.Start(context.Background(), e.host))
-		defer func() { require.NoError(b, proc.Shutdown(context.Background())) }()
-		drive(b, proc, project, recs)
-	})
+	for _, redis := range []string{"", redisURL()} {
+		name := "incident"
+		if redis != "" {
+			name = "incident_redis"
+		}
+		b.Run(name, func(b *testing.B) { benchIncident(b, e, recs, redis) })
+	}
 	b.Run("legacy", func(b *testing.B) {
 		project := projectID("benchlegacy")
 		e.put(b, mirror.Project{ID: project, Pipeline: mirror.Pipeline{AgentEndpointURL: "http://127.0.0.1:1", Trigger: "severity_number >= 17"}})
@@ -84,4 +79,18 @@ func BenchmarkBatch(b *testing.B) {
 		defer func() { require.NoError(b, proc.Shutdown(context.Background())) }()
 		drive(b, proc, project, recs)
 	})
+}
+
+func benchIncident(b *testing.B, e *env, recs [][]byte, redis string) {
+	project := projectID("bench")
+	e.put(b, mirror.Project{ID: project, Pipeline: mirror.Pipeline{AgentEndpointURL: "http://127.0.0.1:1", Mode: mirror.ModeIncident,
+		Trigger: "severity_number >= 17", Fingerprint: `resource_attributes["service.name"]`, GroupWait: "1h", GroupInterval: "1h"}})
+	cfg := createDefaultConfig().(*Config)
+	cfg.NATS.URL = e.nats.URL()
+	cfg.RedisURL = redis
+	proc, err := NewFactory().CreateLogs(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
+	require.NoError(b, err)
+	require.NoError(b, proc.Start(context.Background(), e.host))
+	defer func() { require.NoError(b, proc.Shutdown(context.Background())) }()
+	drive(b, proc, project, recs)
 }
