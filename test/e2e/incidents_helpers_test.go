@@ -135,7 +135,10 @@ func startIncidentAgent(t *testing.T) *incidentAgent {
 }
 
 func (a *incidentAgent) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return // the caller went away mid-body (a process killed while sending): no call
+	}
 	var b struct {
 		Incident struct {
 			ID     string `json:"id"`
