@@ -75,18 +75,19 @@ func (e *Evaluator) incident(r Record) {
 		// Kept by fingerprint, for the windows of its incident's calls.
 		_ = e.windows.Add(e.ctx, "", res.Fingerprint, r.Seq, res.Body, r.Time, e.c.WindowDuration)
 	}
-	if res.Matched {
+	switch {
+	case res.Resolves:
+		// A resolving record never opens an incident, even when the trigger matches it
+		// too (a trigger of every record, an alert's "resolved" beside its "firing"):
+		// it resolves its fingerprint's open incident, if any, and is no event.
+		if s := e.sim.byFP[res.Fingerprint]; s != nil && s.inc.Status != incident.StatusResolved {
+			e.resolve(s, r.Time, "resolve_when")
+		}
+	case res.Matched:
 		e.ans.Matched++
 		e.ans.MatchedSeqs = append(e.ans.MatchedSeqs, r.Seq)
 		e.matchedRecord(r, res.Body)
 		e.join(res.Fingerprint, res.Title, res.Body, r.Time)
-	}
-	if res.Resolves {
-		// After the record's own event, as the store applies a batch: events, then
-		// resolve_when.
-		if s := e.sim.byFP[res.Fingerprint]; s != nil && s.inc.Status != incident.StatusResolved {
-			e.resolve(s, r.Time, "resolve_when")
-		}
 	}
 }
 

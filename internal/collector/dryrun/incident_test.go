@@ -229,3 +229,27 @@ func TestIncidentOverflow(t *testing.T) {
 	a := e.Answer()
 	assert.Equal(t, 501, *a.Incidents, "500 and the overflow incident")
 }
+
+// A record resolve_when matches never opens an incident, even when the trigger matches
+// it too: with no incident open it is nothing, with one open it resolves it and is no
+// event of it.
+func TestIncidentResolvingRecordNeverOpens(t *testing.T) {
+	p := byService
+	p.Trigger = `severity_number >= 9` // "recovered" (9) matches both
+	recs := []Record{
+		rec(1, 0, "checkout", "recovered", 9),
+		rec(2, time.Minute, "checkout", "timeout", 17),
+		rec(3, 2*time.Minute, "checkout", "recovered", 9),
+		rec(4, 3*time.Minute, "cart", "recovered", 9),
+	}
+	a := Evaluate(context.Background(), compile(t, p), recs, roomy)
+	require.NotNil(t, a.Incidents)
+	assert.Equal(t, 1, *a.Incidents, "only the timeout opens one")
+	assert.Equal(t, []uint64{2}, a.MatchedSeqs, "a resolving record is no event")
+	calls := incCalls(t, a)
+	require.Len(t, calls, 2)
+	assert.Equal(t, []string{"opened", "resolved"}, []string{calls[0].Reason, calls[1].Reason})
+	assert.Equal(t, calls[0].Incident.ID, calls[1].Incident.ID)
+	assert.Equal(t, 1, calls[1].Incident.Counts.Events)
+	assert.Empty(t, calls[1].Events, "the resolving record is not carried as an event")
+}
