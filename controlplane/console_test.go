@@ -56,6 +56,7 @@ func TestConsoleToken(t *testing.T) {
 			c, err := consoletoken.Verify(keys, r.str("token"), time.Now())
 			require.NoError(t, err, "%s: the token verifies with the published key", who)
 			assert.Equal(t, u[1], c.UserID, who)
+			assert.Equal(t, map[string]string{"owner": "console@example.com", "member": "viewer@example.com"}[who], c.Email, "%s: actions are recorded by the email", who)
 			assert.Equal(t, pid, c.ProjectID, who)
 			assert.WithinDuration(t, time.Now().Add(10*time.Minute), c.ExpiresAt, 5*time.Second, "valid 10 minutes")
 			exp, err := time.Parse(time.RFC3339, r.str("expires_at"))

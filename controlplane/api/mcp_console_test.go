@@ -103,6 +103,7 @@ func TestMCPConsoleToolsAnswerTheRequest(t *testing.T) {
 		claims, err := consoletoken.Verify([]ed25519.PublicKey{pub}, tok, time.Now())
 		require.NoError(t, err, c.tool)
 		assert.Equal(t, "u_1", claims.UserID, c.tool)
+		assert.Equal(t, "u_1@example.com", claims.Email, "%s: the receiver records actions by the user's email", c.tool)
 		assert.Equal(t, "p_1", claims.ProjectID, c.tool)
 		expires, err := time.Parse(time.RFC3339, out.ExpiresAt)
 		require.NoError(t, err, c.tool)

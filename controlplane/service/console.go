@@ -50,6 +50,12 @@ func (s *Service) IssueConsoleToken(ctx context.Context, userID, id string, cred
 		if members[userID].Since == 0 {
 			return store.ErrNotFound // not a member (any more)
 		}
+		// The email names the user where they act through the data plane (an
+		// incident's acknowledged_by), as the people around them know them.
+		u, err := tx.UserByID(ctx, userID)
+		if err != nil {
+			return err
+		}
 		now := time.Now().UTC()
 		ttl := consoleTokenTTL
 		if !cred.ExpiresAt.IsZero() {
@@ -57,7 +63,7 @@ func (s *Service) IssueConsoleToken(ctx context.Context, userID, id string, cred
 			ttl = max(min(ttl, cred.ExpiresAt.Sub(now)), time.Second)
 		}
 		tok, err := consoletoken.Issue(s.ConsoleKey, consoletoken.Claims{UserID: userID, ProjectID: p.ID,
-			Grant: members[userID].Since, Credential: cred.ID}, ttl, now)
+			Grant: members[userID].Since, Credential: cred.ID, Email: u.Email}, ttl, now)
 		if err != nil {
 			return err
 		}

@@ -211,7 +211,7 @@ func (a *authenticator) console(headers map[string][]string, projectID string) (
 		if c.Credential != "" && a.cache.Revoked(c.Credential) {
 			return principal.Principal{}, principal.Refuse(principal.ErrInvalidToken, msgConsoleRevoked)
 		}
-		return principal.Principal{ProjectID: c.ProjectID, Scope: principal.ScopeConsole, KeyID: consoleUserPrefix + c.UserID}, nil
+		return principal.Principal{ProjectID: c.ProjectID, Scope: principal.ScopeConsole, KeyID: consoleUserPrefix + c.UserID, Email: c.Email}, nil
 	}
 	if key == "" {
 		key = tok

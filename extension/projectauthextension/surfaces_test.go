@@ -276,6 +276,19 @@ func TestConsoleWriteNeedsOwnerOrAdminToken(t *testing.T) {
 	_, err = write("p1", bearerOf("u2", 2000, "p1"))
 	require.NoError(t, err, "admin")
 
+	// A token that names its user's email: the principal carries it, so actions are
+	// recorded by who people know; roles are still the user id's.
+	withEmail := func(user string, grant int64, email string) map[string][]string {
+		tok, err := consoletoken.Issue(f.consolePriv, consoletoken.Claims{UserID: user, ProjectID: "p1", Grant: grant, Email: email}, time.Minute, time.Now())
+		require.NoError(t, err)
+		return map[string][]string{"Authorization": {"Bearer " + tok}}
+	}
+	p, err = write("p1", withEmail("u1", 1000, "ana@example.com"))
+	require.NoError(t, err, "owner with email")
+	assert.Equal(t, principal.Principal{ProjectID: "p1", Scope: principal.ScopeConsole, KeyID: "user:u1", Email: "ana@example.com"}, p)
+	_, err = write("p1", withEmail("u3", 3000, "u1@example.com"))
+	require.ErrorIs(t, err, ErrForbidden, "the email names, the user id decides: a member is still a member")
+
 	for name, c := range map[string]struct {
 		project string
 		headers map[string][]string

@@ -19,6 +19,10 @@
 // session logged out, the control plane publishes the id in the mirror's revocations
 // (mirror.BucketRevocations), and receivers refuse every token naming it, so a console
 // token never outlives what minted it by more than the mirror's latency.
+//
+// It may carry the user's email (claim "email", added later, so optional): receivers name
+// the person who acted on something (an incident's acknowledged_by) by it, and fall back
+// to the user id for a token minted before the claim existed.
 package consoletoken
 
 import (
@@ -56,6 +60,9 @@ type Claims struct {
 	// login token, which cannot be revoked): receivers refuse the token once the mirror
 	// lists it as revoked.
 	Credential string
+	// Email is the user's email when the token was minted, for naming who acted; empty
+	// in tokens minted before the claim existed.
+	Email string
 	// ExpiresAt is set by Issue (now + ttl) and returned by Verify.
 	ExpiresAt time.Time
 }
@@ -70,6 +77,7 @@ type jwtClaims struct {
 	ProjectID string `json:"project_id"`
 	Grant     int64  `json:"grant"`
 	Cred      string `json:"cred,omitempty"`
+	Email     string `json:"email,omitempty"`
 	Purpose   string `json:"purpose"`
 	jwt.RegisteredClaims
 }
@@ -90,6 +98,7 @@ func Issue(priv ed25519.PrivateKey, c Claims, ttl time.Duration, now time.Time) 
 		ProjectID: c.ProjectID,
 		Grant:     c.Grant,
 		Cred:      c.Credential,
+		Email:     c.Email,
 		Purpose:   Purpose,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    Issuer,
@@ -142,5 +151,5 @@ func Verify(keys []ed25519.PublicKey, token string, now time.Time) (Claims, erro
 	if c.IssuedAt == nil || c.ExpiresAt.Sub(c.IssuedAt.Time) > MaxTTL {
 		return Claims{}, fmt.Errorf("%w: lifetime longer than %s", ErrInvalid, MaxTTL)
 	}
-	return Claims{UserID: c.Subject, ProjectID: c.ProjectID, Grant: c.Grant, Credential: c.Cred, ExpiresAt: c.ExpiresAt.Time.UTC()}, nil
+	return Claims{UserID: c.Subject, ProjectID: c.ProjectID, Grant: c.Grant, Credential: c.Cred, Email: c.Email, ExpiresAt: c.ExpiresAt.Time.UTC()}, nil
 }

@@ -39,6 +39,27 @@ func TestIssueVerify(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalid)
 }
 
+// A token names its user's email, so a receiver can say who acted; a token minted before
+// the claim existed (no "email") keeps working and names no email.
+func TestEmail(t *testing.T) {
+	pub, priv := keyPair(t)
+	keys := []ed25519.PublicKey{pub}
+	tok, err := Issue(priv, Claims{UserID: "u1", ProjectID: "p1", Grant: 7, Email: "ana@example.com"}, time.Minute, now)
+	require.NoError(t, err)
+	c, err := Verify(keys, tok, now)
+	require.NoError(t, err)
+	assert.Equal(t, "ana@example.com", c.Email)
+	assert.Equal(t, "u1", c.UserID, "the user is still named by id: memberships and roles are keyed by it")
+
+	old, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": Issuer, "sub": "u1", "aud": Audience,
+		"project_id": "p1", "grant": 7, "cred": "pat_1", "purpose": Purpose,
+		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Minute).Unix()}).SignedString(priv)
+	require.NoError(t, err)
+	c, err = Verify(keys, old, now)
+	require.NoError(t, err, "a token without the email claim still verifies")
+	assert.Equal(t, Claims{UserID: "u1", ProjectID: "p1", Grant: 7, Credential: "pat_1", ExpiresAt: now.Add(time.Minute)}, c)
+}
+
 func TestRotation(t *testing.T) {
 	oldPub, oldPriv := keyPair(t)
 	newPub, newPriv := keyPair(t)

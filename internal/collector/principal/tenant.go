@@ -35,6 +35,9 @@ type Principal struct {
 	AccountID string
 	Scope     string
 	SourceID  string
+	// Email is a console token's user's email (ScopeConsole, tokens that carry it): who
+	// acted, as people read it. KeyID stays "user:<id>", which roles are keyed by.
+	Email string
 }
 
 // GetAttribute implements client.AuthData.

@@ -130,11 +130,7 @@ func (a *API) incidentActionEndpoints() []endpoint {
 					return nil, apierror.New(http.StatusNotFound, apierror.NotFound, msgNoIncident)
 				}
 				return func(ctx context.Context, js jetstream.JetStream, projectID string) (any, error) {
-					p, _ := principal.FromContext(ctx)
-					by := p.KeyID
-					if !strings.HasPrefix(by, "user:") {
-						by = "user:" + by
-					}
+					by := actor(ctx)
 					inc, err := a.set.Incidents.Act(ctx, js, projectID, id, action, by)
 					if err != nil {
 						return nil, err
@@ -148,6 +144,19 @@ func (a *API) incidentActionEndpoints() []endpoint {
 			}})
 	}
 	return eps
+}
+
+// actor names who acts, as the timeline, notices and Slack show it: user:<email> when the
+// console token carries the email, else user:<user id> (a token minted before it did).
+func actor(ctx context.Context) string {
+	p, _ := principal.FromContext(ctx)
+	if p.Email != "" {
+		return "user:" + p.Email
+	}
+	if strings.HasPrefix(p.KeyID, "user:") {
+		return p.KeyID
+	}
+	return "user:" + p.KeyID
 }
 
 // emptyObjectBody accepts no body or {} (whitespace aside): an action takes no input.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otelcol-svc/otelcol-svc/internal/consoletoken"
 	"github.com/otelcol-svc/otelcol-svc/internal/incident"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
@@ -232,6 +233,27 @@ func TestIncidentActionsByOwnerAndAdmin(t *testing.T) {
 	}
 	ans = s.act(t, projA, inc.ID, "escalate", "", s.token(t, "owner", projA))
 	assert.Equal(t, http.StatusNotFound, ans.status, "no such action: %s", ans.body)
+}
+
+// An action is recorded by the email the console token names (the people around the
+// on-call know them by it); a token without one (minted before tokens carried it) by the
+// user id, as TestIncidentActionsByOwnerAndAdmin shows.
+func TestIncidentActionIsByTheTokensEmail(t *testing.T) {
+	s := startLogStack(t)
+	st := incidentStore(t, s.js)
+	inc := openIncident(t, st, projA, "db-down", time.Now().UTC())
+	tok, err := consoletoken.Issue(s.priv, consoletoken.Claims{UserID: "admin", ProjectID: projA, Grant: s.grants["admin"], Email: "ana@example.com"}, time.Minute, time.Now())
+	require.NoError(t, err)
+
+	ans := s.act(t, projA, inc.ID, "acknowledge", "", map[string]string{"Authorization": "Bearer " + tok})
+	require.Equal(t, http.StatusOK, ans.status, "%s", ans.body)
+	var d incident.Detail
+	require.NoError(t, json.Unmarshal(ans.body, &d))
+	assert.Equal(t, "user:ana@example.com", d.AcknowledgedBy)
+	assert.Equal(t, "user:ana@example.com", d.Timeline[len(d.Timeline)-1].By)
+	var notices []map[string]any
+	require.Eventually(t, func() bool { notices = incidentNotices(t, s.js, projA); return len(notices) == 1 }, 5*time.Second, 20*time.Millisecond)
+	assert.Equal(t, "user:ana@example.com", notices[0]["by"], "chat destinations say who acknowledged")
 }
 
 func TestIncidentActionsAreForOwnersAndAdminsOnly(t *testing.T) {
