@@ -126,9 +126,9 @@ func (e *Evaluator) Incident(ctx context.Context, _ string, c *pipelinecfg.Compi
 }
 
 // titleFields are the top-level fields a title is taken from, in order: what a record
-// says happened (an event's title or summary, a log's message or body, a span's name),
-// then what kind of event it is.
-var titleFields = []string{"title", "summary", "message", "msg", "body", "name", "_event_type"}
+// says happened (an event's title or summary, a log's message or body, a span's name, a
+// push source's text: an alert's summary), then what kind of event it is.
+var titleFields = []string{"title", "summary", "message", "msg", "body", "name", "text", "_event_type"}
 
 var titleFieldSet = func() map[string]bool {
 	m := map[string]bool{}
@@ -142,7 +142,7 @@ var titleFieldSet = func() map[string]bool {
 const maxTitleBytes = 1024
 
 // IncidentTitle names the incident a record opens: the first of its title, summary,
-// message, msg, body, name and _event_type that is a non-empty string, else its
+// message, msg, body, name, text and _event_type that is a non-empty string, else its
 // fingerprint ("" when it has neither: the incident store then names it). The
 // incident processor and the dry run both take titles from here.
 func IncidentTitle(body []byte, signal, fingerprint string) string {

@@ -98,6 +98,8 @@ func TestIncidentTitle(t *testing.T) {
 		`{"_event_type":"payment.failed","status":"failed"}`:                  "payment.failed",
 		`{"body":{"nested":true},"message":"  disk full  "}`:                  "disk full",
 		`{"body":{"nested":true},"name":"GET /items"}`:                        "GET /items",
+		// A push source's envelope: an Alertmanager alert's summary is its text.
+		`{"_event_type":"alert.firing","_source":"am","text":"Disk almost full on db-1","labels":{},"payload":{"summary":"x"}}`: "Disk almost full on db-1",
 		`{"body":""}`:     "fp",
 		`not JSON at all`: "fp",
 	} {
