@@ -58,6 +58,8 @@ const (
 	maxLastResult   = 500
 	maxTimeline     = 200
 	maxApplied      = 64
+	maxOutbox       = 32
+	refusedRetry    = time.Minute
 	maxEntryText    = 500
 	maxEntryBy      = 200
 	maxChatThreads  = 32
@@ -162,7 +164,22 @@ type Incident struct {
 	LastResult             string                `json:"last_result,omitempty"`
 	LastResultAt           time.Time             `json:"last_result_at,omitzero"`
 	Chat                   map[string]ChatThread `json:"chat,omitempty"`
-	Applied                []string              `json:"applied,omitempty"`
+	// RefusedAt is when the call budget last refused a call: the call is tried again
+	// refusedRetry (at most GroupInterval) later. Zero once a call is made.
+	RefusedAt time.Time `json:"refused_at,omitzero"`
+	// Applied are the last batch keys counted, for callers that give no sequences.
+	Applied []string `json:"applied,omitempty"`
+	// Counted are the stream sequences counted in the last ten minutes, as merged
+	// ranges (at most 256): a batch delivered again, alone or with new records, counts
+	// only the sequences not among them. They pass to the fingerprint's next generation.
+	Counted []SeqRange `json:"counted,omitempty"`
+	// OpenedSeq is the first sequence that opened this generation: a batch holding it
+	// again gives the opened notice again (as OpenedBatch does for batch keys).
+	OpenedSeq uint64 `json:"opened_seq,omitempty"`
+	// Outbox holds the notices of the latest changes (at most 32), written in the same
+	// compare-and-set as the change: whoever made it publishes them and then clears them
+	// (Published); a watcher publishes again what stayed (PendingNotices).
+	Outbox []Notice `json:"outbox,omitempty"`
 	// OpenedBatch is the batch key that opened this generation: its redelivery (the
 	// process died before publishing) gives the opened notice again, under the same
 	// MsgID, since the sink posts the chat root only on it.
@@ -185,6 +202,9 @@ type PendingCall struct {
 	// NewEventsAtClaim is NewEvents when claimed: the events counted during the call
 	// stay new after it.
 	NewEventsAtClaim int64 `json:"new_events_at_claim,omitempty"`
+	// ResolvedAt is the incident's resolution the resolved call tells: a reopening (and
+	// a resolution again) while it runs leaves the new one to be told.
+	ResolvedAt time.Time `json:"resolved_at,omitzero"`
 }
 
 // ChatThread is where a slack_app destination posted the incident's root message.

@@ -139,11 +139,11 @@ func TestTimelineBounds(t *testing.T) {
 	i := open("p1", FingerprintHash("f"), 1, Join{Fingerprint: "f", Events: 1, At: t0})
 	// Events a few seconds apart merge into one entry while within a minute of it.
 	for k := 1; k <= 5; k++ {
-		i.join(Join{Events: 2, At: t0.Add(time.Duration(k) * 10 * time.Second)})
+		i.join(t0.Add(time.Duration(k)*10*time.Second), 2)
 	}
 	require.Len(t, i.Timeline, 2)
 	assert.Equal(t, int64(10), i.Timeline[1].Count)
-	i.join(Join{Events: 1, At: t0.Add(70 * time.Second)}) // a minute after the merged entry began
+	i.join(t0.Add(70*time.Second), 1) // a minute after the merged entry began
 	require.Len(t, i.Timeline, 3)
 
 	for k := range 300 {

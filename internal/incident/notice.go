@@ -18,15 +18,15 @@ const HeaderIncidentID = "Svc-Incident-Id"
 
 // Notice is a change in an incident's life told to the project's destinations.
 type Notice struct {
-	Type       string // NoticeOpened, NoticeUpdated, NoticeResolved
-	Transition string // opened, reopened, call, acknowledged, muted, resolved, reinvestigate
-	By         string
-	Incident   Summary
-	Text       string // one line a person reads in chat
-	At         time.Time
+	Type       string    `json:"type"`       // NoticeOpened, NoticeUpdated, NoticeResolved
+	Transition string    `json:"transition"` // opened, reopened, call, acknowledged, muted, resolved, reinvestigate
+	By         string    `json:"by,omitempty"`
+	Incident   Summary   `json:"incident"`
+	Text       string    `json:"text"` // one line a person reads in chat
+	At         time.Time `json:"at"`
 	// Seq is the incident's timeline length (kept and dropped) at the transition: the
 	// same transition decided twice has the same Seq, and so the same MsgID.
-	Seq int
+	Seq int `json:"seq"`
 }
 
 type noticeBody struct {

@@ -57,8 +57,18 @@ func nKey(project string) string      { return project + ".n" }
 // Join is one fingerprint's events of one batch, as the incident processor counts them.
 type Join struct {
 	Fingerprint string
-	// BatchKey is stable across redeliveries of the batch (e.g. the first stream
-	// sequence of these events): a redelivered batch is counted once.
+	// Seqs are the stream sequences of these events. Given, they decide what counts:
+	// only the sequences the incident has not counted in the last ten minutes (Events
+	// is then their number), so a batch delivered again, alone or mixed with new
+	// records, counts nothing twice. BatchKey is not used then.
+	Seqs []uint64
+	// ResolveSeq is the stream sequence of the resolve_when record (0: not known); one
+	// counted before resolves nothing again. Without it, with Seqs, a Resolve whose
+	// events were all counted before is taken as delivered before.
+	ResolveSeq uint64
+	// BatchKey, for callers without sequences, is stable across redeliveries of the
+	// batch (e.g. the first stream sequence of these events): a redelivered batch is
+	// counted once while it is among the incident's last 64.
 	BatchKey string
 	Events   int64  // matching events of this fingerprint in the batch
 	Title    string // from the first event, used when opening
@@ -95,6 +105,10 @@ func (s *Store) Apply(ctx context.Context, project string, set Settings, j Join)
 	if !streams.ValidProjectID(project) {
 		return JoinResult{}, fmt.Errorf("incident: invalid project id %q", project)
 	}
+	if j.Seqs != nil {
+		j.Seqs = sortedSeqs(j.Seqs)
+		j.Events = int64(len(j.Seqs))
+	}
 	if j.Events < 0 {
 		j.Events = 0
 	}
@@ -111,57 +125,95 @@ func (s *Store) Apply(ctx context.Context, project string, set Settings, j Join)
 
 func (s *Store) apply(ctx context.Context, project string, set Settings, j Join, fph string, exempt bool) (JoinResult, error) {
 	key := fKey(project, fph)
-	batch := cut(j.BatchKey, 128)
+	bySeq := j.Seqs != nil
+	batch := ""
+	if !bySeq {
+		batch = cut(j.BatchKey, 128)
+	}
 	reserved := false
 	for {
 		var res JoinResult
 		inc, err := s.update(ctx, key, func(cur *Incident, exists bool) (bool, error) {
 			res = JoinResult{}
-			if exists && batch != "" && slices.Contains(cur.Applied, batch) {
-				if cur.OpenedBatch == batch && len(cur.Timeline) > 0 && cur.TimelineDropped == 0 && cur.Timeline[0].Type == "opened" {
-					n := Notice{Type: NoticeOpened, Transition: "opened", Incident: cur.Summary(), At: cur.OpenedAt, Seq: 1,
-						Text: "Incident opened: " + cur.Title + " (" + events(cur.Events) + ")"}
-					res.Notices = append(res.Notices, n)
+			n, fresh, resolve := j.Events, j.Seqs, j.Resolve
+			switch {
+			case bySeq && exists:
+				fresh = unseen(cur.Counted, j.Seqs)
+				n = int64(len(fresh))
+				if j.ResolveSeq != 0 {
+					resolve = resolve && !seen(cur.Counted, j.ResolveSeq)
+				} else if len(j.Seqs) > 0 && len(fresh) == 0 {
+					resolve = false
+				}
+				if cur.OpenedSeq != 0 && len(fresh) < len(j.Seqs) && seen(cur.Counted, cur.OpenedSeq) {
+					if _, in := slices.BinarySearch(j.Seqs, cur.OpenedSeq); in {
+						res.Notices = append(res.Notices, cur.openedAgain()...)
+					}
+				}
+			case exists && batch != "" && slices.Contains(cur.Applied, batch):
+				if cur.OpenedBatch == batch {
+					res.Notices = append(res.Notices, cur.openedAgain()...)
 				}
 				return false, nil
 			}
 			changed := false
-			if j.Events > 0 {
+			if n > 0 {
 				switch {
 				case exists && cur.Status != StatusResolved:
-					cur.join(j)
+					cur.join(j.At, n)
 					res.Joined, changed = true, true
 				case exists && set.ReopenWithin > 0 && !j.At.After(cur.ResolvedAt.Add(set.ReopenWithin)):
 					if !exempt && !reserved {
 						return false, errNeedSlot
 					}
-					res.Notices = append(res.Notices, cur.reopen(j))
+					res.Notices = append(res.Notices, cur.reopen(j.At, n))
 					res.Reopened, changed = true, true
 				default:
 					if !exempt && !reserved {
 						return false, errNeedSlot
 					}
 					gen := 1
+					var counted []SeqRange
+					var unpublished []Notice
 					if exists {
 						// Archived before the f-key names the new generation, so the old
 						// id stays readable (Get). A Put repeated by a lost round writes
 						// the same incident again.
 						gen = cur.Generation + 1
+						counted, unpublished = cur.Counted, cur.Outbox
 						if err := s.archive(ctx, project, cur); err != nil {
 							return false, err
 						}
 					}
-					*cur = open(project, fph, gen, j)
+					oj := j
+					oj.Events = n
+					*cur = open(project, fph, gen, oj)
+					// The sequences stay counted across generations: a batch of the old
+					// one delivered again does not count into the new one.
+					cur.Counted = counted
+					if bySeq && len(fresh) > 0 {
+						cur.OpenedSeq = fresh[0]
+					}
 					cur.OpenedBatch = batch
+					// The old generation's notices not yet published go out with the
+					// opening (the archive keeps them, but no watcher reads archives).
+					res.Notices = append(res.Notices, unpublished...)
 					res.Notices = append(res.Notices, cur.notice(NoticeOpened, "opened", "", j.At,
 						"Incident opened: "+cur.Title+" ("+events(cur.Events)+")"))
 					res.Opened, changed = true, true
 				}
 			}
-			if j.Resolve && (cur.Status == StatusOpen || cur.Status == StatusAcknowledged) {
+			if resolve && (cur.Status == StatusOpen || cur.Status == StatusAcknowledged) {
 				res.Notices = append(res.Notices, cur.resolve(j.At, "resolve_when",
 					"Resolved (resolve_when matched): "+cur.Title))
 				res.Resolved, changed = true, true
+			}
+			if changed && bySeq {
+				add := fresh
+				if j.ResolveSeq != 0 {
+					add = sortedSeqs(append(slices.Clone(fresh), j.ResolveSeq))
+				}
+				cur.Counted = count(cur.Counted, add, j.At)
 			}
 			if changed && batch != "" {
 				cur.Applied = append(cur.Applied, batch)
@@ -200,6 +252,18 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 		}
 		return res, nil
 	}
+}
+
+// openedAgain is the opened notice of this generation, as it was first given, for a
+// redelivery of the batch that opened it (its process may have died before publishing:
+// the sink posts the chat root only on it). None when the timeline no longer starts
+// with the opening.
+func (i *Incident) openedAgain() []Notice {
+	if len(i.Timeline) == 0 || i.TimelineDropped != 0 || i.Timeline[0].Type != "opened" {
+		return nil
+	}
+	return []Notice{{Type: NoticeOpened, Transition: "opened", Incident: i.Summary(), At: i.OpenedAt, Seq: 1,
+		Text: "Incident opened: " + i.Title + " (" + events(i.Events) + ")"}}
 }
 
 // archive writes the resolved incident to its r-key, unless a newer copy is there: a
@@ -262,27 +326,27 @@ func open(project, fph string, gen int, j Join) Incident {
 	return i
 }
 
-func (i *Incident) join(j Join) {
-	i.Events += j.Events
-	i.NewEvents += j.Events
-	i.LastEventAt = later(i.LastEventAt, j.At)
-	i.UpdatedAt = later(i.UpdatedAt, j.At)
-	i.add(Entry{At: j.At, Type: "events", Count: j.Events})
+func (i *Incident) join(at time.Time, n int64) {
+	i.Events += n
+	i.NewEvents += n
+	i.LastEventAt = later(i.LastEventAt, at)
+	i.UpdatedAt = later(i.UpdatedAt, at)
+	i.add(Entry{At: at, Type: "events", Count: n})
 }
 
 // reopen opens the resolved incident again: it is happening again, so whoever
 // acknowledged it has not seen this, and its resolution is to be told anew.
-func (i *Incident) reopen(j Join) Notice {
+func (i *Incident) reopen(at time.Time, n int64) Notice {
 	i.Status = StatusOpen
 	i.ResolvedAt, i.ResolvedBy, i.ResolvedCallDone = time.Time{}, "", false
 	i.AcknowledgedBy, i.AcknowledgedAt = "", time.Time{}
-	i.Events += j.Events
-	i.NewEvents += j.Events
-	i.LastEventAt = later(i.LastEventAt, j.At)
-	i.UpdatedAt = later(i.UpdatedAt, j.At)
-	i.add(Entry{At: j.At, Type: "reopened", Count: j.Events})
+	i.Events += n
+	i.NewEvents += n
+	i.LastEventAt = later(i.LastEventAt, at)
+	i.UpdatedAt = later(i.UpdatedAt, at)
+	i.add(Entry{At: at, Type: "reopened", Count: n})
 	// incident.updated, not opened: the chat root of this id exists already.
-	return i.notice(NoticeUpdated, "reopened", "", j.At, "Incident reopened: "+i.Title+" ("+events(i.Events)+")")
+	return i.notice(NoticeUpdated, "reopened", "", at, "Incident reopened: "+i.Title+" ("+events(i.Events)+")")
 }
 
 func (i *Incident) resolve(at time.Time, by, text string) Notice {
@@ -312,9 +376,15 @@ func (i *Incident) add(e Entry) {
 }
 
 // notice is a transition just entered into the timeline.
+// It goes into the outbox in the same write as the change.
 func (i *Incident) notice(typ, transition, by string, at time.Time, text string) Notice {
-	return Notice{Type: typ, Transition: transition, By: by, Incident: i.Summary(), Text: text, At: at,
+	n := Notice{Type: typ, Transition: transition, By: by, Incident: i.Summary(), Text: text, At: at,
 		Seq: len(i.Timeline) + i.TimelineDropped}
+	i.Outbox = append(i.Outbox, n)
+	if k := len(i.Outbox) - maxOutbox; k > 0 {
+		i.Outbox = slices.Clone(i.Outbox[k:])
+	}
+	return n
 }
 
 func events(n int64) string {
