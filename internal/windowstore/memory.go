@@ -18,17 +18,24 @@ type memEntry struct {
 }
 
 type memGroup struct {
+	key     string     // in Memory.groups
 	entries []memEntry // by time, then arrival
-	seqs    map[uint64]struct{}
-	expires time.Time
-	project *memProject
+	// Records come in stream order nearly always, so the entries' sequences usually
+	// rise along entries: a sequence above the last is new without any lookup, and one
+	// at or below it (a redelivery) is found by binary search. inversions counts the
+	// neighbours out of that order; while there are any, seqs indexes every entry's
+	// sequence instead (built when the first appears, dropped with the last).
+	inversions int
+	seqs       map[uint64]struct{}
+	expires    time.Time
+	project    *memProject
 }
 
 // memProject is what one project's windows hold in all, against the per-project bound:
 // their bytes and entries, and the order the entries came in, oldest first, so the
 // oldest go first when the bound is passed, whichever group they are in. order may hold
-// entries already gone (expired, cut by MaxPerGroup); they are skipped, and dropped
-// when they outnumber the live ones.
+// entries already gone (expired, cut by MaxPerGroup, their group dropped); they are
+// skipped, and dropped when they outnumber the live ones.
 type memProject struct {
 	id          string
 	bytes, live int
@@ -37,13 +44,15 @@ type memProject struct {
 	index       int // in Memory.largest; -1 when not there
 }
 
+// memRef names an entry by its group and sequence. A group that was dropped holds no
+// entries any more, so its references read as gone.
 type memRef struct {
-	group string
+	group *memGroup
 	seq   uint64
 }
 
-// entryOverhead is what an entry costs besides its record's bytes: the entry, its seq
-// in the group's set, its place in the project's order.
+// entryOverhead is what an entry costs besides its record's bytes: the entry, its place
+// in the project's order, its seq in the group's index when it has one.
 const entryOverhead = 96
 
 // DefaultMaxProjectBytes is the in-memory windows' bound per project when none is set.
@@ -154,9 +163,17 @@ func (m *Memory) sweep(now time.Time) {
 	}
 }
 
-// Add implements Store.
-func (m *Memory) Add(_ context.Context, project, group string, seq uint64, rec []byte, t time.Time, ttl time.Duration) error {
-	k := groupKey(project, group)
+// Add implements Store. It keeps a copy of rec.
+func (m *Memory) Add(ctx context.Context, project, group string, seq uint64, rec []byte, t time.Time, ttl time.Duration) error {
+	return m.AddBatch(ctx, project, t, ttl, []Entry{{Group: group, Seq: seq, Rec: append([]byte(nil), rec...)}})
+}
+
+// AddBatch implements Store: the entries under one lock, and the bounds applied once
+// for all of them. It keeps each Rec as it is, without a copy.
+func (m *Memory) AddBatch(_ context.Context, project string, t time.Time, ttl time.Duration, entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	pr := m.projects[project]
@@ -164,49 +181,43 @@ func (m *Memory) Add(_ context.Context, project, group string, seq uint64, rec [
 		pr = &memProject{id: project, index: -1}
 		m.projects[project] = pr
 	}
-	g := m.groups[k]
-	if g == nil {
-		g = &memGroup{seqs: map[uint64]struct{}{}}
-		m.groups[k] = g
-	}
-	// A group left empty may outlive its project's tracker (forgotten when it held
-	// nothing): it joins the current one.
-	g.project = pr
-	if _, dup := g.seqs[seq]; dup {
-		return nil // redelivered
-	}
-	g.seqs[seq] = struct{}{}
 	before := pr.bytes
-	pr.bytes += len(rec) + entryOverhead
-	pr.live++
-	pr.order = append(pr.order, memRef{group: k, seq: seq})
-	e := memEntry{t: t, seq: seq, rec: append([]byte(nil), rec...)}
-	// Records come in time order nearly always: append without a search then.
-	i := len(g.entries)
-	if i > 0 && g.entries[i-1].t.After(t) {
-		i = sort.Search(len(g.entries), func(i int) bool { return g.entries[i].t.After(t) })
-	}
-	g.entries = append(g.entries, memEntry{})
-	copy(g.entries[i+1:], g.entries[i:])
-	g.entries[i] = e
-	// Trim what has expired and what exceeds the cap. Reslicing rather than copying
-	// keeps an add at the cap cheap; append's next reallocation frees the dropped head.
-	cut := 0
-	if len(g.entries) > 0 && g.entries[0].t.Before(t.Add(-ttl)) {
-		cut = sort.Search(len(g.entries), func(i int) bool { return !g.entries[i].t.Before(t.Add(-ttl)) })
-	}
-	if n := len(g.entries) - cut; n > MaxPerGroup {
-		cut = len(g.entries) - MaxPerGroup
-	}
-	for j := 0; j < cut; j++ {
-		delete(g.seqs, g.entries[j].seq)
-		pr.bytes -= len(g.entries[j].rec) + entryOverhead
-		pr.live--
-		g.entries[j] = memEntry{}
-	}
-	g.entries = g.entries[cut:]
-	if exp := t.Add(ttl); exp.After(g.expires) {
-		g.expires = exp
+	var g *memGroup
+	for i := range entries {
+		e := &entries[i]
+		// A batch's entries mostly run in few groups: one lookup per run.
+		if g == nil || e.Group != entries[i-1].Group {
+			k := groupKey(project, e.Group)
+			if g = m.groups[k]; g == nil {
+				g = &memGroup{key: k}
+				m.groups[k] = g
+			}
+			// A group left empty may outlive its project's tracker (forgotten when it
+			// held nothing): it joins the current one.
+			g.project = pr
+		}
+		if g.has(e.Seq) {
+			continue // redelivered
+		}
+		pr.bytes += len(e.Rec) + entryOverhead
+		pr.live++
+		pr.order = append(pr.order, memRef{group: g, seq: e.Seq})
+		g.insert(memEntry{t: t, seq: e.Seq, rec: e.Rec})
+		// Trim what has expired and what exceeds the cap.
+		cut := 0
+		if g.entries[0].t.Before(t.Add(-ttl)) {
+			cut = sort.Search(len(g.entries), func(i int) bool { return !g.entries[i].t.Before(t.Add(-ttl)) })
+		}
+		if n := len(g.entries) - cut; n > MaxPerGroup {
+			cut = len(g.entries) - MaxPerGroup
+		}
+		if cut > 0 {
+			pr.bytes -= g.cut(cut)
+			pr.live -= cut
+		}
+		if exp := t.Add(ttl); exp.After(g.expires) {
+			g.expires = exp
+		}
 	}
 	m.resized(pr, before)
 	if pr.bytes > m.maxProjectBytes {
@@ -219,13 +230,123 @@ func (m *Memory) Add(_ context.Context, project, group string, seq uint64, rec [
 			n, freed = n+1, freed+size
 		}
 		m.evictedFrom(pr, n, freed, "the project's windows passed their memory bound (memory_max_project_bytes), oldest first",
-			zap.Int("max_project_bytes", m.maxProjectBytes))
+			"max_project_bytes", m.maxProjectBytes)
 	}
 	if m.total > m.maxBytes {
 		m.evictLargest()
 	}
-	pr.compact(m.groups)
+	pr.compact()
 	return nil
+}
+
+// has reports whether the group holds an entry of sequence seq.
+func (g *memGroup) has(seq uint64) bool {
+	if g.seqs != nil {
+		_, ok := g.seqs[seq]
+		return ok
+	}
+	n := len(g.entries)
+	if n == 0 || seq > g.entries[n-1].seq {
+		return false // the usual case: the next record of the stream
+	}
+	return g.find(seq) >= 0
+}
+
+// find returns the index of the entry of sequence seq, or -1.
+func (g *memGroup) find(seq uint64) int {
+	if len(g.entries) > 0 && g.entries[0].seq == seq {
+		return 0 // what eviction asks for: the group's oldest
+	}
+	if g.inversions == 0 {
+		i := sort.Search(len(g.entries), func(i int) bool { return g.entries[i].seq >= seq })
+		if i < len(g.entries) && g.entries[i].seq == seq {
+			return i
+		}
+		return -1
+	}
+	if _, ok := g.seqs[seq]; !ok {
+		return -1
+	}
+	for i := range g.entries {
+		if g.entries[i].seq == seq {
+			return i
+		}
+	}
+	return -1
+}
+
+// inverted counts the pair at i and i+1 when both exist and are out of sequence order.
+func (g *memGroup) inverted(i int) int {
+	if i < 0 || i+1 >= len(g.entries) || g.entries[i].seq < g.entries[i+1].seq {
+		return 0
+	}
+	return 1
+}
+
+// settle builds the sequence index when the entries left sequence order, and drops it
+// when they are back in it.
+func (g *memGroup) settle() {
+	switch {
+	case g.inversions > 0 && g.seqs == nil:
+		g.seqs = make(map[uint64]struct{}, len(g.entries))
+		for _, e := range g.entries {
+			g.seqs[e.seq] = struct{}{}
+		}
+	case g.inversions == 0 && g.seqs != nil:
+		g.seqs = nil
+	}
+}
+
+// insert adds e in time order, after the entries of the same time.
+func (g *memGroup) insert(e memEntry) {
+	i := len(g.entries)
+	// Records come in time order nearly always: append without a search then.
+	if i > 0 && g.entries[i-1].t.After(e.t) {
+		i = sort.Search(len(g.entries), func(i int) bool { return g.entries[i].t.After(e.t) })
+	}
+	g.inversions -= g.inverted(i - 1)
+	g.entries = append(g.entries, memEntry{})
+	copy(g.entries[i+1:], g.entries[i:])
+	g.entries[i] = e
+	g.inversions += g.inverted(i-1) + g.inverted(i)
+	if g.seqs != nil {
+		g.seqs[e.seq] = struct{}{}
+	}
+	g.settle()
+}
+
+// cut drops the group's oldest n entries and returns their size. Reslicing rather than
+// copying keeps a trim at the cap cheap; append's next reallocation frees the head.
+func (g *memGroup) cut(n int) (size int) {
+	for j := 0; j < n; j++ {
+		g.inversions -= g.inverted(j)
+		if g.seqs != nil {
+			delete(g.seqs, g.entries[j].seq)
+		}
+		size += len(g.entries[j].rec) + entryOverhead
+		g.entries[j] = memEntry{}
+	}
+	g.entries = g.entries[n:]
+	g.settle()
+	return size
+}
+
+// remove drops the entry at i and returns its size.
+func (g *memGroup) remove(i int) int {
+	if i == 0 {
+		return g.cut(1)
+	}
+	size := len(g.entries[i].rec) + entryOverhead
+	g.inversions -= g.inverted(i-1) + g.inverted(i)
+	if g.seqs != nil {
+		delete(g.seqs, g.entries[i].seq)
+	}
+	copy(g.entries[i:], g.entries[i+1:])
+	g.entries[len(g.entries)-1] = memEntry{}
+	g.entries = g.entries[:len(g.entries)-1]
+	g.inversions += g.inverted(i - 1)
+	g.settle()
+	return size
 }
 
 // evictLargest evicts the oldest entries of whichever project holds the most, one at a
@@ -255,18 +376,19 @@ func (m *Memory) evictLargest() {
 	}
 	for pr, t := range from {
 		m.evictedFrom(pr, t.n, t.freed, "the process's windows passed their memory bound (memory_max_bytes): the project holding the most loses its oldest first",
-			zap.Int("max_bytes", m.maxBytes))
-		pr.compact(m.groups)
+			"max_bytes", m.maxBytes)
+		pr.compact()
 	}
 }
 
-func (m *Memory) evictedFrom(pr *memProject, n, freed int, why string, bound zap.Field) {
+func (m *Memory) evictedFrom(pr *memProject, n, freed int, why, bound string, max int) {
 	if n == 0 {
 		return
 	}
 	m.evicted.Add(int64(n))
-	m.logger.Debug("window entries evicted: "+why,
-		zap.String("project_id", pr.id), zap.Int("entries", n), zap.Int("bytes", freed), bound)
+	if ce := m.logger.Check(zap.DebugLevel, "window entries evicted: "+why); ce != nil {
+		ce.Write(zap.String("project_id", pr.id), zap.Int("entries", n), zap.Int("bytes", freed), zap.Int(bound, max))
+	}
 }
 
 // evictOldest drops the project's oldest live entry and says its size; false when the
@@ -276,36 +398,20 @@ func (m *Memory) evictOldest(pr *memProject) (int, bool) {
 		ref := pr.order[pr.head]
 		pr.order[pr.head] = memRef{}
 		pr.head++
-		g := m.groups[ref.group]
-		if g == nil {
-			continue
-		}
-		if _, ok := g.seqs[ref.seq]; !ok {
-			continue // gone already
-		}
+		g := ref.group
 		// Usually the group's first entry, the oldest; a record stored with an older
 		// time after it is found further on.
-		i := 0
-		for i < len(g.entries) && g.entries[i].seq != ref.seq {
-			i++
+		i := g.find(ref.seq)
+		if i < 0 {
+			continue // gone already
 		}
-		if i == len(g.entries) {
-			continue
-		}
-		size := len(g.entries[i].rec) + entryOverhead
-		delete(g.seqs, ref.seq)
-		if i == 0 {
-			g.entries[0] = memEntry{}
-			g.entries = g.entries[1:]
-		} else {
-			g.entries = append(g.entries[:i], g.entries[i+1:]...)
-		}
+		size := g.remove(i)
 		before := pr.bytes
 		pr.bytes -= size
 		pr.live--
 		m.resized(pr, before)
-		if len(g.entries) == 0 {
-			delete(m.groups, ref.group)
+		if len(g.entries) == 0 && m.groups[g.key] == g {
+			delete(m.groups, g.key)
 		}
 		return size, true
 	}
@@ -352,7 +458,7 @@ func (h *projectHeap) Pop() any {
 // compact drops the project's order's consumed head and, when they outnumber the live
 // entries, the references to entries gone already, so the order stays within a small
 // multiple of what the project holds.
-func (pr *memProject) compact(groups map[string]*memGroup) {
+func (pr *memProject) compact() {
 	if pr.head > 1024 && pr.head > len(pr.order)/2 {
 		pr.order = append([]memRef(nil), pr.order[pr.head:]...)
 		pr.head = 0
@@ -362,16 +468,15 @@ func (pr *memProject) compact(groups map[string]*memGroup) {
 	}
 	kept := make([]memRef, 0, pr.live)
 	for _, ref := range pr.order[pr.head:] {
-		if g := groups[ref.group]; g != nil {
-			if _, ok := g.seqs[ref.seq]; ok {
-				kept = append(kept, ref)
-			}
+		if ref.group.has(ref.seq) {
+			kept = append(kept, ref)
 		}
 	}
 	pr.order, pr.head = kept, 0
 }
 
-// dropGroup forgets an expired group, and its project when it held nothing else.
+// dropGroup forgets an expired group, and its project when it held nothing else. The
+// group is emptied: the project's order may still name it.
 func (m *Memory) dropGroup(k string, g *memGroup) {
 	delete(m.groups, k)
 	pr := g.project
@@ -380,13 +485,14 @@ func (m *Memory) dropGroup(k string, g *memGroup) {
 		pr.bytes -= len(e.rec) + entryOverhead
 		pr.live--
 	}
+	g.entries, g.seqs, g.inversions = nil, nil, 0
 	m.resized(pr, before)
 	if pr.live <= 0 {
 		if m.projects[pr.id] == pr {
 			delete(m.projects, pr.id)
 		}
 	} else {
-		pr.compact(m.groups)
+		pr.compact()
 	}
 }
 

@@ -49,6 +49,52 @@ func (r *Redis) Add(ctx context.Context, project, group string, seq uint64, rec 
 	return nil
 }
 
+// redisBatchBytes bounds what one round trip of AddBatch carries, so a batch of large
+// records neither builds one huge request nor holds Redis in one long transaction.
+const redisBatchBytes = 4 << 20
+
+// AddBatch implements Store: per group, one ZADD of its records and the same trims and
+// expiry as Add, all in one transaction per redisBatchBytes of records.
+func (r *Redis) AddBatch(ctx context.Context, project string, t time.Time, ttl time.Duration, entries []Entry) error {
+	score := float64(t.UnixMilli())
+	oldest := "(" + strconv.FormatInt(t.Add(-ttl).UnixMilli(), 10)
+	for len(entries) > 0 {
+		n, size := 0, 0
+		for n < len(entries) && (n == 0 || size+len(entries[n].Rec) <= redisBatchBytes) {
+			size += 8 + len(entries[n].Rec)
+			n++
+		}
+		chunk := entries[:n]
+		entries = entries[n:]
+		// Groups in the order they first appear, each with its members.
+		var keys []string
+		members := map[string][]redis.Z{}
+		for _, e := range chunk {
+			k := groupKey(project, e.Group)
+			if _, ok := members[k]; !ok {
+				keys = append(keys, k)
+			}
+			m := make([]byte, 8+len(e.Rec))
+			binary.BigEndian.PutUint64(m, e.Seq)
+			copy(m[8:], e.Rec)
+			members[k] = append(members[k], redis.Z{Score: score, Member: m})
+		}
+		_, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range keys {
+				p.ZAdd(ctx, k, members[k]...)
+				p.ZRemRangeByScore(ctx, k, "-inf", oldest)
+				p.ZRemRangeByRank(ctx, k, 0, -MaxPerGroup-1)
+				p.PExpire(ctx, k, ttl+time.Second)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("window store: %w", err)
+		}
+	}
+	return nil
+}
+
 // Window implements Store: the count and the newest max records in one transaction.
 func (r *Redis) Window(ctx context.Context, project, group string, since time.Time, max int) ([][]byte, int, error) {
 	k := groupKey(project, group)

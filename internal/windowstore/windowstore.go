@@ -21,11 +21,23 @@ type Store interface {
 	// Add stores rec in the group's window at time t, to be kept for ttl. seq identifies
 	// the record (its stream sequence), so a redelivered record is stored once.
 	Add(ctx context.Context, project, group string, seq uint64, rec []byte, t time.Time, ttl time.Duration) error
+	// AddBatch is Add for many records of one project at time t, each kept for ttl: one
+	// lock in memory, one round trip to Redis (for a batch of common size), where one
+	// Add per record would pay that each time. The store may keep each Rec as it is, so
+	// the caller must not change one afterwards.
+	AddBatch(ctx context.Context, project string, t time.Time, ttl time.Duration, entries []Entry) error
 	// Window returns the newest max records of the group stored at or after since,
 	// oldest first, and how many the group holds since then in all (total >= len(recs)),
 	// so a call can say how many it left out without reading them.
 	Window(ctx context.Context, project, group string, since time.Time, max int) (recs [][]byte, total int, err error)
 	Cooldowns
+}
+
+// Entry is one record of AddBatch: what Add takes apart from the project and times.
+type Entry struct {
+	Group string
+	Seq   uint64
+	Rec   []byte
 }
 
 // Cooldowns decide triggers under a cooldown per dedup key.

@@ -212,7 +212,7 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 		current = map[string]*join{} // the fingerprint's join taking events now
 		errStop error
 		counts  = map[string]int64{}
-		adds    []storeAdd
+		adds    []windowstore.Entry
 	)
 	pipelinedata.Each(ld, func(lr plog.LogRecord) {
 		if errStop != nil {
@@ -239,7 +239,7 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 			return
 		}
 		if res.InContext {
-			adds = append(adds, storeAdd{group: contextGroupPrefix + res.Fingerprint, seq: it.Seq, body: res.Body})
+			adds = append(adds, windowstore.Entry{Group: contextGroupPrefix + res.Fingerprint, Seq: it.Seq, Rec: res.Body})
 		}
 		switch {
 		case res.Matched:
@@ -279,7 +279,7 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 		return ld, errStop
 	}
 	// Idempotent by sequence: a redelivered batch stores nothing twice.
-	if err := p.addAll(ctx, project.ID, adds, now, c.WindowDuration); err != nil {
+	if err := p.store.AddBatch(ctx, project.ID, now, c.WindowDuration, adds); err != nil {
 		return ld, fmt.Errorf("incident context store: %w", err)
 	}
 	for o, n := range counts {
@@ -360,11 +360,11 @@ func (p *incidentProcessor) applyJoin(ctx context.Context, store *incident.Store
 	}
 	var events []uint64
 	if id := res.Incident.ID; id != "" && len(j.seqs) > 0 {
-		adds := make([]storeAdd, len(j.seqs))
+		adds := make([]windowstore.Entry, len(j.seqs))
 		for i, seq := range j.seqs {
-			adds[i] = storeAdd{group: eventsGroupPrefix + id, seq: seq, body: j.bodies[i]}
+			adds[i] = windowstore.Entry{Group: eventsGroupPrefix + id, Seq: seq, Rec: j.bodies[i]}
 		}
-		if err := p.addAll(ctx, project, adds, now, ttl); err != nil {
+		if err := p.store.AddBatch(ctx, project, now, ttl, adds); err != nil {
 			return 0, nil, fmt.Errorf("incident event store: %w; the batch will be delivered again", err)
 		}
 		events = j.seqs
@@ -375,57 +375,6 @@ func (p *incidentProcessor) applyJoin(ctx context.Context, store *incident.Store
 		p.tel.IncidentsOpened.Add(ctx, 1)
 	}
 	return opened, events, p.publish(ctx, project, res.Notices)
-}
-
-// storeAdd is one record to store in a group of the window store.
-type storeAdd struct {
-	group string
-	seq   uint64
-	body  []byte
-}
-
-// redisParallel bounds the adds in flight to Redis for one batch: each is a round trip,
-// and one after the other they would bound a project's records/s by Redis's latency.
-const redisParallel = 16
-
-// addAll stores adds: one after the other in memory (a mutex: parallel adds would only
-// contend), side by side in Redis.
-func (p *incidentProcessor) addAll(ctx context.Context, project string, adds []storeAdd, now time.Time, ttl time.Duration) error {
-	if p.cfg.RedisURL == "" || len(adds) < 2 {
-		for _, a := range adds {
-			if err := p.store.Add(ctx, project, a.group, a.seq, a.body, now, ttl); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  = make(chan storeAdd)
-	)
-	for range min(redisParallel, len(adds)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for a := range next {
-				if err := p.store.Add(ctx, project, a.group, a.seq, a.body, now, ttl); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for _, a := range adds {
-		next <- a
-	}
-	close(next)
-	wg.Wait()
-	return first
 }
 
 // publish puts an incident's notices on the project's output stream. A repeat is stored
