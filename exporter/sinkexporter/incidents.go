@@ -85,12 +85,6 @@ func (e *sinkExporter) incidentStore(ctx context.Context) (*incident.Store, erro
 	return st, nil
 }
 
-// rootWait is how long after an incident opened a notice or result waits for its Slack
-// root (the incident.opened notice is delivered first, within the retry budget); past
-// it the root is taken as never coming (its notice was dead-lettered), and the notice
-// posts it.
-func (e *sinkExporter) rootWait() time.Duration { return e.cfg.Retry.MaxElapsedTime + time.Minute }
-
 // incidentLink is the incident's page in the dashboard, or "".
 func (e *sinkExporter) incidentLink(projectID, id string) string {
 	return e.engine.ProjectLink(projectID, "incidents/"+url.PathEscape(id))

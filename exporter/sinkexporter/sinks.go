@@ -55,8 +55,9 @@ type sending struct {
 	already bool
 }
 
-// errLater is why an item cannot be delivered yet, and is not failing either: it is
-// neither sent nor logged, and comes again (a Slack thread whose root is not posted yet).
+// errLater is why an item cannot be delivered now without failing it: it is neither
+// sent nor logged (nor dead-lettered), and comes again (the incidents' bucket cannot be
+// read, a delivery interrupted by a stop).
 type errLater struct{ why string }
 
 func (e *errLater) Error() string { return e.why }

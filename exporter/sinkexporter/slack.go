@@ -59,13 +59,18 @@ func (e *sinkExporter) slackRequest(ctx context.Context, proj mirror.Project, si
 }
 
 // slackNotice posts the incident's root for its incident.opened notice, and updates it
-// for every later one. A later notice whose root is not posted yet waits for it.
+// for every later one. A later notice that finds no root in this destination posts it:
+// its incident.opened notice went before it on the destination's stream (the incident
+// processor publishes it first, and a destination's results come in stream order), so
+// no root means that notice was dead-lettered (the app not in the channel yet), lost,
+// or never meant for this destination (created after the incident opened). Waiting
+// would not bring it.
 func (e *sinkExporter) slackNotice(ctx context.Context, proj mirror.Project, sink mirror.Sink, inc incidentRef, o sending) (sending, error) {
 	st, err := e.incidentStore(ctx)
 	if err != nil {
 		return o, &errLater{"the incidents cannot be read (" + err.Error() + ")"}
 	}
-	sum, opened := inc.notice.Incident, inc.notice.Incident.OpenedAt
+	sum := inc.notice.Incident
 	var (
 		thread incident.ChatThread
 		has    bool
@@ -75,7 +80,7 @@ func (e *sinkExporter) slackNotice(ctx context.Context, proj mirror.Project, sin
 	switch {
 	case err == nil:
 		// The incident as it is now: a notice delivered late shows no stale state.
-		sum, opened = cur.Summary(), cur.OpenedAt
+		sum = cur.Summary()
 		thread, has = cur.Chat[sink.ID]
 	case errors.Is(err, incident.ErrNotFound):
 		record = false // expired: the notice's own state, and no thread to keep
@@ -83,50 +88,118 @@ func (e *sinkExporter) slackNotice(ctx context.Context, proj mirror.Project, sin
 		return o, &errLater{"the incident cannot be read (" + err.Error() + ")"}
 	}
 	if has {
-		return e.slackSending(o, sink, slackapp.Root(thread.Channel, thread.TS, sum), nil), nil
-	}
-	if inc.notice.Type != incident.NoticeOpened && !e.rootNeverComes(sink, opened) {
-		return o, &errLater{"the incident's Slack root message is not posted yet (its incident.opened notice comes first)"}
+		return e.rootUpdateSending(o, st, proj.ID, inc.id, sink, thread, sum), nil
 	}
 	var done func(context.Context, slackapp.Answer) error
 	if record {
 		done = func(ctx context.Context, a slackapp.Answer) error {
-			return e.recordThread(ctx, st, proj.ID, inc.id, sink.ID, a)
+			_, err := e.recordThread(ctx, st, proj.ID, inc.id, sink, a)
+			return err
 		}
 	}
 	return e.slackSending(o, sink, slackapp.Root(sink.Channel, "", sum), done), nil
-}
-
-// rootNeverComes reports whether an incident opened at opened has no root to wait for
-// in sink: the destination was created (or enabled) after it opened, so its
-// incident.opened notice is not among what it receives, or the wait is over (rootWait).
-func (e *sinkExporter) rootNeverComes(sink mirror.Sink, opened time.Time) bool {
-	return opened.Before(sink.Since) || time.Since(opened) >= e.rootWait()
 }
 
 // threadTries bounds the tries to record a posted root's thread before the notice is
 // handed back (and the root posted again).
 const threadTries = 4
 
-// recordThread keeps the root Slack took as the incident's thread in this destination.
-func (e *sinkExporter) recordThread(ctx context.Context, st *incident.Store, project, id, sinkID string, a slackapp.Answer) error {
+// recordThread keeps the root Slack took (a) as the incident's thread in sink, and
+// returns the thread to use. The first root recorded stays: when another delivery
+// recorded one meanwhile (another sink process, a replay), that one is the thread, and
+// it is updated to the incident's current state, which this delivery was to show.
+func (e *sinkExporter) recordThread(ctx context.Context, st *incident.Store, project, id string, sink mirror.Sink, a slackapp.Answer) (incident.ChatThread, error) {
 	t := incident.ChatThread{Channel: a.Channel, TS: a.TS, PostedAt: time.Now().UTC()}
+	err := withTries(ctx, func() error { return st.SetChatThread(ctx, project, id, sink.ID, t) })
+	if errors.Is(err, incident.ErrNotFound) {
+		return t, nil
+	}
+	if err != nil {
+		return t, fmt.Errorf("its Slack thread was not recorded: %w", err)
+	}
+	cur, err := st.Get(ctx, project, id)
+	if err != nil {
+		return t, nil // recorded; reading it back is only to learn whether ours won
+	}
+	won, ok := cur.Chat[sink.ID]
+	if !ok || (won.Channel == t.Channel && won.TS == t.TS) {
+		return t, nil
+	}
+	e.updateRoot(ctx, st, project, id, sink, won, cur.Summary(), "")
+	return won, nil
+}
+
+// withTries runs fn until it succeeds, reports the incident gone, or threadTries are
+// spent, backing off between tries.
+func withTries(ctx context.Context, fn func() error) error {
 	var err error
 	for i := range threadTries {
-		if err = st.SetChatThread(ctx, project, id, sinkID, t); err == nil || errors.Is(err, incident.ErrNotFound) {
-			return nil
+		if err = fn(); err == nil || errors.Is(err, incident.ErrNotFound) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("its Slack thread was not recorded: %w", ctx.Err())
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond << i):
 		}
 	}
-	return fmt.Errorf("its Slack thread was not recorded: %w", err)
+	return err
+}
+
+// rootUpdateSending is the chat.update of the incident's root in thread to show sum. A
+// root deleted in Slack (message_not_found) is posted again, in the destination's
+// channel, and replaces the thread: every later notice updates the new one rather than
+// being dead-lettered.
+func (e *sinkExporter) rootUpdateSending(o sending, st *incident.Store, project, id string, sink mirror.Sink,
+	thread incident.ChatThread, sum incident.Summary) sending {
+	m := slackapp.Root(thread.Channel, thread.TS, sum)
+	var (
+		got      slackapp.Answer
+		reposted bool
+	)
+	o.Body = m.JSON()
+	o.Exchange = e.rootUpdateExchange(sink, m, &got, &reposted)
+	o.done = func(ctx context.Context) error {
+		if !reposted {
+			return nil
+		}
+		return e.replaceThread(ctx, st, project, id, sink.ID, thread, got)
+	}
+	return o
+}
+
+// rootUpdateExchange updates the root m names, and posts it again when Slack no longer
+// has it (reposted is then set, and got is the new root's answer).
+func (e *sinkExporter) rootUpdateExchange(sink mirror.Sink, m slackapp.Message, got *slackapp.Answer, reposted *bool) delivery.Exchange {
+	update := e.slackExchange(sink.BotToken, m, got)
+	again := m
+	again.Channel, again.TS = sink.Channel, ""
+	post := e.slackExchange(sink.BotToken, again, got)
+	return func(ctx context.Context, c *http.Client) delivery.ExchangeResult {
+		if *reposted {
+			return post(ctx, c) // a retry of the new root
+		}
+		r := update(ctx, c)
+		if got.Error != "message_not_found" {
+			return r
+		}
+		*reposted = true
+		return post(ctx, c)
+	}
+}
+
+// replaceThread records the root posted again (a) in place of the deleted one (old).
+func (e *sinkExporter) replaceThread(ctx context.Context, st *incident.Store, project, id, sinkID string, old incident.ChatThread, a slackapp.Answer) error {
+	t := incident.ChatThread{Channel: a.Channel, TS: a.TS, PostedAt: time.Now().UTC()}
+	if err := withTries(ctx, func() error { return st.ReplaceChatThread(ctx, project, id, sinkID, old, t) }); err != nil && !errors.Is(err, incident.ErrNotFound) {
+		return fmt.Errorf("its new Slack root (the old one was deleted) was not recorded: %w", err)
+	}
+	return nil
 }
 
 // slackIncidentResult posts a result of an incident's call in the incident's thread,
-// then shows it as the root's last result and in the incident's timeline.
+// then shows it as the root's last result and in the incident's timeline. An incident
+// without a root in this destination gets it first (see slackNotice for why none came).
 func (e *sinkExporter) slackIncidentResult(ctx context.Context, proj mirror.Project, sink mirror.Sink, it pipelinedata.Item, id string,
 	inc incidentRef, o sending) (sending, error) {
 	text, err := slackText("", sink.TextTemplate, it.Body, "View this delivery in the dashboard", e.engine.DeliveryLink(proj.ID, id))
@@ -135,14 +208,17 @@ func (e *sinkExporter) slackIncidentResult(ctx context.Context, proj mirror.Proj
 	}
 	thread, has := inc.inc.Chat[sink.ID]
 	if !has {
-		if !e.rootNeverComes(sink, inc.inc.OpenedAt) {
-			return o, &errLater{"the incident's Slack root message is not posted yet (its incident.opened notice comes first)"}
-		}
-		// No root will come: the result goes to the channel, titled with its incident.
-		if text, err = slackText(inc.title, sink.TextTemplate, it.Body, "View this delivery in the dashboard", e.engine.DeliveryLink(proj.ID, id)); err != nil {
+		var posted bool
+		if thread, posted, err = e.postRoot(ctx, proj.ID, sink, inc.id, it.RequestID); err != nil {
 			return o, err
 		}
-		return e.slackSending(o, sink, slackapp.Message{Channel: sink.Channel, Text: text}, nil), nil
+		if !posted {
+			// The incident is gone (expired): the result goes to the channel, titled with it.
+			if text, err = slackText(inc.title, sink.TextTemplate, it.Body, "View this delivery in the dashboard", e.engine.DeliveryLink(proj.ID, id)); err != nil {
+				return o, err
+			}
+			return e.slackSending(o, sink, slackapp.Message{Channel: sink.Channel, Text: text}, nil), nil
+		}
 	}
 	posted := slices.ContainsFunc(inc.inc.Timeline, func(en incident.Entry) bool {
 		return en.Type == "chat" && en.SinkID == sink.ID && en.RequestID == it.RequestID
@@ -155,6 +231,45 @@ func (e *sinkExporter) slackIncidentResult(ctx context.Context, proj mirror.Proj
 	// Redelivered after it was posted: not posted twice.
 	s.already = posted
 	return s, nil
+}
+
+// postRoot posts the root of incident id, as it is now, to sink's channel and records it,
+// returning the thread to reply in; posted is false when the incident is gone. A root
+// Slack does not take fails the result with Slack's reason (dead-lettered, replayed once
+// the destination is fixed); an interrupted one hands the result back.
+func (e *sinkExporter) postRoot(ctx context.Context, project string, sink mirror.Sink, id, requestID string) (incident.ChatThread, bool, error) {
+	st, err := e.incidentStore(ctx)
+	if err != nil {
+		return incident.ChatThread{}, false, &errLater{"the incidents cannot be read (" + err.Error() + ")"}
+	}
+	cur, err := st.Get(ctx, project, id)
+	switch {
+	case errors.Is(err, incident.ErrNotFound):
+		return incident.ChatThread{}, false, nil
+	case err != nil:
+		return incident.ChatThread{}, false, &errLater{"the incident cannot be read (" + err.Error() + ")"}
+	}
+	if t, ok := cur.Chat[sink.ID]; ok {
+		return t, true, nil // posted meanwhile
+	}
+	m := slackapp.Root(sink.Channel, "", cur.Summary())
+	var got slackapp.Answer
+	res := e.engine.Deliver(ctx, delivery.Request{Who: kindSlackApp, URLField: "slack_api_url", Project: project,
+		Target: e.cfg.SlackAPIURL, RequestID: requestID, Body: m.JSON(), Exchange: e.slackExchange(sink.BotToken, m, &got)})
+	switch {
+	case res.Aborted:
+		return incident.ChatThread{}, false, &errLater{"interrupted while posting the incident's Slack root message"}
+	case !res.Delivered:
+		return incident.ChatThread{}, false, fmt.Errorf("the incident's Slack root message was not posted: %s", res.Reason)
+	}
+	t, err := e.recordThread(ctx, st, project, id, sink, got)
+	if err != nil {
+		// Replied in the root posted all the same: handing the result back would post
+		// another root.
+		e.logger.Warn("the incident's Slack root message was posted but not recorded; a later notice may post another",
+			zap.String("project", project), zap.String("incident", id), zap.String("sink", sink.ID), zap.Error(err))
+	}
+	return t, true, nil
 }
 
 // rootUpdateTimeout bounds the root's update after a reply: the reply is delivered, and
@@ -182,18 +297,33 @@ func (e *sinkExporter) afterThreadReply(ctx context.Context, project string, sin
 	}
 	sum := cur.Summary()
 	sum.LastResult = resultText(it.Body)
+	e.updateRoot(ctx, st, project, id, sink, thread, sum, it.RequestID)
+}
+
+// updateRoot shows sum in the root of thread, outside any result's delivery (which is
+// done whatever this does): a failure is logged, and the next notice updates the root.
+func (e *sinkExporter) updateRoot(ctx context.Context, st *incident.Store, project, id string, sink mirror.Sink,
+	thread incident.ChatThread, sum incident.Summary, requestID string) {
 	m := slackapp.Root(thread.Channel, thread.TS, sum)
 	uctx, cancel := context.WithTimeout(ctx, rootUpdateTimeout)
 	defer cancel()
-	var got slackapp.Answer
+	var (
+		got      slackapp.Answer
+		reposted bool
+	)
 	res := e.engine.Deliver(uctx, delivery.Request{Who: kindSlackApp, URLField: "slack_api_url", Project: project,
-		Target: e.cfg.SlackAPIURL, RequestID: it.RequestID, Body: m.JSON(), Exchange: e.slackExchange(sink.BotToken, m, &got)})
+		Target: e.cfg.SlackAPIURL, RequestID: requestID, Body: m.JSON(), Exchange: e.rootUpdateExchange(sink, m, &got, &reposted)})
+	if res.Delivered && reposted {
+		if err := e.replaceThread(uctx, st, project, id, sink.ID, thread, got); err != nil {
+			res.Delivered, res.Reason = false, err.Error()
+		}
+	}
 	if !res.Delivered {
 		reason := res.Reason
 		if res.Aborted {
 			reason = "not answered in time"
 		}
-		e.logger.Warn("the incident's Slack root message was not updated with the last result; the next notice updates it",
+		e.logger.Warn("the incident's Slack root message was not updated; the next notice updates it",
 			zap.String("project", project), zap.String("incident", id), zap.String("sink", sink.ID), zap.String("reason", reason))
 	}
 }

@@ -3,7 +3,12 @@ package sinkexporter
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +20,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/incident"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/slackapp"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
@@ -141,54 +147,196 @@ func TestSlackAppIncidentThread(t *testing.T) {
 	assert.Len(t, slack.Roots(), 1)
 }
 
-// A notice that comes before the root exists is handed back, sending nothing, until the
-// opened notice posted it; then it updates the root.
-func TestSlackAppNoticeWaitsForTheRoot(t *testing.T) {
+// The incident.opened notice dead-lettered (the app not in the channel while its user
+// sets things up): the incident's next notice posts the root at once, showing the
+// incident as it is now, and records it; the opened notice delivered again (a replay,
+// or late) then updates that root rather than posting a second one.
+func TestSlackAppNoticePostsAMissingRoot(t *testing.T) {
 	e := newEnv(t)
 	slack := testenv.NewSlack(t)
 	e.putProject(t, incidentProject("inc2", slackSink("s_app", slack)))
 	r := e.start(t, func(c *Config) { c.SlackAPIURL = slack.URL() })
 	ctx := context.Background()
 	o := e.openIncident(t, "inc2", "fp", "Checkout 5xx", "req_2")
+
+	slack.Refuse("not_in_channel")
+	require.NoError(t, consume(r, "inc2", noticeItem("inc2", "s_app", o.notice, 1)))
+	require.Len(t, e.deadLetters(t, "inc2"), 1, "the opened notice was dead-lettered")
+	assert.Empty(t, slack.Roots())
+
 	_, acked, err := o.st.Act(ctx, "inc2", o.inc.ID, incident.ActionAcknowledge, "user:bob@example.com", time.Now())
 	require.NoError(t, err)
 	require.Len(t, acked, 1)
+	require.NoError(t, consume(r, "inc2", noticeItem("inc2", "s_app", acked[0], 2)), "posted now, not handed back to wait")
+	roots := slack.Roots()
+	require.Len(t, roots, 1)
+	assert.Equal(t, "C_INC", roots[0].Channel)
+	assert.Contains(t, blocksText(roots[0]), "user:bob@example.com")
+	cur, err := o.st.Get(ctx, "inc2", o.inc.ID)
+	require.NoError(t, err)
+	assert.Equal(t, roots[0].TS, cur.Chat["s_app"].TS, "recorded as the incident's thread")
 
-	err = consume(r, "inc2", noticeItem("inc2", "s_app", acked[0], 2))
-	require.Error(t, err, "the root is not there yet: delivered again")
-	assert.Contains(t, err.Error(), "root message is not posted yet")
-	assert.Empty(t, slack.Calls(), "nothing sent to Slack")
-
-	require.NoError(t, consume(r, "inc2", noticeItem("inc2", "s_app", o.notice, 1)))
-	require.Len(t, slack.Roots(), 1)
-	require.NoError(t, consume(r, "inc2", noticeItem("inc2", "s_app", acked[0], 2)))
-	require.Len(t, slack.Updates(), 1)
-	assert.Equal(t, slack.Roots()[0].TS, slack.Updates()[0].TS)
-	assert.Contains(t, blocksText(slack.Updates()[0]), "user:bob@example.com")
-
-	// The opened notice delivered again (redelivery) updates the root it already has.
 	require.NoError(t, consume(r, "inc2", noticeItem("inc2", "s_app", o.notice, 1)))
 	assert.Len(t, slack.Roots(), 1)
-	assert.Len(t, slack.Updates(), 2)
+	require.Len(t, slack.Updates(), 1)
+	assert.Equal(t, roots[0].TS, slack.Updates()[0].TS)
+	assertNoToken(t, r, slack)
 }
 
-// A result whose incident has no root in this destination yet waits for it too.
-func TestSlackAppResultWaitsForTheRoot(t *testing.T) {
+// The result of an incident's call whose root was never posted posts the root first,
+// then goes into its thread and shows as its last result.
+func TestSlackAppResultPostsAMissingRoot(t *testing.T) {
 	e := newEnv(t)
 	slack := testenv.NewSlack(t)
 	e.putProject(t, incidentProject("inc3", slackSink("s_app", slack)))
 	r := e.start(t, func(c *Config) { c.SlackAPIURL = slack.URL() })
+	ctx := context.Background()
 	o := e.openIncident(t, "inc3", "fp", "Disk full", "req_3")
-
-	err := consume(r, "inc3", resultItem("s_app", "req_3", `{"text":"cleaned /var/log"}`, 5))
-	require.Error(t, err)
-	assert.Empty(t, slack.Calls())
-
+	slack.Refuse("not_in_channel")
 	require.NoError(t, consume(r, "inc3", noticeItem("inc3", "s_app", o.notice, 1)))
+	require.Len(t, e.deadLetters(t, "inc3"), 1)
+
 	require.NoError(t, consume(r, "inc3", resultItem("s_app", "req_3", `{"text":"cleaned /var/log"}`, 5)))
-	root := slack.Roots()[0]
-	require.Len(t, slack.Replies(root.TS), 1)
-	assert.True(t, strings.HasPrefix(slack.Replies(root.TS)[0].Text, "cleaned /var/log"))
+	roots := slack.Roots()
+	require.Len(t, roots, 1)
+	assert.Contains(t, blocksText(roots[0]), "Disk full")
+	replies := slack.Replies(roots[0].TS)
+	require.Len(t, replies, 1)
+	assert.True(t, strings.HasPrefix(replies[0].Text, "cleaned /var/log"), replies[0].Text)
+	require.Len(t, slack.Updates(), 1)
+	assert.Contains(t, blocksText(slack.Updates()[0]), `Last result*\ncleaned /var/log`)
+	cur, err := o.st.Get(ctx, "inc3", o.inc.ID)
+	require.NoError(t, err)
+	assert.Equal(t, roots[0].TS, cur.Chat["s_app"].TS)
+	assert.Len(t, e.deadLetters(t, "inc3"), 1, "nothing more dead-lettered")
+	assertNoToken(t, r, slack)
+}
+
+// A result whose root Slack refuses too is dead-lettered saying why (replayed once the
+// app is in the channel), rather than handed back again and again.
+func TestSlackAppResultRootRefused(t *testing.T) {
+	e := newEnv(t)
+	slack := testenv.NewSlack(t)
+	e.putProject(t, incidentProject("inc6", slackSink("s_app", slack)))
+	r := e.start(t, func(c *Config) { c.SlackAPIURL = slack.URL() })
+	e.openIncident(t, "inc6", "fp", "Disk full", "req_6")
+
+	slack.Refuse("not_in_channel")
+	require.NoError(t, consume(r, "inc6", resultItem("s_app", "req_6", `{"text":"cleaned /var/log"}`, 5)))
+	dls := e.deadLetters(t, "inc6")
+	require.Len(t, dls, 1)
+	assert.Contains(t, dls[0].Header.Get(streams.HeaderDLQReason), "root message was not posted: slack_app refused the request: not_in_channel")
+	assert.Equal(t, `{"text":"cleaned /var/log"}`, string(dls[0].Data))
+	assert.Empty(t, slack.Messages())
+}
+
+// Two deliveries post a root for the same incident at once (two sink processes, or a
+// replay beside the stream): the root recorded first stays the thread, and the other
+// delivery updates it to the incident's state and replies in it.
+func TestSlackAppRootRecordedElsewhere(t *testing.T) {
+	e := newEnv(t)
+	slack := testenv.NewSlack(t)
+	ctx := context.Background()
+	e.putProject(t, incidentProject("inc7", slackSink("s_app", slack)))
+	o := e.openIncident(t, "inc7", "fp", "Queue backlog", "req_7")
+	_, acked, err := o.st.Act(ctx, "inc7", o.inc.ID, incident.ActionAcknowledge, "slack:carol", time.Now())
+	require.NoError(t, err)
+	require.Len(t, acked, 1)
+
+	// The other writer's root, posted and recorded while this one's is on its way.
+	other := slackapp.Send(ctx, http.DefaultClient, slack.URL(), slack.Token, "test", slackapp.Root("C_INC", "", o.inc.Summary()))
+	require.True(t, other.OK())
+	var (
+		raced  atomic.Bool
+		racing atomic.Value // the incident whose root the other writer records
+	)
+	racing.Store(o.inc.ID)
+	var racingThread atomic.Value
+	racingThread.Store(incident.ChatThread{Channel: other.Channel, TS: other.TS})
+	target, err := url.Parse(slack.URL())
+	require.NoError(t, err)
+	target.Path = "" // the request's own path is the API's
+	fwd := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasSuffix(req.URL.Path, "chat.postMessage") && raced.CompareAndSwap(false, true) {
+			th := racingThread.Load().(incident.ChatThread)
+			assert.NoError(t, o.st.SetChatThread(ctx, "inc7", racing.Load().(string), "s_app", th))
+		}
+		fwd.ServeHTTP(w, req)
+	}))
+	t.Cleanup(proxy.Close)
+	r := e.start(t, func(c *Config) { c.SlackAPIURL = proxy.URL + "/api/" })
+
+	require.NoError(t, consume(r, "inc7", noticeItem("inc7", "s_app", acked[0], 2)))
+	require.True(t, raced.Load())
+	require.Empty(t, e.deadLetters(t, "inc7"))
+	cur, err := o.st.Get(ctx, "inc7", o.inc.ID)
+	require.NoError(t, err)
+	assert.Equal(t, other.TS, cur.Chat["s_app"].TS, "the first root recorded stays")
+	require.Len(t, slack.Updates(), 1, "the thread's root shows the incident as it is")
+	assert.Equal(t, other.TS, slack.Updates()[0].TS)
+	assert.Contains(t, blocksText(slack.Updates()[0]), "slack:carol")
+
+	// A result in the same race replies in the recorded thread.
+	o2 := e.openIncident(t, "inc7", "fp2", "Disk full", "req_8")
+	other2 := slackapp.Send(ctx, http.DefaultClient, slack.URL(), slack.Token, "test", slackapp.Root("C_INC", "", o2.inc.Summary()))
+	require.True(t, other2.OK())
+	racing.Store(o2.inc.ID)
+	racingThread.Store(incident.ChatThread{Channel: other2.Channel, TS: other2.TS})
+	raced.Store(false)
+	require.NoError(t, consume(r, "inc7", resultItem("s_app", "req_8", `{"text":"cleaned /var/log"}`, 9)))
+	require.True(t, raced.Load())
+	require.Len(t, slack.Replies(other2.TS), 1)
+	cur, err = o.st.Get(ctx, "inc7", o2.inc.ID)
+	require.NoError(t, err)
+	assert.Equal(t, other2.TS, cur.Chat["s_app"].TS)
+}
+
+// A root deleted in Slack: the next notice's chat.update finds no message, so the root
+// is posted again and becomes the thread, and later notices update the new one rather
+// than being dead-lettered.
+func TestSlackAppDeletedRootIsPostedAgain(t *testing.T) {
+	e := newEnv(t)
+	slack := testenv.NewSlack(t)
+	e.putProject(t, incidentProject("inc8", slackSink("s_app", slack)))
+	r := e.start(t, func(c *Config) { c.SlackAPIURL = slack.URL() })
+	ctx := context.Background()
+	o := e.openIncident(t, "inc8", "fp", "Checkout 5xx", "req_9")
+	require.NoError(t, consume(r, "inc8", noticeItem("inc8", "s_app", o.notice, 1)))
+	require.Len(t, slack.Roots(), 1)
+	first := slack.Roots()[0]
+
+	slack.Refuse("message_not_found")
+	_, acked, err := o.st.Act(ctx, "inc8", o.inc.ID, incident.ActionAcknowledge, "slack:dan", time.Now())
+	require.NoError(t, err)
+	require.NoError(t, consume(r, "inc8", noticeItem("inc8", "s_app", acked[0], 2)))
+	assert.Empty(t, e.deadLetters(t, "inc8"))
+	roots := slack.Roots()
+	require.Len(t, roots, 2)
+	again := roots[1]
+	assert.NotEqual(t, first.TS, again.TS)
+	assert.Contains(t, blocksText(again), "slack:dan")
+	cur, err := o.st.Get(ctx, "inc8", o.inc.ID)
+	require.NoError(t, err)
+	assert.Equal(t, again.TS, cur.Chat["s_app"].TS, "the new root is the thread")
+
+	_, muted, err := o.st.Act(ctx, "inc8", o.inc.ID, incident.ActionMute, "slack:dan", time.Now())
+	require.NoError(t, err)
+	require.NoError(t, consume(r, "inc8", noticeItem("inc8", "s_app", muted[0], 3)))
+	require.Len(t, slack.Updates(), 1)
+	assert.Equal(t, again.TS, slack.Updates()[0].TS)
+	assert.Len(t, slack.Roots(), 2)
+}
+
+// assertNoToken: the bot token is in none of the collector's log entries.
+func assertNoToken(t *testing.T, r *running, slack *testenv.Slack) {
+	t.Helper()
+	for _, entry := range r.logs.All() {
+		assert.NotContains(t, entry.Message, slack.Token)
+		for k, v := range entry.ContextMap() {
+			assert.NotContains(t, toString(v), slack.Token, k)
+		}
+	}
 }
 
 // A result of a call that is no incident's goes to the channel, rendered as a chat
