@@ -16,8 +16,26 @@
 // alphabet, its hash a key-safe token of fixed size. One key per fingerprint makes every
 // change a compare-and-set of that key alone (streams.UpdateKV): two pipeline processes
 // counting the same fingerprint's events cannot both open an incident, a claim of a call
-// is won by one ticker, and no change needs a lock spanning keys. Apply is idempotent per
-// batch key (the incident remembers its last 64), so a redelivered batch is counted once.
+// is won by one ticker, and no change needs a lock spanning keys. Apply counts by stream
+// sequence (Join.Seqs): the incident remembers the sequences it counted in the last ten
+// minutes as merged ranges (at most 256, passed on to the next generation), so a batch
+// delivered again, after any number of others or mixed with new records, counts only
+// what it had not counted. Callers without sequences give a batch key instead (the
+// incident remembers its last 64).
+//
+// Notices. A change's notices are written into the incident's outbox (its newest 32) in
+// the same compare-and-set as the change, and returned. Whoever made the change
+// publishes them (Publish) and then clears them (Published with MaxSeq of those it
+// published); a process that dies, or a stream that is away, in between leaves them in
+// the outbox, and the ticker, which watches every f-key, publishes again what has waited
+// a few seconds (PendingNotices) and clears it. The output stream's message ids
+// (Notice.MsgID) make a notice published twice stored once, and the sink updates a chat
+// root that exists. An opening of a fingerprint's next generation returns the old one's
+// unpublished notices with its own (no watcher reads archives).
+//
+// Calls. A call the project's call budget refused (Complete with "refused") is no call:
+// the opening, resolution, reinvestigation or events it was to tell stay to be told, and
+// Due gives it again a minute (at most group_interval) later.
 //
 // The incident id, inc_<fph>_<generation>, names its key: Get reads the f-key and, when
 // that holds a later generation, the r-key. A fingerprint's next generation opens only

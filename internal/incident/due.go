@@ -9,7 +9,8 @@ import "time"
 // fresh claim makes nothing due; then the opening call once GroupWait has passed, a
 // requested reinvestigation (after the opening call, which investigates anyway), the resolved call of an incident whose opening call was
 // made, and an update when new events came, GroupInterval after the last call, unless
-// muted or resolved.
+// muted or resolved. A call the call budget refused is due again a minute (at most
+// GroupInterval) after the refusal.
 func Due(i Incident, set Settings, now time.Time, claimTimeout time.Duration) (reason string, resolveNow bool, ok bool) {
 	resolveNow = (i.Status == StatusOpen || i.Status == StatusAcknowledged) &&
 		!i.LastEventAt.Add(set.ResolveAfter).After(now)
@@ -17,6 +18,9 @@ func Due(i Incident, set Settings, now time.Time, claimTimeout time.Duration) (r
 		if now.Sub(p.HeartbeatAt) > claimTimeout {
 			return p.Reason, resolveNow, true
 		}
+		return "", resolveNow, false
+	}
+	if !i.RefusedAt.IsZero() && now.Before(i.RefusedAt.Add(min(set.GroupInterval, refusedRetry))) {
 		return "", resolveNow, false
 	}
 	resolved := i.Status == StatusResolved

@@ -463,6 +463,9 @@ func (s *Store) Claim(ctx context.Context, project, fph string, reason, requestI
 		} else {
 			cur.Pending = &PendingCall{RequestID: requestID, Reason: reason, ClaimedAt: now, HeartbeatAt: now,
 				Owner: cut(owner, maxEntryBy), EventsSince: now, NewEventsAtClaim: cur.NewEvents}
+			if reason == ReasonResolved {
+				cur.Pending.ResolvedAt = cur.ResolvedAt
+			}
 		}
 		claimed = true
 		return true, nil
@@ -507,8 +510,10 @@ const (
 )
 
 // Complete ends the claimed call requestID with outcome "delivered", "dead_lettered"
-// or "refused" (the call budget said no; not counted as a call). The events the call
-// carried are no longer new; those counted while it ran stay new for the next one. A
+// or "refused". A refused call (the call budget said no) is no call: nothing it was to
+// tell counts as told, the timeline says the budget refused it, and Due gives it again
+// a minute (at most GroupInterval) later. Otherwise the events the call carried are no
+// longer new; those counted while it ran stay new for the next one. A
 // delivered call gives an incident.updated notice (transition "call") so chat roots
 // show the counts. A request id that holds no claim changes nothing.
 func (s *Store) Complete(ctx context.Context, project, fph, requestID, outcome string, now time.Time) (Incident, []Notice, error) {
@@ -529,9 +534,17 @@ func (s *Store) Complete(ctx context.Context, project, fph, requestID, outcome s
 		}
 		p := *cur.Pending
 		cur.Pending = nil
-		if outcome != OutcomeRefused {
-			cur.Calls++
+		if outcome == OutcomeRefused {
+			// No call was made: what it was to tell is still to be told (the opening,
+			// the resolution, the reinvestigation, its events), a while later.
+			cur.RefusedAt = now
+			cur.UpdatedAt = later(cur.UpdatedAt, now)
+			cur.add(Entry{At: now, Type: "call", Detail: p.Reason, RequestID: p.RequestID, Outcome: outcome,
+				By: "call budget", Count: p.NewEventsAtClaim})
+			return true, nil
 		}
+		cur.RefusedAt = time.Time{}
+		cur.Calls++
 		cur.LastCallAt = now
 		cur.NewEvents = max(0, cur.NewEvents-p.NewEventsAtClaim)
 		cur.NewSince = p.EventsSince
@@ -541,7 +554,11 @@ func (s *Store) Complete(ctx context.Context, project, fph, requestID, outcome s
 			// is done by it.
 			cur.OpeningDone, cur.ReinvestigateRequested = true, false
 		case ReasonResolved:
-			cur.ResolvedCallDone = true
+			// Reopened while the call ran (and maybe resolved again): that resolution
+			// is still to be told.
+			if cur.Status == StatusResolved && (p.ResolvedAt.IsZero() || p.ResolvedAt.Equal(cur.ResolvedAt)) {
+				cur.ResolvedCallDone = true
+			}
 		case ReasonReinvestigate:
 			cur.ReinvestigateRequested = false
 		}

@@ -1,0 +1,83 @@
+package incident
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Every notice a change gives is in the incident's outbox in the same write: should its
+// process die before publishing it, a watcher finds it there (PendingNotices) until it is
+// published (Published).
+func TestNoticesWaitInTheOutboxUntilPublished(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	fph := FingerprintHash("db-1")
+	r := apply(t, e.s, defaults, "db-1", "1", 2, t0)
+	id := r.Incident.ID
+	require.Len(t, r.Notices, 1)
+	// Its process died here: the opened notice was never published.
+	_, acked, err := e.s.Act(ctx, "p1", id, ActionAcknowledge, "user:a@example.com", t0.Add(time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, e.s.Published(ctx, "p1", id, MaxSeq(acked, id)))
+	_, resolved, err := e.s.ResolveIdle(ctx, "p1", fph, defaults, t0.Add(time.Hour))
+	require.NoError(t, err)
+	require.Len(t, resolved, 1)
+	// Nor was the resolved one.
+
+	inc, err := e.s.Get(ctx, "p1", id)
+	require.NoError(t, err)
+	assert.Empty(t, PendingNotices(inc, t0.Add(-time.Second)), "none decided so long ago")
+	pending := PendingNotices(inc, t0.Add(time.Hour))
+	require.Len(t, pending, 1, "the acknowledgement's notices were published, and cleared with the opened one")
+	assert.Equal(t, resolved[0].MsgID(), pending[0].MsgID())
+	assert.Equal(t, NoticeResolved, pending[0].Type)
+
+	require.NoError(t, e.s.Published(ctx, "p1", id, MaxSeq(pending, id)))
+	inc, err = e.s.Get(ctx, "p1", id)
+	require.NoError(t, err)
+	assert.Empty(t, PendingNotices(inc, t0.Add(2*time.Hour)))
+	assert.ErrorIs(t, e.s.Published(ctx, "p1", "inc_x", 1), ErrNotFound)
+}
+
+// The outbox keeps the newest notices; an old generation's unpublished ones go out with
+// the next generation's opening.
+func TestOutboxBoundsAndGenerations(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	r := apply(t, e.s, defaults, "db-1", "1", 1, t0)
+	id := r.Incident.ID
+	at := t0
+	for k := range 40 {
+		at = at.Add(time.Second)
+		action := ActionMute
+		if k%2 == 1 {
+			action = ActionReinvestigate
+			_, _, err := e.s.Complete(ctx, "p1", FingerprintHash("db-1"), "none", OutcomeDelivered, at)
+			require.NoError(t, err)
+		}
+		_, _, err := e.s.Act(ctx, "p1", id, action, "user:a@example.com", at)
+		require.NoError(t, err)
+	}
+	inc, err := e.s.Get(ctx, "p1", id)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(inc.Outbox), maxOutbox)
+	_, res, err := e.s.Act(ctx, "p1", id, ActionResolve, "user:a@example.com", at)
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+
+	r = apply(t, e.s, defaults, "db-1", "2", 1, at.Add(time.Hour))
+	require.True(t, r.Opened)
+	var ids []string
+	for _, n := range r.Notices {
+		ids = append(ids, n.Incident.ID)
+	}
+	assert.Contains(t, ids, id, "the old generation's notices not yet published")
+	assert.Equal(t, r.Incident.ID, ids[len(ids)-1])
+	assert.Equal(t, NoticeOpened, r.Notices[len(r.Notices)-1].Type)
+	assert.Equal(t, 1, MaxSeq(r.Notices, r.Incident.ID))
+	require.Len(t, r.Incident.Outbox, 1)
+}
