@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,9 +17,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.uber.org/zap"
 
@@ -32,6 +35,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
 	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
+	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
 	"github.com/otelcol-svc/otelcol-svc/processor/incidentprocessor/internal/metadata"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
@@ -110,6 +114,17 @@ type instance struct {
 
 func (e *env) start(t *testing.T, redis string) *instance {
 	t.Helper()
+	return e.startProcess(t, redis, nil)
+}
+
+// startWith starts a process whose processor uses store for events and context.
+func (e *env) startWith(t *testing.T, store windowstore.Store) *instance {
+	t.Helper()
+	return e.startProcess(t, "", store)
+}
+
+func (e *env) startProcess(t *testing.T, redis string, store windowstore.Store) *instance {
+	t.Helper()
 	ctx := context.Background()
 	ef := agentexporter.NewFactory()
 	ecfg := ef.CreateDefaultConfig().(*agentexporter.Config)
@@ -128,7 +143,12 @@ func (e *env) start(t *testing.T, redis string) *instance {
 	cfg.Tick = 100 * time.Millisecond
 	cfg.ClaimTimeout = 3 * time.Second
 	require.NoError(t, cfg.Validate())
-	proc, err := NewFactory().CreateLogs(ctx, processortest.NewNopSettings(metadata.Type), cfg, exp)
+	var proc processor.Logs
+	if store == nil {
+		proc, err = NewFactory().CreateLogs(ctx, processortest.NewNopSettings(metadata.Type), cfg, exp)
+	} else {
+		proc, err = createLogsWith(ctx, processortest.NewNopSettings(metadata.Type), cfg, exp, store)
+	}
 	require.NoError(t, err)
 	require.NoError(t, proc.Start(ctx, e.host))
 	in := &instance{proc: proc, exp: exp}
@@ -572,4 +592,114 @@ func TestACallPastTheBudgetIsRefused(t *testing.T) {
 	}
 	assert.Len(t, a.got(), 1, "one call in the minute")
 	assert.Zero(t, refused.Calls, "a refused call is no call")
+}
+
+// A record resolve_when matches never opens an incident, even when the trigger matches
+// it too (here the trigger is every record): with no incident of its fingerprint open it
+// changes nothing; with one open it resolves it, and is no event of it.
+func TestAResolvingRecordNeverOpensAnIncident(t *testing.T) {
+	e := newEnv(t)
+	a := newAgent(t, nil)
+	project := projectID("resolving")
+	e.put(t, incidentProject(project, a.srv.URL, func(p *mirror.Pipeline) { p.Trigger, p.GroupWait = "", "0s" }))
+	in := e.start(t, "")
+	store := e.incidents(t)
+	list := func() []incident.Incident {
+		t.Helper()
+		l, err := store.List(context.Background(), project, "", 10)
+		require.NoError(t, err)
+		return l
+	}
+
+	// Apply is done when the batch is: what it opened is in the store now.
+	in.send(t, project, 1, okEvent("api"))
+	assert.Empty(t, list(), "a resolving record alone opens nothing")
+
+	in.send(t, project, 2, errorEvent("api", 1), okEvent("db"))
+	l := list()
+	require.Len(t, l, 1, "only the error opened one: %+v", l)
+	api := l[0]
+	assert.Equal(t, "api", api.Fingerprint)
+	assert.Equal(t, 1, api.Generation, "no incident of api before")
+	assert.Equal(t, int64(1), api.Events)
+
+	// The resolving record resolves it and is not counted as its event.
+	in.send(t, project, 4, okEvent("api"))
+	l = list()
+	require.Len(t, l, 1)
+	assert.Equal(t, incident.StatusResolved, l[0].Status)
+	assert.Equal(t, int64(1), l[0].Events)
+
+	require.Eventually(t, func() bool { return len(a.byReason(incident.ReasonResolved)[api.ID]) == 1 },
+		10*time.Second, 20*time.Millisecond, "the resolved call")
+	opened := a.byReason(incident.ReasonOpened)
+	require.Len(t, opened, 1)
+	require.Len(t, opened[api.ID], 1)
+	assert.Len(t, opened[api.ID][0].body.Events, 1, "the opening call tells of the error alone")
+	assert.Len(t, a.got(), 2, "an opening and a resolved call, nothing about the resolving records")
+}
+
+// slowEvents is the processor's own window store, whose adds of incident events take
+// a while (Redis far away, a large batch).
+type slowEvents struct {
+	windowstore.Store
+	delay time.Duration
+}
+
+func (s slowEvents) hasEvents(groups ...string) bool {
+	for _, g := range groups {
+		if strings.HasPrefix(g, eventsGroupPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s slowEvents) Add(ctx context.Context, project, group string, seq uint64, rec []byte, at time.Time, ttl time.Duration) error {
+	if s.hasEvents(group) {
+		time.Sleep(s.delay)
+	}
+	return s.Store.Add(ctx, project, group, seq, rec, at, ttl)
+}
+
+func (s slowEvents) AddBatch(ctx context.Context, project string, at time.Time, ttl time.Duration, entries []windowstore.Entry) error {
+	groups := make([]string, len(entries))
+	for i, en := range entries {
+		groups[i] = en.Group
+	}
+	if s.hasEvents(groups...) {
+		time.Sleep(s.delay)
+	}
+	return s.Store.AddBatch(ctx, project, at, ttl, entries)
+}
+
+// With group_wait 0 the opening call still tells of the batch that opened the incident,
+// however long its events take to be stored: the call waits for them.
+func TestTheOpeningCallWaitsForItsBatchsEvents(t *testing.T) {
+	e := newEnv(t)
+	a := newAgent(t, nil)
+	project := projectID("slowstore")
+	e.put(t, incidentProject(project, a.srv.URL, func(p *mirror.Pipeline) { p.GroupWait, p.GroupInterval = "0s", "1h" }))
+	// Slower than ten ticks and than the margin other processes are given.
+	in := e.startWith(t, slowEvents{Store: windowstore.NewMemory(30 * time.Second), delay: time.Second})
+	in.send(t, project, 1, errorEvent("api", 1), errorEvent("api", 2), errorEvent("api", 3))
+
+	require.Eventually(t, func() bool { return len(a.byReason(incident.ReasonOpened)) == 1 }, 10*time.Second, 20*time.Millisecond)
+	for _, calls := range a.byReason(incident.ReasonOpened) {
+		require.Len(t, calls, 1)
+		assert.Len(t, calls[0].body.Events, 3, "the opening call carries its batch's events")
+		assert.Zero(t, calls[0].body.EventsLeftOut)
+	}
+}
+
+// createLogsWith is createLogs with the processor's window store given.
+func createLogsWith(ctx context.Context, set processor.Settings, cfg *Config, next consumer.Logs, store windowstore.Store) (processor.Logs, error) {
+	p, err := newProcessor(cfg, set, next)
+	if err != nil {
+		return nil, err
+	}
+	p.store = store
+	return processorhelper.NewLogs(ctx, set, cfg, next, p.processLogs,
+		processorhelper.WithStart(p.start), processorhelper.WithShutdown(p.shutdown),
+		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}))
 }

@@ -98,10 +98,12 @@ func (p *incidentProcessor) start(ctx context.Context, host component.Host) erro
 	}
 	p.nc, p.js = nc, js
 	p.pipelines = pipelinecfg.NewCache(cache)
-	if p.cfg.RedisURL == "" {
+	switch {
+	case p.store != nil: // given before Start (tests)
+	case p.cfg.RedisURL == "":
 		p.store = windowstore.NewMemory(30*time.Second, windowstore.WithMaxProjectBytes(p.cfg.MemoryMaxProjectBytes),
 			windowstore.WithMaxBytes(p.cfg.MemoryMaxBytes), windowstore.WithLogger(p.logger))
-	} else {
+	default:
 		r, err := windowstore.NewRedis(p.cfg.RedisURL)
 		if err != nil {
 			return err
@@ -241,7 +243,20 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 		if res.InContext {
 			adds = append(adds, windowstore.Entry{Group: contextGroupPrefix + res.Fingerprint, Seq: it.Seq, Rec: res.Body})
 		}
+		// resolve_when is asked first: a resolving record never opens an incident, even
+		// when the trigger matches it too (a trigger of every record, an alert's
+		// "resolved" beside its "firing"). It resolves its fingerprint's open incident,
+		// if any, and is no event of it.
 		switch {
+		case res.Resolves:
+			j := current[res.Fingerprint]
+			if j == nil || j.resolve {
+				j = &join{fingerprint: res.Fingerprint, key: it.Seq}
+				joins = append(joins, j)
+				current[res.Fingerprint] = j
+			}
+			j.resolve = true
+			counts["resolve"]++
 		case res.Matched:
 			j := current[res.Fingerprint]
 			if j == nil || j.resolve {
@@ -255,22 +270,10 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 				j.title = res.Title
 			}
 			counts["event"]++
-		case res.Resolves:
-			j := current[res.Fingerprint]
-			if j == nil || j.resolve {
-				j = &join{fingerprint: res.Fingerprint, key: it.Seq}
-				joins = append(joins, j)
-				current[res.Fingerprint] = j
-			}
-			j.resolve = true
-			counts["resolve"]++
 		case res.InContext:
 			counts["context"]++
 		default:
 			counts["dropped"]++
-		}
-		if res.Matched && res.Resolves {
-			current[res.Fingerprint].resolve = true
 		}
 	})
 	if errStop != nil {
@@ -353,6 +356,11 @@ func (p *incidentProcessor) apply(ctx context.Context, store *incident.Store, pr
 // applyJoin applies one join; it returns whether it opened an incident and the
 // sequences of the events that joined one.
 func (p *incidentProcessor) applyJoin(ctx context.Context, store *incident.Store, project string, c *pipelinecfg.Compiled, j *join, now time.Time, ttl time.Duration) (int, []uint64, error) {
+	if len(j.seqs) > 0 {
+		// The incident's calls wait until its events are stored under its id, which
+		// only Apply names.
+		defer p.ticker.storingEvents(project + ".f." + incident.FingerprintHash(j.fingerprint))()
+	}
 	res, err := store.Apply(ctx, project, c.Incident, incident.Join{Fingerprint: j.fingerprint, BatchKey: strconv.FormatUint(j.key, 10),
 		Events: int64(len(j.seqs)), Title: j.title, Resolve: j.resolve, At: now})
 	if err != nil {

@@ -60,11 +60,24 @@ type ticker struct {
 	index       map[string]incident.Incident // by f-key: incidents that may have something due
 	busy        map[string]bool              // f-keys with work in flight in this process
 	notBefore   map[string]time.Time         // f-keys whose last call was refused
+	// storing counts, per f-key, this process's batches between applying events to the
+	// incident and storing them under its id: a call made in between would leave them
+	// out (an opening call about no events at all with group_wait 0).
+	storing map[string]int
+	// noticeFailed are the f-keys whose notices failed to publish since they last
+	// succeeded: the failure is told at WARN once, not at every retry.
+	noticeFailed map[string]bool
 }
+
+// openingMargin holds back an opening call this long after its incident opened.
+// Another process sharing the events (Redis) may still be storing the opening batch's
+// events under the incident's id, which Apply names only once it opened it: this
+// process's own batches are waited for exactly (storing), another's by this margin.
+const openingMargin = 500 * time.Millisecond
 
 func newTicker(p *incidentProcessor) *ticker {
 	t := &ticker{p: p, slots: make(chan struct{}, p.cfg.MaxConcurrentCalls), index: map[string]incident.Incident{},
-		busy: map[string]bool{}, notBefore: map[string]time.Time{}}
+		busy: map[string]bool{}, notBefore: map[string]time.Time{}, storing: map[string]int{}, noticeFailed: map[string]bool{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.drain, t.drainCancel = context.WithCancel(context.Background())
 	t.calls, t.callsCancel = context.WithCancel(context.Background())
@@ -148,6 +161,44 @@ func (t *ticker) update(e jetstream.KeyValueEntry) {
 	}
 	delete(t.index, e.Key())
 	delete(t.notBefore, e.Key())
+	delete(t.noticeFailed, e.Key())
+}
+
+// publish publishes an incident's notices. A failure is logged at WARN the first time
+// since the incident's notices last went out, at debug after that.
+func (t *ticker) publish(ctx context.Context, key, project, id string, notices []incident.Notice) bool {
+	err := t.p.publish(ctx, project, notices)
+	t.mu.Lock()
+	first := err != nil && !t.noticeFailed[key]
+	if err != nil {
+		t.noticeFailed[key] = true
+	} else {
+		delete(t.noticeFailed, key)
+	}
+	t.mu.Unlock()
+	switch {
+	case first:
+		t.p.logger.Warn("incident notices not published (further failures of this incident at debug)",
+			zap.String("project_id", project), zap.String("incident_id", id), zap.Error(err))
+	case err != nil:
+		t.p.logger.Debug("incident notices not published yet", zap.String("project_id", project), zap.String("incident_id", id), zap.Error(err))
+	}
+	return err == nil
+}
+
+// storingEvents marks key's incident as getting events of this process's batch; the
+// func returned unmarks it once they are stored (or the batch failed).
+func (t *ticker) storingEvents(key string) func() {
+	t.mu.Lock()
+	t.storing[key]++
+	t.mu.Unlock()
+	return func() {
+		t.mu.Lock()
+		if t.storing[key]--; t.storing[key] <= 0 {
+			delete(t.storing, key)
+		}
+		t.mu.Unlock()
+	}
 }
 
 // live says whether anything may still be due for an incident: a resolved one whose
@@ -197,6 +248,9 @@ func (t *ticker) sweep(now time.Time) {
 			continue
 		}
 		reason, resolveNow, call := incident.Due(inc, c.Incident, now, t.p.cfg.ClaimTimeout)
+		if call && (t.storing[key] > 0 || reason == incident.ReasonOpened && inc.Pending == nil && now.Sub(inc.OpenedAt) < openingMargin) {
+			call = false // its events are not all stored yet
+		}
 		if !resolveNow && !call {
 			continue
 		}
@@ -253,14 +307,12 @@ func (t *ticker) run(w work) {
 		// resolved incident); the next tick sees the resolved incident's calls.
 		ctx, cancel := context.WithTimeout(t.calls, settleTimeout)
 		defer cancel()
-		_, notices, err := store.ResolveIdle(ctx, w.project, w.fph, w.c.Incident, time.Now())
+		inc, notices, err := store.ResolveIdle(ctx, w.project, w.fph, w.c.Incident, time.Now())
 		if err != nil {
 			t.p.logger.Debug("idle incident not resolved yet", zap.String("project_id", w.project), zap.Error(err))
 			return
 		}
-		if err := t.p.publish(ctx, w.project, notices); err != nil {
-			t.p.logger.Warn("incident notice not published", zap.String("project_id", w.project), zap.Error(err))
-		}
+		t.published(ctx, store, w, inc.ID, notices)
 		return
 	}
 	t.call(store, w)
@@ -334,8 +386,13 @@ func (t *ticker) call(store *incident.Store, w work) {
 		log.Warn("incident call made but not recorded; it is made again after claim_timeout under the same request id", zap.Error(err))
 		return
 	}
-	if err := t.p.publish(sctx, w.project, notices); err != nil {
-		log.Warn("incident notice not published", zap.Error(err))
+	t.published(sctx, store, w, claimed.ID, notices)
+}
+
+// published publishes a change's notices.
+func (t *ticker) published(ctx context.Context, _ *incident.Store, w work, id string, notices []incident.Notice) {
+	if len(notices) > 0 {
+		t.publish(ctx, w.key, w.project, id, notices)
 	}
 }
 
