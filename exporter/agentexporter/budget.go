@@ -192,11 +192,26 @@ func (e *agentExporter) budgetAllows(ctx context.Context, proj mirror.Project, c
 	if perMinute <= 0 && perDay <= 0 {
 		return true, nil // no budget: no round trip
 	}
+	// An incident call taken over from another process was charged when it was first
+	// made (takeover.go).
+	retaken := c.incident && c.requestID != ""
+	if retaken {
+		charged, err := e.budget.marked(ctx, proj.ID, markCharged, c.requestID)
+		if err != nil {
+			return false, fmt.Errorf("call budget of project %s: %w; the records will be redelivered", proj.ID, err)
+		}
+		if charged {
+			return true, nil
+		}
+	}
 	v, window, err := e.budget.take(ctx, proj.ID, perMinute, perDay)
 	if err != nil {
 		return false, fmt.Errorf("%w; the records will be redelivered", err)
 	}
 	if v == withinBudget {
+		if retaken {
+			e.budget.mark(ctx, proj.ID, markCharged, c.requestID)
+		}
 		return true, nil
 	}
 	// The call's triggers took their keys' cooldowns for it; not made, it gives them

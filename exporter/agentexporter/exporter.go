@@ -226,11 +226,17 @@ func (e *agentExporter) handle(ctx context.Context, proj mirror.Project, c call)
 // settled tells how a call ended: to the batch's outcome, from which the receiver
 // counts the batch's records in the ledger before acking (and the incident processor
 // learns how its call ended), and for an incident call, which no batch settles, to the
-// ledger's incident_calls directly.
+// ledger's incident_calls directly, once per request id however often it is taken over
+// (takeover.go).
 func (e *agentExporter) settled(ctx context.Context, proj mirror.Project, c call, deadLettered bool) {
 	pipelinectx.OutcomeFrom(ctx).Call(c.seqs, deadLettered)
 	if !c.incident {
 		return
+	}
+	if c.requestID != "" {
+		if counted, err := e.budget.marked(ctx, proj.ID, markCounted, c.requestID); err == nil && counted {
+			return
+		}
 	}
 	led, err := e.engine.Log().LedgerNow(ctx)
 	if err != nil {
@@ -241,6 +247,14 @@ func (e *agentExporter) settled(ctx context.Context, proj mirror.Project, c call
 		counts = deliverylog.Counters{IncidentCalls: 1, CallsDeadLettered: 1}
 	}
 	led.Add(proj.ID, counts)
+	if c.requestID == "" {
+		return
+	}
+	// Stored before it is marked: the mark then never stands for a count a crash lost.
+	// Incident calls are few (each is an agent call), so a flush per call is cheap.
+	if err := led.Flush(ctx); err == nil {
+		e.budget.mark(ctx, proj.ID, markCounted, c.requestID)
+	}
 }
 
 // settleFailed dead-letters a call that must not be made, with its reason as the

@@ -60,8 +60,50 @@ func TestIncidentCallKeepsItsRequestID(t *testing.T) {
 	assert.Equal(t, id, a.requests()[1].header.Get("X-Request-Id"))
 	require.Eventually(t, func() bool {
 		c := e.ledger(t, "p1")
-		return c.IncidentCalls == 2 && c.Calls == 2
-	}, 10*time.Second, 20*time.Millisecond, "incident calls counted in the ledger")
+		return c.IncidentCalls == 1 && c.Calls == 1
+	}, 10*time.Second, 20*time.Millisecond, "incident calls counted in the ledger, a call taken over once")
+}
+
+// A call taken over from another process (the processor retries a stale claim under
+// the same request id) is one call: the agent gets it again, but it is charged to the
+// call budget once and counted in the ledger once, so the budget still allows the
+// project's next call and incident_calls says how many calls there were.
+func TestIncidentCallTakenOverIsChargedAndCountedOnce(t *testing.T) {
+	e := newEnv(t)
+	a := newAgent(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	p := project("p1", a.srv.URL)
+	p.Pipeline.MaxCallsPerDay = 2 // a day's window: no minute turning between the calls
+	e.putProject(t, p)
+	first, other := e.start(t, nil), e.start(t, nil)
+
+	const taken = "req_10000000000000000000000000000001"
+	o, err := incidentCall(t, first, "p1", taken, `{"reason":"opened"}`)
+	require.NoError(t, err)
+	delivered, _ := o.Calls()
+	require.Equal(t, 1, delivered)
+	// The first process stopped heartbeating before completing the claim: another
+	// makes the same call.
+	o, err = incidentCall(t, other, "p1", taken, `{"reason":"opened"}`)
+	require.NoError(t, err)
+	delivered, _ = o.Calls()
+	require.Equal(t, 1, delivered, "the takeover is made, not refused by the budget it already used")
+	o, err = incidentCall(t, other, "p1", "req_10000000000000000000000000000002", `{"reason":"updated"}`)
+	require.NoError(t, err)
+	delivered, _ = o.Calls()
+	assert.Equal(t, 1, delivered, "the day's second call fits the budget of 2: the takeover was not charged again")
+	o, err = incidentCall(t, first, "p1", "req_10000000000000000000000000000003", `{"reason":"updated"}`)
+	require.NoError(t, err)
+	delivered, deadLettered := o.Calls()
+	assert.Zero(t, delivered+deadLettered, "the third is past the budget")
+	require.Len(t, a.requests(), 3)
+	assert.Equal(t, taken, a.requests()[1].header.Get("X-Request-Id"))
+
+	// Shut down, both processes have flushed what they counted: the ledger is final.
+	require.NoError(t, first.exp.Shutdown(context.Background()))
+	require.NoError(t, other.exp.Shutdown(context.Background()))
+	c := e.ledger(t, "p1")
+	assert.Equal(t, int64(2), c.IncidentCalls, "two calls, one of them taken over")
+	assert.Equal(t, int64(2), c.Calls)
 }
 
 // An incident call over max_call_bytes is dead-lettered unsent, as a window call is; the
