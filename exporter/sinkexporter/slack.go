@@ -16,6 +16,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/slackapp"
 	"github.com/otelcol-svc/otelcol-svc/internal/textfmt"
+	"github.com/slack-go/slack"
 )
 
 // A slack_app destination is a Slack app posting with its bot token to its channel
@@ -125,8 +126,32 @@ func (e *sinkExporter) recordThread(ctx context.Context, st *incident.Store, pro
 	if !ok || (won.Channel == t.Channel && won.TS == t.TS) {
 		return t, nil
 	}
-	e.updateRoot(ctx, st, project, id, sink, won, cur.Summary(), "")
+	sum := cur.Summary()
+	e.updateRoot(ctx, st, project, id, sink, won, sum, "")
+	e.retireRoot(ctx, project, id, sink, t, sum)
 	return won, nil
+}
+
+// retireRoot turns a root that lost the race to be the incident's thread into a pointer
+// to the one that won, without the buttons: no later notice updates it, so nobody should
+// act on it. A failure is only logged: the copy stays as it was posted.
+func (e *sinkExporter) retireRoot(ctx context.Context, project, id string, sink mirror.Sink, t incident.ChatThread, sum incident.Summary) {
+	title := textfmt.SlackEscape(textfmt.OneLine(sum.Title, textfmt.MaxTitle))
+	if title == "" {
+		title = sum.ID
+	}
+	text := "_" + title + "_ is followed in another message of this channel; this copy is not updated."
+	m := slackapp.Message{Channel: t.Channel, TS: t.TS, Text: text,
+		Blocks: []slack.Block{slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, text, false, false), nil, nil)}}
+	uctx, cancel := context.WithTimeout(ctx, rootUpdateTimeout)
+	defer cancel()
+	var got slackapp.Answer
+	res := e.engine.Deliver(uctx, delivery.Request{Who: kindSlackApp, URLField: "slack_api_url", Project: project,
+		Target: e.cfg.SlackAPIURL, Body: m.JSON(), Exchange: e.slackExchange(sink.BotToken, m, &got)})
+	if !res.Delivered {
+		e.logger.Warn("a second Slack root message of the incident (posted at the same time as the recorded one) was not marked as a copy",
+			zap.String("project", project), zap.String("incident", id), zap.String("sink", sink.ID), zap.String("reason", res.Reason))
+	}
 }
 
 // withTries runs fn until it succeeds, reports the incident gone, or threadTries are

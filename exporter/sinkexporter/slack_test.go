@@ -273,9 +273,19 @@ func TestSlackAppRootRecordedElsewhere(t *testing.T) {
 	cur, err := o.st.Get(ctx, "inc7", o.inc.ID)
 	require.NoError(t, err)
 	assert.Equal(t, other.TS, cur.Chat["s_app"].TS, "the first root recorded stays")
-	require.Len(t, slack.Updates(), 1, "the thread's root shows the incident as it is")
+	require.Len(t, slack.Updates(), 2, "the thread's root shows the incident as it is, the copy says it is one")
 	assert.Equal(t, other.TS, slack.Updates()[0].TS)
 	assert.Contains(t, blocksText(slack.Updates()[0]), "slack:carol")
+	var mine string
+	for _, m := range slack.Roots() {
+		if m.TS != other.TS {
+			mine = m.TS
+		}
+	}
+	copyNow, ok := slack.Current(mine)
+	require.True(t, ok, "this delivery's own root was posted")
+	assert.NotContains(t, blocksText(copyNow), "action_id", "the copy no later notice updates has no buttons")
+	assert.Contains(t, copyNow.Text, "_Queue backlog_ is followed in another message")
 
 	// A result in the same race replies in the recorded thread.
 	o2 := e.openIncident(t, "inc7", "fp2", "Disk full", "req_8")
