@@ -90,6 +90,9 @@ func TestIncidentStorm(t *testing.T) {
 	require.Eventually(t, func() bool { return slackRoot(slack, ack.ID) != nil }, 30*time.Second, 50*time.Millisecond,
 		"the incident's root message was never posted to Slack")
 
+	// The on-call reads the agent's first finding, then takes the incident.
+	require.Eventually(t, func() bool { return len(requestIDs(callsOf(agent.answered())[ack.ID], "opened")) == 1 },
+		groupWait+20*time.Second, 50*time.Millisecond, "no opening call after group_wait")
 	press := slackButton(t, "incident_acknowledge", ack.ID, "alice")
 	forged := postSlack(t, e.col.HTTP, prj, slackSink, "not-the-signing-secret", time.Now(), press)
 	assert.Equal(t, http.StatusUnauthorized, forged.StatusCode, "%s", forged.Body)
@@ -114,7 +117,7 @@ func TestIncidentStorm(t *testing.T) {
 		u := slackLastUpdate(slack, slackRoot(slack, ack.ID))
 		return strings.Contains(slackField(u, "Acknowledged by"), "alice") && strings.Contains(slackField(u, "Status"), "acknowledged")
 	}, 10*time.Second, 50*time.Millisecond, "the root message never showed who acknowledged it")
-	t.Logf("acknowledged from Slack %s into the storm", pressed.Sub(began).Round(time.Second))
+	t.Logf("acknowledged from Slack %s into the storm", pressed.Sub(began).Round(100*time.Millisecond))
 
 	// (a) The storm's end: every event counted and reported to the agent.
 	sent, failed := storm.wait()
@@ -156,6 +159,7 @@ func TestIncidentStorm(t *testing.T) {
 		// over a 60 s storm, and one more for the last events.
 		assert.LessOrEqual(t, len(cs), 1+int(stormDuration/groupInterval)+1, "%s: calls %d", svc, len(cs))
 		assert.Equal(t, sent[svc], reported, "%s: every event reaches the agent once, in a call or counted as left out", svc)
+		assert.Empty(t, repeatedEvents(t, cs), "%s: events carried by two calls", svc)
 		assert.Equal(t, int64(sent[svc]), cs[len(cs)-1].Events, "%s: the last call's counts are the incident's", svc)
 		assert.Equal(t, int64(len(cs)), inc.Counts.Calls, "%s: the calls the incident counts are those the agent got", svc)
 		t.Logf("%s: %s, %d events, %d calls at %v", svc, inc.ID, inc.Counts.Events, len(cs), offsets(cs, began))
@@ -233,6 +237,9 @@ func TestIncidentStorm(t *testing.T) {
 		}
 		return false
 	}, 20*time.Second, 50*time.Millisecond, "the webhook never heard of the reopening")
+	require.Eventually(t, func() bool {
+		return strings.Contains(slackField(slackLastUpdate(slack, slackRoot(slack, resolving.ID)), "Status"), "open")
+	}, 20*time.Second, 50*time.Millisecond, "the root message never said the incident is open again")
 	assert.Len(t, slackRoots(slack), len(stormServices), "a reopened incident keeps its thread")
 }
 

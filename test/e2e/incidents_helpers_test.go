@@ -253,6 +253,35 @@ func callsOf(calls []incidentCall) map[string][]incidentCall {
 	return out
 }
 
+// repeatedEvents names the events (by their body) that more than one of the calls
+// carried, with the calls that carried them: an event reaches the agent once.
+func repeatedEvents(t *testing.T, calls []incidentCall) []string {
+	t.Helper()
+	seen := map[string][]string{}
+	var order []string
+	for i, c := range calls {
+		var b struct {
+			Events []struct {
+				Body string `json:"body"`
+			} `json:"events"`
+		}
+		require.NoError(t, json.Unmarshal(c.Body, &b))
+		for _, e := range b.Events {
+			if _, ok := seen[e.Body]; !ok {
+				order = append(order, e.Body)
+			}
+			seen[e.Body] = append(seen[e.Body], fmt.Sprintf("call %d (%s)", i, c.Reason))
+		}
+	}
+	var out []string
+	for _, body := range order {
+		if len(seen[body]) > 1 {
+			out = append(out, fmt.Sprintf("%q in %v", body, seen[body]))
+		}
+	}
+	return out
+}
+
 // requestIDs lists the distinct request ids of calls of one reason.
 func requestIDs(calls []incidentCall, reason string) []string {
 	var ids []string
