@@ -11,6 +11,7 @@
 //	<project>.r.<incident id> an archived incident
 //	<project>.c.<request id>  {"incident_id", "reason"} of an agent call
 //	<project>.n               the project's open slots (fingerprint hashes)
+//	<project>.k               the fingerprints the project keeps (hashes)
 //
 // fph is FingerprintHash: the fingerprint is a tenant's OTTL value of any length and
 // alphabet, its hash a key-safe token of fixed size. One key per fingerprint makes every
@@ -50,8 +51,21 @@
 //
 // Bounds (a free signup shares every process): the timeline keeps 200 entries (events
 // entries within a minute merged), titles 200 characters, fingerprints 256 bytes as
-// stored, results 500 characters, and a project at most 500 open incidents. The open
-// count is the n-key, read only when an incident opens or reopens (joining an open one,
-// by far the common case, never reads it); past the limit, events of new fingerprints
-// join the project's overflow incident. Every key expires 30 days after its last change.
+// stored, results 500 characters, the outbox 32 notices, counted sequences 256 ranges of
+// the last ten minutes, and a project at most 500 open incidents. The open count is the
+// n-key, read only when an incident opens or reopens (joining an open one, by far the
+// common case, never reads it); past the limit, events of new fingerprints join the
+// project's overflow incident. A project keeps at most 2,000 fingerprints (the k-key,
+// read only by a fingerprint's first opening; WithMaxFingerprints), so incidents opened
+// and resolved at ingest rate under ever new fingerprints end in the overflow incident
+// too; a fingerprint keeps its newest 5 archives. List reads at most the 1,000
+// incidents changed last. Every key expires 30 days after its last change, and the
+// bucket holds at most DefaultMaxBytes (WithMaxBytes, from the component's
+// configuration). Keys do not expire sooner by kind: a KV key's own TTL is set only when
+// the key is created (jetstream.KeyTTL), not by the compare-and-set updates every
+// change here is, so the counts above bound the bucket instead.
+//
+// Watchers. Every pipeline process's ticker watches every f-key and sees every write:
+// DueStateOf decodes only what DueOf reads (no timeline, chat threads, counted
+// sequences or notice texts).
 package incident

@@ -59,6 +59,8 @@ const (
 	maxTimeline     = 200
 	maxApplied      = 64
 	maxOutbox       = 32
+	maxArchives     = 5
+	maxListKeys     = 1000
 	refusedRetry    = time.Minute
 	maxEntryText    = 500
 	maxEntryBy      = 200

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -113,4 +114,78 @@ func (s *Store) releaseQuietly(ctx context.Context, project, fph string) {
 		delete(set.Open, fph)
 		return json.Marshal(set)
 	})
+}
+
+// knownSet is a project's k-key: the fingerprints it keeps (has an f-key for), each
+// with when it was admitted. Only a fingerprint's first opening reads it; past
+// maxFingerprints a new one joins the overflow incident. Members whose f-key expired are
+// dropped when the set is full (at most once per pruneEvery), sparing those admitted in
+// the last reservationHold, whose opening may be under way.
+type knownSet struct {
+	Known    map[string]int64 `json:"known"` // fph -> unix seconds admitted
+	PrunedAt int64            `json:"pruned_at,omitempty"`
+}
+
+func decodeKnown(b []byte, exists bool) knownSet {
+	var s knownSet
+	if exists {
+		_ = json.Unmarshal(b, &s) // a damaged set starts empty; it bounds, it does not count
+	}
+	if s.Known == nil {
+		s.Known = map[string]int64{}
+	}
+	return s
+}
+
+// admit takes a place among the project's kept fingerprints for fph; false: the project
+// keeps maxFingerprints already.
+func (s *Store) admit(ctx context.Context, project, fph string, now time.Time) (bool, error) {
+	for round := 0; ; round++ {
+		var got, prune bool
+		_, err := streams.UpdateKV(ctx, s.kv, kKey(project), func(old []byte, exists bool) ([]byte, error) {
+			got, prune = false, false
+			set := decodeKnown(old, exists)
+			if _, ok := set.Known[fph]; ok {
+				got = true
+				return nil, streams.ErrKVUnchanged
+			}
+			if len(set.Known) < s.maxFingerprints {
+				got = true
+				set.Known[fph] = now.Unix()
+				return json.Marshal(set)
+			}
+			prune = round == 0 && now.Unix()-set.PrunedAt >= int64(pruneEvery/time.Second)
+			return nil, streams.ErrKVUnchanged
+		})
+		if err != nil || got || !prune {
+			return got, err
+		}
+		if err := s.pruneKnown(ctx, project, now); err != nil {
+			return false, err
+		}
+	}
+}
+
+// pruneKnown drops the members whose f-key is gone: one listing of the project's f-keys.
+func (s *Store) pruneKnown(ctx context.Context, project string, now time.Time) error {
+	l, err := s.kv.ListKeysFiltered(ctx, fKey(project, "*"))
+	if err != nil {
+		return err
+	}
+	present := map[string]bool{}
+	prefix := fKey(project, "")
+	for k := range l.Keys() {
+		present[strings.TrimPrefix(k, prefix)] = true
+	}
+	_, err = streams.UpdateKV(ctx, s.kv, kKey(project), func(old []byte, exists bool) ([]byte, error) {
+		set := decodeKnown(old, exists)
+		for fph, at := range set.Known {
+			if !present[fph] && now.Unix()-at >= int64(reservationHold/time.Second) {
+				delete(set.Known, fph)
+			}
+		}
+		set.PrunedAt = now.Unix()
+		return json.Marshal(set)
+	})
+	return err
 }

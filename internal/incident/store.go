@@ -1,6 +1,7 @@
 package incident
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,25 +27,89 @@ type Store struct {
 	kv jetstream.KeyValue
 	// maxOpen bounds a project's open incidents (tests lower it).
 	maxOpen int
+	// maxFingerprints bounds the fingerprints a project keeps (their f-keys).
+	maxFingerprints int
+	// listKeys bounds the incidents List reads (tests lower it).
+	listKeys int
 }
 
-// Open binds to the bucket, creating it when missing (history 1, 30 days max age).
-func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, error) {
+// DefaultMaxBytes is the bucket's size when Open is given none: every project's incidents
+// together. The bucket refuses writes past it (a KV bucket discards new values), so the
+// per-project bounds keep it from being reached; it guards the servers' disks.
+const DefaultMaxBytes int64 = 1 << 30
+
+// DefaultMaxFingerprints is how many fingerprints a project keeps when Open is given no
+// other number: past it, events of a new fingerprint join the project's overflow
+// incident until a kept one's key expires (30 days after its last change).
+const DefaultMaxFingerprints = 2000
+
+// Option sets how Open makes the bucket and the store.
+type Option func(*options)
+
+type options struct {
+	maxBytes        int64
+	maxFingerprints int
+}
+
+// WithMaxBytes sets the bucket's size in bytes (a component's configuration); <= 0 is
+// DefaultMaxBytes. A bucket of another size is changed to it.
+func WithMaxBytes(n int64) Option { return func(o *options) { o.maxBytes = n } }
+
+// WithMaxFingerprints sets how many fingerprints a project keeps; <= 0 is
+// DefaultMaxFingerprints.
+func WithMaxFingerprints(n int) Option { return func(o *options) { o.maxFingerprints = n } }
+
+// Open binds to the bucket, creating it when missing (history 1, 30 days max age,
+// DefaultMaxBytes unless WithMaxBytes says otherwise).
+func Open(ctx context.Context, js jetstream.JetStream, replicas int, opts ...Option) (*Store, error) {
+	o := options{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxBytes <= 0 {
+		o.maxBytes = DefaultMaxBytes
+	}
+	if o.maxFingerprints <= 0 {
+		o.maxFingerprints = DefaultMaxFingerprints
+	}
 	kv, err := js.KeyValue(ctx, Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: Bucket, Description: "otelcol-svc incidents: each fingerprint's current one, archived ones, calls",
-			History: 1, TTL: bucketMaxAge, MaxValueSize: maxValue, Storage: jetstream.FileStorage,
+			History: 1, TTL: bucketMaxAge, MaxValueSize: maxValue, MaxBytes: o.maxBytes, Storage: jetstream.FileStorage,
 			Replicas: max(replicas, 1),
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = js.KeyValue(ctx, Bucket)
 		}
 	}
+	if err == nil {
+		err = resize(ctx, js, kv, o.maxBytes)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("incident bucket %s: %w", Bucket, err)
 	}
-	return &Store{kv: kv, maxOpen: defaultMaxOpen}, nil
+	return &Store{kv: kv, maxOpen: defaultMaxOpen, maxFingerprints: o.maxFingerprints, listKeys: maxListKeys}, nil
+}
+
+// resize gives a bucket made before (without a size, or with another) the size asked
+// for; the rest of its configuration stays.
+func resize(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, maxBytes int64) error {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return err
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return nil
+	}
+	cfg := bs.StreamInfo().Config
+	if cfg.MaxBytes == maxBytes {
+		return nil
+	}
+	cfg.MaxBytes = maxBytes
+	_, err = js.UpdateStream(ctx, cfg)
+	return err
 }
 
 // KV is the bucket.
@@ -53,6 +119,7 @@ func fKey(project, fph string) string { return project + ".f." + fph }
 func rKey(project, id string) string  { return project + ".r." + id }
 func cKey(project, req string) string { return project + ".c." + req }
 func nKey(project string) string      { return project + ".n" }
+func kKey(project string) string      { return project + ".k" }
 
 // Join is one fingerprint's events of one batch, as the incident processor counts them.
 type Join struct {
@@ -87,6 +154,10 @@ type JoinResult struct {
 
 // errNeedSlot: the update would open an incident and no open slot is reserved for it.
 var errNeedSlot = errors.New("incident: opening needs an open slot")
+
+// errNeedKnown: the update would open a fingerprint's first incident and the project has
+// not admitted the fingerprint among those it keeps.
+var errNeedKnown = errors.New("incident: a new fingerprint needs a place among the project's")
 
 // errNotCurrent: the f-key holds another generation than the id asked for.
 var errNotCurrent = errors.New("incident: not the current generation")
@@ -130,7 +201,7 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 	if !bySeq {
 		batch = cut(j.BatchKey, 128)
 	}
-	reserved := false
+	reserved, admitted := false, false
 	for {
 		var res JoinResult
 		inc, err := s.update(ctx, key, func(cur *Incident, exists bool) (bool, error) {
@@ -169,6 +240,9 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 					res.Notices = append(res.Notices, cur.reopen(j.At, n))
 					res.Reopened, changed = true, true
 				default:
+					if !exists && !exempt && !admitted {
+						return false, errNeedKnown
+					}
 					if !exempt && !reserved {
 						return false, errNeedSlot
 					}
@@ -223,13 +297,24 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 			}
 			return changed, nil
 		})
+		if errors.Is(err, errNeedKnown) {
+			ok, err := s.admit(ctx, project, fph, j.At)
+			if err != nil {
+				return JoinResult{}, err
+			}
+			if !ok {
+				return s.apply(ctx, project, set, overflowJoin(j, fph, "Too many fingerprints: events of new fingerprints join this one"), overflowHash, true)
+			}
+			admitted = true
+			continue
+		}
 		if errors.Is(err, errNeedSlot) {
 			ok, err := s.reserve(ctx, project, fph, j.At, false)
 			if err != nil {
 				return JoinResult{}, err
 			}
 			if !ok {
-				return s.apply(ctx, project, set, overflowJoin(j, fph), overflowHash, true)
+				return s.apply(ctx, project, set, overflowJoin(j, fph, "Too many open incidents: events of new fingerprints join this one until some resolve"), overflowHash, true)
 			}
 			reserved = true
 			continue
@@ -283,6 +368,11 @@ func (s *Store) archive(ctx context.Context, project string, inc *Incident) erro
 	if err != nil {
 		return fmt.Errorf("archive %s: %w", inc.ID, err)
 	}
+	// A fingerprint keeps its newest maxArchives archives. A purge lost leaves one
+	// more until the bucket's max age.
+	if fph, gen, ok := ParseID(inc.ID); ok && gen > maxArchives {
+		_ = s.kv.Purge(ctx, rKey(project, ID(fph, gen-maxArchives)))
+	}
 	return nil
 }
 
@@ -294,12 +384,13 @@ func newer(a, b Incident) bool {
 	return len(a.Timeline)+a.TimelineDropped > len(b.Timeline)+b.TimelineDropped
 }
 
-// overflowJoin is j redirected to the project's overflow incident. Its batch key names
-// the fingerprint: two fingerprints' batch keys may be equal.
-func overflowJoin(j Join, fph string) Join {
+// overflowJoin is j redirected to the project's overflow incident, titled (when it
+// opens) by why. Its batch key names the fingerprint: two fingerprints' batch keys may
+// be equal. Sequences are the stream's, one record each: they stay as they are.
+func overflowJoin(j Join, fph, title string) Join {
 	o := j
 	o.Fingerprint = overflowPrint
-	o.Title = "Too many open incidents: events of new fingerprints join this one until some resolve"
+	o.Title = title
 	o.Resolve = false
 	if j.BatchKey != "" {
 		o.BatchKey = fph[:8] + ":" + j.BatchKey
@@ -776,8 +867,10 @@ func (s *Store) call(ctx context.Context, project, requestID string) (callKey, b
 // List lists the project's incidents, current and archived: open and acknowledged
 // first (latest update first), then resolved (latest resolution first); status "" is
 // all, else exactly that status. At most limit (50 when <= 0). The items are list
-// items: their Timeline and Applied are left out (Get one for its Detail), which keeps
-// a project of thousands of fingerprints a bounded read.
+// items: their Timeline, Applied, Counted and Outbox are left out (Get one for its
+// Detail). It reads at most the 1,000 incidents changed last (the key listing is in the
+// order of last change): a project of thousands of fingerprints and archives is a
+// bounded read, whose oldest incidents are found by id (Get) only.
 func (s *Store) List(ctx context.Context, project, status string, limit int) ([]Incident, error) {
 	if !streams.ValidProjectID(project) {
 		return nil, nil
@@ -785,31 +878,55 @@ func (s *Store) List(ctx context.Context, project, status string, limit int) ([]
 	if limit <= 0 {
 		limit = 50
 	}
-	w, err := s.kv.WatchFiltered(ctx, []string{fKey(project, "*"), rKey(project, "*")}, jetstream.IgnoreDeletes())
+	l, err := s.kv.ListKeysFiltered(ctx, fKey(project, "*"), rKey(project, "*"))
 	if err != nil {
 		return nil, fmt.Errorf("incident: list %s: %w", project, err)
 	}
-	defer w.Stop()
-	var out []Incident
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e = <-w.Updates():
+	keys := make([]string, 0, 64)
+	for k := range l.Keys() {
+		keys = append(keys, k)
+		if len(keys) >= 2*s.listKeys {
+			keys = append(keys[:0], keys[len(keys)-s.listKeys:]...)
 		}
-		if e == nil {
-			break // the initial values are all read
-		}
-		var inc Incident
-		if json.Unmarshal(e.Value(), &inc) != nil || inc.ID == "" || status != "" && inc.Status != status {
-			continue
-		}
-		inc.Timeline, inc.Applied = nil, nil
-		out = append(out, inc)
-		if len(out) >= 2*limit+64 {
-			out = top(out, limit)
-		}
+	}
+	if len(keys) > s.listKeys {
+		keys = keys[len(keys)-s.listKeys:]
+	}
+	var (
+		mu    sync.Mutex
+		out   []Incident
+		first error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, 16)
+	)
+	for _, key := range keys {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			e, err := s.kv.Get(ctx, key)
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				return // deleted or expired since the listing
+			}
+			if err != nil {
+				mu.Lock()
+				first = cmp.Or(first, err)
+				mu.Unlock()
+				return
+			}
+			var inc Incident
+			if json.Unmarshal(e.Value(), &inc) != nil || inc.ID == "" || status != "" && inc.Status != status {
+				return
+			}
+			inc.Timeline, inc.Applied, inc.Counted, inc.Outbox = nil, nil, nil, nil
+			mu.Lock()
+			out = append(out, inc)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, fmt.Errorf("incident: list %s: %w", project, first)
 	}
 	return top(out, limit), nil
 }
