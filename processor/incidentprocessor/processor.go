@@ -5,7 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"strconv"
+	"slices"
 	"sync"
 	"time"
 
@@ -180,18 +180,17 @@ func attrs(kv ...string) metric.MeasurementOption {
 	return metric.WithAttributes(a...)
 }
 
-// join is one Apply of a batch: a fingerprint's events up to (and with) a resolve_when
-// event. Events after that resolve start another join, so they open (or reopen) the
-// next incident instead of joining the one they follow.
+// join is one Apply of a batch: a fingerprint's events up to a resolve_when record,
+// which ends it. Events after that resolve start another join, so they open (or reopen)
+// the next incident instead of joining the one they follow.
 type join struct {
 	fingerprint string
 	seqs        []uint64
 	bodies      [][]byte
 	title       string
 	resolve     bool
-	// key is the Apply's BatchKey: the first sequence of its records, the same when the
-	// batch is delivered again.
-	key uint64
+	// resolveSeq is the sequence of the resolve_when record that ends the join.
+	resolveSeq uint64
 }
 
 func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
@@ -251,16 +250,16 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 		case res.Resolves:
 			j := current[res.Fingerprint]
 			if j == nil || j.resolve {
-				j = &join{fingerprint: res.Fingerprint, key: it.Seq}
+				j = &join{fingerprint: res.Fingerprint}
 				joins = append(joins, j)
 				current[res.Fingerprint] = j
 			}
-			j.resolve = true
+			j.resolve, j.resolveSeq = true, it.Seq
 			counts["resolve"]++
 		case res.Matched:
 			j := current[res.Fingerprint]
 			if j == nil || j.resolve {
-				j = &join{fingerprint: res.Fingerprint, key: it.Seq}
+				j = &join{fingerprint: res.Fingerprint}
 				joins = append(joins, j)
 				current[res.Fingerprint] = j
 			}
@@ -278,7 +277,7 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 	})
 	if errStop != nil {
 		// A store is away: the whole batch is delivered again later. Stores are
-		// idempotent by sequence and Apply by batch key, so nothing counts twice.
+		// idempotent by sequence and so is Apply, so nothing counts twice.
 		return ld, errStop
 	}
 	// Idempotent by sequence: a redelivered batch stores nothing twice.
@@ -346,7 +345,7 @@ func (p *incidentProcessor) apply(ctx context.Context, store *incident.Store, pr
 	wg.Wait()
 	if len(errs) > 0 {
 		// Nothing of the batch is acknowledged: it comes again, and what was applied
-		// already changes nothing then (batch keys, sequences).
+		// already changes nothing then (sequences).
 		return errs[0]
 	}
 	pipelinectx.OutcomeFrom(ctx).Incident(events, opened)
@@ -361,8 +360,15 @@ func (p *incidentProcessor) applyJoin(ctx context.Context, store *incident.Store
 		// only Apply names.
 		defer p.ticker.storingEvents(project + ".f." + incident.FingerprintHash(j.fingerprint))()
 	}
-	res, err := store.Apply(ctx, project, c.Incident, incident.Join{Fingerprint: j.fingerprint, BatchKey: strconv.FormatUint(j.key, 10),
-		Events: int64(len(j.seqs)), Title: j.title, Resolve: j.resolve, At: now})
+	// Counted by sequence: a batch delivered again, alone or among new records, counts
+	// only what the incident has not counted. A join of a resolve_when record alone
+	// is counted by its sequence too (Seqs given, empty).
+	seqs := j.seqs
+	if seqs == nil {
+		seqs = []uint64{}
+	}
+	res, err := store.Apply(ctx, project, c.Incident, incident.Join{Fingerprint: j.fingerprint, Seqs: seqs,
+		Title: j.title, Resolve: j.resolve, ResolveSeq: j.resolveSeq, At: now})
 	if err != nil {
 		return 0, nil, fmt.Errorf("incident of project %s: %w; the batch will be delivered again", project, err)
 	}
@@ -382,7 +388,11 @@ func (p *incidentProcessor) applyJoin(ctx context.Context, store *incident.Store
 		opened = 1
 		p.tel.IncidentsOpened.Add(ctx, 1)
 	}
-	return opened, events, p.publish(ctx, project, res.Notices)
+	if err := p.publish(ctx, project, res.Notices); err != nil {
+		return 0, nil, err
+	}
+	p.published(ctx, store, project, res.Notices)
+	return opened, events, nil
 }
 
 // publish puts an incident's notices on the project's output stream. A repeat is stored
@@ -394,6 +404,22 @@ func (p *incidentProcessor) publish(ctx context.Context, project string, notices
 		}
 	}
 	return nil
+}
+
+// published takes notices that are on the output stream out of their incidents'
+// outboxes. One left there (this write failed) is published again by a ticker a few
+// seconds later, which the stream stores once.
+func (p *incidentProcessor) published(ctx context.Context, store *incident.Store, project string, notices []incident.Notice) {
+	var done []string
+	for _, n := range notices {
+		if id := n.Incident.ID; !slices.Contains(done, id) {
+			done = append(done, id)
+			if err := store.Published(ctx, project, id, incident.MaxSeq(notices, id)); err != nil {
+				p.logger.Debug("incident outbox not cleared; its notices are published again", zap.String("project_id", project),
+					zap.String("incident_id", id), zap.Error(err))
+			}
+		}
+	}
 }
 
 // logFailure logs a failure of a project's own expressions: at WARN the first time for
