@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/pipelinedata"
@@ -16,7 +17,6 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/slackapp"
 	"github.com/otelcol-svc/otelcol-svc/internal/textfmt"
-	"github.com/slack-go/slack"
 )
 
 // A slack_app destination is a Slack app posting with its bot token to its channel
@@ -60,12 +60,13 @@ func (e *sinkExporter) slackRequest(ctx context.Context, proj mirror.Project, si
 }
 
 // slackNotice posts the incident's root for its incident.opened notice, and updates it
-// for every later one. A later notice that finds no root in this destination posts it:
-// its incident.opened notice went before it on the destination's stream (the incident
-// processor publishes it first, and a destination's results come in stream order), so
-// no root means that notice was dead-lettered (the app not in the channel yet), lost,
-// or never meant for this destination (created after the incident opened). Waiting
-// would not bring it.
+// for every later one. Any notice that finds no root in this destination posts it: the
+// opened notice is published first and a destination's items come in stream order, so
+// a missing root means that notice was dead-lettered (the app not in the channel yet),
+// lost, or never meant for this destination (created after the incident opened), and
+// waiting would not bring it. An opened notice that comes later after all (published
+// again, or handed back and redelivered) finds the root and updates it; two deliveries
+// posting at once keep the root recorded first (recordThread).
 func (e *sinkExporter) slackNotice(ctx context.Context, proj mirror.Project, sink mirror.Sink, inc incidentRef, o sending) (sending, error) {
 	st, err := e.incidentStore(ctx)
 	if err != nil {

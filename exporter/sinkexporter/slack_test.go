@@ -1,8 +1,10 @@
 package sinkexporter
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -550,4 +552,49 @@ func TestSlackAppNewDestinationPostsTheRoot(t *testing.T) {
 	cur, err := o.st.Get(ctx, "inc5", o.inc.ID)
 	require.NoError(t, err)
 	assert.Equal(t, roots[0].TS, cur.Chat["s_new"].TS)
+}
+
+// The root deleted in Slack while a result of the incident's call comes: the reply goes
+// in the thread as before, and the root's update (message_not_found) posts the root
+// again, which becomes the thread and shows the result.
+func TestSlackAppResultAfterRootDeleted(t *testing.T) {
+	e := newEnv(t)
+	slack := testenv.NewSlack(t)
+	e.putProject(t, incidentProject("inc9", slackSink("s_app", slack)))
+	ctx := context.Background()
+	o := e.openIncident(t, "inc9", "fp", "Disk full", "req_10")
+	var deleted atomic.Value // the ts of the root deleted in Slack
+	deleted.Store("")
+	target, err := url.Parse(slack.URL())
+	require.NoError(t, err)
+	target.Path = ""
+	fwd := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		form, _ := url.ParseQuery(string(body))
+		if strings.HasSuffix(req.URL.Path, "chat.update") && form.Get("ts") == deleted.Load().(string) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"ok":false,"error":"message_not_found"}`)
+			return
+		}
+		fwd.ServeHTTP(w, req)
+	}))
+	t.Cleanup(proxy.Close)
+	r := e.start(t, func(c *Config) { c.SlackAPIURL = proxy.URL + "/api/" })
+	require.NoError(t, consume(r, "inc9", noticeItem("inc9", "s_app", o.notice, 1)))
+	require.Len(t, slack.Roots(), 1)
+	first := slack.Roots()[0]
+	deleted.Store(first.TS)
+
+	require.NoError(t, consume(r, "inc9", resultItem("s_app", "req_10", `{"text":"cleaned /var/log"}`, 5)))
+	require.Len(t, slack.Replies(first.TS), 1)
+	roots := slack.Roots()
+	require.Len(t, roots, 2)
+	cur, ok := slack.Current(roots[1].TS)
+	require.True(t, ok)
+	assert.Contains(t, blocksText(cur), `Last result*\ncleaned /var/log`)
+	inc, err := o.st.Get(ctx, "inc9", o.inc.ID)
+	require.NoError(t, err)
+	assert.Equal(t, roots[1].TS, inc.Chat["s_app"].TS, "the new root is the thread")
 }
