@@ -46,6 +46,11 @@ func TestRedeliveryAfterManyBatchesCountsNothingTwice(t *testing.T) {
 	assert.Equal(t, int64(10+68*3), again.Incident.Events)
 	assert.Empty(t, again.Notices)
 	assert.LessOrEqual(t, len(again.Incident.Counted), maxCounted)
+
+	// However late the opening batch comes again, its opened notice comes with it.
+	again = applySeqs(t, e.s, "db-1", []uint64{1, 2, 3}, t0.Add(time.Hour))
+	require.NotEmpty(t, again.Notices)
+	assert.Equal(t, first.Notices[0].MsgID(), again.Notices[0].MsgID())
 }
 
 // A batch delivered again with new records (the same first sequence, more of them)

@@ -124,10 +124,10 @@ func kKey(project string) string      { return project + ".k" }
 // Join is one fingerprint's events of one batch, as the incident processor counts them.
 type Join struct {
 	Fingerprint string
-	// Seqs are the stream sequences of these events. Given, they decide what counts:
-	// only the sequences the incident has not counted in the last ten minutes (Events
-	// is then their number), so a batch delivered again, alone or mixed with new
-	// records, counts nothing twice. BatchKey is not used then.
+	// Seqs are the stream sequences of these events. Given (or ResolveSeq), they decide
+	// what counts: only the sequences the incident has not counted in the last ten
+	// minutes (Events is then their number), so a batch delivered again, alone or mixed
+	// with new records, counts nothing twice. BatchKey is not used then.
 	Seqs []uint64
 	// ResolveSeq is the stream sequence of the resolve_when record (0: not known); one
 	// counted before resolves nothing again. Without it, with Seqs, a Resolve whose
@@ -176,9 +176,11 @@ func (s *Store) Apply(ctx context.Context, project string, set Settings, j Join)
 	if !streams.ValidProjectID(project) {
 		return JoinResult{}, fmt.Errorf("incident: invalid project id %q", project)
 	}
-	if j.Seqs != nil {
+	if len(j.Seqs) > 0 || j.ResolveSeq != 0 {
 		j.Seqs = sortedSeqs(j.Seqs)
 		j.Events = int64(len(j.Seqs))
+	} else {
+		j.Seqs = nil
 	}
 	if j.Events < 0 {
 		j.Events = 0
@@ -216,10 +218,10 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 				} else if len(j.Seqs) > 0 && len(fresh) == 0 {
 					resolve = false
 				}
-				if cur.OpenedSeq != 0 && len(fresh) < len(j.Seqs) && seen(cur.Counted, cur.OpenedSeq) {
-					if _, in := slices.BinarySearch(j.Seqs, cur.OpenedSeq); in {
-						res.Notices = append(res.Notices, cur.openedAgain()...)
-					}
+				// However long after: the opening's sequence names this generation's
+				// opening batch.
+				if _, in := slices.BinarySearch(j.Seqs, cur.OpenedSeq); in && cur.OpenedSeq != 0 {
+					res.Notices = append(res.Notices, cur.openedAgain()...)
 				}
 			case exists && batch != "" && slices.Contains(cur.Applied, batch):
 				if cur.OpenedBatch == batch {
