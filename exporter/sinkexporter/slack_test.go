@@ -230,6 +230,10 @@ func TestSlackAppResultRootRefused(t *testing.T) {
 	assert.Contains(t, dls[0].Header.Get(streams.HeaderDLQReason), "root message was not posted: slack_app refused the request: not_in_channel")
 	assert.Equal(t, `{"text":"cleaned /var/log"}`, string(dls[0].Data))
 	assert.Empty(t, slack.Messages())
+	for k, v := range dls[0].Header {
+		assert.NotContains(t, strings.Join(v, " "), slack.Token, k)
+	}
+	assertNoToken(t, r, slack)
 }
 
 // Two deliveries post a root for the same incident at once (two sink processes, or a
@@ -302,6 +306,7 @@ func TestSlackAppRootRecordedElsewhere(t *testing.T) {
 	cur, err = o.st.Get(ctx, "inc7", o2.inc.ID)
 	require.NoError(t, err)
 	assert.Equal(t, other2.TS, cur.Chat["s_app"].TS)
+	assertNoToken(t, r, slack)
 }
 
 // A root deleted in Slack: the next notice's chat.update finds no message, so the root
@@ -338,6 +343,7 @@ func TestSlackAppDeletedRootIsPostedAgain(t *testing.T) {
 	require.Len(t, slack.Updates(), 1)
 	assert.Equal(t, again.TS, slack.Updates()[0].TS)
 	assert.Len(t, slack.Roots(), 2)
+	assertNoToken(t, r, slack)
 }
 
 // assertNoToken: the bot token is in none of the collector's log entries.
@@ -597,4 +603,5 @@ func TestSlackAppResultAfterRootDeleted(t *testing.T) {
 	inc, err := o.st.Get(ctx, "inc9", o.inc.ID)
 	require.NoError(t, err)
 	assert.Equal(t, roots[1].TS, inc.Chat["s_app"].TS, "the new root is the thread")
+	assertNoToken(t, r, slack)
 }
