@@ -188,6 +188,9 @@ func (r *ingestReceiver) slackInteraction(w http.ResponseWriter, req *http.Reque
 	}
 	actx, cancel := context.WithTimeout(ctx, slackActTimeout)
 	defer cancel()
+	// Act publishes the notices (the root message is updated from them) and clears them
+	// from the incident's outbox; one it cannot publish waits there for the incident
+	// processor's ticker, and the button still answers 200: the action is made.
 	if _, err := r.incidents.Act(actx, js, proj.ID, act.IncidentID, act.Action, act.By); err != nil {
 		var ae *apierror.Error
 		if errors.As(err, &ae) {

@@ -29,7 +29,8 @@ import (
 // An action answers the detail after it, and only a console token of the project's owner
 // or an admin may act (AuthorizeConsoleWrite): an action changes what the on-call sees
 // and whether the agent is called again. Its notices go to the project's output stream at
-// once, so chat destinations show it (the Slack root message is updated) within a second.
+// once, so chat destinations show it (the Slack root message is updated) within a second;
+// when the stream is away they wait in the incident's outbox for the incident processor.
 
 const (
 	defaultIncidents = 50
@@ -246,16 +247,52 @@ func (s *Incidents) Act(ctx context.Context, js jetstream.JetStream, projectID, 
 	case err != nil:
 		return inc, err
 	}
-	for _, n := range notices {
-		// The action is stored: a notice that cannot be published now is not a reason
-		// to answer as if it failed (a retry would act twice). The next notice of the
-		// incident carries its whole state to the destinations.
+	s.publish(ctx, js, projectID, id, action, inc, notices)
+	return inc, nil
+}
+
+// publish puts an action's notices on the output stream and clears what it published
+// from the incident's outbox. The action is stored, with its notices in the outbox,
+// whether or not this succeeds: a notice that cannot be published now is no reason to
+// answer as if the action failed (a retry would act twice). It stays in the outbox, and
+// the incident processor's ticker, which watches every incident, publishes it a few
+// seconds later; the stream's message ids make a notice published twice one.
+//
+// It publishes the whole outbox, in order, not only the action's notices: Published
+// clears everything up to a sequence, and an earlier notice still waiting there (an
+// opening whose process could not publish it) must reach the destinations first, not be
+// cleared unpublished.
+func (s *Incidents) publish(ctx context.Context, js jetstream.JetStream, projectID, id, action string, inc incident.Incident, notices []incident.Notice) {
+	st, err := s.Store(ctx, js)
+	if st == nil || err != nil {
+		return
+	}
+	out := inc.Outbox
+	if len(out) == 0 {
+		out = notices
+	}
+	var published []incident.Notice
+	for _, n := range out {
 		if perr := incident.Publish(ctx, js, js.Conn(), projectID, n); perr != nil {
-			s.logger().Warn("an incident action's notice could not be published; destinations show it with the incident's next notice",
+			// The rest wait too: destinations get an incident's notices in order.
+			s.logger().Warn("an incident action's notice could not be published now; the incident processor publishes it from the incident's outbox",
 				zap.String("project_id", projectID), zap.String("incident_id", id), zap.String("action", action), zap.Error(perr))
+			break
+		}
+		published = append(published, n)
+	}
+	cleared := map[string]bool{}
+	for _, n := range published {
+		if cleared[n.Incident.ID] {
+			continue
+		}
+		cleared[n.Incident.ID] = true
+		if err := st.Published(ctx, projectID, n.Incident.ID, incident.MaxSeq(published, n.Incident.ID)); err != nil {
+			// Published, only not cleared: the ticker publishes it again, stored once.
+			s.logger().Debug("an incident action's published notices stay in the outbox",
+				zap.String("project_id", projectID), zap.String("incident_id", n.Incident.ID), zap.Error(err))
 		}
 	}
-	return inc, nil
 }
 
 // AttachResult attaches an agent result's text to the incident whose call requestID

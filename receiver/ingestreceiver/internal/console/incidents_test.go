@@ -22,8 +22,19 @@ import (
 var incidentSettings = incident.Settings{GroupWait: time.Hour, GroupInterval: time.Minute, ResolveAfter: 24 * time.Hour}
 
 // openIncident opens (or joins) fingerprint's incident in project as the incident
-// processor does, and returns it.
+// processor does, and returns it. Its notices count as published (the processor's part,
+// not the console's): the outbox is cleared, and they are not on the output stream.
 func openIncident(t *testing.T, st *incident.Store, project, fingerprint string, at time.Time) incident.Incident {
+	t.Helper()
+	inc := openUnpublished(t, st, project, fingerprint, at)
+	require.NoError(t, st.Published(context.Background(), project, inc.ID, incident.MaxSeq(inc.Outbox, inc.ID)))
+	inc.Outbox = nil
+	return inc
+}
+
+// openUnpublished opens fingerprint's incident as a processor does that died before
+// publishing its notices: they wait in the outbox.
+func openUnpublished(t *testing.T, st *incident.Store, project, fingerprint string, at time.Time) incident.Incident {
 	t.Helper()
 	res, err := st.Apply(context.Background(), project, incidentSettings, incident.Join{
 		Fingerprint: fingerprint, BatchKey: fingerprint + at.String(), Events: 2, Title: "Checkout fails: " + fingerprint, At: at})
@@ -254,6 +265,51 @@ func TestIncidentActionIsByTheTokensEmail(t *testing.T) {
 	var notices []map[string]any
 	require.Eventually(t, func() bool { notices = incidentNotices(t, s.js, projA); return len(notices) == 1 }, 5*time.Second, 20*time.Millisecond)
 	assert.Equal(t, "user:ana@example.com", notices[0]["by"], "chat destinations say who acknowledged")
+}
+
+// An action's notices are published at once and cleared from the incident's outbox, so
+// the processor's ticker does not publish them again; a notice another process left there
+// unpublished goes first (the Slack root comes from the opened notice), not cleared
+// unpublished.
+func TestIncidentActionClearsTheOutbox(t *testing.T) {
+	s := startLogStack(t)
+	st := incidentStore(t, s.js)
+	inc := openUnpublished(t, st, projA, "db-down", time.Now().UTC())
+	require.Len(t, inc.Outbox, 1, "the opened notice waits")
+
+	ans := s.act(t, projA, inc.ID, "acknowledge", "", s.token(t, "owner", projA))
+	require.Equal(t, http.StatusOK, ans.status, "%s", ans.body)
+	got, err := st.Get(context.Background(), projA, inc.ID)
+	require.NoError(t, err)
+	assert.Empty(t, got.Outbox, "published, so cleared")
+	notices := incidentNotices(t, s.js, projA)
+	require.Len(t, notices, 2)
+	assert.Equal(t, "opened", notices[0]["transition"], "the waiting notice first")
+	assert.Equal(t, "acknowledged", notices[1]["transition"])
+}
+
+// A notice that cannot be published (the output stream refuses it) does not fail the
+// action, which is stored: the notice waits in the outbox for the processor's ticker.
+func TestIncidentActionWhoseNoticeCannotBePublished(t *testing.T) {
+	s := startLogStack(t)
+	st := incidentStore(t, s.js)
+	inc := openIncident(t, st, projA, "db-down", time.Now().UTC())
+	// The project's output stream exists and takes nothing more.
+	cfg := streams.OutputConfig(projA, streams.DefaultLimits())
+	cfg.MaxMsgs, cfg.Discard = 1, jetstream.DiscardNew
+	_, err := s.js.CreateStream(context.Background(), cfg)
+	require.NoError(t, err)
+	_, err = s.js.Publish(context.Background(), streams.OutputSubject(projA), []byte(`{}`))
+	require.NoError(t, err)
+
+	ans := s.act(t, projA, inc.ID, "acknowledge", "", s.token(t, "owner", projA))
+	require.Equal(t, http.StatusOK, ans.status, "the action is made: %s", ans.body)
+	got, err := st.Get(context.Background(), projA, inc.ID)
+	require.NoError(t, err)
+	assert.Equal(t, incident.StatusAcknowledged, got.Status)
+	require.Len(t, got.Outbox, 1, "its notice waits to be published")
+	assert.Equal(t, "acknowledged", got.Outbox[0].Transition)
+	assert.Empty(t, incidentNotices(t, s.js, projA))
 }
 
 func TestIncidentActionsAreForOwnersAndAdminsOnly(t *testing.T) {
