@@ -136,6 +136,17 @@ func TestDueStateOf(t *testing.T) {
 		r2, n2, ok2 := DueOf(d, defaults, t0.Add(at), time.Minute)
 		assert.Equal(t, []any{r1, n1, ok1}, []any{r2, n2, ok2})
 	}
+	// Every field Due reads comes before the bulk DueStateOf does not read.
+	full.RefusedAt, full.MutedUntil, full.LastCallAt, full.OpeningDone, full.ResolvedCallDone = t0, t0, t0, true, true
+	full.ReinvestigateRequested, full.Status, full.NewEvents = true, StatusResolved, 7
+	full.Chat = map[string]ChatThread{"s": {TS: "1"}}
+	full.Counted = []SeqRange{{Lo: 1, Hi: 2}}
+	b, err := marshalBounded(&full)
+	require.NoError(t, err)
+	d, err = DueStateOf(b)
+	require.NoError(t, err)
+	assert.Equal(t, full.DueState(), d)
+
 	_, err = DueStateOf([]byte(`{"counts":1}`))
 	assert.Error(t, err)
 	_, err = DueStateOf([]byte(`not json`))

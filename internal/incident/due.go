@@ -1,6 +1,7 @@
 package incident
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"time"
@@ -24,52 +25,106 @@ type DueState struct {
 	// OutboxSince is when the oldest notice in the outbox was decided (zero: none): a
 	// watcher republishes (PendingNotices of the whole incident, Get) once it is a few
 	// seconds old.
-	OutboxSince time.Time `json:"-"`
+	OutboxSince time.Time `json:"outbox_since,omitzero"`
 }
 
 // DueState is the incident's due state.
 func (i *Incident) DueState() DueState {
 	d := DueState{ID: i.ID, Status: i.Status, OpenedAt: i.OpenedAt, LastEventAt: i.LastEventAt, NewEvents: i.NewEvents,
 		LastCallAt: i.LastCallAt, OpeningDone: i.OpeningDone, ResolvedCallDone: i.ResolvedCallDone,
-		ReinvestigateRequested: i.ReinvestigateRequested, MutedUntil: i.MutedUntil, RefusedAt: i.RefusedAt}
+		ReinvestigateRequested: i.ReinvestigateRequested, MutedUntil: i.MutedUntil, RefusedAt: i.RefusedAt,
+		OutboxSince: outboxSince(i.Outbox)}
 	if i.Pending != nil {
 		p := *i.Pending
 		d.Pending = &p
 	}
-	for _, n := range i.Outbox {
-		if d.OutboxSince.IsZero() || n.At.Before(d.OutboxSince) {
-			d.OutboxSince = n.At
-		}
-	}
 	return d
 }
 
-// dueValue is the part of an f-key's JSON DueStateOf decodes: the outbox's notices
-// decode to their time alone.
-type dueValue struct {
-	DueState
-	Outbox []struct {
-		At time.Time `json:"at"`
-	} `json:"outbox,omitempty"`
-}
-
-// DueStateOf decodes an f-key's value (an Incident's JSON) into what Due reads, skipping
-// the rest (timeline, chat threads, counted sequences, notice texts) without keeping it:
-// for a watcher of every project's incidents, which sees every write.
-func DueStateOf(value []byte) (DueState, error) {
-	var v dueValue
-	if err := json.Unmarshal(value, &v); err != nil {
-		return DueState{}, err
-	}
-	if v.ID == "" {
-		return DueState{}, errors.New("incident: not an incident")
-	}
-	for _, n := range v.Outbox {
-		if v.OutboxSince.IsZero() || n.At.Before(v.OutboxSince) {
-			v.OutboxSince = n.At
+func outboxSince(ns []Notice) time.Time {
+	var t time.Time
+	for _, n := range ns {
+		if t.IsZero() || n.At.Before(t) {
+			t = n.At
 		}
 	}
-	return v.DueState, nil
+	return t
+}
+
+// DueStateOf decodes an f-key's value (an Incident's JSON) into what Due reads, for a
+// watcher of every project's incidents, which sees every write. It reads the value's
+// fields up to the first of those it has no use for that are the bulk of an incident
+// (chat threads, counted sequences, outbox, timeline), which Incident's JSON writes
+// after all it reads, and does not scan the rest.
+func DueStateOf(value []byte) (DueState, error) {
+	dec := json.NewDecoder(bytes.NewReader(value))
+	t, err := dec.Token()
+	if err != nil {
+		return DueState{}, err
+	}
+	if t != json.Delim('{') {
+		return DueState{}, errNotIncident
+	}
+	var (
+		d    DueState
+		skip json.RawMessage
+	)
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return DueState{}, err
+		}
+		key, _ := t.(string)
+		var dst any
+		switch key {
+		case "chat", "applied", "counted", "opened_seq", "outbox", "opened_batch", "timeline", "timeline_dropped", "generation":
+			return checked(d)
+		case "id":
+			dst = &d.ID
+		case "status":
+			dst = &d.Status
+		case "opened_at":
+			dst = &d.OpenedAt
+		case "last_event_at":
+			dst = &d.LastEventAt
+		case "new_events":
+			dst = &d.NewEvents
+		case "last_call_at":
+			dst = &d.LastCallAt
+		case "opening_done":
+			dst = &d.OpeningDone
+		case "resolved_call_done":
+			dst = &d.ResolvedCallDone
+		case "reinvestigate_requested":
+			dst = &d.ReinvestigateRequested
+		case "muted_until":
+			dst = &d.MutedUntil
+		case "refused_at":
+			dst = &d.RefusedAt
+		case "pending":
+			dst = &d.Pending
+		case "outbox_since":
+			dst = &d.OutboxSince
+		default:
+			dst = &skip
+		}
+		if err := dec.Decode(dst); err != nil {
+			return DueState{}, err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return DueState{}, err
+	}
+	return checked(d)
+}
+
+var errNotIncident = errors.New("incident: not an incident")
+
+func checked(d DueState) (DueState, error) {
+	if d.ID == "" {
+		return DueState{}, errNotIncident
+	}
+	return d, nil
 }
 
 // Due says what the ticker does with an incident now (DueOf of its DueState).

@@ -152,23 +152,27 @@ type Incident struct {
 	NewEvents   int64     `json:"new_events"`
 	// NewSince is when NewEvents started counting: the next call's events are those
 	// from then on.
-	NewSince               time.Time             `json:"new_since"`
-	Calls                  int                   `json:"calls"`
-	LastCallAt             time.Time             `json:"last_call_at,omitzero"`
-	OpeningDone            bool                  `json:"opening_done,omitempty"`
-	ResolvedCallDone       bool                  `json:"resolved_call_done,omitempty"`
-	ReinvestigateRequested bool                  `json:"reinvestigate_requested,omitempty"`
-	AcknowledgedBy         string                `json:"acknowledged_by,omitempty"`
-	AcknowledgedAt         time.Time             `json:"acknowledged_at,omitzero"`
-	MutedUntil             time.Time             `json:"muted_until,omitzero"`
-	MutedBy                string                `json:"muted_by,omitempty"`
-	Pending                *PendingCall          `json:"pending,omitempty"`
-	LastResult             string                `json:"last_result,omitempty"`
-	LastResultAt           time.Time             `json:"last_result_at,omitzero"`
-	Chat                   map[string]ChatThread `json:"chat,omitempty"`
+	NewSince               time.Time    `json:"new_since"`
+	Calls                  int          `json:"calls"`
+	LastCallAt             time.Time    `json:"last_call_at,omitzero"`
+	OpeningDone            bool         `json:"opening_done,omitempty"`
+	ResolvedCallDone       bool         `json:"resolved_call_done,omitempty"`
+	ReinvestigateRequested bool         `json:"reinvestigate_requested,omitempty"`
+	AcknowledgedBy         string       `json:"acknowledged_by,omitempty"`
+	AcknowledgedAt         time.Time    `json:"acknowledged_at,omitzero"`
+	MutedUntil             time.Time    `json:"muted_until,omitzero"`
+	MutedBy                string       `json:"muted_by,omitempty"`
+	Pending                *PendingCall `json:"pending,omitempty"`
+	LastResult             string       `json:"last_result,omitempty"`
+	LastResultAt           time.Time    `json:"last_result_at,omitzero"`
 	// RefusedAt is when the call budget last refused a call: the call is tried again
 	// refusedRetry (at most GroupInterval) later. Zero once a call is made.
 	RefusedAt time.Time `json:"refused_at,omitzero"`
+	// OutboxSince is when the oldest notice in Outbox was decided (zero: none), kept
+	// with every write. It and every field DueStateOf reads come before Chat: the JSON
+	// keeps the struct's order, and DueStateOf stops reading there.
+	OutboxSince time.Time             `json:"outbox_since,omitzero"`
+	Chat        map[string]ChatThread `json:"chat,omitempty"`
 	// Applied are the last batch keys counted, for callers that give no sequences.
 	Applied []string `json:"applied,omitempty"`
 	// Counted are the stream sequences counted in the last ten minutes, as merged

@@ -1037,6 +1037,7 @@ func (s *Store) updateByID(ctx context.Context, project, id string, fn func(cur 
 // marshalBounded encodes the incident within the bucket's value size: its parts are
 // bounded, and should they still add up past it, the oldest timeline entries go.
 func marshalBounded(i *Incident) ([]byte, error) {
+	i.OutboxSince = outboxSince(i.Outbox)
 	for {
 		b, err := json.Marshal(i)
 		if err != nil || len(b) <= maxValue-1024 || len(i.Timeline) == 0 {

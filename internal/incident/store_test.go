@@ -582,6 +582,14 @@ func TestWatchSeesFingerprintKeys(t *testing.T) {
 	w, err := e.s.Watch(ctx)
 	require.NoError(t, err)
 	defer w.Stop()
+	// The watch is live once it has said its (empty) initial values are all told: a
+	// change before that is told as the latest value only (history 1), two as one.
+	select {
+	case en := <-w.Updates():
+		require.Nil(t, en)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch never started")
+	}
 	apply(t, e.s, defaults, "db-1", "1", 1, t0)
 	_, ok, err := e.s.Claim(ctx, "p1", FingerprintHash("db-1"), ReasonOpened, "req_1", "a", t0.Add(time.Minute), defaults, time.Minute)
 	require.NoError(t, err)
