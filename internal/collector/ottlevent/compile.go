@@ -95,7 +95,9 @@ func newParser(set component.TelemetrySettings, rd *reads) (ottl.Parser[*Record]
 // the whole record (event) or a field named at run time (event[expr]).
 type reads struct {
 	fields map[string]bool
-	all    bool
+	// set is fields with the keys read below them (ReadSet).
+	set readNode
+	all bool
 	// onPath, when set, sees every path the parser resolved (Paths, paths.go).
 	onPath func(ottl.GetSetter[*Record])
 }
@@ -112,8 +114,13 @@ func (rd *reads) note(gs ottl.GetSetter[*Record]) {
 			return
 		}
 		rd.fields[p.field] = true
+		if rd.set == nil {
+			rd.set = readNode{}
+		}
+		rd.set.add(p.field, p.keys)
 		if p.alt != "" {
 			rd.fields[p.alt] = true
+			rd.set.add(p.alt, p.keys)
 		}
 	default:
 		rd.all = true

@@ -235,26 +235,10 @@ func (d *decoder) object(m pcommon.Map) error {
 // put says; done runs after the '}'.
 func (d *decoder) members(put func(key string) (pcommon.Value, bool), done func()) error {
 	for {
-		d.skipWS()
-		if d.pos >= len(d.data) {
-			return d.errorf("unexpected end of input")
-		}
-		if d.data[d.pos] != '"' {
-			return d.errorf("invalid character %q, want a string key", d.data[d.pos])
-		}
-		key, err := d.str()
+		key, err := d.key()
 		if err != nil {
 			return err
 		}
-		d.skipWS()
-		if d.pos >= len(d.data) {
-			return d.errorf("unexpected end of input")
-		}
-		if d.data[d.pos] != ':' {
-			return d.errorf("invalid character %q, want ':'", d.data[d.pos])
-		}
-		d.pos++
-		d.skipWS()
 		// The value is filled before the next put: a builder's value is only
 		// valid until the next append.
 		v, keep := put(key)
@@ -266,22 +250,59 @@ func (d *decoder) members(put func(key string) (pcommon.Value, bool), done func(
 		if err != nil {
 			return err
 		}
-		d.skipWS()
-		if d.pos >= len(d.data) {
-			return d.errorf("unexpected end of input")
+		more, err := d.next()
+		if err != nil {
+			return err
 		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case '}':
-			d.pos++
+		if !more {
 			if done != nil {
 				done()
 			}
 			return nil
-		default:
-			return d.errorf("invalid character %q, want ',' or '}'", d.data[d.pos])
 		}
+	}
+}
+
+// key reads a member's key and its ':', leaving d.pos at the value.
+func (d *decoder) key() (string, error) {
+	d.skipWS()
+	if d.pos >= len(d.data) {
+		return "", d.errorf("unexpected end of input")
+	}
+	if d.data[d.pos] != '"' {
+		return "", d.errorf("invalid character %q, want a string key", d.data[d.pos])
+	}
+	key, err := d.str()
+	if err != nil {
+		return "", err
+	}
+	d.skipWS()
+	if d.pos >= len(d.data) {
+		return "", d.errorf("unexpected end of input")
+	}
+	if d.data[d.pos] != ':' {
+		return "", d.errorf("invalid character %q, want ':'", d.data[d.pos])
+	}
+	d.pos++
+	d.skipWS()
+	return key, nil
+}
+
+// next moves past the ',' after a member (more) or the object's closing '}'.
+func (d *decoder) next() (more bool, err error) {
+	d.skipWS()
+	if d.pos >= len(d.data) {
+		return false, d.errorf("unexpected end of input")
+	}
+	switch d.data[d.pos] {
+	case ',':
+		d.pos++
+		return true, nil
+	case '}':
+		d.pos++
+		return false, nil
+	default:
+		return false, d.errorf("invalid character %q, want ',' or '}'", d.data[d.pos])
 	}
 }
 

@@ -71,7 +71,7 @@ type IncidentResult struct {
 //
 // Most records neither match the trigger nor resolve, and are context at most: without
 // transforms, and with expressions over named fields, only those fields are decoded
-// (pipelinecfg.Compiled.IncidentFields), and a record's body goes on as stored.
+// (incidentReads), and a record's body goes on as stored.
 func (e *Evaluator) Incident(ctx context.Context, _ string, c *pipelinecfg.Compiled, it Item) (IncidentResult, error) {
 	if err := ctx.Err(); err != nil {
 		return IncidentResult{}, err
@@ -84,8 +84,8 @@ func (e *Evaluator) Incident(ctx context.Context, _ string, c *pipelinecfg.Compi
 	}
 	var rec *ottlevent.Record
 	var err error
-	if c.IncidentFields != nil {
-		rec, err = ottlevent.DecodeRecordFields(it.Body, it.Signal, c.IncidentFields)
+	if reads := e.incidentReads(c); reads != nil {
+		rec, err = ottlevent.DecodeRecordReads(it.Body, it.Signal, reads)
 	} else {
 		rec, err = ottlevent.DecodeRecord(it.Body, it.Signal)
 	}
@@ -123,6 +123,42 @@ func (e *Evaluator) Incident(ctx context.Context, _ string, c *pipelinecfg.Compi
 		res.Title = IncidentTitle(res.Body, it.Signal, res.Fingerprint)
 	}
 	return res, nil
+}
+
+// incidentReads is what c's four expressions read of a record, down to the keys of
+// objects (a fingerprint over resource_attributes["service.name"] decodes one resource
+// attribute, not all of them); nil when a record is decoded whole (c.IncidentFields is
+// nil: transforms run first, or an expression reads the whole record). It is worked
+// out once per compiled pipeline, not per record.
+func (e *Evaluator) incidentReads(c *pipelinecfg.Compiled) *ottlevent.ReadSet {
+	if c.IncidentFields == nil {
+		return nil
+	}
+	if r := e.reads.Load(); r != nil && r.c == c {
+		return r.set
+	}
+	set := &ottlevent.ReadSet{}
+	sets := []func() (*ottlevent.ReadSet, bool){c.Trigger.ReadSet, c.ContextFilter.ReadSet}
+	if c.Fingerprint != nil {
+		sets = append(sets, c.Fingerprint.ReadSet)
+	}
+	if c.ResolveWhen != nil {
+		sets = append(sets, c.ResolveWhen.ReadSet)
+	}
+	for _, f := range sets {
+		s, ok := f()
+		if !ok {
+			return nil // IncidentFields says otherwise: not reached
+		}
+		set = set.Union(s)
+	}
+	e.reads.Store(&incidentReads{c: c, set: set})
+	return set
+}
+
+type incidentReads struct {
+	c   *pipelinecfg.Compiled
+	set *ottlevent.ReadSet
 }
 
 // titleFields are the top-level fields a title is taken from, in order: what a record

@@ -129,6 +129,9 @@ func TestIncidentPartialDecodeAgrees(t *testing.T) {
 		`{"severityNumber":9,"body":"recovered","resourceAttributes":{"service.name":"checkout"}}`,
 		`{"severityNumber":9,"body":"ok","attributes":{"noise":1},"resourceAttributes":{"service.name":"cart"}}`,
 		`{"severityNumber":20,"body":"boom","big":12345678901234567890}`,
+		`{"severityNumber":17,"resourceAttributes":{"host.name":"h","service.name":"a","service.name":"b"},"resource_attributes":{"service.name":"snake"}}`,
+		`{"severityNumber":17,"resourceAttributes":"checkout","attributes":"x"}`,
+		`{"severityNumber":9,"resource_attributes":{"service.name":{"nested":["x"]}},"attributes":{"noise":null}}`,
 		`{}`,
 	}
 	for _, p := range []mirror.Pipeline{checkout, {Trigger: `IsMatch(body, "time(d)? ?out")`, Fingerprint: `Concat([body, "/"], "")`}} {

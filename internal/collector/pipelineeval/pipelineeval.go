@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/agentbody"
@@ -66,7 +67,11 @@ type Options struct {
 }
 
 // Evaluator runs records through compiled pipelines.
-type Evaluator struct{ o Options }
+type Evaluator struct {
+	o Options
+	// reads is what incident mode last decoded records for (incidentReads).
+	reads atomic.Pointer[incidentReads]
+}
 
 // New returns an evaluator over o's stores.
 func New(o Options) *Evaluator { return &Evaluator{o: o} }

@@ -1,0 +1,143 @@
+package ottlevent
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// ReadSet is what expressions read of a record, finer than Reads: a top-level field
+// whole, or only some keys of it when it is an object (and of the objects under those
+// keys), as resource_attributes["service.name"] reads one key of resource_attributes.
+// DecodeRecordReads decodes just that: a fingerprint over one resource attribute then
+// costs one string, not the whole resource. The zero value reads nothing.
+type ReadSet struct{ top readNode }
+
+// readNode is the keys read of an object; a nil node under a key reads that key's
+// value whole.
+type readNode map[string]readNode
+
+// add notes a path read from n: field, then keys as long as they are literal strings;
+// past the last (or at an index or a key computed per record) the value is read whole.
+func (n readNode) add(field string, keys []keySeg) {
+	for {
+		child, seen := n[field]
+		if seen && child == nil {
+			return // read whole already
+		}
+		if len(keys) == 0 || keys[0].kind != keyStr {
+			n[field] = nil
+			return
+		}
+		if child == nil {
+			child = readNode{}
+			n[field] = child
+		}
+		n, field, keys = child, keys[0].s, keys[1:]
+	}
+}
+
+// union returns what n or o reads, sharing neither.
+func (n readNode) union(o readNode) readNode {
+	out := make(readNode, len(n)+len(o))
+	for _, src := range []readNode{n, o} {
+		for k, child := range src {
+			cur, seen := out[k]
+			switch {
+			case !seen:
+				if child != nil {
+					child = child.union(nil)
+				}
+				out[k] = child
+			case cur == nil || child == nil:
+				out[k] = nil
+			default:
+				out[k] = cur.union(child)
+			}
+		}
+	}
+	return out
+}
+
+// Union returns what s or o reads.
+func (s *ReadSet) Union(o *ReadSet) *ReadSet {
+	var a, b readNode
+	if s != nil {
+		a = s.top
+	}
+	if o != nil {
+		b = o.top
+	}
+	return &ReadSet{top: a.union(b)}
+}
+
+// ReadSet is Reads with the keys read below each field: ok is false when the condition
+// may read the whole record.
+func (c *Condition) ReadSet() (*ReadSet, bool) {
+	return c.reads.readSet(c.cond == nil)
+}
+
+// ReadSet is Reads with the keys read below each field: ok is false when the
+// expression may read the whole record.
+func (v *ValueExpr) ReadSet() (*ReadSet, bool) {
+	return v.reads.readSet(v.expr == nil)
+}
+
+func (rd *reads) readSet(empty bool) (*ReadSet, bool) {
+	if rd.all || rd.fields == nil {
+		if empty {
+			return &ReadSet{}, true // an empty expression reads nothing
+		}
+		return nil, false
+	}
+	return &ReadSet{top: rd.set.union(nil)}, true
+}
+
+// DecodeRecordReads decodes what s reads of a record and skips the rest without building
+// it, as DecodeRecordFields does for whole top-level fields: an object of which s reads
+// some keys holds only those. Expressions whose ReadSet is within s evaluate on it as on
+// the whole record; the result serves to evaluate them, never to re-encode the record.
+func DecodeRecordReads(data []byte, signal string, s *ReadSet) (*Record, error) {
+	var top readNode
+	if s != nil {
+		top = s.top
+	}
+	return decodeTop(data, signal, func(d *decoder, m pcommon.Map) error {
+		return d.partialObject(m, top)
+	})
+}
+
+// partialObject decodes the keys of n from the object whose '{' was consumed into m.
+func (d *decoder) partialObject(m pcommon.Map, n readNode) error {
+	d.depth++
+	if d.depth > maxDepth {
+		return d.errorf("exceeded max depth")
+	}
+	defer func() { d.depth-- }()
+	d.skipWS()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		d.pos++
+		return nil
+	}
+	for {
+		key, err := d.key()
+		if err != nil {
+			return err
+		}
+		child, read := n[key]
+		switch {
+		case !read:
+			err = d.skipValue()
+		case child != nil && d.pos < len(d.data) && d.data[d.pos] == '{':
+			d.pos++
+			err = d.partialObject(putLast(m, key).SetEmptyMap(), child)
+		default:
+			// Read whole, or not an object, of which keys read nothing.
+			err = d.value(putLast(m, key))
+		}
+		if err != nil {
+			return err
+		}
+		if more, err := d.next(); err != nil || !more {
+			return err
+		}
+	}
+}
