@@ -169,9 +169,12 @@ var overflowHash = FingerprintHash(overflowPrint)
 // it opens one (no incident yet, or the last one resolved longer than ReopenWithin ago:
 // that one is archived and generation n+1 opens), reopens the resolved one (within
 // ReopenWithin) or joins the open one. Resolve then resolves the open incident
-// (ResolvedBy "resolve_when"); with no open incident it changes nothing. A BatchKey
-// already applied changes nothing. A fingerprint that would open the project's
-// 501st open incident joins its overflow incident instead.
+// (ResolvedBy "resolve_when"); with no open incident it changes nothing. With Seqs
+// only the sequences not counted in the last ten minutes count (a ResolveSeq counted
+// before resolves nothing); without, a BatchKey already applied changes nothing. A
+// fingerprint that would open the project's 501st open incident, or be its 2,001st
+// kept fingerprint, joins its overflow incident instead. The notices are also in the
+// incident's outbox (Published clears them).
 func (s *Store) Apply(ctx context.Context, project string, set Settings, j Join) (JoinResult, error) {
 	if !streams.ValidProjectID(project) {
 		return JoinResult{}, fmt.Errorf("incident: invalid project id %q", project)
