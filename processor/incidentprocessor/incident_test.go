@@ -3,6 +3,7 @@ package incidentprocessor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +25,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelcol-svc/otelcol-svc/exporter/agentexporter"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/mirrorcache"
@@ -34,6 +37,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/incident"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/pipelinectx"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 	"github.com/otelcol-svc/otelcol-svc/internal/webhooksig"
 	"github.com/otelcol-svc/otelcol-svc/internal/windowstore"
 	"github.com/otelcol-svc/otelcol-svc/processor/incidentprocessor/internal/metadata"
@@ -108,23 +112,32 @@ func redisURL() string {
 // exporter.
 type instance struct {
 	proc processor.Logs
+	p    *incidentProcessor
 	exp  exporter.Logs
 	once sync.Once
 }
 
 func (e *env) start(t *testing.T, redis string) *instance {
 	t.Helper()
-	return e.startProcess(t, redis, nil)
+	return e.startProcess(t, procOptions{redis: redis})
 }
 
 // startWith starts a process whose processor uses store for events and context.
 func (e *env) startWith(t *testing.T, store windowstore.Store) *instance {
 	t.Helper()
-	return e.startProcess(t, "", store)
+	return e.startProcess(t, procOptions{store: store})
 }
 
-func (e *env) startProcess(t *testing.T, redis string, store windowstore.Store) *instance {
+// procOptions: Redis's URL or the window store, and the processor's logger.
+type procOptions struct {
+	redis  string
+	store  windowstore.Store
+	logger *zap.Logger
+}
+
+func (e *env) startProcess(t *testing.T, o procOptions) *instance {
 	t.Helper()
+	redis, store := o.redis, o.store
 	ctx := context.Background()
 	ef := agentexporter.NewFactory()
 	ecfg := ef.CreateDefaultConfig().(*agentexporter.Config)
@@ -143,15 +156,14 @@ func (e *env) startProcess(t *testing.T, redis string, store windowstore.Store) 
 	cfg.Tick = 100 * time.Millisecond
 	cfg.ClaimTimeout = 3 * time.Second
 	require.NoError(t, cfg.Validate())
-	var proc processor.Logs
-	if store == nil {
-		proc, err = NewFactory().CreateLogs(ctx, processortest.NewNopSettings(metadata.Type), cfg, exp)
-	} else {
-		proc, err = createLogsWith(ctx, processortest.NewNopSettings(metadata.Type), cfg, exp, store)
+	set := processortest.NewNopSettings(metadata.Type)
+	if o.logger != nil {
+		set.Logger = o.logger
 	}
+	proc, p, err := createLogsWith(ctx, set, cfg, exp, store)
 	require.NoError(t, err)
 	require.NoError(t, proc.Start(ctx, e.host))
-	in := &instance{proc: proc, exp: exp}
+	in := &instance{proc: proc, exp: exp, p: p}
 	t.Cleanup(func() { in.stop(t, 10*time.Second) })
 	return in
 }
@@ -692,14 +704,212 @@ func TestTheOpeningCallWaitsForItsBatchsEvents(t *testing.T) {
 	}
 }
 
-// createLogsWith is createLogs with the processor's window store given.
-func createLogsWith(ctx context.Context, set processor.Settings, cfg *Config, next consumer.Logs, store windowstore.Store) (processor.Logs, error) {
+// createLogsWith is createLogs with the processor's window store given (nil: its own),
+// which also returns the processor.
+func createLogsWith(ctx context.Context, set processor.Settings, cfg *Config, next consumer.Logs, store windowstore.Store) (processor.Logs, *incidentProcessor, error) {
 	p, err := newProcessor(cfg, set, next)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p.store = store
-	return processorhelper.NewLogs(ctx, set, cfg, next, p.processLogs,
+	proc, err := processorhelper.NewLogs(ctx, set, cfg, next, p.processLogs,
 		processorhelper.WithStart(p.start), processorhelper.WithShutdown(p.shutdown),
 		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}))
+	return proc, p, err
+}
+
+// A batch delivered again counts only its events the incident has not counted: after
+// many batches since (more than any list of recent batches keeps), and when it comes
+// back mixed with new records under the same first sequence.
+func TestARedeliveredBatchCountsOnlyWhatIsNew(t *testing.T) {
+	e := newEnv(t)
+	a := newAgent(t, nil)
+	project := projectID("redeliver")
+	e.put(t, incidentProject(project, a.srv.URL, func(p *mirror.Pipeline) { p.GroupWait = "1h" }))
+	in := e.start(t, "")
+	store := e.incidents(t)
+	events := func() int64 {
+		t.Helper()
+		l, err := store.List(context.Background(), project, "", 10)
+		require.NoError(t, err)
+		require.Len(t, l, 1)
+		return l[0].Events
+	}
+
+	first := make([]string, 10)
+	for i := range first {
+		first[i] = errorEvent("api", i)
+	}
+	in.send(t, project, 1, first...)
+	seq := uint64(11)
+	for i := range 70 {
+		in.send(t, project, seq, errorEvent("api", 100+i))
+		seq++
+	}
+	require.Equal(t, int64(80), events())
+	in.send(t, project, 1, first...) // the first batch again, long after
+	assert.Equal(t, int64(80), events(), "the first batch counted once")
+
+	// Back mixed with new records: the same first sequence, two more events.
+	in.send(t, project, seq-2, errorEvent("api", 168), errorEvent("api", 169), errorEvent("api", 170), errorEvent("api", 171))
+	assert.Equal(t, int64(82), events(), "the new records of a batch that comes back count")
+}
+
+// outputNotices reads the incident notices on the project's output stream, by incident
+// id (their transitions, in order).
+func outputNotices(t *testing.T, js jetstream.JetStream, project string) map[string][]string {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, streams.OutputStream(project))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	require.NoError(t, err)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	out := map[string][]string{}
+	for sq := info.State.FirstSeq; sq <= info.State.LastSeq && info.State.Msgs > 0; sq++ {
+		m, err := s.GetMsg(ctx, sq)
+		if err != nil {
+			continue
+		}
+		id := m.Header.Get(incident.HeaderIncidentID)
+		if id == "" {
+			continue
+		}
+		var n struct {
+			Transition string `json:"transition"`
+		}
+		require.NoError(t, json.Unmarshal(m.Data, &n))
+		out[id] = append(out[id], n.Transition)
+	}
+	return out
+}
+
+// A change's notices are on the output stream when the batch is done, and out of the
+// incident's outbox.
+func TestNoticesLeaveTheOutboxOncePublished(t *testing.T) {
+	e := newEnv(t)
+	a := newAgent(t, nil)
+	project := projectID("outbox")
+	e.put(t, incidentProject(project, a.srv.URL, func(p *mirror.Pipeline) { p.GroupWait = "1h" }))
+	in := e.start(t, "")
+	store := e.incidents(t)
+
+	in.send(t, project, 1, errorEvent("api", 1), okEvent("api"))
+	l, err := store.List(context.Background(), project, "", 10)
+	require.NoError(t, err)
+	require.Len(t, l, 1)
+	assert.Equal(t, []string{"opened", "resolved"}, outputNotices(t, e.js, project)[l[0].ID])
+	i, err := store.Get(context.Background(), project, l[0].ID)
+	require.NoError(t, err)
+	assert.Empty(t, i.Outbox, "published notices leave the outbox")
+}
+
+// Notices a process wrote with its change but did not publish (it died, or the stream
+// was away) are published by a ticker a few seconds later, once.
+func TestATickerPublishesNoticesLeftInAnOutbox(t *testing.T) {
+	e := newEnv(t)
+	a := newAgent(t, nil)
+	project := projectID("leftover")
+	p := incidentProject(project, a.srv.URL, func(p *mirror.Pipeline) { p.GroupWait = "1h" })
+	e.put(t, p)
+	set, err := incident.SettingsOf(p.Pipeline)
+	require.NoError(t, err)
+	store := e.incidents(t)
+	// The dead process's change, ten seconds ago: never published.
+	res, err := store.Apply(context.Background(), project, set, incident.Join{Fingerprint: "api", Seqs: []uint64{1}, ResolveSeq: 2,
+		Resolve: true, Title: "api is failing", At: time.Now().Add(-10 * time.Second)})
+	require.NoError(t, err)
+	require.Len(t, res.Notices, 2)
+	id := res.Incident.ID
+
+	e.start(t, "")
+	require.Eventually(t, func() bool {
+		i, err := store.Get(context.Background(), project, id)
+		return err == nil && len(i.Outbox) == 0
+	}, 10*time.Second, 20*time.Millisecond, "the outbox cleared")
+	assert.Equal(t, []string{"opened", "resolved"}, outputNotices(t, e.js, project)[id], "each published once")
+}
+
+// A project whose notices cannot be published is told at WARN once per incident,
+// however often they are tried again.
+func TestANoticeFailureIsWarnedOncePerIncident(t *testing.T) {
+	e := newEnv(t)
+	a := newAgent(t, nil)
+	project := projectID("nostream")
+	p := incidentProject(project, a.srv.URL, func(p *mirror.Pipeline) { p.GroupWait = "1h" })
+	e.put(t, p)
+	// Another stream holds the output subject: the output stream cannot be created.
+	_, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "squatter-" + project,
+		Subjects: []string{streams.OutputSubject(project)}})
+	require.NoError(t, err)
+	set, err := incident.SettingsOf(p.Pipeline)
+	require.NoError(t, err)
+	store := e.incidents(t)
+	var ids []string
+	for i, fp := range []string{"api", "db"} {
+		res, err := store.Apply(context.Background(), project, set, incident.Join{Fingerprint: fp, Seqs: []uint64{uint64(i + 1)},
+			Title: fp + " is failing", At: time.Now().Add(-10 * time.Second)})
+		require.NoError(t, err)
+		ids = append(ids, res.Incident.ID)
+	}
+
+	core, logs := observer.New(zap.DebugLevel)
+	e.startProcess(t, procOptions{logger: zap.New(core)})
+	failures := func(level zapcore.Level, id string) int {
+		n := 0
+		for _, en := range logs.All() {
+			if en.Level == level && en.ContextMap()["incident_id"] == id && strings.Contains(en.Message, "notices not published") {
+				n++
+			}
+		}
+		return n
+	}
+	tries := func(id string) int { return failures(zapcore.WarnLevel, id) + failures(zapcore.DebugLevel, id) }
+	require.Eventually(t, func() bool { return tries(ids[0]) >= 3 && tries(ids[1]) >= 3 },
+		15*time.Second, 20*time.Millisecond, "tried again and again")
+	for _, id := range ids {
+		assert.Equal(t, 1, failures(zapcore.WarnLevel, id), "incident %s warned once", id)
+	}
+}
+
+// The ticker follows what may still be due, not every incident there is: of a project's
+// incidents it holds the open ones and those whose calls or notices are still to go
+// out, and only what decides that.
+func TestTheTickerHoldsOnlyIncidentsWithSomethingDue(t *testing.T) {
+	e := newEnv(t)
+	a := newAgent(t, nil)
+	project := projectID("index")
+	e.put(t, incidentProject(project, a.srv.URL, func(p *mirror.Pipeline) { p.GroupWait = "0s" }))
+	in := e.start(t, "")
+	fps := []string{"a", "b", "c", "d", "e"}
+	for i, fp := range fps {
+		in.send(t, project, uint64(i+1), errorEvent(fp, i))
+	}
+	held := func() map[string]incident.DueState {
+		in.p.ticker.mu.Lock()
+		defer in.p.ticker.mu.Unlock()
+		out := map[string]incident.DueState{}
+		for k, d := range in.p.ticker.index {
+			if strings.HasPrefix(k, project+".f.") {
+				out[k] = d
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return len(held()) == 5 }, 10*time.Second, 20*time.Millisecond, "five open")
+	for i, fp := range fps[:3] {
+		in.send(t, project, uint64(10+i), okEvent(fp))
+	}
+	require.Eventually(t, func() bool { return len(a.byReason(incident.ReasonResolved)) == 3 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		h := held()
+		for _, d := range h {
+			if d.Status != incident.StatusOpen {
+				return false
+			}
+		}
+		return len(h) == 2
+	}, 10*time.Second, 20*time.Millisecond, "the resolved ones, told and published, are let go")
 }

@@ -57,16 +57,20 @@ type ticker struct {
 	loops, wg   sync.WaitGroup
 	slots       chan struct{}
 	mu          sync.Mutex
-	index       map[string]incident.Incident // by f-key: incidents that may have something due
-	busy        map[string]bool              // f-keys with work in flight in this process
-	notBefore   map[string]time.Time         // f-keys whose last call was refused
+	// index is, by f-key, what Due reads of the incidents that may have something due:
+	// every project's open ones, and resolved ones until their calls are made and their
+	// notices published.
+	index       map[string]incident.DueState
+	busy        map[string]bool      // f-keys with work in flight in this process
+	notBefore   map[string]time.Time // f-keys whose last call was refused
+	outboxAfter map[string]time.Time // f-keys whose outbox failed to publish: when to try again
 	// storing counts, per f-key, this process's batches between applying events to the
 	// incident and storing them under its id: a call made in between would leave them
 	// out (an opening call about no events at all with group_wait 0).
 	storing map[string]int
-	// noticeFailed are the f-keys whose notices failed to publish since they last
-	// succeeded: the failure is told at WARN once, not at every retry.
-	noticeFailed map[string]bool
+	// noticeFailed names, by f-key, the incident whose notices failed to publish since
+	// they last succeeded: the failure is told at WARN once, not at every retry.
+	noticeFailed map[string]string
 }
 
 // openingMargin holds back an opening call this long after its incident opened.
@@ -75,9 +79,18 @@ type ticker struct {
 // process's own batches are waited for exactly (storing), another's by this margin.
 const openingMargin = 500 * time.Millisecond
 
+// outboxAge is how long a change's notices may wait in the incident's outbox for the
+// process that made the change to publish them, before a ticker publishes them again
+// (that process died, or the stream was away); outboxRetry spaces its attempts.
+const (
+	outboxAge   = 5 * time.Second
+	outboxRetry = 2 * time.Second
+)
+
 func newTicker(p *incidentProcessor) *ticker {
-	t := &ticker{p: p, slots: make(chan struct{}, p.cfg.MaxConcurrentCalls), index: map[string]incident.Incident{},
-		busy: map[string]bool{}, notBefore: map[string]time.Time{}, storing: map[string]int{}, noticeFailed: map[string]bool{}}
+	t := &ticker{p: p, slots: make(chan struct{}, p.cfg.MaxConcurrentCalls), index: map[string]incident.DueState{},
+		busy: map[string]bool{}, notBefore: map[string]time.Time{}, outboxAfter: map[string]time.Time{}, storing: map[string]int{},
+		noticeFailed: map[string]string{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.drain, t.drainCancel = context.WithCancel(context.Background())
 	t.calls, t.callsCancel = context.WithCancel(context.Background())
@@ -146,42 +159,48 @@ func (t *ticker) watchOnce() error {
 	}
 }
 
-// update takes one change of a current incident into the index.
+// update takes one change of a current incident into the index. Only what Due reads is
+// decoded, not the timeline and the rest: every process sees every write of every
+// project.
 func (t *ticker) update(e jetstream.KeyValueEntry) {
-	var inc incident.Incident
-	keep := e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &inc) == nil && live(inc)
+	var d incident.DueState
+	keep := false
+	if e.Operation() == jetstream.KeyValuePut {
+		var err error
+		d, err = incident.DueStateOf(e.Value())
+		keep = err == nil && live(d)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if keep {
-		// What Due reads is kept, not the timeline and the rest: the index holds every
-		// project's live incidents (up to 500 open each).
-		inc.Timeline, inc.Applied, inc.Chat, inc.LastResult, inc.Title, inc.Fingerprint = nil, nil, nil, "", "", ""
-		t.index[e.Key()] = inc
+		t.index[e.Key()] = d
 		return
 	}
 	delete(t.index, e.Key())
 	delete(t.notBefore, e.Key())
+	delete(t.outboxAfter, e.Key())
 	delete(t.noticeFailed, e.Key())
 }
 
 // publish publishes an incident's notices. A failure is logged at WARN the first time
-// since the incident's notices last went out, at debug after that.
+// since the incident's notices last went out, at debug after that: they stay in its
+// outbox and are tried again.
 func (t *ticker) publish(ctx context.Context, key, project, id string, notices []incident.Notice) bool {
 	err := t.p.publish(ctx, project, notices)
 	t.mu.Lock()
-	first := err != nil && !t.noticeFailed[key]
+	first := err != nil && t.noticeFailed[key] != id
 	if err != nil {
-		t.noticeFailed[key] = true
+		t.noticeFailed[key] = id
 	} else {
 		delete(t.noticeFailed, key)
 	}
 	t.mu.Unlock()
 	switch {
 	case first:
-		t.p.logger.Warn("incident notices not published (further failures of this incident at debug)",
+		t.p.logger.Warn("incident notices not published; they are tried again from the incident's outbox (further failures of this incident at debug)",
 			zap.String("project_id", project), zap.String("incident_id", id), zap.Error(err))
 	case err != nil:
-		t.p.logger.Debug("incident notices not published yet", zap.String("project_id", project), zap.String("incident_id", id), zap.Error(err))
+		t.p.logger.Debug("incident notices not published", zap.String("project_id", project), zap.String("incident_id", id), zap.Error(err))
 	}
 	return err == nil
 }
@@ -202,9 +221,11 @@ func (t *ticker) storingEvents(key string) func() {
 }
 
 // live says whether anything may still be due for an incident: a resolved one whose
-// calls are all made, and which holds no claim, waits for nothing.
-func live(i incident.Incident) bool {
-	return i.Status != incident.StatusResolved || i.Pending != nil || !i.OpeningDone || !i.ResolvedCallDone || i.ReinvestigateRequested
+// calls are all made, which holds no claim and whose notices are published, waits for
+// nothing.
+func live(i incident.DueState) bool {
+	return i.Status != incident.StatusResolved || i.Pending != nil || !i.OpeningDone || !i.ResolvedCallDone ||
+		i.ReinvestigateRequested || !i.OutboxSince.IsZero()
 }
 
 func (t *ticker) tick() {
@@ -224,10 +245,12 @@ func (t *ticker) tick() {
 // work is what one incident has due.
 type work struct {
 	key, project, fph string
-	inc               incident.Incident
+	inc               incident.DueState
 	c                 *pipelinecfg.Compiled
 	reason            string
 	resolveNow        bool
+	// republish: notices waited in the outbox longer than outboxAge.
+	republish bool
 }
 
 // sweep starts the work that is due, at most max_concurrent_calls at once; what does not
@@ -236,7 +259,7 @@ func (t *ticker) sweep(now time.Time) {
 	t.mu.Lock()
 	var due []work
 	for key, inc := range t.index {
-		if t.busy[key] || now.Before(t.notBefore[key]) {
+		if t.busy[key] {
 			continue
 		}
 		project, fph, ok := strings.Cut(key, ".f.")
@@ -247,17 +270,22 @@ func (t *ticker) sweep(now time.Time) {
 		if !ok {
 			continue
 		}
-		reason, resolveNow, call := incident.Due(inc, c.Incident, now, t.p.cfg.ClaimTimeout)
+		reason, resolveNow, call := incident.DueOf(inc, c.Incident, now, t.p.cfg.ClaimTimeout)
 		if call && (t.storing[key] > 0 || reason == incident.ReasonOpened && inc.Pending == nil && now.Sub(inc.OpenedAt) < openingMargin) {
 			call = false // its events are not all stored yet
 		}
-		if !resolveNow && !call {
+		if call && now.Before(t.notBefore[key]) {
+			call = false
+		}
+		republish := !inc.OutboxSince.IsZero() && now.Sub(inc.OutboxSince) >= outboxAge && !now.Before(t.outboxAfter[key])
+		if !resolveNow && !call && !republish {
 			continue
 		}
 		if !call {
 			reason = ""
 		}
-		due = append(due, work{key: key, project: project, fph: fph, inc: inc, c: c, reason: reason, resolveNow: resolveNow})
+		due = append(due, work{key: key, project: project, fph: fph, inc: inc, c: c, reason: reason, resolveNow: resolveNow,
+			republish: republish})
 	}
 	t.mu.Unlock()
 	for _, w := range due {
@@ -302,6 +330,9 @@ func (t *ticker) run(w work) {
 	if err != nil {
 		return
 	}
+	if w.republish {
+		t.republish(store, w)
+	}
 	if w.resolveNow {
 		// Resolving comes first: what was due before may not be any more (an update of a
 		// resolved incident); the next tick sees the resolved incident's calls.
@@ -315,7 +346,25 @@ func (t *ticker) run(w work) {
 		t.published(ctx, store, w, inc.ID, notices)
 		return
 	}
-	t.call(store, w)
+	if w.reason != "" {
+		t.call(store, w)
+	}
+}
+
+// republish publishes the notices left in an incident's outbox past outboxAge.
+func (t *ticker) republish(store *incident.Store, w work) {
+	ctx, cancel := context.WithTimeout(t.calls, settleTimeout)
+	defer cancel()
+	inc, err := store.Get(ctx, w.project, w.inc.ID)
+	if err == nil {
+		if n := incident.PendingNotices(inc, time.Now().Add(-outboxAge)); len(n) > 0 {
+			t.published(ctx, store, w, inc.ID, n)
+			return
+		}
+	}
+	if err != nil {
+		t.p.logger.Debug("incident outbox not read", zap.String("project_id", w.project), zap.Error(err))
+	}
 }
 
 // call claims the due call and makes it.
@@ -389,11 +438,19 @@ func (t *ticker) call(store *incident.Store, w work) {
 	t.published(sctx, store, w, claimed.ID, notices)
 }
 
-// published publishes a change's notices.
-func (t *ticker) published(ctx context.Context, _ *incident.Store, w work, id string, notices []incident.Notice) {
-	if len(notices) > 0 {
-		t.publish(ctx, w.key, w.project, id, notices)
+// published publishes a change's notices and then takes them out of the incident's
+// outbox. What failed stays there, and is tried again outboxRetry later.
+func (t *ticker) published(ctx context.Context, store *incident.Store, w work, id string, notices []incident.Notice) {
+	if len(notices) == 0 {
+		return
 	}
+	if !t.publish(ctx, w.key, w.project, id, notices) {
+		t.mu.Lock()
+		t.outboxAfter[w.key] = time.Now().Add(outboxRetry)
+		t.mu.Unlock()
+		return
+	}
+	t.p.published(ctx, store, w.project, notices)
 }
 
 // heartbeat keeps the claim fresh while the call runs, every third of claim_timeout.
