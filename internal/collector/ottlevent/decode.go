@@ -47,17 +47,22 @@ func (e *SyntaxError) Error() string {
 // triggers or transforms reads: encoding/json would first build map[string]any and
 // lose key order, and its token API costs an allocation per token.
 func DecodeRecord(data []byte, signal string) (*Record, error) {
-	return decodeTop(data, signal, (*decoder).object)
+	return decodeTop(data, signal, true, (*decoder).object)
 }
 
 // decodeTop decodes one JSON object with body filling the map from after its '{'.
-func decodeTop(data []byte, signal string, body func(*decoder, pcommon.Map) error) (*Record, error) {
+// shared: the strings decoded share one copy of data; else each is copied on its own,
+// which costs less when only a few of them are decoded.
+func decodeTop(data []byte, signal string, shared bool, body func(*decoder, pcommon.Map) error) (*Record, error) {
 	d := decoders.Get().(*decoder)
 	defer d.release()
 	// One copy of the input backs every string without escapes (most of them),
 	// instead of one allocation per string. The record keeps that copy, never data,
 	// which the caller may reuse.
-	d.src = string(data)
+	if shared {
+		d.src = string(data)
+	}
+	d.shared = shared
 	d.data = data
 	d.pos = 0
 	d.skipWS()
@@ -85,7 +90,7 @@ func decodeTop(data []byte, signal string, body func(*decoder, pcommon.Map) erro
 // records come from the stream, where the receiver stored only valid JSON. The result
 // serves to evaluate expressions, never to re-encode the record.
 func DecodeRecordFields(data []byte, signal string, fields map[string]bool) (*Record, error) {
-	return decodeTop(data, signal, func(d *decoder, m pcommon.Map) error {
+	return decodeTop(data, signal, true, func(d *decoder, m pcommon.Map) error {
 		d.skipWS()
 		if d.pos < len(d.data) && d.data[d.pos] == '}' {
 			d.pos++
@@ -153,10 +158,11 @@ func (d *decoder) release() {
 }
 
 type decoder struct {
-	data  []byte
-	src   string // a copy of data
-	pos   int
-	depth int
+	data   []byte
+	src    string // a copy of data, when shared
+	shared bool
+	pos    int
+	depth  int
 	// buf is scratch space for strings with escapes or invalid UTF-8.
 	buf []byte
 }
@@ -265,27 +271,50 @@ func (d *decoder) members(put func(key string) (pcommon.Value, bool), done func(
 
 // key reads a member's key and its ':', leaving d.pos at the value.
 func (d *decoder) key() (string, error) {
-	d.skipWS()
-	if d.pos >= len(d.data) {
-		return "", d.errorf("unexpected end of input")
-	}
-	if d.data[d.pos] != '"' {
-		return "", d.errorf("invalid character %q, want a string key", d.data[d.pos])
+	if err := d.keyStart(); err != nil {
+		return "", err
 	}
 	key, err := d.str()
 	if err != nil {
 		return "", err
 	}
+	return key, d.colon()
+}
+
+// rawKey is key with the key's bytes as rawStr gives them.
+func (d *decoder) rawKey() ([]byte, error) {
+	if err := d.keyStart(); err != nil {
+		return nil, err
+	}
+	key, err := d.rawStr()
+	if err != nil {
+		return nil, err
+	}
+	return key, d.colon()
+}
+
+func (d *decoder) keyStart() error {
 	d.skipWS()
 	if d.pos >= len(d.data) {
-		return "", d.errorf("unexpected end of input")
+		return d.errorf("unexpected end of input")
+	}
+	if d.data[d.pos] != '"' {
+		return d.errorf("invalid character %q, want a string key", d.data[d.pos])
+	}
+	return nil
+}
+
+func (d *decoder) colon() error {
+	d.skipWS()
+	if d.pos >= len(d.data) {
+		return d.errorf("unexpected end of input")
 	}
 	if d.data[d.pos] != ':' {
-		return "", d.errorf("invalid character %q, want ':'", d.data[d.pos])
+		return d.errorf("invalid character %q, want ':'", d.data[d.pos])
 	}
 	d.pos++
 	d.skipWS()
-	return key, nil
+	return nil
 }
 
 // next moves past the ',' after a member (more) or the object's closing '}'.
@@ -497,7 +526,7 @@ func (d *decoder) number(v pcommon.Value) error {
 		v.SetInt(x)
 		return nil
 	}
-	s := d.src[start:i]
+	s := d.text(start, i)
 	if isInt {
 		if x, err := strconv.ParseInt(s, 10, 64); err == nil {
 			v.SetInt(x)
@@ -532,7 +561,7 @@ func (d *decoder) str() (string, error) {
 				break
 			}
 			d.pos = i + 1
-			return d.src[start:i], nil
+			return d.text(start, i), nil
 		}
 		if c == '\\' || c < 0x20 {
 			break
@@ -543,6 +572,43 @@ func (d *decoder) str() (string, error) {
 		i++
 	}
 	return d.slowStr(start)
+}
+
+// text is data[start:end] as a string the record may keep.
+func (d *decoder) text(start, end int) string {
+	if d.shared {
+		return d.src[start:end]
+	}
+	return string(d.data[start:end])
+}
+
+// rawStr is str for a key only looked up: the string's bytes as they stand in data
+// when it has no escapes and is valid UTF-8 (the usual case), read without copying;
+// else its decoded text. The bytes are valid until the next call.
+func (d *decoder) rawStr() ([]byte, error) {
+	start := d.pos + 1
+	data := d.data
+	ascii := true
+	for i := start; i < len(data); i++ {
+		c := data[i]
+		if c == '"' {
+			if !ascii && !utf8.Valid(data[start:i]) {
+				break
+			}
+			d.pos = i + 1
+			return data[start:i], nil
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+	}
+	if _, err := d.slowStr(start); err != nil {
+		return nil, err
+	}
+	return d.buf, nil
 }
 
 // slowStr handles escapes and invalid UTF-8, decoding into a scratch buffer the way

@@ -100,7 +100,8 @@ func DecodeRecordReads(data []byte, signal string, s *ReadSet) (*Record, error) 
 	if s != nil {
 		top = s.top
 	}
-	return decodeTop(data, signal, func(d *decoder, m pcommon.Map) error {
+	// The few strings kept are copied each, rather than the whole record once.
+	return decodeTop(data, signal, false, func(d *decoder, m pcommon.Map) error {
 		return d.partialObject(m, top)
 	})
 }
@@ -118,20 +119,20 @@ func (d *decoder) partialObject(m pcommon.Map, n readNode) error {
 		return nil
 	}
 	for {
-		key, err := d.key()
+		key, err := d.rawKey()
 		if err != nil {
 			return err
 		}
-		child, read := n[key]
+		child, read := n[string(key)]
 		switch {
 		case !read:
 			err = d.skipValue()
 		case child != nil && d.pos < len(d.data) && d.data[d.pos] == '{':
 			d.pos++
-			err = d.partialObject(putLast(m, key).SetEmptyMap(), child)
+			err = d.partialObject(putLast(m, string(key)).SetEmptyMap(), child)
 		default:
 			// Read whole, or not an object, of which keys read nothing.
-			err = d.value(putLast(m, key))
+			err = d.value(putLast(m, string(key)))
 		}
 		if err != nil {
 			return err

@@ -27,6 +27,8 @@ var readSetRecords = append([]string{
 	`{"payload":{"data":{"object":{"outcome":{"reason":"x"}},"list":[{"x":1},{"x":[2,{"y":"}"}]}]}},"payload":{"data":"last wins"}}`,
 	`{"resourceAttributes":"not an object","nested":[1,2],"payload":{"data":{"object":[{"outcome":1}]}}}`,
 	`{"resourceAttributes":{"service.name":{"deep":["\u00e9\"}"]}},"nested":{"a":"x","b":{"c":1},"c":null}}`,
+	`{"resource\u005fattributes":{"service\u002ename":"escaped keys","key":"\u006b"},"attributes":{"k":"\u00e9"},"nested":{"a":"\ud83d\ude00"}}`,
+	"{\"resourceAttributes\":{\"service.name\xff\":\"invalid utf-8 key\",\"service.name\":\"\xfe\"},\"status\":\"x\xff\"}",
 }, partialRecords...)
 
 func readSetExprs(t testing.TB) (conds []*Condition, values []*ValueExpr) {
