@@ -71,6 +71,8 @@ type incidentProcessor struct {
 
 	warned pipelinecfg.Once
 	ticker *ticker
+	// applies keeps each project's batches applied in order while the next is evaluated.
+	applies applyQueue
 }
 
 func newProcessor(cfg *Config, set processor.Settings, next consumer.Logs) (*incidentProcessor, error) {
@@ -287,13 +289,70 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 	for o, n := range counts {
 		p.tel.IncidentRecords.Add(ctx, n, attrs("outcome", o))
 	}
-	if err := p.apply(ctx, store, project.ID, c, joins, now); err != nil {
+	// The joins are applied after the project's earlier batches' joins, in the stream's
+	// order, as when each batch waited for the one before. The batch's order being fixed
+	// there, the receiver may hand over the next batch now: it is evaluated while this
+	// one's compare-and-set round trips are made, instead of after them. A batch with
+	// records for the agent exporter keeps to its own handoff (its dead letters are
+	// queued in order there).
+	wait, applied := p.applies.enqueue(project.ID)
+	if failed.Len() == 0 {
+		pipelinectx.Handoff(ctx)
+	}
+	err = p.afterPrevious(ctx, wait, func() error { return p.apply(ctx, store, project.ID, c, joins, now) })
+	applied()
+	if err != nil {
 		return ld, err
 	}
 	if failed.Len() == 0 {
 		return out, processorhelper.ErrSkipProcessingData
 	}
 	return out, nil
+}
+
+// applyQueue orders each project's batches' applies: one batch's after the previous
+// one's, in the order the batches were queued, as the receiver hands them over.
+type applyQueue struct {
+	mu sync.Mutex
+	// last is the project's latest batch queued, closed when its apply is done; an
+	// entry lives while a batch of the project is queued.
+	last map[string]chan struct{}
+}
+
+// enqueue queues a batch of project: wait is closed when the batch before it has applied
+// (nil: none is queued), and applied must be called once this one has (or gave up).
+func (q *applyQueue) enqueue(project string) (wait <-chan struct{}, applied func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.last == nil {
+		q.last = map[string]chan struct{}{}
+	}
+	prev, done := q.last[project], make(chan struct{})
+	q.last[project] = done
+	if prev != nil {
+		wait = prev
+	}
+	return wait, func() {
+		q.mu.Lock()
+		if q.last[project] == done {
+			delete(q.last, project)
+		}
+		q.mu.Unlock()
+		close(done)
+	}
+}
+
+// afterPrevious runs apply once wait is closed. A batch given up on while it waits (the
+// process stopping) fails, to be delivered again, like one whose apply failed.
+func (p *incidentProcessor) afterPrevious(ctx context.Context, wait <-chan struct{}, apply func() error) error {
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return fmt.Errorf("incident batch stopped before its turn to be applied: %w", ctx.Err())
+		}
+	}
+	return apply()
 }
 
 // applyParallel bounds the fingerprints of a batch applied at once: each Apply is a
