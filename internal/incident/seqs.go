@@ -70,20 +70,44 @@ func unseen(rs []SeqRange, seqs []uint64) []uint64 {
 // should it come later. The smallest gaps go first, those of a batch's records of other
 // fingerprints, which never come as this fingerprint's events.
 func count(rs []SeqRange, seqs []uint64, now time.Time) []SeqRange {
-	at := now.Unix()
-	out := make([]SeqRange, 0, len(rs)+4)
-	for _, r := range rs {
-		if at-r.At < int64(countedFor/time.Second) {
-			out = append(out, r)
-		}
-	}
+	return countRuns(rs, seqs, nil, now)
+}
+
+// Runs are the maximal runs of consecutive sequences of sorted seqs: what a batch
+// covers (Join.Covered).
+func Runs(seqs []uint64) [][2]uint64 {
+	var out [][2]uint64
 	for i := 0; i < len(seqs); {
 		j := i
 		for j+1 < len(seqs) && seqs[j+1] == seqs[j]+1 {
 			j++
 		}
-		out = append(out, SeqRange{Lo: seqs[i], Hi: seqs[j], At: at})
+		out = append(out, [2]uint64{seqs[i], seqs[j]})
 		i = j + 1
+	}
+	return out
+}
+
+// countRuns is count with covered runs added as well: every sequence of a run was in
+// the batch and classified there, so none of them can come later as a new event of this
+// fingerprint, and adjacent batches' runs merge into one range (a fingerprint's own
+// events, spread over the stream, never would, and the ranges would fill up to
+// maxCounted, which every Apply decodes and encodes again).
+func countRuns(rs []SeqRange, seqs []uint64, covered [][2]uint64, now time.Time) []SeqRange {
+	at := now.Unix()
+	out := make([]SeqRange, 0, len(rs)+len(covered)+4)
+	for _, r := range rs {
+		if at-r.At < int64(countedFor/time.Second) {
+			out = append(out, r)
+		}
+	}
+	for _, run := range Runs(seqs) {
+		out = append(out, SeqRange{Lo: run[0], Hi: run[1], At: at})
+	}
+	for _, run := range covered {
+		if run[0] != 0 && run[0] <= run[1] {
+			out = append(out, SeqRange{Lo: run[0], Hi: run[1], At: at})
+		}
 	}
 	slices.SortFunc(out, func(a, b SeqRange) int {
 		switch {

@@ -115,3 +115,30 @@ func TestCountBounds(t *testing.T) {
 	rs = count(rs, []uint64{5000}, t0.Add(countedFor))
 	assert.Equal(t, []SeqRange{{Lo: 5000, Hi: 5000, At: t0.Add(countedFor).Unix()}}, rs)
 }
+
+// A storm's fingerprint has its events spread over the stream: remembered one by one
+// they fill the counted ranges (every Apply decodes and writes them again); with the
+// batches' runs they stay one range, and a batch of them delivered again counts nothing.
+func TestCoveredBatchesStayOneRange(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	var last JoinResult
+	for b := range 300 {
+		lo := uint64(1 + b*100)
+		batch := seqRange(lo, lo+99)
+		events := []uint64{lo + 7, lo + 31, lo + 77} // this fingerprint's, among other records
+		r, err := e.s.Apply(ctx, "p1", defaults, Join{Fingerprint: "db-1", Seqs: events, Covered: Runs(batch), Title: "disk full", At: t0})
+		require.NoError(t, err)
+		last = r
+	}
+	assert.Equal(t, int64(900), last.Incident.Events)
+	assert.Len(t, last.Incident.Counted, 1, "300 consecutive batches are one counted range")
+	again, err := e.s.Apply(ctx, "p1", defaults, Join{Fingerprint: "db-1", Seqs: []uint64{5007, 5031}, Covered: Runs(seqRange(5001, 5100)), At: t0.Add(time.Minute)})
+	require.NoError(t, err)
+	assert.Equal(t, int64(900), again.Incident.Events, "a batch delivered again counts nothing")
+}
+
+func TestRunsOfABatch(t *testing.T) {
+	assert.Equal(t, [][2]uint64{{1, 3}, {7, 7}, {9, 10}}, Runs([]uint64{1, 2, 3, 7, 9, 10}))
+	assert.Empty(t, Runs(nil))
+}

@@ -133,6 +133,11 @@ type Join struct {
 	// counted before resolves nothing again. Without it, with Seqs, a Resolve whose
 	// events were all counted before is taken as delivered before.
 	ResolveSeq uint64
+	// Covered are the runs of consecutive stream sequences of the whole batch (Runs of
+	// its sorted sequences, every fingerprint's): remembered as counted with Seqs, so
+	// that consecutive batches make one range. Only sequences the batch held may be in
+	// them: one left out and delivered later would not count.
+	Covered [][2]uint64
 	// BatchKey, for callers without sequences, is stable across redeliveries of the
 	// batch (e.g. the first stream sequence of these events): a redelivered batch is
 	// counted once while it is among the incident's last 64.
@@ -292,7 +297,7 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 				if j.ResolveSeq != 0 {
 					add = sortedSeqs(append(slices.Clone(fresh), j.ResolveSeq))
 				}
-				cur.Counted = count(cur.Counted, add, j.At)
+				cur.Counted = countRuns(cur.Counted, add, j.Covered, j.At)
 			}
 			if changed && batch != "" {
 				cur.Applied = append(cur.Applied, batch)

@@ -216,12 +216,14 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 		errStop error
 		counts  = map[string]int64{}
 		adds    []windowstore.Entry
+		all     []uint64 // every record's sequence: the runs the batch covers
 	)
 	pipelinedata.Each(ld, func(lr plog.LogRecord) {
 		if errStop != nil {
 			return
 		}
 		it := pipelinedata.Read(lr)
+		all = append(all, it.Seq)
 		res, err := eval.Incident(ctx, project.ID, c, pipelineeval.Item{Seq: it.Seq, Signal: it.Signal, Body: it.Body, Time: now})
 		if err != nil {
 			errStop = err
@@ -299,7 +301,7 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 	if failed.Len() == 0 {
 		pipelinectx.Handoff(ctx)
 	}
-	err = p.afterPrevious(ctx, wait, func() error { return p.apply(ctx, store, project.ID, c, joins, now) })
+	err = p.afterPrevious(ctx, wait, func() error { return p.apply(ctx, store, project.ID, c, joins, batchRuns(all), now) })
 	applied()
 	if err != nil {
 		return ld, err
@@ -355,6 +357,13 @@ func (p *incidentProcessor) afterPrevious(ctx context.Context, wait <-chan struc
 	return apply()
 }
 
+// batchRuns are the runs of consecutive sequences of a batch's records.
+func batchRuns(seqs []uint64) [][2]uint64 {
+	seqs = slices.Clone(seqs)
+	slices.Sort(seqs)
+	return incident.Runs(slices.Compact(seqs))
+}
+
 // applyParallel bounds the fingerprints of a batch applied at once: each Apply is a
 // compare-and-set round trip or two, and the batch waits for the slowest.
 const applyParallel = 8
@@ -363,7 +372,7 @@ const applyParallel = 8
 // the store named (only Apply knows whether they open a new one), and publishes what
 // changed. Fingerprints are applied side by side, each one's joins in the batch's order.
 // The events count in the batch's ledger outcome as incident_events.
-func (p *incidentProcessor) apply(ctx context.Context, store *incident.Store, project string, c *pipelinecfg.Compiled, joins []*join, now time.Time) error {
+func (p *incidentProcessor) apply(ctx context.Context, store *incident.Store, project string, c *pipelinecfg.Compiled, joins []*join, covered [][2]uint64, now time.Time) error {
 	byFingerprint := map[string][]*join{}
 	var order []string
 	for _, j := range joins {
@@ -387,7 +396,14 @@ func (p *incidentProcessor) apply(ctx context.Context, store *incident.Store, pr
 		go func(js []*join) {
 			defer func() { <-slots; wg.Done() }()
 			for _, j := range js {
-				n, seqs, err := p.applyJoin(ctx, store, project, c, j, now, ttl)
+				// The batch's runs are remembered as counted with a fingerprint's only
+				// join; with several (events on both sides of a resolve_when record)
+				// the first would cover the later ones' events, so none does.
+				var cov [][2]uint64
+				if len(js) == 1 {
+					cov = covered
+				}
+				n, seqs, err := p.applyJoin(ctx, store, project, c, j, cov, now, ttl)
 				mu.Lock()
 				opened += n
 				events = append(events, seqs...)
@@ -413,7 +429,7 @@ func (p *incidentProcessor) apply(ctx context.Context, store *incident.Store, pr
 
 // applyJoin applies one join; it returns whether it opened an incident and the
 // sequences of the events that joined one.
-func (p *incidentProcessor) applyJoin(ctx context.Context, store *incident.Store, project string, c *pipelinecfg.Compiled, j *join, now time.Time, ttl time.Duration) (int, []uint64, error) {
+func (p *incidentProcessor) applyJoin(ctx context.Context, store *incident.Store, project string, c *pipelinecfg.Compiled, j *join, covered [][2]uint64, now time.Time, ttl time.Duration) (int, []uint64, error) {
 	if len(j.seqs) > 0 {
 		// The incident's calls wait until its events are stored under its id, which
 		// only Apply names.
@@ -427,7 +443,7 @@ func (p *incidentProcessor) applyJoin(ctx context.Context, store *incident.Store
 		seqs = []uint64{}
 	}
 	res, err := store.Apply(ctx, project, c.Incident, incident.Join{Fingerprint: j.fingerprint, Seqs: seqs,
-		Title: j.title, Resolve: j.resolve, ResolveSeq: j.resolveSeq, At: now})
+		Title: j.title, Resolve: j.resolve, ResolveSeq: j.resolveSeq, Covered: covered, At: now})
 	if err != nil {
 		return 0, nil, fmt.Errorf("incident of project %s: %w; the batch will be delivered again", project, err)
 	}
