@@ -518,7 +518,12 @@ func (m *Memory) ProjectBytes(project string) int {
 }
 
 // Window implements Store.
-func (m *Memory) Window(_ context.Context, project, group string, since time.Time, max int) ([][]byte, int, error) {
+func (m *Memory) Window(ctx context.Context, project, group string, since time.Time, max int) ([][]byte, int, error) {
+	return m.WindowBefore(ctx, project, group, since, time.Time{}, max)
+}
+
+// WindowBefore implements Store; a zero until is no bound.
+func (m *Memory) WindowBefore(_ context.Context, project, group string, since, until time.Time, max int) ([][]byte, int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.groups[groupKey(project, group)]
@@ -526,12 +531,19 @@ func (m *Memory) Window(_ context.Context, project, group string, since time.Tim
 		return nil, 0, nil
 	}
 	from := sort.Search(len(g.entries), func(i int) bool { return !g.entries[i].t.Before(since) })
-	total := len(g.entries) - from
-	if total > max {
-		from = len(g.entries) - max
+	to := len(g.entries)
+	if !until.IsZero() {
+		to = sort.Search(len(g.entries), func(i int) bool { return !g.entries[i].t.Before(until) })
 	}
-	out := make([][]byte, 0, len(g.entries)-from)
-	for _, e := range g.entries[from:] {
+	if to < from {
+		to = from
+	}
+	total := to - from
+	if total > max {
+		from = to - max
+	}
+	out := make([][]byte, 0, to-from)
+	for _, e := range g.entries[from:to] {
 		out = append(out, e.rec)
 	}
 	return out, total, nil

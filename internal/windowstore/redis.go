@@ -97,13 +97,23 @@ func (r *Redis) AddBatch(ctx context.Context, project string, t time.Time, ttl t
 
 // Window implements Store: the count and the newest max records in one transaction.
 func (r *Redis) Window(ctx context.Context, project, group string, since time.Time, max int) ([][]byte, int, error) {
+	return r.WindowBefore(ctx, project, group, since, time.Time{}, max)
+}
+
+// WindowBefore implements Store; a zero until is no bound. Scores are milliseconds: the
+// bound is exclusive, as the next call's since is inclusive.
+func (r *Redis) WindowBefore(ctx context.Context, project, group string, since, until time.Time, max int) ([][]byte, int, error) {
 	k := groupKey(project, group)
 	min := strconv.FormatInt(since.UnixMilli(), 10)
+	upper := "+inf"
+	if !until.IsZero() {
+		upper = "(" + strconv.FormatInt(until.UnixMilli(), 10)
+	}
 	var count *redis.IntCmd
 	var rng *redis.StringSliceCmd
 	_, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		count = p.ZCount(ctx, k, min, "+inf")
-		rng = p.ZRevRangeByScore(ctx, k, &redis.ZRangeBy{Min: min, Max: "+inf", Count: int64(max)})
+		count = p.ZCount(ctx, k, min, upper)
+		rng = p.ZRevRangeByScore(ctx, k, &redis.ZRangeBy{Min: min, Max: upper, Count: int64(max)})
 		return nil
 	})
 	if err != nil {

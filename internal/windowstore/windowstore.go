@@ -30,6 +30,9 @@ type Store interface {
 	// oldest first, and how many the group holds since then in all (total >= len(recs)),
 	// so a call can say how many it left out without reading them.
 	Window(ctx context.Context, project, group string, since time.Time, max int) (recs [][]byte, total int, err error)
+	// WindowBefore is Window of the records stored at or after since and before until:
+	// an incident call's events end where the next call's begin, so none goes twice.
+	WindowBefore(ctx context.Context, project, group string, since, until time.Time, max int) (recs [][]byte, total int, err error)
 	Cooldowns
 }
 

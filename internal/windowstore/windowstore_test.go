@@ -100,3 +100,31 @@ func TestWindowTrimsExpiredAndCaps(t *testing.T) {
 		})
 	}
 }
+
+// An incident call takes the events stored from its since up to its claim; the next call
+// takes them from there: each event goes in one call.
+func TestWindowBeforeEndsWhereTheNextBegins(t *testing.T) {
+	for name, s := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			p := fmt.Sprintf("pb-%s-%d", name, time.Now().UnixNano())
+			t0 := time.Now().Truncate(time.Millisecond)
+			ttl := time.Minute
+			for i := range 6 {
+				require.NoError(t, s.Add(ctx, p, "inc", uint64(i+1), fmt.Appendf(nil, `{"n":%d}`, i+1), t0.Add(time.Duration(i)*10*time.Millisecond), ttl))
+			}
+			claim := t0.Add(30 * time.Millisecond)
+			first, total, err := s.WindowBefore(ctx, p, "inc", t0, claim, 100)
+			require.NoError(t, err)
+			assert.Equal(t, []string{`{"n":1}`, `{"n":2}`, `{"n":3}`}, strs(first))
+			assert.Equal(t, 3, total)
+			next, _, err := s.WindowBefore(ctx, p, "inc", claim, time.Time{}, 100)
+			require.NoError(t, err)
+			assert.Equal(t, []string{`{"n":4}`, `{"n":5}`, `{"n":6}`}, strs(next), "the next call starts at the claim, inclusive")
+			got, total, err := s.WindowBefore(ctx, p, "inc", t0, claim, 2)
+			require.NoError(t, err)
+			assert.Equal(t, []string{`{"n":2}`, `{"n":3}`}, strs(got), "the newest before the bound")
+			assert.Equal(t, 3, total)
+		})
+	}
+}

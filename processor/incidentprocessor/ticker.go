@@ -483,7 +483,9 @@ func (t *ticker) body(ctx context.Context, project string, c *pipelinecfg.Compil
 	if since.IsZero() {
 		since = inc.OpenedAt
 	}
-	events, total, err := t.p.store.Window(ctx, project, eventsGroupPrefix+inc.ID, since, incident.MaxEventsPerCall)
+	// Up to the claim: what was stored since goes with the next call, which starts
+	// there (Complete moves NewSince to the claim's EventsSince).
+	events, total, err := t.p.store.WindowBefore(ctx, project, eventsGroupPrefix+inc.ID, since, inc.Pending.EventsSince, incident.MaxEventsPerCall)
 	if err != nil {
 		return nil, err
 	}
