@@ -142,3 +142,22 @@ func TestRunsOfABatch(t *testing.T) {
 	assert.Equal(t, [][2]uint64{{1, 3}, {7, 7}, {9, 10}}, Runs([]uint64{1, 2, 3, 7, 9, 10}))
 	assert.Empty(t, Runs(nil))
 }
+
+// Two fingerprints past the open limit in one batch both join the overflow incident: the
+// first's Apply must not take the whole batch's runs as counted there, or the second's
+// events would all count as seen.
+func TestTwoFingerprintsOverflowInOneBatch(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	e.s.maxOpen = 1
+	_, err := e.s.Apply(ctx, "p1", defaults, Join{Fingerprint: "fp0", Seqs: []uint64{1}, Covered: [][2]uint64{{1, 1}}, At: t0})
+	require.NoError(t, err)
+	covered := Runs([]uint64{10, 11, 12, 13, 14})
+	r, err := e.s.Apply(ctx, "p1", defaults, Join{Fingerprint: "fp1", Seqs: []uint64{10, 12}, Covered: covered, At: t0})
+	require.NoError(t, err)
+	require.Equal(t, overflowPrint, r.Incident.Fingerprint)
+	r, err = e.s.Apply(ctx, "p1", defaults, Join{Fingerprint: "fp2", Seqs: []uint64{11, 13, 14}, Covered: covered, At: t0})
+	require.NoError(t, err)
+	require.Equal(t, overflowPrint, r.Incident.Fingerprint)
+	assert.Equal(t, int64(5), r.Incident.Events, "both fingerprints' events")
+}

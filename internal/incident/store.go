@@ -396,12 +396,16 @@ func newer(a, b Incident) bool {
 
 // overflowJoin is j redirected to the project's overflow incident, titled (when it
 // opens) by why. Its batch key names the fingerprint: two fingerprints' batch keys may
-// be equal. Sequences are the stream's, one record each: they stay as they are.
+// be equal. Sequences are the stream's, one record each: they stay as they are. The
+// batch's covered runs do not go along: they hold other fingerprints' sequences, which
+// may come to the overflow incident next (another fingerprint past the limit in the same
+// batch) and would count as seen there.
 func overflowJoin(j Join, fph, title string) Join {
 	o := j
 	o.Fingerprint = overflowPrint
 	o.Title = title
 	o.Resolve = false
+	o.Covered = nil
 	if j.BatchKey != "" {
 		o.BatchKey = fph[:8] + ":" + j.BatchKey
 	}
