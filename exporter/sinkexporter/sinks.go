@@ -39,6 +39,12 @@ func (e *sinkExporter) settleResult(ctx context.Context, proj mirror.Project, it
 		// and telling it would be a loop.
 		e.tel.deliveryEnded(ctx, sink.Kind, delivery.OutcomeSkipped, 0)
 		return nil
+	} else if ok && sink.Kind == kindChat && callNotice(n) {
+		// An incoming chat webhook cannot edit a message: the call's notice would be a
+		// second message for one call, whose result follows as its own, and nobody acts
+		// on it. Webhooks get every notice; a slack_app root is updated in place.
+		e.tel.deliveryEnded(ctx, sink.Kind, delivery.OutcomeSkipped, 0)
+		return nil
 	}
 	_, err := e.deliverResult(ctx, proj, sink, it, sinkDeliveryID(it, sink.ID), "")
 	return err
@@ -271,6 +277,11 @@ func readNotice(it pipelinedata.Item) (noticeFields, bool) {
 	}
 	_ = json.Unmarshal(it.Body, &n) // the service wrote it; a field it cannot read is left empty
 	return n, true
+}
+
+// callNotice reports whether n tells only that the agent was called.
+func callNotice(n noticeFields) bool {
+	return n.Type == incident.NoticeUpdated && n.Transition == "call"
 }
 
 func findSink(proj mirror.Project, id string) (mirror.Sink, bool) {

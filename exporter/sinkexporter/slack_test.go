@@ -489,6 +489,65 @@ func TestIncidentsToWebhookAndChat(t *testing.T) {
 	assert.True(t, strings.HasPrefix(m.Text, "[&lt;!channel&gt; Checkout 5xx] never rolled back v42\n"), m.Text)
 }
 
+// An incoming chat webhook gets one message per transition people act on and one per
+// result: not the "agent was called" notice, whose result follows as its own message.
+// A webhook still gets every notice.
+func TestChatSkipsTheCallNotice(t *testing.T) {
+	e := newEnv(t)
+	hook := newAgent(t, nil)
+	chat := newAgent(t, nil)
+	e.putProject(t, incidentProject("inc9",
+		mirror.Sink{ID: "s_hook", Kind: kindWebhook, URL: hook.srv.URL},
+		mirror.Sink{ID: "s_chat", Kind: kindChat, Format: "slack", URL: chat.srv.URL}))
+	r := e.start(t, nil)
+	ctx := context.Background()
+	o := e.openIncident(t, "inc9", "fp", "Checkout 5xx", "req_9")
+	_, called, err := o.st.Complete(ctx, "inc9", o.fph, "req_9", incident.OutcomeDelivered, time.Now())
+	require.NoError(t, err)
+	require.Len(t, called, 1)
+	require.Equal(t, "call", called[0].Transition)
+	_, acked, err := o.st.Act(ctx, "inc9", o.inc.ID, incident.ActionAcknowledge, "user:carol@example.com", time.Now())
+	require.NoError(t, err)
+	require.Len(t, acked, 1)
+	_, resolved, err := o.st.Act(ctx, "inc9", o.inc.ID, incident.ActionResolve, "user:carol@example.com", time.Now())
+	require.NoError(t, err)
+	require.Len(t, resolved, 1)
+
+	var items []pipelinedata.Item
+	seq := uint64(0)
+	add := func(it func(sink string, seq uint64) pipelinedata.Item) {
+		seq++
+		items = append(items, it("s_hook", seq))
+		seq++
+		items = append(items, it("s_chat", seq))
+	}
+	notice := func(n incident.Notice) func(string, uint64) pipelinedata.Item {
+		return func(sink string, seq uint64) pipelinedata.Item { return noticeItem("inc9", sink, n, seq) }
+	}
+	add(notice(o.notice))
+	add(notice(called[0]))
+	add(func(sink string, seq uint64) pipelinedata.Item {
+		return resultItem(sink, "req_9", `{"text":"rolled back v42"}`, seq)
+	})
+	add(notice(acked[0]))
+	add(notice(resolved[0]))
+	require.NoError(t, consume(r, "inc9", items...))
+
+	assert.Len(t, hook.requests(), 5, "a webhook gets every notice and the result")
+	var texts []string
+	for _, m := range chat.requests() {
+		var b struct{ Text string }
+		require.NoError(t, json.Unmarshal(m.body, &b))
+		texts = append(texts, strings.SplitN(b.Text, "\n", 2)[0])
+	}
+	assert.Equal(t, []string{
+		"[Incident] Checkout 5xx: opened (3 events)",
+		"[Checkout 5xx] rolled back v42",
+		"[Incident] Checkout 5xx: acknowledged by user:carol@example.com",
+		"[Incident] Checkout 5xx: resolved by user:carol@example.com",
+	}, texts)
+}
+
 // A legacy project's results cost no incident lookup and carry no incident header.
 func TestNoIncidentOutsideIncidentMode(t *testing.T) {
 	e := newEnv(t)
