@@ -81,3 +81,29 @@ func TestOutboxBoundsAndGenerations(t *testing.T) {
 	assert.Equal(t, 1, MaxSeq(r.Notices, r.Incident.ID))
 	require.Len(t, r.Incident.Outbox, 1)
 }
+
+// The opening batch delivered again gives the opened notice again only while it is not
+// published: once on the stream, a late redelivery (past the stream's duplicate window)
+// would store it twice and chat webhooks would post the opening twice.
+func TestOpenedNoticeNotGivenAgainOncePublished(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	for _, bySeq := range []bool{false, true} {
+		fp := "db-" + map[bool]string{false: "key", true: "seq"}[bySeq]
+		do := func(at time.Time) JoinResult {
+			if bySeq {
+				return applySeqs(t, e.s, fp, seqRange(1, 3), at)
+			}
+			return apply(t, e.s, defaults, fp, "7", 3, at)
+		}
+		r := do(t0)
+		require.True(t, r.Opened)
+		again := do(t0.Add(time.Second))
+		require.Len(t, again.Notices, 1, "unpublished: given again (%s)", fp)
+		assert.Equal(t, r.Notices[0].MsgID(), again.Notices[0].MsgID())
+		require.NoError(t, e.s.Published(ctx, "p1", r.Incident.ID, MaxSeq(r.Notices, r.Incident.ID)))
+		again = do(t0.Add(5 * time.Minute))
+		assert.Empty(t, again.Notices, "published: not again (%s)", fp)
+		assert.Equal(t, int64(3), again.Incident.Events)
+	}
+}

@@ -350,15 +350,17 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 }
 
 // openedAgain is the opened notice of this generation, as it was first given, for a
-// redelivery of the batch that opened it (its process may have died before publishing:
-// the sink posts the chat root only on it). None when the timeline no longer starts
-// with the opening.
+// redelivery of the batch that opened it, while it is still in the outbox: its process
+// may have died before publishing it (the sink posts the chat root only on it). Once
+// published it is not given again: a redelivery past the output stream's duplicate
+// window would store it a second time (chat webhooks would post the opening again).
 func (i *Incident) openedAgain() []Notice {
-	if len(i.Timeline) == 0 || i.TimelineDropped != 0 || i.Timeline[0].Type != "opened" {
-		return nil
+	for _, n := range i.Outbox {
+		if n.Type == NoticeOpened && n.Incident.ID == i.ID {
+			return []Notice{n}
+		}
 	}
-	return []Notice{{Type: NoticeOpened, Transition: "opened", Incident: i.Summary(), At: i.OpenedAt, Seq: 1,
-		Text: "Incident opened: " + i.Title + " (" + events(i.Events) + ")"}}
+	return nil
 }
 
 // archive writes the resolved incident to its r-key, unless a newer copy is there: a
