@@ -913,3 +913,26 @@ func TestTheTickerHoldsOnlyIncidentsWithSomethingDue(t *testing.T) {
 		return len(h) == 2
 	}, 10*time.Second, 20*time.Millisecond, "the resolved ones, told and published, are let go")
 }
+
+// With two processes sharing events, the one that makes a call waits for events the
+// incident counted before the claim that the other process is still storing: the call
+// carries them instead of only counting them as left out.
+func TestACallWaitsForEventsAnotherProcessIsStoring(t *testing.T) {
+	e := newEnv(t)
+	a := newAgent(t, nil)
+	project := projectID("otherstore")
+	e.put(t, incidentProject(project, a.srv.URL, func(p *mirror.Pipeline) { p.GroupWait, p.GroupInterval = "0s", "1h" }))
+	// One store shared as Redis would be; the first process stores slower than the
+	// margin an opening is given, within the time a call waits for counted events.
+	shared := windowstore.NewMemory(30 * time.Second)
+	slow := e.startWith(t, slowEvents{Store: shared, delay: 1500 * time.Millisecond})
+	e.startWith(t, shared)
+	slow.send(t, project, 1, errorEvent("api", 1), errorEvent("api", 2), errorEvent("api", 3))
+
+	require.Eventually(t, func() bool { return len(a.byReason(incident.ReasonOpened)) == 1 }, 10*time.Second, 20*time.Millisecond)
+	for _, calls := range a.byReason(incident.ReasonOpened) {
+		require.Len(t, calls, 1)
+		assert.Len(t, calls[0].body.Events, 3, "the opening call carries the events stored by the other process")
+		assert.Zero(t, calls[0].body.EventsLeftOut)
+	}
+}

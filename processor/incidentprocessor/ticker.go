@@ -387,16 +387,20 @@ func (t *ticker) call(store *incident.Store, w work) {
 	// A claim taken over keeps its request id and reason: the same call, made again.
 	requestID, reason := claimed.Pending.RequestID, claimed.Pending.Reason
 	log = log.With(zap.String("request_id", requestID), zap.String("reason", reason))
+	// The heartbeat starts before the body: building it may wait for another process's
+	// events (storedWait), which must not let the claim go stale.
+	hbDone := make(chan struct{})
+	hbStopped := make(chan struct{})
+	go t.heartbeat(store, w, requestID, hbDone, hbStopped)
 	body, err := t.body(ctx, w.project, w.c, claimed)
 	if err != nil {
+		close(hbDone)
+		<-hbStopped
 		log.Warn("incident call not made: its events could not be read; it is made again after claim_timeout", zap.Error(err))
 		t.p.tel.IncidentCalls.Add(context.WithoutCancel(ctx), 1, attrs("reason", reason, "outcome", "failed"))
 		return
 	}
 
-	hbDone := make(chan struct{})
-	hbStopped := make(chan struct{})
-	go t.heartbeat(store, w, requestID, hbDone, hbStopped)
 	o := deliverylog.NewOutcome()
 	cctx := principal.NewContext(ctx, principal.Principal{ProjectID: w.project, Scope: "pipeline"})
 	cctx = pipelinectx.WithOutcome(cctx, o)
@@ -485,7 +489,7 @@ func (t *ticker) body(ctx context.Context, project string, c *pipelinecfg.Compil
 	}
 	// Up to the claim: what was stored since goes with the next call, which starts
 	// there (Complete moves NewSince to the claim's EventsSince).
-	events, total, err := t.p.store.WindowBefore(ctx, project, eventsGroupPrefix+inc.ID, since, inc.Pending.EventsSince, incident.MaxEventsPerCall)
+	events, total, err := t.storedEvents(ctx, project, inc, since)
 	if err != nil {
 		return nil, err
 	}
@@ -507,4 +511,47 @@ func (t *ticker) body(ctx context.Context, project string, c *pipelinecfg.Compil
 		return nil, err
 	}
 	return agentbody.IncidentCall(summary, inc.Pending.Reason, events, leftOut, window), nil
+}
+
+// storedWait bounds how long a call waits for events its incident counted before the
+// claim but that are not stored yet, and storedPoll how often it reads them again.
+// Another process (sharing events through Redis) counts a batch's events in Apply before
+// it stores them; this process's own batches are waited for exactly (storing), another's
+// only here. Past storedWait the call goes with what is there, the rest counted in
+// events_left_out (expired, or in the memory of a process without Redis).
+const (
+	storedWait = 2 * time.Second
+	storedPoll = 100 * time.Millisecond
+)
+
+// storedEvents reads the incident's events from since up to the claim, reading again
+// while the store holds fewer than the claim counted, for at most storedWait.
+func (t *ticker) storedEvents(ctx context.Context, project string, inc incident.Incident, since time.Time) ([][]byte, int, error) {
+	read := func() ([][]byte, int, error) {
+		return t.p.store.WindowBefore(ctx, project, eventsGroupPrefix+inc.ID, since, inc.Pending.EventsSince, incident.MaxEventsPerCall)
+	}
+	events, total, err := read()
+	if err != nil || int64(total) >= inc.Pending.NewEventsAtClaim {
+		return events, total, err
+	}
+	wait := time.NewTimer(storedWait)
+	defer wait.Stop()
+	poll := time.NewTicker(storedPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return events, total, nil
+		case <-wait.C:
+			return events, total, nil
+		case <-poll.C:
+		}
+		e, n, err := read()
+		if err != nil {
+			return events, total, nil
+		}
+		if events, total = e, n; int64(total) >= inc.Pending.NewEventsAtClaim {
+			return events, total, nil
+		}
+	}
 }
