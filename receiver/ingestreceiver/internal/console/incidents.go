@@ -137,9 +137,11 @@ func (a *API) incidentActionEndpoints() []endpoint {
 						return nil, err
 					}
 					// Actions are rare and change what the on-call sees: worth a line an
-					// operator can find. Ids only.
+					// operator can find. Ids only: the email (personal data) stays in the
+					// incident's timeline and notices, which the project's people see.
+					p, _ := principal.FromContext(ctx)
 					a.set.Logger.Info("incident action", zap.String("project_id", projectID), zap.String("incident_id", id),
-						zap.String("action", action), zap.String("by", by))
+						zap.String("action", action), zap.String("key_id", p.KeyID))
 					return inc.Detail(), nil
 				}, nil
 			}})
