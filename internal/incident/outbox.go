@@ -7,22 +7,22 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
-// Published clears from incident id's outbox its notices with Seq <= upToSeq, once they
-// are on the output stream (Publish returned nil). An id that is no longer its
-// fingerprint's current generation has nothing to clear (its notices were given with the
-// next generation's opening).
+// Published clears from the outbox of incident id's fingerprint the notices of id with
+// Seq <= upToSeq, once they are on the output stream (Publish returned nil). id may be
+// the current generation or a previous one whose unpublished notices the current one
+// carries in its outbox: Seqs count per generation, so only id's are matched.
 func (s *Store) Published(ctx context.Context, project, id string, upToSeq int) error {
 	fph, _, ok := ParseID(id)
 	if !ok || !streams.ValidProjectID(project) {
 		return ErrNotFound
 	}
 	_, err := s.update(ctx, fKey(project, fph), func(cur *Incident, exists bool) (bool, error) {
-		if !exists || cur.ID != id {
+		if !exists {
 			return false, nil
 		}
 		kept := cur.Outbox[:0:0]
 		for _, n := range cur.Outbox {
-			if n.Seq > upToSeq {
+			if n.Incident.ID != id || n.Seq > upToSeq {
 				kept = append(kept, n)
 			}
 		}

@@ -79,7 +79,49 @@ func TestOutboxBoundsAndGenerations(t *testing.T) {
 	assert.Equal(t, r.Incident.ID, ids[len(ids)-1])
 	assert.Equal(t, NoticeOpened, r.Notices[len(r.Notices)-1].Type)
 	assert.Equal(t, 1, MaxSeq(r.Notices, r.Incident.ID))
-	require.Len(t, r.Incident.Outbox, 1)
+	require.Equal(t, r.Notices, r.Incident.Outbox, "the old generation's unpublished notices wait in the new outbox")
+	assert.LessOrEqual(t, len(r.Incident.Outbox), maxOutbox)
+}
+
+// The previous generation's unpublished notices stay in the outbox of the next one until
+// published (the process that opened it may die before publishing them), and Published
+// clears only the notices of the id it is given.
+func TestPreviousGenerationNoticesWaitInTheOutbox(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	fph := FingerprintHash("db-1")
+	r := apply(t, e.s, defaults, "db-1", "1", 1, t0)
+	old := r.Incident.ID
+	require.NoError(t, e.s.Published(ctx, "p1", old, MaxSeq(r.Notices, old)))
+	_, resolved, err := e.s.ResolveIdle(ctx, "p1", fph, defaults, t0.Add(time.Hour))
+	require.NoError(t, err)
+	require.Len(t, resolved, 1)
+	// Not published: the process died. The next generation opens.
+	r = apply(t, e.s, defaults, "db-1", "2", 1, t0.Add(2*time.Hour))
+	require.True(t, r.Opened)
+	cur := r.Incident.ID
+	require.NotEqual(t, old, cur)
+	// That process dies too: a watcher of the f-key finds both.
+	inc, err := e.s.Get(ctx, "p1", cur)
+	require.NoError(t, err)
+	pending := PendingNotices(inc, t0.Add(3*time.Hour))
+	require.Len(t, pending, 2)
+	assert.Equal(t, resolved[0].MsgID(), pending[0].MsgID())
+	assert.Equal(t, NoticeOpened, pending[1].Type)
+	assert.Equal(t, cur, pending[1].Incident.ID)
+
+	// The current one's Seq covers the old one's (both counted per generation): only the
+	// id given is cleared.
+	require.NoError(t, e.s.Published(ctx, "p1", cur, 100))
+	inc, err = e.s.Get(ctx, "p1", cur)
+	require.NoError(t, err)
+	pending = PendingNotices(inc, t0.Add(3*time.Hour))
+	require.Len(t, pending, 1)
+	assert.Equal(t, resolved[0].MsgID(), pending[0].MsgID())
+	require.NoError(t, e.s.Published(ctx, "p1", old, MaxSeq(pending, old)))
+	inc, err = e.s.Get(ctx, "p1", cur)
+	require.NoError(t, err)
+	assert.Empty(t, inc.Outbox)
 }
 
 // The opening batch delivered again gives the opened notice again only while it is not

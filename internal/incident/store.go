@@ -280,8 +280,10 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 					}
 					cur.OpenedBatch = batch
 					// The old generation's notices not yet published go out with the
-					// opening (the archive keeps them, but no watcher reads archives).
+					// opening, and stay in the new outbox until published: no watcher
+					// reads archives, and this process may die before publishing them.
 					res.Notices = append(res.Notices, unpublished...)
+					cur.Outbox = slices.Clone(unpublished)
 					res.Notices = append(res.Notices, cur.notice(NoticeOpened, "opened", "", j.At,
 						"Incident opened: "+cur.Title+" ("+events(cur.Events)+")"))
 					res.Opened, changed = true, true
