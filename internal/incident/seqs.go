@@ -11,8 +11,10 @@ const (
 	// its process died (AckWait, a minute) or failed, and a backlog behind a storm can
 	// take minutes more; ten covers several redeliveries of the same batch.
 	countedFor = 10 * time.Minute
-	// maxCounted bounds the ranges kept; past it the two ranges with the smallest gap
-	// between them become one.
+	// maxCounted bounds the ranges kept; past it the lowest (oldest) ranges go. Merging
+	// ranges instead would cover sequences never counted (a killed process's un-acked
+	// batch), whose redelivery would then count nothing: a batch older than the kept
+	// ranges, delivered again, counts twice instead, which is seen, not lost.
 	maxCounted = 256
 )
 
@@ -66,9 +68,7 @@ func unseen(rs []SeqRange, seqs []uint64) []uint64 {
 
 // count adds the sorted seqs to rs at now: ranges older than countedFor go, runs of
 // consecutive sequences are one range, touching ranges merge, and past maxCounted the
-// closest two merge. A merge may cover a sequence never counted: it would count as seen
-// should it come later. The smallest gaps go first, those of a batch's records of other
-// fingerprints, which never come as this fingerprint's events.
+// lowest ranges go. No range ever covers a sequence not counted.
 func count(rs []SeqRange, seqs []uint64, now time.Time) []SeqRange {
 	return countRuns(rs, seqs, nil, now)
 }
@@ -127,15 +127,8 @@ func countRuns(rs []SeqRange, seqs []uint64, covered [][2]uint64, now time.Time)
 		}
 		merged = append(merged, r)
 	}
-	for len(merged) > maxCounted {
-		k := 0
-		for i := 1; i+1 < len(merged); i++ {
-			if merged[i+1].Lo-merged[i].Hi < merged[k+1].Lo-merged[k].Hi {
-				k = i
-			}
-		}
-		merged[k].Hi, merged[k].At = merged[k+1].Hi, max(merged[k].At, merged[k+1].At)
-		merged = slices.Delete(merged, k+1, k+2)
+	if n := len(merged) - maxCounted; n > 0 {
+		merged = merged[n:]
 	}
 	return slices.Clip(merged)
 }

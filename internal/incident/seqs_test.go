@@ -108,7 +108,10 @@ func TestCountBounds(t *testing.T) {
 	}
 	require.Len(t, rs, maxCounted)
 	for k := range 400 {
-		assert.True(t, seen(rs, uint64(2*k+1)))
+		// The lowest go: a very late redelivery of them counts twice rather than a
+		// sequence never counted counting as seen.
+		assert.Equal(t, k >= 400-maxCounted, seen(rs, uint64(2*k+1)), "sequence %d", 2*k+1)
+		assert.False(t, seen(rs, uint64(2*k+2)), "never counted: %d", 2*k+2)
 	}
 	assert.False(t, seen(rs, 1000))
 	// Ten minutes later they are forgotten.
@@ -160,4 +163,20 @@ func TestTwoFingerprintsOverflowInOneBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, overflowPrint, r.Incident.Fingerprint)
 	assert.Equal(t, int64(5), r.Incident.Events, "both fingerprints' events")
+}
+
+// A gap in the counted sequences (a killed process's batch, not acknowledged, to come
+// again) stays a gap however many ranges come after: its redelivery counts.
+func TestGapStaysPastMaxCounted(t *testing.T) {
+	var rs []SeqRange
+	// Gaps of ten between ranges, except one of a single sequence (500) in the middle.
+	rs = count(rs, []uint64{499, 501}, t0)
+	for k := range maxCounted + 10 {
+		rs = count(rs, []uint64{uint64(1000 + 10*k)}, t0)
+	}
+	for k := range 100 {
+		rs = count(rs, []uint64{uint64(10 * k)}, t0)
+	}
+	require.LessOrEqual(t, len(rs), maxCounted)
+	assert.False(t, seen(rs, 500), "the redelivered batch's sequence counts when it comes")
 }
