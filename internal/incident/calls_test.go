@@ -2,6 +2,7 @@ package incident
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -40,10 +41,11 @@ func TestRefusedOpeningCallIsMadeAgain(t *testing.T) {
 	require.True(t, due)
 	assert.Equal(t, ReasonOpened, reason)
 
-	_, ok, err = e.s.Claim(ctx, "p1", fph, ReasonOpened, "req_2", "a", at.Add(time.Minute), defaults, time.Minute)
+	c, ok, err := e.s.Claim(ctx, "p1", fph, ReasonOpened, "req_2", "a", at.Add(time.Minute), defaults, time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
-	inc, _, err = e.s.Complete(ctx, "p1", fph, "req_2", OutcomeDelivered, at.Add(time.Minute))
+	require.Equal(t, "req_1", c.Pending.RequestID, "the refused call again")
+	inc, _, err = e.s.Complete(ctx, "p1", fph, "req_1", OutcomeDelivered, at.Add(time.Minute))
 	require.NoError(t, err)
 	assert.True(t, inc.OpeningDone)
 	assert.Equal(t, 1, inc.Calls)
@@ -75,10 +77,11 @@ func TestRefusedCallsStayDue(t *testing.T) {
 	_, _, err = e.s.Act(ctx, "p1", r.Incident.ID, ActionResolve, "user:a@example.com", at)
 	require.NoError(t, err)
 	later := at.Add(time.Minute)
-	_, ok, err = e.s.Claim(ctx, "p1", fph, ReasonReinvestigate, "req_3", "a", later, defaults, time.Minute)
+	c, ok, err := e.s.Claim(ctx, "p1", fph, ReasonReinvestigate, "req_3", "a", later, defaults, time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
-	_, _, err = e.s.Complete(ctx, "p1", fph, "req_3", OutcomeDelivered, later)
+	require.Equal(t, "req_2", c.Pending.RequestID)
+	_, _, err = e.s.Complete(ctx, "p1", fph, "req_2", OutcomeDelivered, later)
 	require.NoError(t, err)
 	_, ok, err = e.s.Claim(ctx, "p1", fph, ReasonResolved, "req_4", "a", later, defaults, time.Minute)
 	require.NoError(t, err)
@@ -129,4 +132,69 @@ func TestReopenDuringTheResolvedCall(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, StatusOpen, inc.Status)
 	assert.False(t, inc.ResolvedCallDone)
+}
+
+// A call the budget keeps refusing is tried again a minute after each refusal under its
+// first request id: no new c-key per attempt (ByRequest still finds it), one timeline
+// entry counting the attempts, and the call finally made keeps that id.
+func TestRefusedCallRetriesUnderOneRequestID(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	fph := FingerprintHash("db-1")
+	set := defaults
+	set.GroupInterval = 24 * time.Hour // the retry waits a minute, not the interval
+	r := apply(t, e.s, set, "db-1", "1", 3, t0)
+	at := t0.Add(set.GroupWait)
+	var inc Incident
+	for k := range 5 {
+		c, ok, err := e.s.Claim(ctx, "p1", fph, ReasonOpened, "req_"+strconv.Itoa(k), "a", at, set, time.Minute)
+		require.NoError(t, err)
+		require.True(t, ok, "attempt %d", k)
+		require.Equal(t, "req_0", c.Pending.RequestID, "attempt %d", k)
+		inc, _, err = e.s.Complete(ctx, "p1", fph, c.Pending.RequestID, OutcomeRefused, at)
+		require.NoError(t, err)
+		_, _, due := Due(inc, set, at.Add(59*time.Second), time.Minute)
+		require.False(t, due)
+		at = at.Add(time.Minute)
+	}
+	keys, err := e.s.KV().ListKeysFiltered(ctx, cKey("p1", "*"))
+	require.NoError(t, err)
+	var ck []string
+	for k := range keys.Keys() {
+		ck = append(ck, k)
+	}
+	assert.Equal(t, []string{cKey("p1", "req_0")}, ck, "one c-key for all attempts")
+	var refused []Entry
+	for _, en := range inc.Timeline {
+		if en.Outcome == OutcomeRefused {
+			refused = append(refused, en)
+		}
+	}
+	require.Len(t, refused, 1, "one timeline entry for the refused call")
+	assert.Equal(t, int64(5), refused[0].Count)
+	assert.Equal(t, at.Add(-time.Minute), refused[0].At, "the last attempt")
+
+	// The budget lets it through: the call is made under the same id, which finds it.
+	c, ok, err := e.s.Claim(ctx, "p1", fph, ReasonOpened, "req_9", "a", at, set, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "req_0", c.Pending.RequestID)
+	found, reason, ok, err := e.s.ByRequest(ctx, "p1", "req_0")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, r.Incident.ID, found.ID)
+	assert.Equal(t, ReasonOpened, reason)
+	inc, _, err = e.s.Complete(ctx, "p1", fph, "req_0", OutcomeDelivered, at)
+	require.NoError(t, err)
+	assert.True(t, inc.OpeningDone)
+	assert.Empty(t, inc.RefusedRequestID)
+
+	// A later refused call with another reason gets its own id and c-key.
+	apply(t, e.s, set, "db-1", "2", 1, at)
+	_, _, err = e.s.Act(ctx, "p1", inc.ID, ActionResolve, "user:a@example.com", at)
+	require.NoError(t, err)
+	c, ok, err = e.s.Claim(ctx, "p1", fph, ReasonResolved, "req_10", "a", at, set, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "req_10", c.Pending.RequestID)
 }

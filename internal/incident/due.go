@@ -140,7 +140,9 @@ func Due(i Incident, set Settings, now time.Time, claimTimeout time.Duration) (r
 // requested reinvestigation (after the opening call, which investigates anyway), the
 // resolved call of an incident whose opening call was made, and an update when new
 // events came, GroupInterval after the last call, unless muted or resolved. A call the
-// call budget refused is due again a minute (at most GroupInterval) after the refusal.
+// call budget refused is due again a minute after the refusal (each attempt is a claim, a
+// write of the incident and a budget round trip; the budget's windows are a minute and a
+// day).
 func DueOf(i DueState, set Settings, now time.Time, claimTimeout time.Duration) (reason string, resolveNow bool, ok bool) {
 	resolveNow = (i.Status == StatusOpen || i.Status == StatusAcknowledged) &&
 		!i.LastEventAt.Add(set.ResolveAfter).After(now)
@@ -150,7 +152,7 @@ func DueOf(i DueState, set Settings, now time.Time, claimTimeout time.Duration) 
 		}
 		return "", resolveNow, false
 	}
-	if !i.RefusedAt.IsZero() && now.Before(i.RefusedAt.Add(min(set.GroupInterval, refusedRetry))) {
+	if !i.RefusedAt.IsZero() && now.Before(i.RefusedAt.Add(refusedRetry)) {
 		return "", resolveNow, false
 	}
 	resolved := i.Status == StatusResolved

@@ -62,6 +62,7 @@ const (
 	maxArchives     = 5
 	maxListKeys     = 1000
 	refusedRetry    = time.Minute
+	refusedKeyEvery = 24 * time.Hour
 	maxEntryText    = 500
 	maxEntryBy      = 200
 	maxChatThreads  = 32
@@ -166,8 +167,16 @@ type Incident struct {
 	LastResult             string       `json:"last_result,omitempty"`
 	LastResultAt           time.Time    `json:"last_result_at,omitzero"`
 	// RefusedAt is when the call budget last refused a call: the call is tried again
-	// refusedRetry (at most GroupInterval) later. Zero once a call is made.
+	// refusedRetry later. Zero once a call is made.
 	RefusedAt time.Time `json:"refused_at,omitzero"`
+	// RefusedRequestID is the request id of the call the budget refused, until a call is
+	// made: Claim gives it again to the retry (Pending.RequestID), so a budget spent for
+	// hours writes no new c-key per attempt. RefusedReason is the reason its c-key
+	// holds, and RefusedKeyAt when it was last written (it is written again when the
+	// reason changes, and daily, so that it outlives the bucket's max age).
+	RefusedRequestID string    `json:"refused_request_id,omitempty"`
+	RefusedReason    string    `json:"refused_reason,omitempty"`
+	RefusedKeyAt     time.Time `json:"refused_key_at,omitzero"`
 	// OutboxSince is when the oldest notice in Outbox was decided (zero: none), kept
 	// with every write. It and every field DueStateOf reads come before Chat: the JSON
 	// keeps the struct's order, and DueStateOf stops reading there.

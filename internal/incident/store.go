@@ -546,9 +546,11 @@ type callKey struct {
 // Claim takes the call Due says is to be made for reason, as a compare-and-set: of
 // processes claiming at once one gets ok. A stale claim (its process stopped
 // heartbeating) is taken over with its request id and reason (the retry is the same
-// call): the caller makes the call with the returned Pending's RequestID, not
-// necessarily its own. The c-key is written before Claim returns. ok is false when
-// another process holds a fresh claim or no call is due for reason.
+// call), and a call the budget refused is retried under the refused call's request id
+// (RefusedRequestID): the caller makes the call with the returned Pending's RequestID,
+// not necessarily its own. The c-key is written before Claim returns (a refused call's
+// retry writes it again only when its reason changed, or a day after it was written).
+// ok is false when another process holds a fresh claim or no call is due for reason.
 func (s *Store) Claim(ctx context.Context, project, fph string, reason, requestID, owner string, now time.Time, set Settings, claimTimeout time.Duration) (Incident, bool, error) {
 	if !validKeys(project, fph) {
 		return Incident{}, false, ErrNotFound
@@ -557,9 +559,9 @@ func (s *Store) Claim(ctx context.Context, project, fph string, reason, requestI
 		return Incident{}, false, fmt.Errorf("incident: request id %q cannot be a key", requestID)
 	}
 	now = now.UTC()
-	claimed := false
+	claimed, writeKey := false, true
 	inc, err := s.update(ctx, fKey(project, fph), func(cur *Incident, exists bool) (bool, error) {
-		claimed = false
+		claimed, writeKey = false, true
 		if !exists {
 			return false, nil
 		}
@@ -570,7 +572,17 @@ func (s *Store) Claim(ctx context.Context, project, fph string, reason, requestI
 		if p := cur.Pending; p != nil {
 			p.Owner, p.ClaimedAt, p.HeartbeatAt = cut(owner, maxEntryBy), now, now
 		} else {
-			cur.Pending = &PendingCall{RequestID: requestID, Reason: reason, ClaimedAt: now, HeartbeatAt: now,
+			id := requestID
+			if cur.RefusedRequestID != "" {
+				// The refused call again: its c-key is there, unless it holds another
+				// reason or is getting old.
+				id = cur.RefusedRequestID
+				writeKey = cur.RefusedReason != reason || now.Sub(cur.RefusedKeyAt) >= refusedKeyEvery
+				if writeKey {
+					cur.RefusedReason, cur.RefusedKeyAt = reason, now
+				}
+			}
+			cur.Pending = &PendingCall{RequestID: id, Reason: reason, ClaimedAt: now, HeartbeatAt: now,
 				Owner: cut(owner, maxEntryBy), EventsSince: now, NewEventsAtClaim: cur.NewEvents}
 			if reason == ReasonResolved {
 				cur.Pending.ResolvedAt = cur.ResolvedAt
@@ -581,6 +593,9 @@ func (s *Store) Claim(ctx context.Context, project, fph string, reason, requestI
 	})
 	if err != nil || !claimed {
 		return inc, false, err
+	}
+	if !writeKey {
+		return inc, true, nil
 	}
 	b, _ := json.Marshal(callKey{IncidentID: inc.ID, Reason: inc.Pending.Reason})
 	if _, err := s.kv.Put(ctx, cKey(project, inc.Pending.RequestID), b); err != nil {
@@ -620,8 +635,9 @@ const (
 
 // Complete ends the claimed call requestID with outcome "delivered", "dead_lettered"
 // or "refused". A refused call (the call budget said no) is no call: nothing it was to
-// tell counts as told, the timeline says the budget refused it, and Due gives it again
-// a minute (at most GroupInterval) later. Otherwise the events the call carried are no
+// tell counts as told, the timeline says the budget refused it (one entry per refused
+// request id, counting the attempts), and Due gives it again a minute later, under the
+// same request id (Claim). Otherwise the events the call carried are no
 // longer new; those counted while it ran stay new for the next one. A
 // delivered call gives an incident.updated notice (transition "call") so chat roots
 // show the counts. A request id that holds no claim changes nothing.
@@ -645,14 +661,17 @@ func (s *Store) Complete(ctx context.Context, project, fph, requestID, outcome s
 		cur.Pending = nil
 		if outcome == OutcomeRefused {
 			// No call was made: what it was to tell is still to be told (the opening,
-			// the resolution, the reinvestigation, its events), a while later.
+			// the resolution, the reinvestigation, its events), a while later, under
+			// the same request id.
 			cur.RefusedAt = now
+			if cur.RefusedRequestID != p.RequestID {
+				cur.RefusedRequestID, cur.RefusedReason, cur.RefusedKeyAt = p.RequestID, p.Reason, p.ClaimedAt
+			}
 			cur.UpdatedAt = later(cur.UpdatedAt, now)
-			cur.add(Entry{At: now, Type: "call", Detail: p.Reason, RequestID: p.RequestID, Outcome: outcome,
-				By: "call budget", Count: p.NewEventsAtClaim})
+			cur.refused(p, now)
 			return true, nil
 		}
-		cur.RefusedAt = time.Time{}
+		cur.RefusedAt, cur.RefusedRequestID, cur.RefusedReason, cur.RefusedKeyAt = time.Time{}, "", "", time.Time{}
 		cur.Calls++
 		cur.LastCallAt = now
 		cur.NewEvents = max(0, cur.NewEvents-p.NewEventsAtClaim)
@@ -681,6 +700,22 @@ func (s *Store) Complete(ctx context.Context, project, fph, requestID, outcome s
 		return true, nil
 	})
 	return inc, notices, err
+}
+
+// refused records a refusal of call p in the timeline: one entry per refused call,
+// however often it is tried again (Count attempts, At the last), moved to the end.
+func (i *Incident) refused(p PendingCall, now time.Time) {
+	e := Entry{Type: "call", RequestID: p.RequestID, Outcome: OutcomeRefused, By: "call budget"}
+	for k := len(i.Timeline) - 1; k >= 0; k-- {
+		if old := i.Timeline[k]; old.Type == "call" && old.Outcome == OutcomeRefused && old.RequestID == p.RequestID {
+			e = old
+			i.Timeline = slices.Delete(i.Timeline, k, k+1)
+			break
+		}
+	}
+	e.At, e.Detail = now, p.Reason
+	e.Count++
+	i.add(e)
 }
 
 func calls(n int) string {

@@ -356,14 +356,16 @@ func TestComplete(t *testing.T) {
 	// Dead-lettered counts as a call made.
 	apply(t, e.s, defaults, "db-1", "3", 1, upd.Add(time.Second))
 	upd = upd.Add(defaults.GroupInterval)
-	_, ok, err = e.s.Claim(ctx, "p1", fph, ReasonUpdated, "req_3", "a", upd, defaults, time.Minute)
+	c, ok, err := e.s.Claim(ctx, "p1", fph, ReasonUpdated, "req_3", "a", upd, defaults, time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
-	inc, _, err = e.s.Complete(ctx, "p1", fph, "req_3", OutcomeDeadLettered, upd)
+	require.Equal(t, "req_2", c.Pending.RequestID, "the refused call's request id")
+	inc, _, err = e.s.Complete(ctx, "p1", fph, "req_2", OutcomeDeadLettered, upd)
 	require.NoError(t, err)
 	assert.Equal(t, 2, inc.Calls)
+	assert.Empty(t, inc.RefusedRequestID)
 
-	_, _, err = e.s.Complete(ctx, "p1", fph, "req_3", "maybe", upd)
+	_, _, err = e.s.Complete(ctx, "p1", fph, "req_2", "maybe", upd)
 	assert.Error(t, err)
 }
 
