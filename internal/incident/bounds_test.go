@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,7 +81,7 @@ func TestArchivesKept(t *testing.T) {
 	}
 	for gen := 1; gen <= 8; gen++ {
 		_, err := e.s.Get(ctx, "p1", ID(fph, gen))
-		if gen <= 2 {
+		if gen <= 8-1-maxArchives {
 			assert.ErrorIs(t, err, ErrNotFound, "generation %d", gen)
 		} else {
 			assert.NoError(t, err, "generation %d", gen)
@@ -88,7 +89,47 @@ func TestArchivesKept(t *testing.T) {
 	}
 	list, err := e.s.List(ctx, "p1", "", 50)
 	require.NoError(t, err)
-	assert.Len(t, list, 6)
+	assert.Len(t, list, 4, "the current one and 3 archives")
+}
+
+// An archive keeps the last 20 timeline entries (Get shows the rest as dropped) and
+// none of the counting state; entries added to it later stay within that.
+func TestArchiveIsCut(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	r, err := e.s.Apply(ctx, "p1", defaults, Join{Fingerprint: "db-1", Seqs: []uint64{1, 2, 3}, Title: "t", At: t0})
+	require.NoError(t, err)
+	id := r.Incident.ID
+	for k := range 30 {
+		require.NoError(t, e.s.AddTimeline(ctx, "p1", id, Entry{At: t0, Type: "chat", Detail: "posted " + strconv.Itoa(k)}))
+	}
+	_, _, err = e.s.Act(ctx, "p1", id, ActionResolve, "x", t0) // not published: stays in the outbox
+	require.NoError(t, err)
+	full, err := e.s.Get(ctx, "p1", id)
+	require.NoError(t, err)
+	total := len(full.Timeline) + full.TimelineDropped
+	require.NotEmpty(t, full.Counted)
+	require.NotEmpty(t, full.Outbox)
+
+	next, err := e.s.Apply(ctx, "p1", defaults, Join{Fingerprint: "db-1", Seqs: []uint64{10}, Title: "t", At: t0.Add(time.Hour)})
+	require.NoError(t, err)
+	require.True(t, next.Opened)
+	arch, err := e.s.Get(ctx, "p1", id)
+	require.NoError(t, err)
+	assert.Len(t, arch.Timeline, maxArchivedTimeline)
+	assert.Equal(t, total-maxArchivedTimeline, arch.TimelineDropped)
+	assert.Equal(t, total-maxArchivedTimeline, arch.Detail().TimelineDropped)
+	assert.Equal(t, full.Timeline[len(full.Timeline)-1], arch.Timeline[len(arch.Timeline)-1], "the last entries")
+	assert.Nil(t, arch.Counted)
+	assert.Nil(t, arch.Outbox)
+	assert.Nil(t, arch.Applied)
+
+	require.NoError(t, e.s.AddTimeline(ctx, "p1", id, Entry{At: t0.Add(2 * time.Hour), Type: "chat", Detail: "late"}))
+	arch, err = e.s.Get(ctx, "p1", id)
+	require.NoError(t, err)
+	assert.Len(t, arch.Timeline, maxArchivedTimeline)
+	assert.Equal(t, total+1-maxArchivedTimeline, arch.TimelineDropped)
+	assert.Equal(t, "late", arch.Timeline[maxArchivedTimeline-1].Detail)
 }
 
 // List reads at most listKeys incidents, those changed last.
@@ -171,4 +212,40 @@ func FuzzDueStateOf(f *testing.F) {
 		require.NotEmpty(t, d.ID)
 		_, _, _ = DueOf(d, defaults, t0, time.Minute)
 	})
+}
+
+// worstIncident has every bounded part at its bound, its texts of char.
+func worstIncident(char string) Incident {
+	worst := strings.Repeat(char, 2000)
+	i := open("p1", FingerprintHash("x"), 1, Join{Fingerprint: worst, Title: worst, Events: 1, At: t0})
+	i.LastResult = cutRunes(worst, maxLastResult)
+	i.AcknowledgedBy, i.MutedBy, i.ResolvedBy = cut(worst, maxEntryBy), cut(worst, maxEntryBy), cut(worst, maxEntryBy)
+	i.Chat = map[string]ChatThread{}
+	for k := range maxChatThreads {
+		i.Chat[cut(strconv.Itoa(k)+worst, 128)] = ChatThread{Channel: cut(worst, 128), TS: cut(worst, 64), PostedAt: t0}
+	}
+	for range 2 * maxTimeline {
+		i.add(Entry{At: t0, Type: cut(worst, 32), By: cut(worst, maxEntryBy), Detail: cutRunes(worst, maxEntryText),
+			RequestID: cut(worst, 128), SinkID: cut(worst, 128), Count: 1 << 40, Outcome: cut(worst, 32)})
+	}
+	return i
+}
+
+// The sizes doc.go gives for a project's worst case: an archive at every bound is a
+// fraction of a current incident's.
+func TestArchiveSizeBound(t *testing.T) {
+	for _, c := range []struct {
+		char  string
+		bound int
+	}{{"a", 40 << 10}, {"<", 200 << 10}} { // "<" is written \u003c: six bytes
+		cur := worstIncident(c.char)
+		b, err := marshalBounded(&cur)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, len(b), maxValue)
+		a := worstIncident(c.char)
+		a.archived()
+		b, err = marshalBounded(&a)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, len(b), c.bound, "archive of texts of %q", c.char)
+	}
 }

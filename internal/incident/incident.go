@@ -53,29 +53,33 @@ const MuteFor = time.Hour
 
 // Bounds of what a tenant's events put into an incident: it is one KV value.
 const (
-	maxTitle        = 200
-	maxFingerprint  = 256
-	maxLastResult   = 500
-	maxTimeline     = 200
-	maxApplied      = 64
-	maxOutbox       = 32
-	maxArchives     = 5
-	maxListKeys     = 1000
-	refusedRetry    = time.Minute
-	refusedKeyEvery = 24 * time.Hour
-	maxEntryText    = 500
-	maxEntryBy      = 200
-	maxChatThreads  = 32
-	defaultMaxOpen  = 500
-	mergeEventsIn   = time.Minute
-	overflowPrint   = "(too many open incidents)"
-	idPrefix        = "inc_"
-	fphLen          = 32
-	maxGeneration   = 1 << 30
-	maxValue        = 256 << 10
-	bucketMaxAge    = 30 * 24 * time.Hour
-	pruneEvery      = time.Minute
-	reservationHold = time.Minute
+	maxTitle       = 200
+	maxFingerprint = 256
+	maxLastResult  = 500
+	maxTimeline    = 200
+	maxApplied     = 64
+	maxOutbox      = 32
+	maxArchives    = 3
+	// maxArchivedTimeline: an archived incident keeps its last timeline entries only
+	// (its Counted, Outbox and Applied go: only its current generation counts and
+	// publishes). What a fingerprint holds is then mostly its current incident.
+	maxArchivedTimeline = 20
+	maxListKeys         = 1000
+	refusedRetry        = time.Minute
+	refusedKeyEvery     = 24 * time.Hour
+	maxEntryText        = 500
+	maxEntryBy          = 200
+	maxChatThreads      = 32
+	defaultMaxOpen      = 500
+	mergeEventsIn       = time.Minute
+	overflowPrint       = "(too many open incidents)"
+	idPrefix            = "inc_"
+	fphLen              = 32
+	maxGeneration       = 1 << 30
+	maxValue            = 256 << 10
+	bucketMaxAge        = 30 * 24 * time.Hour
+	pruneEvery          = time.Minute
+	reservationHold     = time.Minute
 )
 
 // Bounds of the pipeline's incident durations (docs/contract.md#section-6).

@@ -368,7 +368,9 @@ func (i *Incident) openedAgain() []Notice {
 // archive writes the resolved incident to its r-key, unless a newer copy is there: a
 // round that lost its compare-and-set may come late with an older one.
 func (s *Store) archive(ctx context.Context, project string, inc *Incident) error {
-	b, err := marshalBounded(inc)
+	a := *inc
+	a.archived()
+	b, err := marshalBounded(&a)
 	if err != nil {
 		return err
 	}
@@ -388,6 +390,18 @@ func (s *Store) archive(ctx context.Context, project string, inc *Incident) erro
 		_ = s.kv.Purge(ctx, rKey(project, ID(fph, gen-maxArchives)))
 	}
 	return nil
+}
+
+// archived cuts an incident to what its archive keeps: the last maxArchivedTimeline
+// timeline entries (the dropped ones counted in TimelineDropped), and none of what only
+// the current generation uses (counted sequences, batch keys, outbox: an archive gives
+// no notices, and the next generation's outbox took the unpublished ones).
+func (i *Incident) archived() {
+	if n := len(i.Timeline) - maxArchivedTimeline; n > 0 {
+		i.Timeline = slices.Clone(i.Timeline[n:])
+		i.TimelineDropped += n
+	}
+	i.Counted, i.Outbox, i.Applied, i.OpenedSeq, i.OpenedBatch = nil, nil, nil, 0, ""
 }
 
 // newer: a is a later state of the same incident than b.
@@ -1080,7 +1094,11 @@ func (s *Store) updateByID(ctx context.Context, project, id string, fn func(cur 
 		if !exists || cur.ID != id {
 			return false, ErrNotFound
 		}
-		return fn(cur, true)
+		changed, err := fn(cur, true)
+		if changed {
+			cur.archived() // results and chat entries added later stay within its bound
+		}
+		return changed, err
 	})
 	return inc, true, err
 }
