@@ -72,8 +72,8 @@ func TestBatchesAreEvaluatedWhileTheOnesBeforeApplyInOrder(t *testing.T) {
 
 	store := e.incidents(t)
 	fph := incident.FingerprintHash("checkout")
-	// The bucket keeps a fingerprint's last archives only: the newest generations.
-	for gen := rounds - 4; gen <= rounds; gen++ {
+	// The bucket keeps a fingerprint's last 3 archives only: the newest generations.
+	for gen := rounds - 3; gen <= rounds; gen++ {
 		inc, err := store.Get(context.Background(), project, incident.ID(fph, gen))
 		require.NoError(t, err, "generation %d", gen)
 		assert.Equal(t, int64(1), inc.Events, "generation %d: its opening batch's event", gen)
