@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -936,3 +937,72 @@ func TestACallWaitsForEventsAnotherProcessIsStoring(t *testing.T) {
 		assert.Zero(t, calls[0].body.EventsLeftOut)
 	}
 }
+
+// A call the budget keeps refusing is tried again as the same call: its request id stays,
+// so the bucket holds one c-key for it however many times it is refused (a c-key lives
+// 30 days; a new one per attempt filled the bucket). The refusal's wait is cut short
+// here by moving the incident's refused_at back, as if the minute had passed.
+func TestARefusedCallIsRetriedUnderItsRequestID(t *testing.T) {
+	e := newEnv(t)
+	a := newAgent(t, nil)
+	project := projectID("refusedid")
+	e.put(t, incidentProject(project, a.srv.URL, func(p *mirror.Pipeline) { p.GroupWait = "0s"; p.MaxCallsPerDay = 1 }))
+	in := e.start(t, "")
+	in.send(t, project, 1, errorEvent("api", 1))
+	require.Eventually(t, func() bool { return len(a.byReason(incident.ReasonOpened)) == 1 }, 10*time.Second, 20*time.Millisecond)
+	in.send(t, project, 2, errorEvent("api", 2)) // an update is due, past the day's budget
+
+	store := e.incidents(t)
+	kv := store.KV()
+	key := project + ".f." + incident.FingerprintHash("api")
+	refusedAt := func() (time.Time, bool) {
+		en, err := kv.Get(context.Background(), key)
+		if err != nil {
+			return time.Time{}, false
+		}
+		var i incident.Incident
+		if json.Unmarshal(en.Value(), &i) != nil || i.Pending != nil {
+			return time.Time{}, false
+		}
+		return i.RefusedAt, !i.RefusedAt.IsZero()
+	}
+	var last time.Time
+	for attempt := range 3 {
+		require.Eventually(t, func() bool {
+			at, ok := refusedAt()
+			return ok && at.After(last)
+		}, 15*time.Second, 20*time.Millisecond, "refused attempt %d", attempt+1)
+		last, _ = refusedAt()
+		_, err := streams.UpdateKV(context.Background(), kv, key, func(old []byte, exists bool) ([]byte, error) {
+			// The value's field order is kept: the ticker's index reads only its head.
+			back, _ := json.Marshal(time.Now().Add(-2 * time.Hour).UTC())
+			return refusedAtField.ReplaceAll(old, append([]byte(`"refused_at":`), back...)), nil
+		})
+		require.NoError(t, err)
+	}
+	require.Len(t, a.got(), 1, "only the opening call was made")
+
+	lister, err := kv.ListKeysFiltered(context.Background(), project+".c.*")
+	require.NoError(t, err)
+	var ckeys []string
+	for k := range lister.Keys() {
+		ckeys = append(ckeys, k)
+	}
+	assert.Len(t, ckeys, 2, "one c-key for the opening call and one for the refused update, however often refused: %v", ckeys)
+
+	list, err := store.List(context.Background(), project, "", 10)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	full, err := store.Get(context.Background(), project, list[0].ID)
+	require.NoError(t, err)
+	var refusals []incident.Entry
+	for _, en := range full.Timeline {
+		if en.Type == "call" && en.Outcome == outcomeRefused {
+			refusals = append(refusals, en)
+		}
+	}
+	require.Len(t, refusals, 1, "one timeline entry for the refused call")
+	assert.GreaterOrEqual(t, refusals[0].Count, int64(3), "counting its attempts")
+}
+
+var refusedAtField = regexp.MustCompile(`"refused_at":"[^"]*"`)

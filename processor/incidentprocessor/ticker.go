@@ -27,11 +27,6 @@ const (
 	outcomeRefused      = "refused"
 )
 
-// refusedBackoff spaces this process's attempts at a call the project's call budget
-// refused: each costs a claim and a budget round trip, and the budget's windows are a
-// minute long.
-const refusedBackoff = 5 * time.Second
-
 // settleTimeout bounds the store writes after a call (Complete, its notices), which
 // must happen even while the process stops: the call was made.
 const settleTimeout = 10 * time.Second
@@ -62,7 +57,6 @@ type ticker struct {
 	// notices published.
 	index       map[string]incident.DueState
 	busy        map[string]bool      // f-keys with work in flight in this process
-	notBefore   map[string]time.Time // f-keys whose last call was refused
 	outboxAfter map[string]time.Time // f-keys whose outbox failed to publish: when to try again
 	// storing counts, per f-key, this process's batches between applying events to the
 	// incident and storing them under its id: a call made in between would leave them
@@ -89,7 +83,7 @@ const (
 
 func newTicker(p *incidentProcessor) *ticker {
 	t := &ticker{p: p, slots: make(chan struct{}, p.cfg.MaxConcurrentCalls), index: map[string]incident.DueState{},
-		busy: map[string]bool{}, notBefore: map[string]time.Time{}, outboxAfter: map[string]time.Time{}, storing: map[string]int{},
+		busy: map[string]bool{}, outboxAfter: map[string]time.Time{}, storing: map[string]int{},
 		noticeFailed: map[string]string{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.drain, t.drainCancel = context.WithCancel(context.Background())
@@ -177,7 +171,6 @@ func (t *ticker) update(e jetstream.KeyValueEntry) {
 		return
 	}
 	delete(t.index, e.Key())
-	delete(t.notBefore, e.Key())
 	delete(t.outboxAfter, e.Key())
 	delete(t.noticeFailed, e.Key())
 }
@@ -273,9 +266,6 @@ func (t *ticker) sweep(now time.Time) {
 		reason, resolveNow, call := incident.DueOf(inc, c.Incident, now, t.p.cfg.ClaimTimeout)
 		if call && (t.storing[key] > 0 || reason == incident.ReasonOpened && inc.Pending == nil && now.Sub(inc.OpenedAt) < openingMargin) {
 			call = false // its events are not all stored yet
-		}
-		if call && now.Before(t.notBefore[key]) {
-			call = false
 		}
 		republish := !inc.OutboxSince.IsZero() && now.Sub(inc.OutboxSince) >= outboxAge && !now.Before(t.outboxAfter[key])
 		if !resolveNow && !call && !republish {
@@ -429,11 +419,6 @@ func (t *ticker) call(store *incident.Store, w work) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	t.p.tel.IncidentCalls.Add(sctx, 1, attrs("reason", reason, "outcome", outcome))
-	if outcome == outcomeRefused {
-		t.mu.Lock()
-		t.notBefore[w.key] = time.Now().Add(refusedBackoff)
-		t.mu.Unlock()
-	}
 	_, notices, err := store.Complete(sctx, w.project, w.fph, requestID, outcome, time.Now())
 	if err != nil {
 		log.Warn("incident call made but not recorded; it is made again after claim_timeout under the same request id", zap.Error(err))
