@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,6 +109,7 @@ type incidentCall struct {
 	LeftOut    int    // events_left_out
 	At         time.Time
 	Body       []byte
+	From       string // the caller's end of the connection (ip:port), to tell which process called
 }
 
 // incidentAgent plays the customer's agent in incident mode: it notes every call and,
@@ -157,7 +160,7 @@ func (a *incidentAgent) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := incidentCall{RequestID: r.Header.Get("X-Request-Id"), IncidentID: b.Incident.ID, Reason: b.Reason, Status: b.Incident.Status,
-		Events: b.Incident.Counts.Events, Sent: len(b.Events), LeftOut: b.EventsLeftOut, At: time.Now(), Body: body}
+		Events: b.Incident.Counts.Events, Sent: len(b.Events), LeftOut: b.EventsLeftOut, At: time.Now(), Body: body, From: r.RemoteAddr}
 	select {
 	case a.arrived <- c:
 	default:
@@ -282,15 +285,76 @@ func repeatedEvents(t *testing.T, calls []incidentCall) []string {
 	return out
 }
 
-// requestIDs lists the distinct request ids of calls of one reason.
-func requestIDs(calls []incidentCall, reason string) []string {
-	var ids []string
+// answeredTimes counts the calls of one incident and reason, a request id answered twice
+// counted twice (callsOf would hide it).
+func answeredTimes(calls []incidentCall, incidentID, reason string) int {
+	n := 0
 	for _, c := range calls {
-		if c.Reason == reason && !slices.Contains(ids, c.RequestID) {
-			ids = append(ids, c.RequestID)
+		if c.IncidentID == incidentID && c.Reason == reason {
+			n++
 		}
 	}
-	return ids
+	return n
+}
+
+// repeatedRequestIDs names the request ids that more than one of the calls carried: a call
+// the agent answered is never made again.
+func repeatedRequestIDs(calls []incidentCall) []string {
+	n := map[string]int{}
+	var out []string
+	for _, c := range calls {
+		if n[c.RequestID]++; n[c.RequestID] == 2 {
+			out = append(out, c.RequestID+" ("+c.Reason+" of "+c.IncidentID+")")
+		}
+	}
+	return out
+}
+
+// callerPid names which of pids holds the caller's end of a connection the agent stand-in
+// is still serving: the socket's inode from /proc/net/tcp{,6} (its local port is the
+// caller's, its remote port the agent's), then the process with a descriptor on it.
+// 0 when none of them does (the connection is gone).
+func callerPid(t *testing.T, caller, agentURL string, pids []int) int {
+	t.Helper()
+	_, callerPort, err := net.SplitHostPort(caller)
+	require.NoError(t, err)
+	u, err := url.Parse(agentURL)
+	require.NoError(t, err)
+	hexPort := func(p string) string {
+		n, err := strconv.Atoi(p)
+		require.NoError(t, err)
+		return fmt.Sprintf("%04X", n)
+	}
+	local, remote := hexPort(callerPort), hexPort(u.Port())
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 10 {
+				continue
+			}
+			if strings.HasSuffix(fs[1], ":"+local) && strings.HasSuffix(fs[2], ":"+remote) {
+				inodes["socket:["+fs[9]+"]"] = true
+			}
+		}
+	}
+	for _, pid := range pids {
+		dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if link, err := os.Readlink(dir + "/" + fd.Name()); err == nil && inodes[link] {
+				return pid
+			}
+		}
+	}
+	return 0
 }
 
 // notice is a body a webhook destination received: an incident notice or an agent result.
@@ -336,6 +400,18 @@ func (h *noticeHook) notices() []notice {
 		}
 	}
 	return out
+}
+
+// noticeCount counts the notices of one type about one incident the hook received: each
+// notice is published under one message id, so a repeat shows as a second one.
+func (h *noticeHook) noticeCount(incidentID, typ string) int {
+	n := 0
+	for _, x := range h.notices() {
+		if x.Incident.ID == incidentID && x.Type == typ {
+			n++
+		}
+	}
+	return n
 }
 
 // slackSignature signs an interaction as Slack does: v0 HMAC-SHA256 over "v0:ts:body".
