@@ -70,9 +70,9 @@ const (
 	maxEntryText        = 500
 	maxEntryBy          = 200
 	maxChatThreads      = 32
-	defaultMaxOpen      = 500
+	defaultMaxOpen      = MaxOpen
 	mergeEventsIn       = time.Minute
-	overflowPrint       = "(too many open incidents)"
+	overflowPrint       = OverflowFingerprint
 	idPrefix            = "inc_"
 	fphLen              = 32
 	maxGeneration       = 1 << 30
@@ -140,6 +140,15 @@ func fmtDur(d time.Duration) string {
 	}
 	return d.String()
 }
+
+// The open-incident limit as users see it: a project has at most MaxOpen incidents open,
+// and the events of any further fingerprint join the incident of OverflowFingerprint,
+// titled OverflowOpenTitle. Exported for the dry run, which plays the same rules.
+const (
+	MaxOpen             = 500
+	OverflowFingerprint = "(too many open incidents)"
+	OverflowOpenTitle   = "Too many open incidents: events of new fingerprints join this one until some resolve"
+)
 
 // Incident is a fingerprint's incident as the bucket stores it.
 type Incident struct {

@@ -326,7 +326,7 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 				return JoinResult{}, err
 			}
 			if !ok {
-				return s.apply(ctx, project, set, overflowJoin(j, fph, "Too many open incidents: events of new fingerprints join this one until some resolve"), overflowHash, true)
+				return s.apply(ctx, project, set, overflowJoin(j, fph, OverflowOpenTitle), overflowHash, true)
 			}
 			reserved = true
 			continue

@@ -17,14 +17,6 @@ import (
 // What the store does in a compare-and-set (open, join, reopen, resolve) is done here on
 // plain values, by the rules internal/incident documents.
 
-// Of the incident store's rules (internal/incident): how many incidents a project has
-// open at most, and the incident the events of any further fingerprint join.
-const (
-	maxOpenIncidents    = 500
-	overflowFingerprint = "(too many open incidents)"
-	overflowTitle       = "Too many open incidents: events of new fingerprints join this one until some resolve"
-)
-
 // noClaimTimeout: a trial's calls complete at once, so no claim ever goes stale.
 const noClaimTimeout = time.Duration(math.MaxInt64)
 
@@ -99,14 +91,14 @@ func (e *Evaluator) join(fp, title string, body []byte, at time.Time) {
 	s := sim.byFP[fp]
 	switch {
 	case s != nil && s.inc.Status != incident.StatusResolved:
-	case fp != overflowFingerprint && sim.open >= maxOpenIncidents:
-		e.join(overflowFingerprint, overflowTitle, body, at)
+	case fp != incident.OverflowFingerprint && sim.open >= incident.MaxOpen:
+		e.join(incident.OverflowFingerprint, incident.OverflowOpenTitle, body, at)
 		return
 	case s != nil && sim.set.ReopenWithin > 0 && !at.After(s.inc.ResolvedAt.Add(sim.set.ReopenWithin)):
 		// The same incident again: its resolution is to be told anew.
 		s.inc.Status = incident.StatusOpen
 		s.inc.ResolvedAt, s.inc.ResolvedBy, s.inc.ResolvedCallDone = time.Time{}, "", false
-		if fp != overflowFingerprint {
+		if fp != incident.OverflowFingerprint {
 			sim.open++
 		}
 	default:
@@ -123,7 +115,7 @@ func (e *Evaluator) join(fp, title string, body []byte, at time.Time) {
 		s.inc = incident.Incident{ID: incident.ID(incident.FingerprintHash(fp), gen), Fingerprint: fp, Title: incidentTitle(title, fp), Status: incident.StatusOpen,
 			OpenedAt: at, UpdatedAt: at, LastEventAt: at, NewSince: at, Generation: gen}
 		e.incidents++
-		if fp != overflowFingerprint {
+		if fp != incident.OverflowFingerprint {
 			sim.open++
 		}
 	}
@@ -149,7 +141,7 @@ func (e *Evaluator) resolve(s *simIncident, at time.Time, by string) {
 	s.inc.Status = incident.StatusResolved
 	s.inc.ResolvedAt, s.inc.ResolvedBy = at, by
 	s.inc.UpdatedAt = later(s.inc.UpdatedAt, at)
-	if s.inc.Fingerprint != overflowFingerprint {
+	if s.inc.Fingerprint != incident.OverflowFingerprint {
 		e.sim.open--
 	}
 }
