@@ -913,6 +913,14 @@ func (s *Store) ByRequest(ctx context.Context, project, requestID string) (Incid
 	return inc, ck.Reason, true, nil
 }
 
+// IsCall reports whether requestID names a call of one of project's incidents: one
+// read of its c-key, for a caller that only needs to know (most results answer no
+// incident call) before doing more.
+func (s *Store) IsCall(ctx context.Context, project, requestID string) (bool, error) {
+	_, ok, err := s.call(ctx, project, requestID)
+	return ok, err
+}
+
 func (s *Store) call(ctx context.Context, project, requestID string) (callKey, bool, error) {
 	if !streams.ValidProjectID(project) || !validToken(requestID) {
 		return callKey{}, false, nil // agents post any request id; none of these is a call

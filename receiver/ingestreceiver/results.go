@@ -148,7 +148,7 @@ func (r *ingestReceiver) attachIncidentResult(ctx context.Context, project, requ
 		return
 	}
 	// Most results answer no incident call: find that out before reading the payload.
-	if _, _, ok, err := st.ByRequest(ctx, project, requestID); !ok || err != nil {
+	if ok, err := st.IsCall(ctx, project, requestID); !ok || err != nil {
 		if err != nil {
 			r.settings.Logger.Debug("the incident of a result could not be looked up", zap.String("project_id", project), zap.Error(err))
 		}
