@@ -186,27 +186,25 @@ func TestSinkRoleMarksResultsRemovedBeforeDelivery(t *testing.T) {
 	cfg.Consume = ConsumeOutput
 	cfg.RetryDelay = 10 * time.Millisecond
 
-	limits := cfg.Stream
-	limits.MaxAge, limits.DuplicateWindow = 3*time.Second, 100*time.Millisecond
-	require.NoError(t, streams.Create(ctx, js, streams.OutputConfig(prj, limits)))
+	require.NoError(t, streams.Create(ctx, js, streams.OutputConfig(prj, cfg.Stream)))
 	cur, err := js.CreateConsumer(ctx, streams.OutputStream(prj), jetstream.ConsumerConfig{
 		Durable: cfg.Durable + "-s1", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy, MaxDeliver: -1})
 	require.NoError(t, err)
 	require.NoError(t, deliverylog.StartDestination(ctx, js, prj, "s1", cur.CachedInfo()))
-	publish := func(k int) {
-		for i := range k {
-			_, err := js.Publish(ctx, streams.OutputSubject(prj), fmt.Appendf(nil, `{"n":%d}`, i))
-			require.NoError(t, err)
-		}
-	}
-	// No sink process runs while 3 results age out.
-	publish(3)
-	require.Eventually(t, func() bool {
-		s, err := js.Stream(ctx, streams.OutputStream(prj))
+	for i := range 5 {
+		_, err := js.Publish(ctx, streams.OutputSubject(prj), fmt.Appendf(nil, `{"n":%d}`, i))
 		require.NoError(t, err)
-		return s.CachedInfo().State.Msgs == 0
-	}, 30*time.Second, 50*time.Millisecond)
-	publish(2)
+	}
+	// No sink process runs while the stream removes the first 3 results. Deleting
+	// them removes them the way max_age does (the stream's first sequence moves past
+	// them, the cursor is not told) without a race against the clock: with a short
+	// max_age the 2 left could age out too on a loaded machine before the sink took
+	// them. (A purge would not do: it moves the cursors past what it removes.)
+	out, err := js.Stream(ctx, streams.OutputStream(prj))
+	require.NoError(t, err)
+	for seq := uint64(1); seq <= 3; seq++ {
+		require.NoError(t, out.DeleteMsg(ctx, seq))
+	}
 
 	store, err := mirror.Open(ctx, js, 1)
 	require.NoError(t, err)
