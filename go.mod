@@ -66,7 +66,10 @@ require (
 	modernc.org/sqlite v1.60.1
 )
 
-require github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
+require (
+	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
+	github.com/open-telemetry/opentelemetry-collector-contrib/extension/pprofextension v0.162.0 // indirect
+)
 
 require (
 	cloud.google.com/go/compute/metadata v0.9.0 // indirect

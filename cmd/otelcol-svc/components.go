@@ -4,6 +4,7 @@ package main
 
 import (
 	healthcheckextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension"
+	pprofextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/pprofextension"
 	agentexporter "github.com/otelcol-svc/otelcol-svc/exporter/agentexporter"
 	jetstreamexporter "github.com/otelcol-svc/otelcol-svc/exporter/jetstreamexporter"
 	sinkexporter "github.com/otelcol-svc/otelcol-svc/exporter/sinkexporter"
@@ -55,6 +56,7 @@ func components() (otelcol.Factories, error) {
 		projectauthextension.NewFactory(),
 		configmirrorextension.NewFactory(),
 		healthcheckextension.NewFactory(),
+		pprofextension.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -64,6 +66,7 @@ func components() (otelcol.Factories, error) {
 		projectauthextension.NewFactory().Type():  "github.com/otelcol-svc/otelcol-svc v0.0.0",
 		configmirrorextension.NewFactory().Type(): "github.com/otelcol-svc/otelcol-svc v0.0.0",
 		healthcheckextension.NewFactory().Type():  "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension v0.162.0",
+		pprofextension.NewFactory().Type():        "github.com/open-telemetry/opentelemetry-collector-contrib/extension/pprofextension v0.162.0",
 	})
 
 	factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](
