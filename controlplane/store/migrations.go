@@ -210,4 +210,33 @@ var migrations = []string{
 	// agent_since was recorded (0: not recorded): the pipeline starts right after it,
 	// exactly, where agent_since's clock needs a margin.
 	`ALTER TABLE projects ADD COLUMN agent_since_seq BIGINT NOT NULL DEFAULT 0`,
+	// 12: email. email_verified_at is when the account proved it receives mail at its
+	// address (unix ms, 0: never; accounts from before email could not, so they start
+	// unverified). email_tokens are the one-time links mailed for verification and
+	// password reset, stored hashed and deleted when used. invitations are pending
+	// memberships for an address, accepted once through a link whose secret is stored
+	// hashed; one per project and address (inviting again replaces it).
+	`ALTER TABLE users ADD COLUMN email_verified_at BIGINT NOT NULL DEFAULT 0;
+	CREATE TABLE email_tokens (
+		hash       TEXT PRIMARY KEY,
+		kind       TEXT NOT NULL,
+		user_id    TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+		email      TEXT NOT NULL,
+		created_at BIGINT NOT NULL,
+		expires_at BIGINT NOT NULL
+	);
+	CREATE INDEX email_tokens_user ON email_tokens(user_id, kind);
+	CREATE INDEX email_tokens_expires ON email_tokens(expires_at);
+	CREATE TABLE invitations (
+		id         TEXT PRIMARY KEY,
+		project_id TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+		email      TEXT NOT NULL,
+		role       TEXT NOT NULL,
+		hash       TEXT NOT NULL UNIQUE,
+		invited_by TEXT NOT NULL,
+		created_at BIGINT NOT NULL,
+		expires_at BIGINT NOT NULL,
+		UNIQUE (project_id, email)
+	);
+	CREATE INDEX invitations_expires ON invitations(expires_at)`,
 }
