@@ -239,4 +239,14 @@ var migrations = []string{
 		UNIQUE (project_id, email)
 	);
 	CREATE INDEX invitations_expires ON invitations(expires_at)`,
+	// 13: scoped keys and revocable logins. api_keys.scopes lists what a project key may
+	// do (comma-separated ingest, results, read; '': all three, the keys made before
+	// scopes). A personal access token may be limited to some projects (project_ids,
+	// comma-separated; '': all of its owner's) and to reading (read_only).
+	// users.login_generation is named by every login token and by the console tokens
+	// those mint: "log out everywhere" raises it, which ends them all.
+	`ALTER TABLE api_keys ADD COLUMN scopes TEXT NOT NULL DEFAULT '';
+	ALTER TABLE access_tokens ADD COLUMN project_ids TEXT NOT NULL DEFAULT '';
+	ALTER TABLE access_tokens ADD COLUMN read_only INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE users ADD COLUMN login_generation BIGINT NOT NULL DEFAULT 0`,
 }
