@@ -22,6 +22,9 @@ type Config struct {
 	MaxMemory int64 `mapstructure:"max_memory"`
 	// MaxPayload is the largest message in bytes (0: nats-server's 1 MiB default).
 	MaxPayload int32 `mapstructure:"max_payload"`
+	// InProcessClients lets the components of this collector connect to the server in
+	// memory rather than through its TCP listener (which other processes keep using).
+	InProcessClients bool `mapstructure:"in_process_clients"`
 }
 
 // Validate checks the listen address and the store directory.

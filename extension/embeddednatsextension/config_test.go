@@ -35,7 +35,7 @@ func TestLoadConfig(t *testing.T) {
 		{id: component.NewID(metadata.Type), expected: createDefaultConfig()},
 		{id: component.NewIDWithName(metadata.Type, "custom"), expected: &Config{Listen: "0.0.0.0:14222", StoreDir: "/var/lib/otelcol-svc/nats", MaxStore: 10 << 30}},
 		// Nothing else matters with an external NATS.
-		{id: component.NewIDWithName(metadata.Type, "external"), expected: &Config{ExternalURL: "nats://nats.internal:4222", Listen: "127.0.0.1:4223", StoreDir: "./data/nats"}},
+		{id: component.NewIDWithName(metadata.Type, "external"), expected: &Config{ExternalURL: "nats://nats.internal:4222", Listen: "127.0.0.1:4223", StoreDir: "./data/nats", InProcessClients: true}},
 		{id: component.NewIDWithName(metadata.Type, "badlisten"), errs: []string{"host:port", "store_dir is required"}},
 	}
 	for _, tt := range tests {
@@ -98,3 +98,29 @@ func TestStartsJetStreamAndStopsWhenExternal(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// The collector's own components get an in-memory connection unless in_process_clients is
+// off; with an external NATS there is no server to connect to in memory.
+func TestInProcessClients(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.Listen = "127.0.0.1:" + itoa(testenv.FreePort(t))
+	cfg.StoreDir = t.TempDir()
+	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	e := ext.(*embeddedNATS)
+	_, err = e.InProcessServer().InProcessConn()
+	require.ErrorIs(t, err, errNotRunning, "nothing to connect to before Start")
+	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	nc, err := nats.Connect(e.ClientURL(), nats.InProcessServer(e.InProcessServer()))
+	require.NoError(t, err)
+	assert.Equal(t, "pipe", nc.ConnectedAddr())
+	require.NoError(t, nc.Flush())
+	nc.Close()
+	require.NoError(t, ext.Shutdown(context.Background()))
+
+	cfg.InProcessClients = false
+	assert.Nil(t, e.InProcessServer(), "off: components dial the listen address")
+	cfg.InProcessClients = true
+	cfg.ExternalURL = "nats://elsewhere:4222"
+	assert.Nil(t, e.InProcessServer())
+}

@@ -2,14 +2,17 @@ package embeddednatsextension
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/collector/component"
 	"go.uber.org/zap"
 )
@@ -17,7 +20,9 @@ import (
 type embeddedNATS struct {
 	cfg    *Config
 	logger *zap.Logger
-	srv    *server.Server
+	// srv is read by nats.go's reconnect goroutines (InProcessConn) while Start and
+	// Shutdown set it.
+	srv atomic.Pointer[server.Server]
 }
 
 func (e *embeddedNATS) Start(_ context.Context, _ component.Host) error {
@@ -53,7 +58,7 @@ func (e *embeddedNATS) Start(_ context.Context, _ component.Host) error {
 		srv.Shutdown()
 		return fmt.Errorf("embedded NATS did not become ready on %s (is the port taken? set NATS_URL to use an external server)", e.cfg.Listen)
 	}
-	e.srv = srv
+	e.srv.Store(srv)
 	e.logger.Info("embedded NATS with JetStream started", zap.String("url", srv.ClientURL()), zap.String("store_dir", e.cfg.StoreDir))
 	return nil
 }
@@ -70,13 +75,40 @@ func (e *embeddedNATS) ClientURL() string {
 // Shutdown stops the server last-in, after the pipelines that publish to it: the
 // collector shuts extensions down after receivers and exporters.
 func (e *embeddedNATS) Shutdown(context.Context) error {
-	if e.srv == nil {
+	srv := e.srv.Swap(nil)
+	if srv == nil {
 		return nil
 	}
-	e.srv.Shutdown()
-	e.srv.WaitForShutdown()
-	e.srv = nil
+	srv.Shutdown()
+	srv.WaitForShutdown()
 	return nil
+}
+
+// errNotRunning makes nats.go retry, as a refused TCP dial would, while the server is
+// stopped (before Start, after Shutdown).
+var errNotRunning = errors.New("the embedded NATS server is not running")
+
+// InProcessServer implements natsclient.InProcess: unless in_process_clients is off, the
+// components of this process talk to the server over an in-memory pipe, without the
+// loopback socket's system calls (each publish and each ack was a write and a read on
+// both sides). Other processes still use the TCP listener.
+func (e *embeddedNATS) InProcessServer() nats.InProcessConnProvider {
+	if e.cfg.ExternalURL != "" || !e.cfg.InProcessClients {
+		return nil
+	}
+	return inProcess{e}
+}
+
+// inProcess dials the server the extension runs at the time, so that nats.go's reconnects
+// reach a server started again.
+type inProcess struct{ e *embeddedNATS }
+
+func (p inProcess) InProcessConn() (net.Conn, error) {
+	srv := p.e.srv.Load()
+	if srv == nil {
+		return nil, errNotRunning
+	}
+	return srv.InProcessConn()
 }
 
 // natsLogger forwards nats-server's log to the collector's logger.

@@ -56,6 +56,15 @@ type Embedded interface {
 	ClientURL() string
 }
 
+// InProcess is implemented by the embeddednats extension too: the server it runs takes
+// this process's connections in memory, sparing each publish and ack the loopback
+// socket's system calls.
+type InProcess interface {
+	// InProcessServer is what nats.go connects through, or nil to dial ClientURL (the
+	// extension's in_process_clients is off, or it runs no server).
+	InProcessServer() nats.InProcessConnProvider
+}
+
 // Host is the part of component.Host used to find the embedded server.
 type Host interface {
 	GetExtensions() map[component.ID]component.Component
@@ -64,25 +73,35 @@ type Host interface {
 // Resolve returns the URL to dial: the configured one, else the one of the extension the
 // config names, which must be running in the host.
 func (c Config) Resolve(host Host) (string, error) {
+	u, _, err := c.resolve(host)
+	return u, err
+}
+
+// resolve is Resolve plus the extension's in-process server when the URL is its.
+func (c Config) resolve(host Host) (string, nats.InProcessConnProvider, error) {
 	if c.URL != "" {
-		return c.URL, nil
+		return c.URL, nil, nil
 	}
 	var ext component.Component
 	if host != nil {
 		ext = host.GetExtensions()[c.Extension]
 	}
 	if ext == nil {
-		return "", fmt.Errorf("nats: url is empty and the extension %q is not running: add it to service.extensions, or set nats.url", c.Extension)
+		return "", nil, fmt.Errorf("nats: url is empty and the extension %q is not running: add it to service.extensions, or set nats.url", c.Extension)
 	}
 	e, ok := ext.(Embedded)
 	if !ok {
-		return "", fmt.Errorf("nats: extension %q is not an embedded NATS server (nats.extension must name an embeddednats extension)", c.Extension)
+		return "", nil, fmt.Errorf("nats: extension %q is not an embedded NATS server (nats.extension must name an embeddednats extension)", c.Extension)
 	}
 	u := e.ClientURL()
 	if u == "" {
-		return "", fmt.Errorf("nats: the extension %q runs no server (its external_url is set): set nats.url to the same server", c.Extension)
+		return "", nil, fmt.Errorf("nats: the extension %q runs no server (its external_url is set): set nats.url to the same server", c.Extension)
 	}
-	return u, nil
+	var in nats.InProcessConnProvider
+	if ip, ok := ext.(InProcess); ok {
+		in = ip.InProcessServer()
+	}
+	return u, in, nil
 }
 
 // Validate checks the URLs.
@@ -124,7 +143,7 @@ func (c Config) Validate() error {
 // handlers installed here are the only ones; code that needs to act on a reconnection
 // adds a hook with OnReconnect instead of calling SetReconnectHandler.
 func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn, error) {
-	u, err := c.Resolve(host)
+	u, inProcess, err := c.resolve(host)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +192,11 @@ func (c Config) Connect(host Host, name string, logger *zap.Logger) (*nats.Conn,
 	}
 	if c.Token != "" {
 		opts = append(opts, nats.Token(string(c.Token)))
+	}
+	if inProcess != nil {
+		// Every (re)connect asks the extension for a pipe to the server it runs then;
+		// u stays the server's name in logs and status.
+		opts = append(opts, nats.InProcessServer(inProcess))
 	}
 	nc, err := nats.Connect(u, opts...)
 	if err != nil {

@@ -158,3 +158,54 @@ func TestOnReconnectChainsAForeignHandler(t *testing.T) {
 	srv.Start(t)
 	require.Eventually(t, func() bool { return own.Load() == 1 && hook.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
 }
+
+// The components of the collector that runs the embedded server reach it in memory, not
+// through its loopback listener: each publish and ack over the socket cost system calls
+// on both sides.
+func TestEmbeddedServerIsReachedInProcess(t *testing.T) {
+	h := lifecyclehost.NATSOnly(t)
+	nc, js, err := natsclient.DefaultConfig().ConnectJetStream(h, "test", zap.NewNop())
+	require.NoError(t, err)
+	defer nc.Close()
+	assert.Equal(t, "pipe", nc.ConnectedAddr(), "connected through net.Pipe, not a socket")
+	_, err = js.AccountInfo(context.Background())
+	require.NoError(t, err, "JetStream works over the in-process connection")
+
+	// A URL, even the embedded server's own, is dialled as given.
+	cfg := natsclient.DefaultConfig()
+	cfg.URL = h[natsclient.DefaultExtension].(natsclient.Embedded).ClientURL()
+	tcp, err := cfg.Connect(h, "test", zap.NewNop())
+	require.NoError(t, err)
+	defer tcp.Close()
+	assert.NotEqual(t, "pipe", tcp.ConnectedAddr())
+}
+
+// An in-process connection loses its server when the extension stops, and comes back, with
+// the health report and the hooks, when it runs again: as a TCP connection does.
+func TestInProcessConnectionReconnectsToTheServerStartedAgain(t *testing.T) {
+	nh := lifecyclehost.NATSOnly(t)
+	ext := nh[natsclient.DefaultExtension]
+	h := &statusHost{host: nh}
+	nc, err := natsclient.DefaultConfig().Connect(h, "test", zap.NewNop())
+	require.NoError(t, err)
+	defer nc.Close()
+	require.Equal(t, "pipe", nc.ConnectedAddr())
+	var hooked atomic.Int32
+	natsclient.OnReconnect(nc, func() { hooked.Add(1) })
+
+	require.NoError(t, ext.Shutdown(context.Background()))
+	require.Eventually(t, func() bool {
+		ev := h.last()
+		return ev != nil && ev.Status() == componentstatus.StatusRecoverableError
+	}, 10*time.Second, 10*time.Millisecond, "a stopped server is reported")
+	assert.ErrorContains(t, h.last().Err(), "NATS is unreachable")
+
+	require.NoError(t, ext.Start(context.Background(), nh))
+	require.Eventually(t, func() bool {
+		ev := h.last()
+		return ev.Status() == componentstatus.StatusOK && hooked.Load() == 1
+	}, 10*time.Second, 10*time.Millisecond, "OK again, and the hook ran, once the server runs again")
+	assert.Equal(t, "pipe", nc.ConnectedAddr())
+	require.NoError(t, nc.Publish("x", nil))
+	require.NoError(t, nc.Flush())
+}
