@@ -1,52 +1,22 @@
 package service
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/slack-go/slack"
-
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
+	"github.com/otelcol-svc/otelcol-svc/internal/slackapp"
 )
 
 // DefaultSlackAPIURL is Slack's Web API; SVC_SLACK_API_URL replaces it (a stand-in in
 // tests, a proxy where one must be used). Only the test button reads it: the data plane's
 // slack_app deliveries use the sink exporter's own setting.
-const DefaultSlackAPIURL = "https://slack.com/api/"
-
-// slackAnswerBytes bounds what is read of Slack's answer to a test: chat.postMessage
-// answers a few hundred bytes; a larger answer is not Slack's and is cut off.
-const slackAnswerBytes = 64 << 10
-
-// answerRecorder keeps the status and the start of the answer slack-go reads, so that a
-// Slack test reports them as the other kinds' tests do.
-type answerRecorder struct {
-	client  *http.Client
-	status  int
-	excerpt []byte
-}
-
-func (a *answerRecorder) Do(req *http.Request) (*http.Response, error) {
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return resp, err
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, slackAnswerBytes))
-	_ = resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	a.status = resp.StatusCode
-	a.excerpt = body[:min(len(body), excerptBytes)]
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	return resp, nil
-}
+const DefaultSlackAPIURL = slackapp.DefaultAPIURL
 
 // slackErrorHints say what to do about Slack's error codes a new app meets.
 var slackErrorHints = map[string]string{
@@ -63,36 +33,36 @@ var slackErrorHints = map[string]string{
 // SendSlackTestMessage posts the test message to a slack_app sink's channel with
 // chat.postMessage at apiURL (Slack's Web API, ending in /), with its bot token, through
 // client (which decides which addresses may be reached), and reports what happened as
-// SendTestMessage does. Neither the token nor the answer's headers appear in the report.
+// SendTestMessage does. It sends as a delivery does (internal/slackapp: the token in the
+// Authorization header, never in the form a proxy's log would keep), so a passing test
+// means deliveries pass too. Neither the token nor the answer's headers appear in the
+// report.
 func SendSlackTestMessage(ctx context.Context, client *http.Client, apiURL, projectID string, sink mirror.Sink) SinkTestResult {
 	if sink.BotToken == "" || sink.Channel == "" {
 		return SinkTestResult{Error: "the destination has no bot token or channel: set them first"}
 	}
-	rec := &answerRecorder{client: client}
-	api := slack.New(sink.BotToken, slack.OptionAPIURL(apiURL), slack.OptionHTTPClient(rec))
 	start := time.Now()
-	_, _, err := api.PostMessageContext(ctx, sink.Channel, slack.MsgOptionText(TestMessageText+" (project "+projectID+")", false))
-	r := SinkTestResult{StatusCode: rec.status, LatencyMS: time.Since(start).Milliseconds(),
-		ResponseExcerpt: strings.ToValidUTF8(string(rec.excerpt), "\uFFFD")}
-	var slackErr slack.SlackErrorResponse
-	var status slack.StatusCodeError
-	var limited *slack.RateLimitedError
+	a := slackapp.Send(ctx, client, apiURL, sink.BotToken, "otelcol-svc",
+		slackapp.Message{Channel: sink.Channel, Text: TestMessageText + " (project " + projectID + ")"})
+	r := SinkTestResult{StatusCode: a.Status, LatencyMS: time.Since(start).Milliseconds(),
+		ResponseExcerpt: strings.ToValidUTF8(string(a.Body[:min(len(a.Body), excerptBytes)]), "\uFFFD")}
 	switch {
-	case err == nil:
+	case a.OK():
 		r.Delivered = true
-	case errors.As(err, &slackErr):
-		r.Error = "Slack answered " + slackErr.Err
-		if hint := slackErrorHints[slackErr.Err]; hint != "" {
+	case a.Err != nil:
+		r.Error = callError(a.Err)
+	case a.Status == http.StatusTooManyRequests:
+		r.Error = "Slack rate-limited the app: try again later"
+		if secs, err := strconv.Atoi(a.RetryAfter); err == nil && secs >= 0 {
+			r.Error = "Slack rate-limited the app: try again in " + (time.Duration(secs) * time.Second).String()
+		}
+	case a.Status != http.StatusOK:
+		r.Error = fmt.Sprintf("Slack's API answered %d %s", a.Status, http.StatusText(a.Status))
+	default:
+		r.Error = "Slack answered " + a.Error
+		if hint := slackErrorHints[a.Error]; hint != "" {
 			r.Error += ": " + hint
 		}
-	case errors.As(err, &limited):
-		r.Error = "Slack rate-limited the app: try again in " + limited.RetryAfter.String()
-	case errors.As(err, &status):
-		r.Error = "Slack's API answered " + status.Status
-	case rec.status != 0:
-		r.Error = "Slack's answer could not be read: " + err.Error()
-	default:
-		r.Error = callError(err)
 	}
 	return r
 }

@@ -34,6 +34,30 @@ func TestSlackTestMessageReportsAServerError(t *testing.T) {
 	assert.Equal(t, "<html>down</html>", res.ResponseExcerpt)
 }
 
+// The test button sends as a delivery does: the bot token in the Authorization header,
+// never in the form body where a proxy's request log would keep it; Slack's answer is
+// reported as the other kinds' tests report theirs.
+func TestSlackTestMessageSendsTheTokenAsABearer(t *testing.T) {
+	srv, got := receiver(t, http.StatusOK, `{"ok": true, "channel": "C0123ABCDE", "ts": "1700000000.000100"}`)
+	res := SendSlackTestMessage(context.Background(), outbound.NewClient(outbound.Options{AllowCIDRs: loopback}), srv.URL+"/api/", "p_1", slackSink)
+	assert.True(t, res.Delivered, "%+v", res)
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	r := <-got
+	assert.Equal(t, "Bearer "+slackSink.BotToken, r.header.Get("Authorization"))
+	assert.NotContains(t, string(r.body), slackSink.BotToken)
+	assert.Contains(t, string(r.body), "channel=C0123ABCDE")
+	assert.Contains(t, string(r.body), "project+p_1")
+}
+
+// A refusal names Slack's error and says what to do about it.
+func TestSlackTestMessageExplainsARefusal(t *testing.T) {
+	srv, _ := receiver(t, http.StatusOK, `{"ok": false, "error": "not_in_channel"}`)
+	res := SendSlackTestMessage(context.Background(), outbound.NewClient(outbound.Options{AllowCIDRs: loopback}), srv.URL+"/api/", "p_1", slackSink)
+	assert.False(t, res.Delivered)
+	assert.Equal(t, "Slack answered not_in_channel: "+slackErrorHints["not_in_channel"], res.Error)
+	assert.NotContains(t, res.Error, slackSink.BotToken)
+}
+
 func TestSlackAPIURLSetting(t *testing.T) {
 	u, err := SlackAPIURL("")
 	assert.NoError(t, err)
