@@ -318,7 +318,7 @@ function LedgerPanel({ ledger: l }: { ledger: Ledger }) {
         ) : (
           <>received = dropped + sent + dead-lettered + pending: {l.received} = {l.dropped} + {l.agent_calls} + {l.dead_lettered} + {l.pending}.</>
         )}
-        {' '}Results posted by the agent: {l.results}; delivered to destinations: {l.delivered}.
+        {' '}Messages for destinations (the agent's results, incident and usage notices): {l.results}; delivered to destinations: {l.delivered}.
       </p>
     </section>
   );
