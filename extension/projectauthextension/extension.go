@@ -146,14 +146,25 @@ func (a *authenticator) Shutdown(context.Context) error {
 func (a *authenticator) MirrorCache() *mirrorcache.Cache { return a.cache }
 
 // Authenticate resolves a project key from the X-API-Key header (HTTP) or x-api-key
-// metadata (gRPC), or an Authorization: Bearer header, to its project. Ingest-scoped keys
-// are refused here: they only open their own source's ingest URL.
+// metadata (gRPC), or an Authorization: Bearer header, to its project, for sending OTLP
+// and events: the key needs the ingest scope. Ingest-scoped keys are refused here: they
+// only open their own source's ingest URL.
 func (a *authenticator) Authenticate(ctx context.Context, sources map[string][]string) (context.Context, error) {
+	return a.authenticateFor(ctx, sources, mirror.PermIngest)
+}
+
+// AuthenticateResults is Authenticate for posting agent results: the key needs the
+// results scope instead.
+func (a *authenticator) AuthenticateResults(ctx context.Context, sources map[string][]string) (context.Context, error) {
+	return a.authenticateFor(ctx, sources, mirror.PermResults)
+}
+
+func (a *authenticator) authenticateFor(ctx context.Context, sources map[string][]string, perm string) (context.Context, error) {
 	key := lookup(sources, "x-api-key")
 	if key == "" {
 		key = bearer(lookup(sources, "authorization"))
 	}
-	p, err := a.resolve(key)
+	p, err := a.resolve(key, perm)
 	a.tel.ProjectauthRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome(err))))
 	if err != nil {
 		return ctx, err
@@ -161,12 +172,23 @@ func (a *authenticator) Authenticate(ctx context.Context, sources map[string][]s
 	return principal.NewContext(ctx, p), nil
 }
 
+// scopeMessages say, per scope, what a key without it was refused.
+var scopeMessages = map[string]string{
+	mirror.PermIngest:  "sending OTLP and events with an API key needs the ingest scope; this key does not have it (use a key that has it, or add the scope on the dashboard's Keys page)",
+	mirror.PermResults: "posting agent results with an API key needs the results scope; this key does not have it (use a key that has it, or add the scope on the dashboard's Keys page)",
+	mirror.PermRead:    "reading stored events and deliveries with an API key needs the read scope; this key does not have it (use a key that has it, or add the scope on the dashboard's Keys page)",
+}
+
+func insufficientScope(perm string) error {
+	return principal.Refuse(principal.ErrInsufficientScope, scopeMessages[perm])
+}
+
 // msgInvalidKey is what gRPC clients are told (the collector sends the error's text as
 // the Unauthenticated status message); the ingest receiver tells HTTP clients the same
 // words, so one wrong key reads the same over both.
 const msgInvalidKey = "the API key is not valid: it is unknown, revoked, or not a project key"
 
-func (a *authenticator) resolve(key string) (principal.Principal, error) {
+func (a *authenticator) resolve(key, perm string) (principal.Principal, error) {
 	if key == "" {
 		return principal.Principal{}, principal.ErrMissingKey
 	}
@@ -176,6 +198,9 @@ func (a *authenticator) resolve(key string) (principal.Principal, error) {
 	e, ok := a.cache.Key(apikey.Hash(key))
 	if !ok || e.Scope != mirror.ScopeProject {
 		return principal.Principal{}, principal.Refuse(principal.ErrInvalidKey, msgInvalidKey)
+	}
+	if !e.Allows(perm) {
+		return principal.Principal{}, insufficientScope(perm)
 	}
 	a.noteUse(e.KeyID)
 	return principal.Principal{ProjectID: e.ProjectID, KeyID: e.KeyID, AccountID: e.AccountID, Scope: e.Scope}, nil
@@ -198,6 +223,8 @@ func outcome(err error) string {
 		return "invalid_token"
 	case errors.Is(err, ErrForbidden):
 		return "forbidden"
+	case errors.Is(err, principal.ErrInsufficientScope):
+		return "insufficient_scope"
 	default:
 		return "invalid_key"
 	}

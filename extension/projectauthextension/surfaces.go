@@ -224,6 +224,8 @@ func (a *authenticator) console(headers map[string][]string, projectID string) (
 		return principal.Principal{}, principal.Refuse(principal.ErrInvalidKey, msgConsoleIngestKey)
 	case e.ProjectID != projectID:
 		return principal.Principal{}, principal.Refuse(principal.ErrNotFound, msgConsoleNoProject)
+	case !e.Allows(mirror.PermRead):
+		return principal.Principal{}, insufficientScope(mirror.PermRead)
 	}
 	a.noteUse(e.KeyID)
 	return principal.Principal{ProjectID: e.ProjectID, KeyID: e.KeyID, AccountID: e.AccountID, Scope: e.Scope}, nil

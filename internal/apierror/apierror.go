@@ -51,6 +51,10 @@ const (
 	// resolved: nothing is left to acknowledge or silence (resolve and reinvestigate
 	// still apply).
 	IncidentResolved = "incident_resolved"
+	// InsufficientScope (403) refuses a credential that is valid but lacks the scope the
+	// request needs (an API key without read on a console read, without results on an
+	// agent result, a read-only personal access token on a change); the message names it.
+	InsufficientScope = "insufficient_scope"
 )
 
 // Error is an API error: a status, a stable code and a message a person can act on.

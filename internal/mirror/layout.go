@@ -73,6 +73,39 @@ type KeyEntry struct {
 	Scope     string `json:"scope"`
 	// SourceID is set for ingest-scoped keys: the one source the key may post to.
 	SourceID string `json:"source_id,omitempty"`
+	// Scopes are what a project key may do: PermIngest, PermResults, PermRead. An entry
+	// without them (a key made before keys had scopes) may do all three.
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+// What a project key may do (KeyEntry.Scopes).
+const (
+	// PermIngest sends OTLP and events (the same word as ScopeIngest, the kind of a push
+	// source's key, which only ingests).
+	PermIngest = "ingest"
+	// PermResults posts agent results.
+	PermResults = "results"
+	// PermRead reads stored events and deliveries through the console API.
+	PermRead = "read"
+)
+
+// AllPerms are a project key's scopes when its entry lists none.
+var AllPerms = []string{PermIngest, PermResults, PermRead}
+
+// Allows reports whether a project key may do perm; a key of another kind may not.
+func (e KeyEntry) Allows(perm string) bool {
+	if e.Scope != ScopeProject {
+		return false
+	}
+	if len(e.Scopes) == 0 {
+		return true
+	}
+	for _, s := range e.Scopes {
+		if s == perm {
+			return true
+		}
+	}
+	return false
 }
 
 // Project is a project's data-plane configuration.

@@ -45,7 +45,7 @@ func (r *ingestReceiver) agentOutput(w http.ResponseWriter, req *http.Request) (
 	if r.logs == nil {
 		return "", apierror.New(http.StatusNotFound, apierror.NotFound, "this receiver is not part of a logs pipeline, which carries agent results")
 	}
-	ctx, aerr := r.authenticate(req)
+	ctx, aerr := r.authenticateResults(req)
 	if aerr != nil {
 		return "", aerr
 	}

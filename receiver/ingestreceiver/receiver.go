@@ -181,6 +181,11 @@ func (r *ingestReceiver) newConsole() *console.API {
 // authenticate resolves the request's API key to its project.
 func (r *ingestReceiver) authenticate(req *http.Request) (context.Context, *apierror.Error) {
 	ctx, err := r.auth.Authenticate(req.Context(), req.Header)
+	return r.authOutcome(ctx, err)
+}
+
+// authOutcome answers an authentication's refusal in the contract's shape.
+func (r *ingestReceiver) authOutcome(ctx context.Context, err error) (context.Context, *apierror.Error) {
 	if err == nil {
 		if _, ok := principal.FromContext(ctx); ok {
 			return ctx, nil
@@ -194,6 +199,8 @@ func (r *ingestReceiver) authenticate(req *http.Request) (context.Context, *apie
 		e := apierror.New(http.StatusServiceUnavailable, apierror.Unavailable, "the receiver is still loading its key configuration; retry in a moment")
 		e.RetryAfter = r.cfg.RetryAfter
 		return nil, e
+	case errors.Is(err, principal.ErrInsufficientScope):
+		return nil, apierror.New(http.StatusForbidden, apierror.InsufficientScope, principal.Message(err, "the API key lacks the scope this needs"))
 	default:
 		return nil, apierror.New(http.StatusUnauthorized, apierror.InvalidAPIKey, "the API key is not valid: it is unknown, revoked, or not a project key")
 	}

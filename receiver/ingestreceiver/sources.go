@@ -196,6 +196,8 @@ func (r *ingestReceiver) authRefusal(err error) *apierror.Error {
 		return apierror.New(http.StatusUnauthorized, apierror.MissingAPIKey, principal.Message(err, "no credentials: send an API key"))
 	case errors.Is(err, principal.ErrInvalidToken):
 		return apierror.New(http.StatusUnauthorized, apierror.InvalidToken, principal.Message(err, "the token is not valid"))
+	case errors.Is(err, principal.ErrInsufficientScope):
+		return apierror.New(http.StatusForbidden, apierror.InsufficientScope, principal.Message(err, "the API key lacks the scope this needs"))
 	default:
 		return apierror.New(http.StatusUnauthorized, apierror.InvalidAPIKey, principal.Message(err, "the API key is not valid"))
 	}

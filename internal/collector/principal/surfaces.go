@@ -10,6 +10,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrInvalidToken: a service ingest token or console token that is not valid.
 	ErrInvalidToken = errors.New("the token is not valid")
+	// ErrInsufficientScope: a valid API key without the scope the request needs; callers
+	// answer 403 insufficient_scope with the refusal's message, which names the scope.
+	ErrInsufficientScope = errors.New("the API key lacks the scope this needs")
 )
 
 // Scopes of principals beside the key scopes of internal/mirror.
