@@ -37,6 +37,7 @@ type env struct {
 	client   *http.Client
 	conc     int
 	projects []project
+	colProf  string // the collector's pprof endpoint, with -pprof
 }
 
 type project struct{ id, key string }
@@ -44,7 +45,12 @@ type project struct{ id, key string }
 func newEnv(r *benchkit.Runner, natsBin string, conc int) *env {
 	e := &env{r: r, conc: conc, ag: startAgent(r)}
 	e.nats = startNATS(r, natsBin)
-	e.col = testenv.StartCollector(r, testenv.CollectorOptions{Config: "configs/embedded.yaml", Env: map[string]string{
+	cfg := "configs/embedded.yaml"
+	if prof != nil {
+		port := testenv.FreePort(r)
+		cfg, e.colProf = prof.collectorConfig(r, port), "http://127.0.0.1:"+strconv.Itoa(port)
+	}
+	e.col = testenv.StartCollector(r, testenv.CollectorOptions{Config: cfg, Env: map[string]string{
 		"NATS_URL": e.nats.url(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8",
 	}})
 	_, js := testenv.Connect(r, e.nats.url())
@@ -289,6 +295,10 @@ func (e *env) idle(d time.Duration) idle {
 		e.r.Fatal(err)
 	}
 	res.StoreFiles, res.StoreDiskMiB = du(e.nats.storeDir)
+	if prof != nil {
+		prof.save(e.colProf, "/debug/pprof/heap?gc=1", fmt.Sprintf("collector-%dp-idle.heap", len(e.projects)))
+		prof.save(e.nats.profileURL(), "/debug/pprof/heap?gc=1", fmt.Sprintf("nats-%dp-idle.heap", len(e.projects)))
+	}
 	if heap, err := metric(e.col.Metrics, "otelcol_process_runtime_heap_alloc_bytes"); err == nil {
 		res.CollectorHeapMiB = heap / (1 << 20)
 	} else {
@@ -380,11 +390,21 @@ func countGoroutines(dump string) int {
 func (e *env) restart(round int, timeout time.Duration) (restart, int) {
 	goroutines := e.crash()
 	e.nats.stop()
+	var profiled []*sync.WaitGroup
+	stop := make(chan struct{})
+	if prof != nil {
+		profiled = append(profiled, prof.cpuUntil(e.nats.profileURL(), fmt.Sprintf("nats-%dp-restart", len(e.projects)), stop),
+			prof.cpuUntil(e.colProf, fmt.Sprintf("collector-%dp-restart", len(e.projects)), stop))
+	}
 	t0 := time.Now()
 	e.nats.start(e.r)
 	res := restart{NATSReadySeconds: time.Since(t0).Seconds()}
 	e.col.Start()
 	res.CollectorHealthySeconds = time.Since(t0).Seconds()
 	res.Ready = e.ready(round, t0, timeout)
+	close(stop)
+	for _, wg := range profiled {
+		wg.Wait()
+	}
 	return res, goroutines
 }

@@ -43,6 +43,9 @@ const (
 	goalHotP99Ratio = 1.2
 )
 
+// prof is set by -pprof.
+var prof *profiler
+
 type config struct {
 	Projects    int     `json:"projects"`
 	Idle        string  `json:"idle"`
@@ -85,6 +88,7 @@ func main() {
 	timeout := flag.Duration("ready-timeout", 15*time.Minute, "how long a readiness round may take before it is reported incomplete")
 	jsonOut := flag.String("json", "", "also write the figures to this file as JSON")
 	label := flag.String("commit", "", "what to report as the commit (default: git describe of the checkout)")
+	profDir := flag.String("pprof", "", "write profiles to this directory: both processes' heaps when idle and their CPU while they restart")
 	flag.Parse()
 	if *n < 1 || *idleFor <= 0 || *hotRate <= 0 || *hotFor <= 0 || *conc < 1 || *timeout <= 0 || *apiN < 0 || *hotRounds < 1 {
 		fmt.Fprintln(os.Stderr, "bench/tenants: -projects, -idle, -hot-rate, -hot-duration, -hot-rounds, -concurrency and -ready-timeout must be positive")
@@ -92,6 +96,12 @@ func main() {
 	}
 
 	r := benchkit.NewRunner("bench/tenants")
+	if *profDir != "" {
+		if err := os.MkdirAll(*profDir, 0o755); err != nil {
+			r.Fatal(err)
+		}
+		prof = &profiler{dir: *profDir}
+	}
 	// Ctrl-C still kills both processes and removes the temporary directories.
 	r.ExitOnInterrupt()
 

@@ -22,6 +22,7 @@ import (
 type natsServer struct {
 	bin, storeDir, logPath string
 	port, monPort          int
+	profPort               int // with -pprof
 	cmd                    *exec.Cmd
 	exited                 chan struct{}
 }
@@ -46,6 +47,9 @@ func buildNATS(r *benchkit.Runner) string {
 func startNATS(r *benchkit.Runner, bin string) *natsServer {
 	n := &natsServer{bin: bin, storeDir: r.TempDir(), logPath: filepath.Join(r.TempDir(), "nats.log"),
 		port: testenv.FreePort(r), monPort: testenv.FreePort(r)}
+	if prof != nil {
+		n.profPort = testenv.FreePort(r)
+	}
 	r.Cleanup(n.kill)
 	n.start(r)
 	return n
@@ -59,8 +63,11 @@ func (n *natsServer) start(r *benchkit.Runner) {
 		r.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(n.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(n.port), "-m", strconv.Itoa(n.monPort),
-		"-js", "-sd", n.storeDir)
+	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(n.port), "-m", strconv.Itoa(n.monPort), "-js", "-sd", n.storeDir}
+	if n.profPort != 0 {
+		args = append(args, "--profile", strconv.Itoa(n.profPort))
+	}
+	cmd := exec.Command(n.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		r.Fatal(err)
@@ -117,6 +124,8 @@ func (n *natsServer) pid() int {
 	}
 	return n.cmd.Process.Pid
 }
+
+func (n *natsServer) profileURL() string { return "http://127.0.0.1:" + strconv.Itoa(n.profPort) }
 
 func (n *natsServer) url() string { return "nats://127.0.0.1:" + strconv.Itoa(n.port) }
 
