@@ -78,6 +78,9 @@ type Engine struct {
 	targets *targets
 	// notices tell the project's destinations of failures (notices.go); nil when off.
 	notices *notifier
+	// share shares the targets' throttles and circuits with the other processes
+	// (targetshare.go); nil without NATS.
+	share *targetShare
 
 	// warnedUnsigned holds the projects already logged as having no signing secret, so a
 	// busy project does not flood the log.
@@ -101,6 +104,10 @@ func (e *Engine) Start(projects Projects, nc *nats.Conn, js jetstream.JetStream)
 	e.client = outbound.NewClient(outbound.Options{AllowCIDRs: allow})
 	e.projects, e.nc, e.js = projects, nc, js
 	e.notices = newNotifier(e)
+	if nc != nil && js != nil {
+		// Until the bucket is bound each process paces on its own.
+		e.share = startShare(e.targets, js, nc.IsConnected, e.cfg.DeadLetterStream.Replicas, e.cfg.Timeout, e.logger)
+	}
 	e.log = startLog(&e.cfg, js, e.logger, e.replayLoop)
 	if e.log != nil {
 		w := e.log.w
@@ -119,6 +126,7 @@ func (e *Engine) Shutdown(ctx context.Context) {
 	}
 	// Before NATS goes: a notice being sent gets its chance (bounded by noticeTimeout).
 	e.notices.close()
+	e.share.stop()
 	if e.client != nil {
 		e.client.CloseIdleConnections()
 	}

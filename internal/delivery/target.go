@@ -8,8 +8,10 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 )
 
@@ -20,8 +22,11 @@ import (
 // project's slow or failing target never holds up another project's deliveries, even to
 // the same origin, and one project cannot make another's requests wait.
 //
-// State is in this process's memory: N exporter processes each keep their own, so a
-// failing target sees up to N probes per interval and N times max_rate.
+// The throttle and the circuit are shared by every exporter process through NATS
+// (targetshare.go): a Retry-After answered to one process holds the others' deliveries
+// too, an open circuit opens everywhere, and one probe per interval goes across all of
+// them. max_rate stays per process: N processes send up to N times max_rate. Without
+// NATS each process keeps its own state, as if it were alone.
 
 // Throttle reasons and circuit states, the metrics' attribute values.
 const (
@@ -49,6 +54,8 @@ const (
 type targets struct {
 	cfg TargetConfig
 	tel Telemetry
+	// share is nil while the state is not shared (targetshare.go).
+	share atomic.Pointer[targetShare]
 
 	mu sync.Mutex
 	m  map[string]*target
@@ -65,8 +72,11 @@ func newTargets(cfg TargetConfig, tel Telemetry) *targets {
 }
 
 type target struct {
-	origin string
-	cfg    TargetConfig
+	project string
+	origin  string
+	// key names the target in the shared bucket (shareKey).
+	key string
+	cfg TargetConfig
 	// limiter is nil without max_rate.
 	limiter *rate.Limiter
 
@@ -82,26 +92,38 @@ type target struct {
 	// changed is closed (and replaced) when a probe ends, waking the deliveries waiting
 	// for its answer.
 	changed chan struct{}
+
+	// Sharing (targetshare.go). seenRev is the newest revision of the target's entry this
+	// process wrote or applied; pending counts its writes not yet made.
+	seenRev uint64
+	pending int
+	// lease is the probe's lease while this process holds it through the bucket.
+	lease leaseResult
 }
 
 // get returns the target of project's raw URL, held until put.
 func (ts *targets) get(project, raw string) *target {
-	o := targetOrigin(raw)
-	key := project + "\x00" + o
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
+	t := ts.lookup(project, targetOrigin(raw))
+	t.users++
+	return t
+}
+
+// lookup returns the target of project and origin o, creating it. Called with ts.mu.
+func (ts *targets) lookup(project, o string) *target {
+	key := project + "\x00" + o
 	t, ok := ts.m[key]
 	if !ok {
 		if len(ts.m) >= ts.sweepAt {
 			ts.sweep()
 		}
-		t = &target{origin: o, cfg: ts.cfg, changed: make(chan struct{})}
+		t = &target{project: project, origin: o, key: shareKey(project, o), cfg: ts.cfg, changed: make(chan struct{})}
 		if r := ts.cfg.MaxRate; r > 0 {
 			t.limiter = rate.NewLimiter(rate.Limit(r), burst(r))
 		}
 		ts.m[key] = t
 	}
-	t.users++
 	return t
 }
 
@@ -124,7 +146,7 @@ func (ts *targets) sweep() {
 func (t *target) idle() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.state != stateClosed || t.failures > 0 {
+	if t.state != stateClosed || t.failures > 0 || t.pending > 0 {
 		return false
 	}
 	// A limiter with spent tokens still paces; dropping it would grant a fresh burst.
@@ -177,6 +199,25 @@ func (ts *targets) admit(ctx context.Context, t *target, deadline time.Time) (pr
 			t.probing, probe, admitted = true, true, true
 		}
 		t.mu.Unlock()
+		if probe {
+			// The other processes may be due to probe this target too: one probe goes
+			// across all of them. A loser waits for the winner's answer, which the shared
+			// state brings, or asks again a little later.
+			l := ts.share.Load().lease(ctx, t, state)
+			t.mu.Lock()
+			if !l.won {
+				t.probing, probe = false, false
+				if until := time.Now().Add(l.retry); until.After(t.until) {
+					t.until = until
+				}
+				t.wake()
+				t.mu.Unlock()
+				ts.share.Load().logger.Debug("probe left to another exporter process", zap.String("target", t.origin))
+				continue
+			}
+			t.lease = l
+			t.mu.Unlock()
+		}
 		if admitted {
 			if probe && state == stateOpen {
 				ts.tel.CircuitChange(ctx, circuitHalfOpen)
@@ -245,6 +286,7 @@ func (ts *targets) release(t *target, probe bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.probing = false
+	ts.unlease(t, false)
 	t.wake()
 }
 
@@ -261,10 +303,11 @@ func (t *target) wake() {
 func (ts *targets) report(ctx context.Context, t *target, probe bool, a attemptResult) string {
 	t.mu.Lock()
 	now := time.Now()
-	before := t.state
+	before, beforeUntil := t.state, t.until
 	answered := a.status != 0
+	nothingLearnt := a.class == classAborted || a.class == classFinal && !answered
 	switch {
-	case a.class == classAborted || a.class == classFinal && !answered:
+	case nothingLearnt:
 		// Never reached the target (shutdown, refused address): nothing learnt.
 		if probe {
 			t.probing = false
@@ -282,6 +325,7 @@ func (ts *targets) report(ctx context.Context, t *target, probe bool, a attemptR
 		t.wake()
 	}
 	after := t.state
+	ts.shareReport(t, probe, !nothingLearnt, before, beforeUntil, now)
 	t.mu.Unlock()
 	switch {
 	case after == stateOpen && (before != stateOpen || probe):
@@ -294,6 +338,38 @@ func (ts *targets) report(ctx context.Context, t *target, probe bool, a attemptR
 		return circuitClosed
 	}
 	return ""
+}
+
+// shareReport tells the other processes what an attempt changed. Called with t.mu.
+func (ts *targets) shareReport(t *target, probe, sent bool, before targetState, beforeUntil, now time.Time) {
+	s := ts.share.Load()
+	if s == nil {
+		return
+	}
+	switch {
+	case t.state != stateClosed && (t.state != before || t.until.After(beforeUntil)):
+		s.publish(t, t.state, t.until.Sub(now))
+	case probe && t.state == stateClosed && before != stateClosed && t.lease.shared:
+		// Only a probe's answer lifts the others' throttle or circuit, and only one sent
+		// after everything the bucket recorded (the lease's base revision).
+		s.publishClose(t, t.lease.base)
+	}
+	if probe {
+		ts.unlease(t, sent && t.state == stateOpen)
+	}
+}
+
+// unlease ends this process's hold of t's probe lease. An open circuit's lease, after a
+// probe that failed, is kept until it ends by itself: that is the interval for everyone.
+// Otherwise it is given back at once, so a throttled target's next probe waits for the
+// Retry-After only, and a probe that was never sent leaves its turn to the others.
+// Called with t.mu.
+func (ts *targets) unlease(t *target, keep bool) {
+	l := t.lease
+	t.lease = leaseResult{}
+	if l.shared && !keep {
+		ts.share.Load().unlease(t, l.rev)
+	}
 }
 
 // failed records a retryable failure. Called with t.mu.

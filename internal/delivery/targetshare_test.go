@@ -1,0 +1,275 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
+)
+
+// proc is one exporter process's engine, with its own NATS connection.
+type proc struct {
+	e    *Engine
+	js   jetstream.JetStream
+	logs *observer.ObservedLogs
+}
+
+func startProc(t *testing.T, n *testenv.NATS, mutate func(*Settings)) *proc {
+	t.Helper()
+	nc, js := testenv.Connect(t, n.URL())
+	s := DefaultSettings()
+	s.AllowCIDRs = "127.0.0.0/8"
+	s.Timeout = 30 * time.Second
+	s.Retry = RetryConfig{InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond, MaxElapsedTime: time.Minute}
+	s.DeliveryLog.Enabled = false
+	s.FailureNotices.Enabled = false
+	if mutate != nil {
+		mutate(&s)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	e := New(Options{Settings: s, Name: "test", Logger: zap.New(core), Telemetry: nopTelemetry{}})
+	require.NoError(t, e.Start(nil, nc, js))
+	t.Cleanup(func() { e.Shutdown(context.Background()) })
+	// Shared once its bucket is watched: until then a process paces on its own.
+	require.Eventually(t, func() bool { return e.share.bucket() != nil }, 10*time.Second, 5*time.Millisecond)
+	return &proc{e: e, js: js, logs: logs}
+}
+
+// state is the process's view of project's target at url.
+func (p *proc) state(project, url string) targetState {
+	tg := p.e.targets.get(project, url)
+	defer p.e.targets.put(tg)
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return tg.state
+}
+
+func (p *proc) deliver(project, url string) Result {
+	return p.e.Deliver(context.Background(), Request{Who: "agent", Project: project, Target: url, Body: []byte(`{}`)})
+}
+
+func (p *proc) leftProbes() int {
+	return p.logs.FilterMessage("probe left to another exporter process").Len()
+}
+
+func circuit(failures int, interval time.Duration) func(*Settings) {
+	return func(s *Settings) {
+		s.Target.Circuit = CircuitConfig{Failures: failures, ProbeInterval: interval}
+	}
+}
+
+// Two processes with deliveries waiting for an open circuit send one probe in all: the
+// one due second leaves it to the first (whose probe the target holds), and the probe's
+// answer lets both through.
+func TestOneProbeAcrossProcesses(t *testing.T) {
+	n := testenv.StartNATS(t)
+	var reqs atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if reqs.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		<-release
+	}))
+	defer srv.Close()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	a, b := startProc(t, n, circuit(1, time.Second)), startProc(t, n, circuit(1, time.Second))
+
+	resA := make(chan Result, 1)
+	go func() { resA <- a.deliver("p", srv.URL) }()
+	require.Eventually(t, func() bool { return b.state("p", srv.URL) == stateOpen }, 10*time.Second, 5*time.Millisecond,
+		"a's failure opens the circuit in b too")
+	resB := make(chan Result, 1)
+	go func() { resB <- b.deliver("p", srv.URL) }()
+
+	require.Eventually(t, func() bool { return a.leftProbes()+b.leftProbes() > 0 }, 20*time.Second, 5*time.Millisecond,
+		"the process due second leaves the probe to the one whose probe is out")
+	assert.EqualValues(t, 2, reqs.Load(), "the failure and one probe, not one probe per process")
+
+	close(release)
+	for _, r := range []Result{<-resA, <-resB} {
+		assert.True(t, r.Delivered, r.Reason)
+	}
+	assert.EqualValues(t, 3, reqs.Load(), "the probe and the other process's delivery")
+	assert.Equal(t, stateClosed, a.state("p", srv.URL))
+	assert.Equal(t, stateClosed, b.state("p", srv.URL))
+}
+
+// A Retry-After answered to one process holds the other's deliveries to that target; it
+// does not send at all when its budget ends first. Another project's deliveries to the
+// same origin are not held.
+func TestRetryAfterSeenByOneHoldsTheOther(t *testing.T) {
+	n := testenv.StartNATS(t)
+	var reqs atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if reqs.Add(1) == 1 {
+			w.Header().Set("Retry-After", "3600")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer srv.Close()
+	a, b := startProc(t, n, nil), startProc(t, n, nil)
+
+	r := a.deliver("p", srv.URL)
+	require.False(t, r.Delivered)
+	require.Eventually(t, func() bool { return b.state("p", srv.URL) == stateThrottled }, 10*time.Second, 5*time.Millisecond,
+		"b learns that the target asked to wait")
+
+	r = b.deliver("p", srv.URL)
+	assert.False(t, r.Delivered)
+	assert.Zero(t, r.Attempts)
+	assert.Contains(t, r.Reason, "asked to wait until")
+	assert.EqualValues(t, 1, reqs.Load(), "b sent nothing to the target that asked a to wait")
+
+	r = b.deliver("q", srv.URL)
+	assert.True(t, r.Delivered, "another project is not held: %s", r.Reason)
+	assert.EqualValues(t, 2, reqs.Load())
+}
+
+// max_rate is each process's: a second process is not held by the first one's rate.
+func TestMaxRateStaysPerProcess(t *testing.T) {
+	n := testenv.StartNATS(t)
+	var reqs atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reqs.Add(1) }))
+	defer srv.Close()
+	slow := func(s *Settings) {
+		s.Target.MaxRate = 0.001
+		s.Retry.MaxElapsedTime = time.Second
+	}
+	a, b := startProc(t, n, slow), startProc(t, n, slow)
+
+	require.True(t, a.deliver("p", srv.URL).Delivered)
+	require.True(t, b.deliver("p", srv.URL).Delivered, "b has its own rate")
+	r := a.deliver("p", srv.URL)
+	assert.False(t, r.Delivered)
+	assert.Contains(t, r.Reason, "max rate", "a's own rate holds a")
+	assert.EqualValues(t, 2, reqs.Load())
+}
+
+// Without NATS each process paces on its own: its circuit opens and its probe delivers,
+// nothing waits on NATS, and the owner is told once that the state is not shared.
+func TestWithoutNATSEachProcessPacesAlone(t *testing.T) {
+	n := testenv.StartNATS(t)
+	var reqs atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if reqs.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	p := startProc(t, n, circuit(1, 100*time.Millisecond))
+
+	n.Stop()
+	require.Eventually(t, func() bool { return p.e.share.bucket() == nil }, 10*time.Second, 5*time.Millisecond)
+
+	r := p.deliver("p", srv.URL)
+	assert.True(t, r.Delivered, r.Reason)
+	assert.Equal(t, 2, r.Attempts, "the failure opened the circuit, its probe delivered")
+	assert.EqualValues(t, 2, reqs.Load())
+	assert.Equal(t, stateClosed, p.state("p", srv.URL))
+	assert.Equal(t, 1, p.logs.FilterMessageSnippet("not shared with the other exporter processes").Len(), "told once")
+}
+
+// The race the first shared version lost: a probe is out when another process records a
+// newer throttle; the probe's success must not erase it from the bucket (a blind write
+// did, and every process then sent to a target that had asked to wait).
+func TestAProbesCloseDoesNotEraseANewerThrottle(t *testing.T) {
+	n := testenv.StartNATS(t)
+	noCircuit := circuit(0, time.Second)
+	a, b := startProc(t, n, noCircuit), startProc(t, n, noCircuit)
+	const url = "https://agent.example.com"
+	ctx := context.Background()
+	ta, tb := a.e.targets.get("p", url), b.e.targets.get("p", url)
+	defer a.e.targets.put(ta)
+	defer b.e.targets.put(tb)
+
+	a.e.targets.report(ctx, ta, false, attemptResult{class: classRetryable, status: 429, retryAfter: 200 * time.Millisecond, hasRetryAfter: true})
+	require.Eventually(t, func() bool { return b.state("p", url) == stateThrottled }, 10*time.Second, 5*time.Millisecond)
+	probe, err := a.e.targets.admit(ctx, ta, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, probe)
+
+	// While a's probe is out, b is told to wait an hour; a sees it.
+	b.e.targets.report(ctx, tb, false, attemptResult{class: classRetryable, status: 503, retryAfter: time.Hour, hasRetryAfter: true})
+	require.Eventually(t, func() bool {
+		ta.mu.Lock()
+		defer ta.mu.Unlock()
+		return time.Until(ta.until) > 30*time.Minute
+	}, 10*time.Second, 5*time.Millisecond)
+
+	a.e.targets.report(ctx, ta, true, attemptResult{class: classOK, status: 200})
+	require.Eventually(t, func() bool {
+		ta.mu.Lock()
+		defer ta.mu.Unlock()
+		return ta.pending == 0
+	}, 10*time.Second, 5*time.Millisecond, "a's write was made (or refused)")
+
+	kv, err := a.js.KeyValue(ctx, TargetsBucket)
+	require.NoError(t, err)
+	e, err := kv.Get(ctx, shareKey("p", targetOrigin(url)))
+	require.NoError(t, err)
+	var got sharedEntry
+	require.NoError(t, json.Unmarshal(e.Value(), &got))
+	assert.Equal(t, sharedThrottled, got.State, "the bucket keeps b's newer throttle")
+	assert.Equal(t, stateThrottled, b.state("p", url))
+}
+
+func TestShareKeyIsAValidKVKey(t *testing.T) {
+	k := shareKey("p_1-x", "https://[::1]:8443")
+	assert.Regexp(t, `^p_1-x\.[0-9a-f]{32}$`, k)
+	assert.NotEqual(t, k, shareKey("p_1-x", "https://[::1]:8444"))
+	assert.NotEqual(t, k, shareKey("p_2", "https://[::1]:8443"))
+}
+
+// Entries come from other processes (or anyone who can write to the bucket): only a
+// well-formed entry whose key names its own project and origin is applied, and its wait
+// is bounded.
+func FuzzDecodeShared(f *testing.F) {
+	o := "https://agent.example.com:443"
+	f.Add(shareKey("p1", o), `{"state":"open","wait_ms":30000,"by":"x","project":"p1","origin":"`+o+`"}`)
+	f.Add(shareKey("p1", o), `{"state":"closed","by":"x","project":"p1","origin":"`+o+`"}`)
+	f.Add(shareKey("p2", o), `{"state":"throttled","wait_ms":1,"project":"p1","origin":"`+o+`"}`)
+	f.Add(shareKey("p1", o), `{"state":"throttled","wait_ms":9223372036854775807,"project":"p1","origin":"`+o+`"}`)
+	f.Add("p1.x", `{"state":"open"}`)
+	f.Add("", `not json`)
+	f.Fuzz(func(t *testing.T, key, value string) {
+		e, ok := decodeShared(key, []byte(value))
+		if !ok {
+			return
+		}
+		assert.Equal(t, key, shareKey(e.Project, e.Origin))
+		assert.Contains(t, []string{sharedOpen, sharedThrottled, sharedClosed}, e.State)
+		if e.State != sharedClosed {
+			assert.Positive(t, e.wait())
+		}
+		assert.LessOrEqual(t, e.wait(), maxSharedWait)
+	})
+}
+
+func TestDecodeSharedRefusesAMismatchedKey(t *testing.T) {
+	o := "https://agent.example.com:443"
+	v := []byte(`{"state":"open","wait_ms":1000,"project":"p1","origin":"` + o + `"}`)
+	_, ok := decodeShared(shareKey("p1", o), v)
+	assert.True(t, ok)
+	_, ok = decodeShared(shareKey("p2", o), v)
+	assert.False(t, ok, "an entry cannot move another project's target")
+}
