@@ -13,7 +13,10 @@
 //
 // The collector runs as a separate process, as deployed; NATS runs in this process.
 //
-//	go run ./bench/sink [-duration 15s] [-rate 1000] [-rounds 3] [-results 20000] [-json out.json]
+// -pprof FILE runs the collector with the pprof extension and saves a CPU profile of the
+// sink's throughput phase to FILE (gzipped protobuf, for go tool pprof).
+//
+//	go run ./bench/sink [-duration 15s] [-rate 1000] [-rounds 3] [-results 20000] [-json out.json] [-pprof out.pb.gz]
 package main
 
 import (
@@ -46,6 +49,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "the latency phase alternates the reference and the sink in this many rounds")
 	results := flag.Int("results", 20000, "results on the stream in the throughput phase")
 	jsonOut := flag.String("json", "", "also write the figures to this file as JSON")
+	pprofOut := flag.String("pprof", "", "run the collector with the pprof extension and save a CPU profile of the sink's throughput phase to this file")
 	flag.Parse()
 	if *duration <= 0 || *rate <= 0 || *results <= 0 || *rounds <= 0 {
 		fmt.Fprintln(os.Stderr, "bench/sink: -duration, -rate, -rounds and -results must be positive")
@@ -57,7 +61,7 @@ func main() {
 	fmt.Fprintln(os.Stderr, "building otelcol-svc...")
 	bin := testenv.Binary(r)
 	r.AtExit(func() { _ = os.RemoveAll(parentDir(bin)) })
-	s := start(r)
+	s := start(r, *pprofOut)
 
 	rep := &report{CPUs: runtime.NumCPU()}
 	fmt.Fprintf(os.Stderr, "latency: %.0f results/s for %s, in %d rounds...\n", *rate, *duration, *rounds)
@@ -117,8 +121,12 @@ func (rep *report) print(w io.Writer) {
 	fmt.Fprintf(w, "    %-44s %12.0f %14.0f %8.2f\n", "sink (configs/sink.yaml)", t.Sink.ResultsPerSec, 3*t.Sink.ResultsPerSec, t.Sink.Seconds)
 	fmt.Fprintf(w, "    %-44s %12.0f %14.0f %8.2f\n", "reference: 3 x pull + POST + ack in-process", t.Reference.ResultsPerSec, 3*t.Reference.ResultsPerSec, t.Reference.Seconds)
 	fmt.Fprintf(w, "    %-44s %14.2f\n", "ratio sink / reference", t.Ratio)
+	fmt.Fprintf(w, "    %-44s %14.1f\n", "collector CPU µs per delivery", t.CPUMicrosPerDelivery)
 	fmt.Fprintf(w, "    duplicates %d; CPU cores: collector %.2f, bench %.2f, other %.2f, steal %.2f\n", t.Duplicates, t.CPU.Collector, t.CPU.Bench, t.CPU.Other, t.CPU.Steal)
 	fmt.Fprintf(w, "    %-44s %14s\n", "every result at every destination", ok(rep.Goals["every_result_delivered"]))
+	if t.Profile != "" {
+		fmt.Fprintf(w, "    CPU profile of the sink's first %d s: %s\n", t.ProfileSeconds, t.Profile)
+	}
 	if d := benchkit.Disturbed(max(l.CPU.Other, l.RefCPU.Other, t.CPU.Other), max(l.CPU.Steal, l.RefCPU.Steal, t.CPU.Steal)); d != "" {
 		fmt.Fprintf(w, "\n  %s\n", d)
 	}

@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,19 +34,88 @@ type setup struct {
 	m   *mirror.Store
 	col *testenv.Collector
 	ep  *endpoint
+	// pprof is the collector's pprof endpoint (host:port) and pprofOut where the
+	// throughput phase's profile goes; both empty without -pprof.
+	pprof, pprofOut string
 }
 
-func start(r *benchkit.Runner) *setup {
+const sinkConfig = "configs/sink.yaml"
+
+func start(r *benchkit.Runner, pprofOut string) *setup {
 	n := testenv.StartNATS(r)
 	nc, js := testenv.Connect(r, n.URL())
 	m, err := mirror.Open(bg, js, 1)
 	if err != nil {
 		r.Fatal(err)
 	}
-	col := testenv.StartCollector(r, testenv.CollectorOptions{Config: "configs/sink.yaml", Env: map[string]string{
+	s := &setup{r: r, nc: nc, js: js, m: m, pprofOut: pprofOut}
+	cfg := sinkConfig
+	if pprofOut != "" {
+		s.pprof = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(r))
+		cfg = withPprof(r, s.pprof)
+	}
+	s.col = testenv.StartCollector(r, testenv.CollectorOptions{Config: cfg, Env: map[string]string{
 		"NATS_URL": n.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1",
 	}})
-	return &setup{r: r, nc: nc, js: js, m: m, col: col, ep: startEndpoint(r)}
+	s.ep = startEndpoint(r)
+	return s
+}
+
+// withPprof writes configs/sink.yaml with contrib's pprof extension listening on addr
+// into a temporary file and returns its path relative to the repository root (where
+// testenv looks for configs). The edit is textual, since the config is the shipped one
+// and only its two extension lines change; a config that no longer has them stops the
+// benchmark rather than profiling without the extension.
+func withPprof(r *benchkit.Runner, addr string) string {
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), sinkConfig))
+	if err != nil {
+		r.Fatal(err)
+	}
+	const ext, list = "\nextensions:\n", "\n  extensions: [configmirror, health_check]\n"
+	c := string(b)
+	if strings.Count(c, ext) != 1 || strings.Count(c, list) != 1 {
+		r.Fatalf("bench/sink -pprof: %s no longer has %q and %q to add the pprof extension to", sinkConfig, ext, list)
+	}
+	c = strings.Replace(c, ext, ext+"  pprof:\n    endpoint: "+addr+"\n", 1)
+	c = strings.Replace(c, list, "\n  extensions: [pprof, configmirror, health_check]\n", 1)
+	path := filepath.Join(r.TempDir(), "sink-pprof.yaml")
+	if err := os.WriteFile(path, []byte(c), 0o600); err != nil {
+		r.Fatal(err)
+	}
+	rel, err := filepath.Rel(testenv.RepoRoot(), path)
+	if err != nil {
+		r.Fatal(err)
+	}
+	return rel
+}
+
+// profile takes a CPU profile of the collector for d, written to s.pprofOut; the
+// returned function waits for it.
+func (s *setup) profile(d time.Duration) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		secs := strconv.Itoa(max(1, int(d.Round(time.Second).Seconds())))
+		resp, err := http.Get("http://" + s.pprof + "/debug/pprof/profile?seconds=" + secs)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/sink: profile:", err)
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			fmt.Fprintln(os.Stderr, "bench/sink: profile:", resp.Status)
+			return
+		}
+		f, err := os.Create(s.pprofOut)
+		if err == nil {
+			_, err = io.Copy(f, resp.Body)
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/sink: profile:", err)
+		}
+	}()
+	return func() { <-done }
 }
 
 // endpoint plays the webhook destinations: it notes when each result (by its index in
@@ -309,6 +382,14 @@ type throughputReport struct {
 	Complete   bool            `json:"complete"`
 	Duplicates int             `json:"duplicates"`
 	CPU        benchkit.CPUUse `json:"cpu"`
+	// The collector's CPU time for the phase over the deliveries made (3 per result):
+	// less sensitive than the rate to other work on the machine, so the figure to
+	// compare commits by.
+	CPUMicrosPerDelivery float64 `json:"collector_cpu_us_per_delivery"`
+	// Profile (with -pprof) is the file holding a CPU profile of the sink's first
+	// ProfileSeconds, as long as the reference took: the sink's steady drain.
+	Profile        string `json:"profile,omitempty"`
+	ProfileSeconds int    `json:"profile_seconds,omitempty"`
 }
 
 func (s *setup) throughput(n int) *throughputReport {
@@ -318,6 +399,13 @@ func (s *setup) throughput(n int) *throughputReport {
 		futures := make([]jetstream.PubAckFuture, 0, n)
 		for i := 0; i < n; i++ {
 			f, err := s.js.PublishMsgAsync(result(project, i))
+			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				// A loaded machine: the server acks slower than this loop publishes. Wait
+				// for the acks, and go on.
+				<-s.js.PublishAsyncComplete()
+				i--
+				continue
+			}
 			if err != nil {
 				s.r.Fatal(err)
 			}
@@ -350,11 +438,20 @@ func (s *setup) throughput(n int) *throughputReport {
 	sinkProj := "benchsink3-" + randomHex(4)
 	publish(sinkProj)
 	paths := []string{"/thr-0", "/thr-1", "/thr-2"}
+	waitProfile := func() {}
+	if s.pprof != "" {
+		d := max(time.Second, last.Sub(t0).Round(time.Second))
+		rep.Profile, rep.ProfileSeconds = s.pprofOut, int(d.Seconds())
+		waitProfile = s.profile(d)
+	}
 	c0 := benchkit.ReadCPU(s.col.Pid())
 	t0 = time.Now()
 	s.project(sinkProj, paths...) // the destinations appear: the sink starts consuming
 	last, rep.Complete = s.ep.waitAll(paths, n, time.Now().Add(timeout))
-	rep.CPU = benchkit.Since(c0, benchkit.ReadCPU(s.col.Pid()), time.Since(t0))
+	c1 := benchkit.ReadCPU(s.col.Pid())
+	rep.CPU = benchkit.Since(c0, c1, time.Since(t0))
+	rep.CPUMicrosPerDelivery = float64((c1.Collector - c0.Collector).Microseconds()) / float64(3*n)
+	waitProfile()
 	rep.Sink = drained{Seconds: last.Sub(t0).Seconds(), ResultsPerSec: float64(n) / last.Sub(t0).Seconds()}
 	if rep.Reference.ResultsPerSec > 0 {
 		rep.Ratio = rep.Sink.ResultsPerSec / rep.Reference.ResultsPerSec
