@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/otelcol-svc/otelcol-svc/exporter/agentexporter/internal/metadata"
@@ -31,9 +30,9 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 	}}, nil
 }
 
-func outcomeAttr(v string) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", v)))
-}
+var outcomes = delivery.NewAttrSets("outcome")
+
+func outcomeAttr(v string) metric.MeasurementOption { return outcomes.Of(v) }
 
 // Attempt counts an HTTP attempt of an agent call.
 func (t *telemetry) Attempt(ctx context.Context, _, outcome string) {

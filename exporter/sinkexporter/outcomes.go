@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/otelcol-svc/otelcol-svc/exporter/sinkexporter/internal/metadata"
@@ -31,8 +30,10 @@ func newTelemetry(set component.TelemetrySettings) (*telemetry, error) {
 	}}, nil
 }
 
+var kindOutcomes = delivery.NewAttrSets("kind", "outcome")
+
 func kindOutcome(kind, outcome string) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", kind), attribute.String("outcome", outcome)))
+	return kindOutcomes.Of(kind, outcome)
 }
 
 // Attempt counts an HTTP attempt of a delivery to a destination of kind who.
