@@ -63,6 +63,7 @@ type report struct {
 	LoadBefore string          `json:"loadavg_before"`
 	Runs       []*run          `json:"runs"` // the 1-project reference, then N projects
 	API        *viaAPI         `json:"control_plane,omitempty"`
+	Accounts   []accountsRun   `json:"nats_accounts,omitempty"`
 	Goals      map[string]bool `json:"goals"`
 }
 
@@ -88,10 +89,23 @@ func main() {
 	timeout := flag.Duration("ready-timeout", 15*time.Minute, "how long a readiness round may take before it is reported incomplete")
 	jsonOut := flag.String("json", "", "also write the figures to this file as JSON")
 	label := flag.String("commit", "", "what to report as the commit (default: git describe of the checkout)")
+	accounts := flag.String("accounts", "", "also measure nats-server alone with the projects' streams and consumers spread over this many NATS accounts, restarted; several counts separated by commas, e.g. 1,16")
+	natsOnly := flag.Bool("nats-only", false, "with -accounts: only that phase, without the collector")
 	profDir := flag.String("pprof", "", "write profiles to this directory: both processes' heaps when idle and their CPU while they restart")
 	flag.Parse()
 	if *n < 1 || *idleFor <= 0 || *hotRate <= 0 || *hotFor <= 0 || *conc < 1 || *timeout <= 0 || *apiN < 0 || *hotRounds < 1 {
 		fmt.Fprintln(os.Stderr, "bench/tenants: -projects, -idle, -hot-rate, -hot-duration, -hot-rounds, -concurrency and -ready-timeout must be positive")
+		os.Exit(2)
+	}
+	var ks []int
+	if *accounts != "" {
+		var err error
+		if ks, err = parseAccounts(*accounts); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/tenants:", err)
+			os.Exit(2)
+		}
+	} else if *natsOnly {
+		fmt.Fprintln(os.Stderr, "bench/tenants: -nats-only needs -accounts")
 		os.Exit(2)
 	}
 
@@ -110,10 +124,24 @@ func main() {
 	if rep.Commit == "" {
 		rep.Commit = commit()
 	}
-	fmt.Fprintln(os.Stderr, "building otelcol-svc and nats-server...")
+	natsBin := buildNATS(r)
+	for _, k := range ks {
+		fmt.Fprintf(os.Stderr, "[nats-server alone, %d accounts] creating %d projects' streams and consumers...\n", k, *n)
+		a := serverOnly(r, natsBin, *n, k, *conc)
+		fmt.Fprintf(os.Stderr, "[nats-server alone, %d accounts] created in %.1f s, RSS %.1f MiB; restarted: healthy after %.2f s (%.2f cores)\n",
+			k, a.CreateSeconds, a.IdleRSSMiB, a.RestartSeconds, a.RestartCPUCores)
+		rep.Accounts = append(rep.Accounts, a)
+		r.Cleanups()
+	}
+	if *natsOnly {
+		r.Exit()
+		printAccounts(os.Stdout, rep.Accounts)
+		benchkit.WriteReport("bench/tenants", *jsonOut, rep)
+		return
+	}
+	fmt.Fprintln(os.Stderr, "building otelcol-svc...")
 	bin := testenv.Binary(r)
 	r.AtExit(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
-	natsBin := buildNATS(r)
 
 	rep.Runs = measure(r, natsBin, *n, *conc, *settle, *idleFor, *hotRate, *hotFor, *hotRounds, *timeout)
 	r.Cleanups() // the processes and their stores go before the control plane's environment
@@ -128,6 +156,7 @@ func main() {
 	r.Exit()
 	rep.goals()
 	rep.print(os.Stdout)
+	printAccounts(os.Stdout, rep.Accounts)
 	benchkit.WriteReport("bench/tenants", *jsonOut, rep)
 }
 

@@ -22,7 +22,8 @@ import (
 type natsServer struct {
 	bin, storeDir, logPath string
 	port, monPort          int
-	profPort               int // with -pprof
+	profPort               int    // with -pprof
+	conf                   string // a configuration file (accounts), for the server-only phase
 	cmd                    *exec.Cmd
 	exited                 chan struct{}
 }
@@ -45,14 +46,21 @@ func buildNATS(r *benchkit.Runner) string {
 
 // startNATS starts a server with JetStream on a fresh store; it is killed with the phase.
 func startNATS(r *benchkit.Runner, bin string) *natsServer {
-	n := &natsServer{bin: bin, storeDir: r.TempDir(), logPath: filepath.Join(r.TempDir(), "nats.log"),
-		port: testenv.FreePort(r), monPort: testenv.FreePort(r)}
+	n := &natsServer{bin: bin}
+	n.init(r)
+	n.start(r)
+	return n
+}
+
+// init picks the ports, store and log of a server not started yet; it is killed with
+// the phase.
+func (n *natsServer) init(r *benchkit.Runner) {
+	n.storeDir, n.logPath = r.TempDir(), filepath.Join(r.TempDir(), "nats.log")
+	n.port, n.monPort = testenv.FreePort(r), testenv.FreePort(r)
 	if prof != nil {
 		n.profPort = testenv.FreePort(r)
 	}
 	r.Cleanup(n.kill)
-	n.start(r)
-	return n
 }
 
 // start (re)starts the process on the same ports and store and waits until its /healthz
@@ -63,7 +71,11 @@ func (n *natsServer) start(r *benchkit.Runner) {
 		r.Fatal(err)
 	}
 	defer logf.Close()
-	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(n.port), "-m", strconv.Itoa(n.monPort), "-js", "-sd", n.storeDir}
+	var args []string
+	if n.conf != "" {
+		args = append(args, "-c", n.conf)
+	}
+	args = append(args, "-a", "127.0.0.1", "-p", strconv.Itoa(n.port), "-m", strconv.Itoa(n.monPort), "-js", "-sd", n.storeDir)
 	if n.profPort != 0 {
 		args = append(args, "--profile", strconv.Itoa(n.profPort))
 	}

@@ -5,8 +5,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
 )
@@ -134,5 +138,49 @@ func TestWithPprofOnTheEmbeddedConfig(t *testing.T) {
 	}
 	if _, err := withPprof("receivers: {}\n", 1); err == nil {
 		t.Error("a configuration without extensions was edited silently")
+	}
+}
+
+// The server-only phase's configuration must give nats-server k accounts that each have
+// JetStream and a user, or the phase would measure one account however many it names.
+func TestAccountsConfigAsNATSServerReadsIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "accounts.conf")
+	if err := os.WriteFile(path, []byte(accountsConfig(3)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Host, opts.Port, opts.JetStream, opts.StoreDir, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, t.TempDir(), true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	defer s.Shutdown()
+	if !s.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	users := map[string]string{}
+	for _, u := range opts.Users {
+		users[u.Username] = u.Account.Name
+	}
+	for i := range 3 {
+		name := "T" + strconv.Itoa(i)
+		if acc, err := s.LookupAccount(name); err != nil || !acc.JetStreamEnabled() {
+			t.Errorf("account %s: JetStream not enabled (%v)", name, err)
+		}
+		if users["u"+strconv.Itoa(i)] != name {
+			t.Errorf("user u%d is in account %q, want %s", i, users["u"+strconv.Itoa(i)], name)
+		}
+	}
+	if ks, err := parseAccounts("1, 16"); err != nil || len(ks) != 2 || ks[1] != 16 {
+		t.Errorf("parseAccounts(1, 16) = %v, %v", ks, err)
+	}
+	for _, bad := range []string{"", "0", "x", "1,,2"} {
+		if _, err := parseAccounts(bad); err == nil {
+			t.Errorf("parseAccounts(%q) accepted", bad)
+		}
 	}
 }
