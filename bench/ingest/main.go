@@ -9,9 +9,11 @@
 //  4. metered: the same, to a project whose account the free-tier meter counts.
 //
 // and reports ingest records/s as a ratio of the reference, and metered records/s as a
-// ratio of ingest. See bench/README.md.
+// ratio of ingest. With -peer it runs only the peer phase instead (peer.go): the ingest
+// phase against a stock collector built with ocb, alternating. See bench/README.md.
 //
 //	go run ./bench/ingest [-duration 15s] [-concurrency N] [-batch 100] [-json out.json]
+//	go run ./bench/ingest -peer [-duration 15s] [-rounds 3]
 package main
 
 import (
@@ -72,6 +74,7 @@ func main() {
 	perfDir := flag.String("perf", "", "record the collector with Linux perf during each timed phase, into this directory")
 	jsonOut := flag.String("json", "", "also write the figures to this file as JSON")
 	flag.StringVar(&altMode, "alt-mode", "", "also run the ingest phase, in every round, against a second collector publishing in this mode (SVC_PUBLISH_MODE: async, fast_batch, atomic_batch), and report its ratio to the first")
+	peer := flag.Bool("peer", false, "run only the peer phase: otelcol-svc's ingest against a stock collector built with ocb from bench/peer/builder-config.yaml, otlp -> nop (A) and otlp -> file-backed queue -> otlphttp -> a second collector (B), -duration each, in -rounds")
 	flag.Parse()
 	if *conc < 1 || *batch < 1 || *distinct < 1 || *rounds < 1 || *rssRate <= 0 {
 		fmt.Fprintln(os.Stderr, "bench/ingest: -concurrency, -batch, -distinct, -rounds and -rss-rate must be positive")
@@ -82,6 +85,13 @@ func main() {
 	// Ctrl-C still kills the collector and removes the temporary directories.
 	r.ExitOnInterrupt()
 
+	if *peer {
+		rep := peerBench(r, *duration, *rounds, *conc, *batch, *distinct)
+		r.Exit()
+		rep.print(os.Stdout)
+		benchkit.WriteReport("bench/ingest", *jsonOut, rep)
+		return
+	}
 	rep := bench(r, *perfDir, *duration, *rounds, *conc, *batch, *distinct, *rssRate, *rssDuration)
 	r.Cleanups()
 	rep.print(os.Stdout)
