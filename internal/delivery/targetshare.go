@@ -361,7 +361,7 @@ func (s *targetShare) watchLoop(ctx context.Context) {
 			return
 		}
 		if !s.down.Swap(true) {
-			s.logger.Warn("target throttles and circuits are not shared with the other exporter processes (NATS unavailable): each process paces its targets on its own until it is back",
+			s.logger.Warn("target throttles and circuits are not shared with the other exporter processes (NATS or the bucket unavailable): each process paces its targets on its own until it is back",
 				zap.String("bucket", TargetsBucket), zap.Error(err))
 		}
 		select {
@@ -379,12 +379,7 @@ func (s *targetShare) watch(ctx context.Context, bound func()) error {
 		return errors.New("NATS disconnected")
 	}
 	bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	// Create or update: per-key TTLs need the marker setting, which a bucket made
-	// without it gets here.
-	kv, err := s.js.CreateOrUpdateKeyValue(bctx, jetstream.KeyValueConfig{
-		Bucket: TargetsBucket, Description: "otelcol-svc throttles, open circuits and probe leases of agent and destination targets, shared by the exporter processes",
-		History: 1, TTL: targetsTTL, LimitMarkerTTL: markerTTL, Storage: jetstream.FileStorage, Replicas: s.replicas,
-	})
+	kv, err := s.bind(bctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w", TargetsBucket, err)
@@ -441,6 +436,36 @@ func (s *targetShare) watch(ctx context.Context, bound func()) error {
 			s.ts.adopt(se, se.By == s.id, e.Revision(), wait, now)
 		}
 	}
+}
+
+// bind opens the bucket, creating it when missing. An existing bucket keeps its
+// replicas (processes configured differently do not flip them), but gets the marker
+// setting per-key TTLs (the leases) need if it was made without it.
+func (s *targetShare) bind(ctx context.Context) (jetstream.KeyValue, error) {
+	cfg := jetstream.KeyValueConfig{
+		Bucket: TargetsBucket, Description: "otelcol-svc throttles, open circuits and probe leases of agent and destination targets, shared by the exporter processes",
+		History: 1, TTL: targetsTTL, LimitMarkerTTL: markerTTL, Storage: jetstream.FileStorage, Replicas: s.replicas,
+	}
+	kv, err := s.js.KeyValue(ctx, TargetsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = s.js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = s.js.KeyValue(ctx, TargetsBucket)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st.LimitMarkerTTL() == 0 {
+		have := st.Config()
+		have.LimitMarkerTTL = markerTTL
+		return s.js.UpdateKeyValue(ctx, have)
+	}
+	return kv, nil
 }
 
 // adopt applies an entry of revision rev: a throttle or open circuit holds the target at

@@ -273,3 +273,21 @@ func TestDecodeSharedRefusesAMismatchedKey(t *testing.T) {
 	_, ok = decodeShared(shareKey("p2", o), v)
 	assert.False(t, ok, "an entry cannot move another project's target")
 }
+
+// A bucket made without per-key TTLs (by hand, or an older version) gets them: without
+// them no lease could be taken and every process would probe on its own.
+func TestABucketWithoutKeyTTLsGetsThem(t *testing.T) {
+	n := testenv.StartNATS(t)
+	_, js := testenv.Connect(t, n.URL())
+	ctx := context.Background()
+	_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: TargetsBucket, History: 1})
+	require.NoError(t, err)
+	p := startProc(t, n, nil)
+	st, err := p.e.share.bucket().Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, markerTTL, st.LimitMarkerTTL())
+	tg := p.e.targets.get("p", "https://agent.example.com")
+	defer p.e.targets.put(tg)
+	l := p.e.share.lease(ctx, tg, stateThrottled)
+	assert.True(t, l.won && l.shared, "the lease is taken through the bucket")
+}
