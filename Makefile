@@ -26,6 +26,10 @@ HELM_LDFLAGS := -w -s -X helm.sh/helm/v3/internal/version.version=$(HELM_VER) \
 # assets are not in the module). The ldflags set the version as its release builds do.
 ALERTMANAGER     := $(BIN)/alertmanager
 ALERTMANAGER_VER := v0.27.0
+# Mailpit, the real SMTP server the control plane's email tests send to and read back
+# through its HTTP API (test/testenv/mailpit.go).
+MAILPIT     := $(BIN)/mailpit
+MAILPIT_VER := v1.33.1
 # The components mdatagen generates for: each directory with a metadata.yaml.
 COMPONENTS := $(patsubst %/metadata.yaml,%,$(wildcard extension/*/metadata.yaml receiver/*/metadata.yaml processor/*/metadata.yaml exporter/*/metadata.yaml))
 # What ocb and mdatagen write, as pathspecs for git.
@@ -36,7 +40,7 @@ GENERATED := cmd/otelcol-svc/main.go cmd/otelcol-svc/components.go cmd/otelcol-s
 DATA_DIR  ?= $(or $(SVC_DATA_DIR),./data)
 FUZZTIME  ?= 10s
 
-.PHONY: build run test test-cluster test-sdk web inspector signers generate check-generate bench fuzz clean images images-nats helm alertmanager
+.PHONY: build run test test-cluster test-sdk web inspector signers generate check-generate bench fuzz clean images images-nats helm alertmanager mailpit
 
 # The dashboard's assets are built first when npm is there; without it the control plane
 # embeds a page that says how to build them (go build works on a fresh clone either way).
@@ -142,7 +146,7 @@ images-nats:
 # build (minutes: -trimpath shares nothing with the test build cache) counts against no
 # test timeout; the tests build an image only when the one tagged `git describe` is
 # missing. The web step has just built the dashboard, hence DASHBOARD=no.
-test: alertmanager
+test: alertmanager mailpit
 	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory web inspector signers; fi
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images images-nats DASHBOARD=no; \
 	else echo "docker is not reachable: ./test/containers skips (fails under CI=true)"; fi
@@ -214,6 +218,12 @@ alertmanager:
 	@if ! $(ALERTMANAGER) --version 2>/dev/null | grep -q 'version $(ALERTMANAGER_VER:v%=%) '; then \
 		echo "building alertmanager $(ALERTMANAGER_VER) into $(BIN)/ (a minute or two)"; \
 		GOBIN=$(abspath $(BIN)) $(GO) install -trimpath -ldflags '-X github.com/prometheus/common/version.Version=$(ALERTMANAGER_VER:v%=%)' github.com/prometheus/alertmanager/cmd/alertmanager@$(ALERTMANAGER_VER); \
+	fi
+
+mailpit:
+	@if ! $(MAILPIT) version --no-release-check 2>/dev/null | grep -q '$(MAILPIT_VER)'; then \
+		echo "building mailpit $(MAILPIT_VER) into $(BIN)/ (a minute or two)"; \
+		GOBIN=$(abspath $(BIN)) $(GO) install -trimpath -ldflags '-X github.com/axllent/mailpit/config.Version=$(MAILPIT_VER)' github.com/axllent/mailpit@$(MAILPIT_VER); \
 	fi
 
 $(MDATAGEN): internal/tools/go.mod internal/tools/go.sum

@@ -16,6 +16,7 @@ require (
 	github.com/slack-go/slack v0.35.0
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v82 v82.5.1
+	github.com/wneessen/go-mail v0.8.1
 	go.opentelemetry.io/collector/client v1.68.0
 	go.opentelemetry.io/collector/component v1.68.0
 	go.opentelemetry.io/collector/component/componentstatus v0.162.0
