@@ -194,20 +194,24 @@ const (
 // A value that cannot be a header (a line break would end it) leaves the message
 // without hdrState, so scan reads its body: the same answer, only slower.
 func headers(d *Delivery) nats.Header {
-	h := nats.Header{}
-	set := func(k, v string) {
-		if v != "" {
-			h[k] = []string{v}
+	for _, v := range [...]string{d.Kind, d.State, d.SinkID, d.RequestID, d.ReplayOf, d.ReplayedBy} {
+		if strings.ContainsAny(v, "\r\n") {
+			return nats.Header{}
 		}
 	}
-	for _, v := range []string{d.Kind, d.State, d.SinkID, d.RequestID, d.ReplayOf, d.ReplayedBy} {
-		if strings.ContainsAny(v, "\r\n") {
-			return h
+	// One backing array for the values and a map sized for them: the writer builds these
+	// for every delivery it logs, and a slice per value was most of their allocations.
+	vals := make([]string, 0, 8)
+	h := make(nats.Header, 8)
+	set := func(k, v string) {
+		if v != "" {
+			vals = append(vals, v)
+			h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 		}
 	}
 	set(hdrKind, d.Kind)
-	h[hdrCreated] = []string{d.CreatedAt.UTC().Format(time.RFC3339Nano)}
-	h[hdrRecords] = []string{strconv.Itoa(d.Records)}
+	set(hdrCreated, d.CreatedAt.UTC().Format(time.RFC3339Nano))
+	set(hdrRecords, strconv.Itoa(d.Records))
 	set(hdrSinkID, d.SinkID)
 	set(hdrRequestID, d.RequestID)
 	set(hdrReplayOf, d.ReplayOf)
@@ -217,7 +221,7 @@ func headers(d *Delivery) nats.Header {
 		for _, s := range d.Seqs[1:] {
 			lo, hi = min(lo, s), max(hi, s)
 		}
-		h[hdrSeqs] = []string{strconv.FormatUint(lo, 10) + "-" + strconv.FormatUint(hi, 10)}
+		set(hdrSeqs, strconv.FormatUint(lo, 10)+"-"+strconv.FormatUint(hi, 10))
 	}
 	set(hdrState, d.State) // last: its presence says the others are there
 	return h
