@@ -14,7 +14,7 @@
 //
 // See bench/README.md.
 //
-//	go run ./bench/pipeline [-duration 15s] [-json out.json] [-phase all|ottl|throughput|latency]
+//	go run ./bench/pipeline [-duration 15s] [-json out.json] [-phase all|ottl|throughput|latency] [-pprof cpu.pb.gz]
 package main
 
 import (
@@ -46,6 +46,8 @@ func main() {
 	rate := flag.Float64("rate", 1000, "records/s of the latency phase")
 	incident := flag.Bool("incident", true, "in the throughput phase, also drain the same records in incident mode and compare with legacy")
 	perfDir := flag.String("perf", "", "record the collector with Linux perf during the timed pipeline phases, into this directory")
+	pprofFile := flag.String("pprof", "", "save a CPU profile of the collector during the pipeline drain to this file, taken through its pprof extension\n"+
+		"(the incident-mode drain's goes to the same name with .incident before the extension)")
 	jsonOut := flag.String("json", "", "also write the figures to this file as JSON")
 	flag.Parse()
 	run := map[string]bool{}
@@ -83,7 +85,7 @@ func main() {
 		r.AtExit(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
 	}
 	if run["throughput"] {
-		rep.Throughput = throughput(r, n, *perfDir, *incident)
+		rep.Throughput = throughput(r, n, *perfDir, absPath(r, *pprofFile), *incident)
 		// Stop the collector and NATS and remove the streams' files (GBs) before the
 		// latency phase.
 		r.Cleanups()
@@ -193,4 +195,17 @@ func (rep *report) print(w io.Writer) {
 	if d := benchkit.Disturbed(other, steal); d != "" {
 		fmt.Fprintf(w, "\n  %s\n", d)
 	}
+}
+
+// absPath makes a file name given on the command line absolute, so that it does not
+// depend on the directories the benchmark's tools run in.
+func absPath(r *benchkit.Runner, file string) string {
+	if file == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		r.Fatal(err)
+	}
+	return abs
 }

@@ -78,7 +78,7 @@ func consumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
-func throughput(r *benchkit.Runner, n int64, perfDir string, incident bool) *throughputReport {
+func throughput(r *benchkit.Runner, n int64, perfDir, pprofFile string, incident bool) *throughputReport {
 	ctx := context.Background()
 	rep := &throughputReport{Records: n}
 	recs, err := flatRecords(30_000)
@@ -121,7 +121,12 @@ func throughput(r *benchkit.Runner, n int64, perfDir string, incident bool) *thr
 	// The collector runs from the start, idle: the project has no pipeline yet, so its
 	// start-up does not fall into a timed phase.
 	ag := startAgent(r, false)
-	col := testenv.StartCollector(r, testenv.CollectorOptions{Config: "configs/pipeline.yaml", Env: map[string]string{
+	config, pprofAt := "configs/pipeline.yaml", ""
+	if pprofFile != "" {
+		pprofAt = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(r))
+		config = withPprof(r, config, pprofAt)
+	}
+	col := testenv.StartCollector(r, testenv.CollectorOptions{Config: config, Env: map[string]string{
 		"NATS_URL": nt.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1",
 		"SVC_STREAM_MAX_BYTES": strconv.Itoa(streamMax),
 	}})
@@ -157,6 +162,7 @@ func throughput(r *benchkit.Runner, n int64, perfDir string, incident bool) *thr
 		r.Fatal(err)
 	}
 	stop := benchkit.PerfRecord(r, perfDir, "throughput-pipeline", pid)
+	stopProfile := cpuProfile(r, pprofAt, pprofFile)
 	c0 = benchkit.ReadCPU(pid)
 	err = m.PutProject(ctx, mirror.Project{ID: tpProject, Version: 1, SigningSecret: webhooksig.NewSecret(), AgentSince: agentSince,
 		Pipeline: mirror.Pipeline{Trigger: trigger, BatchSize: 10, AgentEndpointURL: ag.URL}})
@@ -165,6 +171,7 @@ func throughput(r *benchkit.Runner, n int64, perfDir string, incident bool) *thr
 	}
 	rep.Pipeline = drained(r, js, tpProject, n, c0, pid)
 	stop()
+	stopProfile()
 	rep.AgentCalls, rep.AgentRecords = ag.calls.Load(), ag.records.Load()
 	if bad := ag.invalid.Load(); bad > 0 {
 		r.Fatalf("%d agent calls were not a JSON array", bad)
@@ -177,6 +184,7 @@ func throughput(r *benchkit.Runner, n int64, perfDir string, incident bool) *thr
 		inc := startAgent(r, true) // keeps the (few) incident calls' bodies
 		fmt.Fprintf(os.Stderr, "incident mode: the same process, fingerprint %s, trigger %q, agent %s...\n", incidentFingerprint, trigger, inc.URL)
 		stop := benchkit.PerfRecord(r, perfDir, "throughput-incident", pid)
+		stopProfile := cpuProfile(r, pprofAt, incidentProfile(pprofFile))
 		c0 = benchkit.ReadCPU(pid)
 		err = m.PutProject(ctx, mirror.Project{ID: tpIncProject, Version: 1, SigningSecret: webhooksig.NewSecret(), AgentSince: agentSince,
 			Pipeline: mirror.Pipeline{Mode: mirror.ModeIncident, Trigger: trigger, Fingerprint: incidentFingerprint, GroupWait: "0s",
@@ -186,6 +194,7 @@ func throughput(r *benchkit.Runner, n int64, perfDir string, incident bool) *thr
 		}
 		c := drained(r, js, tpIncProject, n, c0, pid)
 		stop()
+		stopProfile()
 		rep.Incident, rep.IncidentCalls = &c, inc.calls.Load()
 		if rep.Pipeline.RecordsPerSec > 0 {
 			rep.IncidentRatio = c.RecordsPerSec / rep.Pipeline.RecordsPerSec
