@@ -10,7 +10,9 @@ package pipelinedata
 
 import (
 	"iter"
+	"unsafe"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 )
 
@@ -61,6 +63,8 @@ const (
 
 // Item is one record (or window call) in a pipeline batch.
 type Item struct {
+	// Body is the record's bytes. The batch shares them with whoever gave them to Append
+	// and whoever takes them from Read: neither may change them.
 	Body   []byte
 	Signal string
 	Kind   string
@@ -79,10 +83,11 @@ type Item struct {
 	Unmatched bool
 }
 
-// Append adds an item to a batch.
+// Append adds an item to a batch. The batch keeps it.Body itself, not a copy: the caller
+// must not change those bytes afterwards (a NATS message's data, a body just built).
 func Append(lrs plog.LogRecordSlice, it Item) {
 	lr := lrs.AppendEmpty()
-	lr.Body().SetEmptyBytes().FromRaw(it.Body)
+	setBody(lr, it.Body)
 	attrs := lr.Attributes()
 	attrs.EnsureCapacity(3)
 	attrs.PutStr(AttrSignal, it.Signal)
@@ -122,7 +127,7 @@ func New() (plog.Logs, plog.LogRecordSlice) {
 // Read returns the item a log record carries.
 func Read(lr plog.LogRecord) Item {
 	attrs := lr.Attributes()
-	it := Item{Body: lr.Body().Bytes().AsRaw(), Kind: KindRecord}
+	it := Item{Body: body(lr), Kind: KindRecord}
 	if v, ok := attrs.Get(AttrSignal); ok {
 		it.Signal = v.Str()
 	}
@@ -181,9 +186,32 @@ func SetFailed(lr plog.LogRecord, reason string) {
 	lr.Attributes().PutStr(AttrError, reason)
 }
 
-// SetBody replaces a record's bytes, after a transform changed it.
-func SetBody(lr plog.LogRecord, body []byte) {
-	lr.Body().SetEmptyBytes().FromRaw(body)
+// SetBody replaces a record's bytes, after a transform changed it. As with Append, the
+// record keeps b itself.
+func SetBody(lr plog.LogRecord, b []byte) {
+	setBody(lr, b)
+}
+
+// setBody and body keep a record's bytes in the log record's body as a string that
+// shares their memory. pdata copies a bytes body on the way in (FromRaw) and again on
+// the way out (AsRaw): two copies of every record, its largest allocations, in a
+// pipeline that drops 99% of them unread. A string value is neither copied in nor out,
+// and pdata never changes a string in place, so sharing is safe as long as the bytes
+// themselves are not changed, which Append and Read ask of their callers.
+func setBody(lr plog.LogRecord, b []byte) {
+	lr.Body().SetStr(unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
+func body(lr plog.LogRecord) []byte {
+	switch v := lr.Body(); v.Type() {
+	case pcommon.ValueTypeStr:
+		s := v.Str()
+		return unsafe.Slice(unsafe.StringData(s), len(s))
+	case pcommon.ValueTypeBytes:
+		return v.Bytes().AsRaw() // a batch built without Append
+	default:
+		return nil
+	}
 }
 
 // All yields every log record of a batch, in order: the one walk over the

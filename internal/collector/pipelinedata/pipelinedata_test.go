@@ -81,3 +81,31 @@ func TestGroupTravelsOnlyWhenSet(t *testing.T) {
 	_, has := lrs.At(1).Attributes().Get(AttrGroup)
 	assert.False(t, has, "the empty group adds nothing to the item")
 }
+
+func TestBodyIsSharedNotCopied(t *testing.T) {
+	body := []byte(`{"severityNumber":17}`)
+	ld, lrs := New()
+	Append(lrs, Item{Body: body, Signal: "log", Seq: 1})
+	var got []byte
+	for lr := range All(ld) {
+		got = Read(lr).Body
+	}
+	assert.Equal(t, body, got)
+	assert.Same(t, &body[0], &got[0], "the batch reads the record where the message holds it, not a copy")
+
+	changed := []byte(`{"a":2}`)
+	SetBody(lrs.At(0), changed)
+	assert.Same(t, &changed[0], &Read(lrs.At(0)).Body[0])
+}
+
+func TestBodyBuiltWithoutAppendStillReads(t *testing.T) {
+	ld, lrs := New()
+	lrs.AppendEmpty().Body().SetEmptyBytes().FromRaw([]byte(`{"a":1}`))
+	lrs.AppendEmpty()
+	var got [][]byte
+	for lr := range All(ld) {
+		got = append(got, Read(lr).Body)
+	}
+	assert.Equal(t, []byte(`{"a":1}`), got[0])
+	assert.Empty(t, got[1])
+}
