@@ -204,3 +204,30 @@ func BenchmarkConditionRatio(b *testing.B) {
 	b.ReportMetric(float64(log.Nanoseconds())/n, "ns/ottllog-eval")
 	b.ReportMetric(float64(event)/float64(log), "ratio")
 }
+
+// BenchmarkTriggerDropsRecord is what the trigger processor does for the 99% of records
+// a trigger like severity_number >= 17 drops: decode what it reads, evaluate, discard.
+func BenchmarkTriggerDropsRecord(b *testing.B) {
+	c, err := CompileCondition(`severity_number >= 21`, settings())
+	if err != nil {
+		b.Fatal(err)
+	}
+	fields, ok := c.Reads()
+	if !ok {
+		b.Fatal("the condition reads the whole record")
+	}
+	rec := benchRecordJSON(b)
+	ctx := context.Background()
+	b.SetBytes(int64(len(rec)))
+	b.ReportAllocs()
+	var r *Record
+	for b.Loop() {
+		r, err = DecodeRecordFieldsInto(r, rec, SignalLog, fields)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if match, err := c.Match(ctx, r); err != nil || match {
+			b.Fatal(match, err)
+		}
+	}
+}

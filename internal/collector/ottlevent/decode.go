@@ -47,13 +47,14 @@ func (e *SyntaxError) Error() string {
 // triggers or transforms reads: encoding/json would first build map[string]any and
 // lose key order, and its token API costs an allocation per token.
 func DecodeRecord(data []byte, signal string) (*Record, error) {
-	return decodeTop(data, signal, true, (*decoder).object)
+	return decodeTop(nil, data, signal, true, (*decoder).object)
 }
 
-// decodeTop decodes one JSON object with body filling the map from after its '{'.
+// decodeTop decodes one JSON object with body filling the map from after its '{', into
+// reuse when not nil (emptied first), else into a new record.
 // shared: the strings decoded share one copy of data; else each is copied on its own,
 // which costs less when only a few of them are decoded.
-func decodeTop(data []byte, signal string, shared bool, body func(*decoder, pcommon.Map) error) (*Record, error) {
+func decodeTop(reuse *Record, data []byte, signal string, shared bool, body func(*decoder, pcommon.Map) error) (*Record, error) {
 	d := decoders.Get().(*decoder)
 	defer d.release()
 	// One copy of the input backs every string without escapes (most of them),
@@ -73,13 +74,24 @@ func decodeTop(data []byte, signal string, shared bool, body func(*decoder, pcom
 		return nil, d.errorf("invalid character %q, want '{'", d.data[d.pos])
 	}
 	d.pos++
-	m := pcommon.NewMap()
+	var m pcommon.Map
+	if reuse != nil {
+		m = reuse.m
+		m.RemoveIf(func(string, pcommon.Value) bool { return true }) // keeps the storage, unlike Clear
+	} else {
+		m = pcommon.NewMap()
+	}
 	if err := body(d, m); err != nil {
 		return nil, err
 	}
 	d.skipWS()
 	if d.pos != len(d.data) {
 		return nil, d.errorf("invalid character %q after the object", d.data[d.pos])
+	}
+	if reuse != nil {
+		*reuse = Record{m: m, signal: signal}
+		reuse.index()
+		return reuse, nil
 	}
 	return NewRecord(m, signal), nil
 }
@@ -90,20 +102,50 @@ func decodeTop(data []byte, signal string, shared bool, body func(*decoder, pcom
 // records come from the stream, where the receiver stored only valid JSON. The result
 // serves to evaluate expressions, never to re-encode the record.
 func DecodeRecordFields(data []byte, signal string, fields map[string]bool) (*Record, error) {
-	return decodeTop(data, signal, true, func(d *decoder, m pcommon.Map) error {
+	return DecodeRecordFieldsInto(nil, data, signal, fields)
+}
+
+// DecodeRecordFieldsInto is DecodeRecordFields into r, a record the caller got from an
+// earlier DecodeRecordFieldsInto (or DecodeRecordReadsInto) and is done with, or nil for
+// a new one: a trigger that drops most records then decodes them one after another into
+// the same record and map instead of allocating both for each. r's values from before
+// are invalid afterwards, also on error.
+func DecodeRecordFieldsInto(r *Record, data []byte, signal string, fields map[string]bool) (*Record, error) {
+	// The few values kept are copied each, rather than the whole record once.
+	return decodeTop(r, data, signal, false, func(d *decoder, m pcommon.Map) error {
 		d.skipWS()
 		if d.pos < len(d.data) && d.data[d.pos] == '}' {
 			d.pos++
 			return nil
 		}
 		m.EnsureCapacity(len(fields))
-		return d.members(func(key string) (pcommon.Value, bool) {
-			if !fields[key] {
-				return pcommon.Value{}, false
+		for {
+			key, err := d.rawKey()
+			if err != nil {
+				return err
 			}
-			return putLast(m, key), true
-		}, nil)
+			if fields[string(key)] {
+				err = d.value(putLast(m, keyString(key)))
+			} else {
+				err = d.skipValue()
+			}
+			if err != nil {
+				return err
+			}
+			if more, err := d.next(); err != nil || !more {
+				return err
+			}
+		}
 	})
+}
+
+// keyString is a top-level key the record keeps: the indexed fields' names are
+// constants, which saves copying the key for the fields triggers read most.
+func keyString(key []byte) string {
+	if i := topSlot(string(key)); i >= 0 {
+		return topFields[i]
+	}
+	return string(key)
 }
 
 // skipValue moves past one JSON value without decoding it.
@@ -112,14 +154,9 @@ func (d *decoder) skipValue() error {
 	for d.pos < len(d.data) {
 		switch c := d.data[d.pos]; c {
 		case '"':
-			d.pos++
-			for d.pos < len(d.data) && d.data[d.pos] != '"' {
-				if d.data[d.pos] == '\\' {
-					d.pos++
-				}
-				d.pos++
+			if !d.skipString() {
+				return d.errorf("unexpected end of input")
 			}
-			d.pos++
 			if depth == 0 {
 				return nil
 			}
@@ -145,6 +182,31 @@ func (d *decoder) skipValue() error {
 		}
 	}
 	return d.errorf("unexpected end of input")
+}
+
+// skipString moves past the string whose opening quote is at d.pos, finding each
+// candidate closing quote with bytes.IndexByte (strings are most of a record's bytes):
+// a quote is escaped when an odd number of backslashes stands right before it.
+func (d *decoder) skipString() bool {
+	data := d.data
+	i := d.pos + 1
+	for {
+		j := bytes.IndexByte(data[i:], '"')
+		if j < 0 {
+			d.pos = len(data)
+			return false
+		}
+		q := i + j
+		k := q - 1
+		for data[k] == '\\' { // stops at the opening quote at the latest
+			k--
+		}
+		i = q + 1
+		if (q-1-k)%2 == 0 {
+			d.pos = i
+			return true
+		}
+	}
 }
 
 var decoders = sync.Pool{New: func() any { return new(decoder) }}

@@ -96,12 +96,17 @@ func (rd *reads) readSet(empty bool) (*ReadSet, bool) {
 // some keys holds only those. Expressions whose ReadSet is within s evaluate on it as on
 // the whole record; the result serves to evaluate them, never to re-encode the record.
 func DecodeRecordReads(data []byte, signal string, s *ReadSet) (*Record, error) {
+	return DecodeRecordReadsInto(nil, data, signal, s)
+}
+
+// DecodeRecordReadsInto is DecodeRecordReads into r, as DecodeRecordFieldsInto.
+func DecodeRecordReadsInto(r *Record, data []byte, signal string, s *ReadSet) (*Record, error) {
 	var top readNode
 	if s != nil {
 		top = s.top
 	}
 	// The few strings kept are copied each, rather than the whole record once.
-	return decodeTop(data, signal, false, func(d *decoder, m pcommon.Map) error {
+	return decodeTop(r, data, signal, false, func(d *decoder, m pcommon.Map) error {
 		return d.partialObject(m, top)
 	})
 }

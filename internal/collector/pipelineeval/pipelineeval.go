@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -172,6 +173,10 @@ func (e *Evaluator) pass(ctx context.Context, project, key string, seq uint64, c
 	return true, n, nil
 }
 
+// partialRecords are scratch records for triggers decoded in part
+// (DecodeRecordFieldsInto): they never leave legacy.
+var partialRecords sync.Pool
+
 // legacy runs the trigger, then the transforms. rec is the whole record as the agent
 // gets it, or nil when it was not (wholly) decoded.
 func (e *Evaluator) legacy(ctx context.Context, c *pipelinecfg.Compiled, it Item) (LegacyResult, *ottlevent.Record) {
@@ -179,11 +184,21 @@ func (e *Evaluator) legacy(ctx context.Context, c *pipelinecfg.Compiled, it Item
 		return LegacyResult{Outcome: Matched, Body: it.Body}, nil // every record goes as it is: no need to decode it
 	}
 	// Most records do not match: decode only what the trigger reads, and the whole
-	// record only for a match that transforms will change.
+	// record only for a match that transforms will change. A record decoded in part
+	// only serves the trigger, so one scratch record takes them one after another.
 	var rec *ottlevent.Record
 	var err error
 	if c.TriggerFields != nil {
-		rec, err = ottlevent.DecodeRecordFields(it.Body, it.Signal, c.TriggerFields)
+		scratch, _ := partialRecords.Get().(*ottlevent.Record)
+		defer func() {
+			if scratch != nil {
+				partialRecords.Put(scratch)
+			}
+		}()
+		rec, err = ottlevent.DecodeRecordFieldsInto(scratch, it.Body, it.Signal, c.TriggerFields)
+		if rec != nil {
+			scratch = rec
+		}
 	} else {
 		rec, err = ottlevent.DecodeRecord(it.Body, it.Signal)
 	}
@@ -200,7 +215,7 @@ func (e *Evaluator) legacy(ctx context.Context, c *pipelinecfg.Compiled, it Item
 	}
 	if c.Transforms == nil {
 		if c.TriggerFields != nil {
-			rec = nil
+			rec = nil // the scratch record, not the whole record
 		}
 		return LegacyResult{Outcome: Matched, Body: it.Body}, rec
 	}
