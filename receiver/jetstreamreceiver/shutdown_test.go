@@ -2,6 +2,7 @@ package jetstreamreceiver
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,10 +12,22 @@ import (
 )
 
 // At shutdown the batch in the pipeline may finish within drain_timeout, and is acked
-// (not sent again); what was fetched behind it goes back to the stream at once.
+// (not sent again); what was fetched behind it goes back to the stream at once. With one
+// batch in flight (the sink role) the batch runs on the consumer's own goroutine, and
+// the hand-back must not wait for it either.
 func TestShutdownLetsTheBatchFinishAndHandsBackTheRest(t *testing.T) {
+	for _, inflight := range []int{defaultMaxInflightForTest(), 1} {
+		t.Run(fmt.Sprintf("inflight_%d", inflight), func(t *testing.T) {
+			shutdownLetsTheBatchFinishAndHandsBackTheRest(t, fmt.Sprintf("prj_drainfinish%d", inflight), inflight)
+		})
+	}
+}
+
+func defaultMaxInflightForTest() int { return createDefaultConfig().(*Config).MaxInflightBatches }
+
+func shutdownLetsTheBatchFinishAndHandsBackTheRest(t *testing.T, prj string, inflight int) {
 	p := newGatedPipeline(false, "r1", "r2", "r3")
-	r, cons := startGatedWith(t, "prj_drainfinish", p, 3, func(c *Config) { c.DrainTimeout = 20 * time.Second })
+	r, cons := startGatedWith(t, prj, p, 3, func(c *Config) { c.DrainTimeout, c.MaxInflightBatches = 20*time.Second, inflight })
 	require.Eventually(t, func() bool { return len(p.seen()) == 1 }, 20*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool { _, pending := ackState(t, cons); return pending == 3 }, 10*time.Second, 10*time.Millisecond,
 		"r2 and r3 are fetched ahead")
