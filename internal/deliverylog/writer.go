@@ -1,9 +1,7 @@
 package deliverylog
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -295,8 +293,7 @@ func (w *Writer) run() {
 		n int // messages of the round it stands for
 	}
 	var acks []roundAck
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	var buf []byte
 	// Acks are collected in batches in this goroutine rather than one goroutine per
 	// publish: it keeps the writer's own cost low so fewer events are dropped.
 	// The caller's JetStream context may have no async publish timeout, so a future can
@@ -368,12 +365,12 @@ func (w *Writer) run() {
 		for i, k := range order {
 			d := touched[k]
 			delete(touched, k)
-			buf.Reset()
-			if err := enc.Encode(d); err != nil {
+			var err error
+			if buf, err = appendDelivery(buf[:0], d); err != nil {
 				w.failed.Add(1)
 				continue
 			}
-			data := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+			data := buf
 			msg := &nats.Msg{Subject: subject(k.project, k.id), Data: data, Header: headers(d)}
 			sz := sizes[k.project]
 			sz.bytes += int64(msgSize(msg))
