@@ -318,11 +318,13 @@ func (s *targetShare) lease(ctx context.Context, t *target, state targetState) l
 	if kv == nil {
 		return leaseResult{won: true}
 	}
-	// A probe in flight is bounded by the attempt's timeout; an open circuit's lease also
-	// lasts the interval, so whoever probes next, it is an interval later.
+	// An open circuit's lease lasts the interval and is not given back after a failed
+	// probe: whoever probes next, it is an interval later. A throttled target's lasts
+	// while its probe can be out (the attempt's timeout), and is given back with the
+	// answer, whose Retry-After paces the next.
 	ttl := s.attemptT
 	if state == stateOpen {
-		ttl = max(ttl, t.cfg.Circuit.ProbeInterval)
+		ttl = t.cfg.Circuit.ProbeInterval
 	}
 	// Per-key TTLs are whole seconds: rounded up, never shorter than asked.
 	ttl = max(time.Second, (ttl + time.Second - 1).Truncate(time.Second))

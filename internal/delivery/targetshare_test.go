@@ -60,6 +60,17 @@ func (p *proc) deliver(project, url string) Result {
 	return p.e.Deliver(context.Background(), Request{Who: "agent", Project: project, Target: url, Body: []byte(`{}`)})
 }
 
+// due makes the process's target due for its probe now, as if its wait were over: the
+// test's clock, so that the wait can be long enough that nothing else is due meanwhile.
+func (p *proc) due(project, url string) {
+	tg := p.e.targets.get(project, url)
+	defer p.e.targets.put(tg)
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	tg.until = time.Now()
+	tg.wake()
+}
+
 func (p *proc) leftProbes() int {
 	return p.logs.FilterMessage("probe left to another exporter process").Len()
 }
@@ -92,7 +103,12 @@ func TestOneProbeAcrossProcesses(t *testing.T) {
 			close(release)
 		}
 	}()
-	a, b := startProc(t, n, circuit(1, time.Second)), startProc(t, n, circuit(1, time.Second))
+	// A minute's interval: the lease the first probe takes outlasts the test.
+	long := func(s *Settings) {
+		circuit(1, time.Minute)(s)
+		s.Retry.MaxElapsedTime = 10 * time.Minute
+	}
+	a, b := startProc(t, n, long), startProc(t, n, long)
 
 	resA := make(chan Result, 1)
 	go func() { resA <- a.deliver("p", srv.URL) }()
@@ -100,8 +116,10 @@ func TestOneProbeAcrossProcesses(t *testing.T) {
 		"a's failure opens the circuit in b too")
 	resB := make(chan Result, 1)
 	go func() { resB <- b.deliver("p", srv.URL) }()
+	a.due("p", srv.URL)
+	b.due("p", srv.URL)
 
-	require.Eventually(t, func() bool { return a.leftProbes()+b.leftProbes() > 0 }, 20*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return a.leftProbes()+b.leftProbes() > 0 && reqs.Load() >= 2 }, 20*time.Second, 5*time.Millisecond,
 		"the process due second leaves the probe to the one whose probe is out")
 	assert.EqualValues(t, 2, reqs.Load(), "the failure and one probe, not one probe per process")
 
