@@ -245,36 +245,43 @@ func (p *peerProc) waitReady() error {
 var acceptedRE = regexp.MustCompile(`^otelcol_receiver_accepted_log_records(_total)?[{ ]`)
 
 // accepted is the number of log records the collector's receivers accepted so far.
-// Read with a line scan: one counter's lines are all this needs, and the Prometheus text
-// parser (prometheus/common/expfmt) is not among the module's direct dependencies.
 func (p *peerProc) accepted() (float64, error) {
 	resp, err := http.Get(p.Metrics)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	n, err := acceptedIn(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", p.name, err)
+	}
+	return n, nil
+}
+
+// acceptedIn sums the accepted log records counter over its series (one per receiver
+// and transport) in a collector's metrics in the Prometheus text format; 0 when there is
+// none yet (a receiver has no series before its first records). Read with a line scan:
+// one counter's lines are all this needs, and the Prometheus text parser
+// (prometheus/common/expfmt) is not among the module's direct dependencies.
+func acceptedIn(r io.Reader) (float64, error) {
 	var n float64
-	found := false
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		if !acceptedRE.MatchString(line) {
 			continue
 		}
+		// The value is the last field; an optional timestamp would follow it, which the
+		// collector's exporter does not write.
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %q: %w", p.name, line, err)
+			return 0, fmt.Errorf("%q: %w", line, err)
 		}
 		n += v
-		found = true
 	}
 	if err := sc.Err(); err != nil {
 		return 0, err
-	}
-	if !found {
-		// Before its first request a receiver has no series yet.
-		return 0, nil
 	}
 	return n, nil
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
@@ -31,4 +33,44 @@ func TestPeerBuildIsKeptPerBuilderConfig(t *testing.T) {
 	if other := peerCacheDir(base, changed); other == dir {
 		t.Errorf("a changed config reuses %s", dir)
 	}
+}
+
+// Side B's rounds last until the second collector has accepted what the first did, read
+// from the stock collector's own metrics (testdata: its /metrics after 3 requests of 2
+// records). A miss would end the wait at once (0 >= 0) and credit B with its queue's burst.
+func TestAcceptedReadsTheStockCollectorsCounter(t *testing.T) {
+	text, err := os.ReadFile("testdata/peer-metrics.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := acceptedIn(bytes.NewReader(text)); err != nil || n != 6 {
+		t.Errorf("accepted = %v, %v; want 6", n, err)
+	}
+	// A second series (a gRPC transport) counts too, and large counts come as exponents.
+	more := append(append([]byte(nil), text...), `otelcol_receiver_accepted_log_records{receiver="otlp",transport="grpc"} 1.2345678e+07`+"\n"...)
+	if n, err := acceptedIn(bytes.NewReader(more)); err != nil || n != 12345684 {
+		t.Errorf("accepted with two series = %v, %v; want 12345684", n, err)
+	}
+	// The refused and failed counters are not accepted records.
+	if n, _ := acceptedIn(strings.NewReader("otelcol_receiver_refused_log_records{receiver=\"otlp\"} 5\n")); n != 0 {
+		t.Errorf("refused records were counted as accepted: %v", n)
+	}
+	if _, err := acceptedIn(strings.NewReader("otelcol_receiver_accepted_log_records{receiver=\"otlp\"} many\n")); err == nil {
+		t.Error("a value that is no number was taken")
+	}
+}
+
+func FuzzAcceptedIn(f *testing.F) {
+	text, err := os.ReadFile("testdata/peer-metrics.txt")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(text)
+	f.Add([]byte("otelcol_receiver_accepted_log_records 3\notelcol_receiver_accepted_log_records_total{a=\"b c\"} 4\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := acceptedIn(bytes.NewReader(b))
+		if err != nil && n != 0 {
+			t.Errorf("an error with a count: %v, %v", n, err)
+		}
+	})
 }
