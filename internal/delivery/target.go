@@ -99,6 +99,8 @@ type target struct {
 	pending int
 	// lease is the probe's lease while this process holds it through the bucket.
 	lease leaseResult
+	// remote: the state is another process's (adopted), not moved by this one's attempts.
+	remote bool
 }
 
 // get returns the target of project's raw URL, held until put.
@@ -146,7 +148,12 @@ func (ts *targets) sweep() {
 func (t *target) idle() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.state != stateClosed || t.failures > 0 || t.pending > 0 {
+	if t.pending > 0 || t.failures > 0 || t.probing {
+		return false
+	}
+	// Held only by what another process saw, and over: nothing of this process's own to
+	// remember, or every process would keep every target another one saw fail.
+	if t.state != stateClosed && !(t.remote && !time.Now().Before(t.until)) {
 		return false
 	}
 	// A limiter with spent tokens still paces; dropping it would grant a fresh burst.
@@ -374,6 +381,7 @@ func (ts *targets) unlease(t *target, keep bool) {
 
 // failed records a retryable failure. Called with t.mu.
 func (t *target) failed(now time.Time, probe bool, a attemptResult) {
+	t.remote = false
 	// A 429 is the target pacing us, not failing.
 	if a.status != 429 {
 		if t.failures == 0 {

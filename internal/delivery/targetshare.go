@@ -506,6 +506,9 @@ func (ts *targets) adopt(e sharedEntry, own bool, rev uint64, wait time.Duration
 		if wait <= 0 {
 			return
 		}
+		if t.state == stateClosed && t.failures == 0 {
+			t.remote = true
+		}
 		if e.State == sharedOpen {
 			t.state = stateOpen
 		} else if t.state == stateClosed {

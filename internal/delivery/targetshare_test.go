@@ -309,3 +309,28 @@ func TestABucketWithoutKeyTTLsGetsThem(t *testing.T) {
 	l := p.e.share.lease(ctx, tg, stateThrottled)
 	assert.True(t, l.won && l.shared, "the lease is taken through the bucket")
 }
+
+// Targets created only because another process saw them fail are dropped once their wait
+// is over and nothing here uses them: a process does not keep every target of every
+// project another process delivered to. One this process saw fail itself is kept.
+func TestTargetsAdoptedFromOthersAreDroppedWhenOver(t *testing.T) {
+	ts := testTargets(t, TargetConfig{Circuit: CircuitConfig{Failures: 1, ProbeInterval: time.Hour}})
+	const o = "https://agent.example.com:443"
+	ts.adopt(sharedEntry{State: sharedOpen, WaitMS: 1, Project: "other", Origin: o}, false, 1, time.Nanosecond, time.Now())
+	ts.adopt(sharedEntry{State: sharedOpen, WaitMS: 1, Project: "held", Origin: o}, false, 2, time.Hour, time.Now())
+	mine := ts.get("mine", o)
+	ts.report(context.Background(), mine, false, attemptResult{class: classRetryable, status: 502})
+	ts.put(mine)
+	ts.adopt(sharedEntry{State: sharedOpen, WaitMS: 1, Project: "mine", Origin: o}, false, 3, time.Nanosecond, time.Now())
+
+	ts.mu.Lock()
+	require.Len(t, ts.m, 3)
+	ts.sweep()
+	_, other := ts.m["other\x00"+o]
+	_, held := ts.m["held\x00"+o]
+	_, kept := ts.m["mine\x00"+o]
+	ts.mu.Unlock()
+	assert.False(t, other, "another process's circuit, over, is dropped")
+	assert.True(t, held, "another process's circuit still open is kept")
+	assert.True(t, kept, "this process's own open circuit is kept")
+}
