@@ -85,7 +85,18 @@ func (e *Evaluator) Incident(ctx context.Context, _ string, c *pipelinecfg.Compi
 	var rec *ottlevent.Record
 	var err error
 	if reads := e.incidentReads(c); reads != nil {
-		rec, err = ottlevent.DecodeRecordReads(it.Body, it.Signal, reads)
+		// Decoded in part only to evaluate, so into a scratch record: what the result
+		// keeps of it (the fingerprint) is a string of its own.
+		scratch, _ := partialRecords.Get().(*ottlevent.Record)
+		defer func() {
+			if scratch != nil {
+				partialRecords.Put(scratch)
+			}
+		}()
+		rec, err = ottlevent.DecodeRecordReadsInto(scratch, it.Body, it.Signal, reads)
+		if rec != nil {
+			scratch = rec
+		}
 	} else {
 		rec, err = ottlevent.DecodeRecord(it.Body, it.Signal)
 	}
