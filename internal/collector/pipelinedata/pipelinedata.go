@@ -2,7 +2,13 @@
 // pipeline role (and agent results through the sink role's), from the JetStream receiver through the trigger and window processors to
 // the agent exporter. Each record is one plog.LogRecord whose body holds the record's JSON
 // bytes exactly as they sit on the stream, so a record no transform touched reaches the
-// agent byte for byte; metadata rides in the log record's attributes, never in the record.
+// agent byte for byte; metadata rides beside the record, never in it.
+//
+// What every item has rides in the log record's own fields, which cost no allocation:
+// the signal in SeverityText, the kind in EventName (empty for KindRecord) and the stream
+// sequence in ObservedTimestamp. Attributes carried them before, three allocations per
+// record (the attribute storage and two values) in a pipeline that drops most records
+// unread. What only some items have rides in attributes (Attr*).
 //
 // The project is not here: it is the request's authenticated identity (internal/collector/principal),
 // set by the JetStream receiver for each project's consumer.
@@ -18,9 +24,6 @@ import (
 
 // Attribute names.
 const (
-	AttrSignal = "svc.signal" // records.Signal*: log, span, metric, event, source
-	AttrKind   = "svc.kind"   // KindRecord or KindWindowCall
-	AttrSeq    = "svc.seq"    // the stream sequence: stable across redeliveries
 	// AttrSuppressed is how many triggers of the record's dedup key a cooldown held back
 	// since the last call for it, present only when some were: the agent
 	// exporter tells the agent in a header.
@@ -66,9 +69,9 @@ type Item struct {
 	// Body is the record's bytes. The batch shares them with whoever gave them to Append
 	// and whoever takes them from Read: neither may change them.
 	Body   []byte
-	Signal string
-	Kind   string
-	Seq    uint64
+	Signal string // records.Signal*: log, span, metric, event, source
+	Kind   string // Kind*
+	Seq    uint64 // the stream sequence: stable across redeliveries
 	// Suppressed is what a cooldown held back before this record passed (0: none).
 	Suppressed int64
 	// Group is a window call's group key ("" for legacy records and the empty group).
@@ -88,31 +91,36 @@ type Item struct {
 func Append(lrs plog.LogRecordSlice, it Item) {
 	lr := lrs.AppendEmpty()
 	setBody(lr, it.Body)
-	attrs := lr.Attributes()
-	attrs.EnsureCapacity(3)
-	attrs.PutStr(AttrSignal, it.Signal)
-	if it.Kind != "" && it.Kind != KindRecord {
-		attrs.PutStr(AttrKind, it.Kind)
+	lr.SetSeverityText(it.Signal)
+	if it.Kind != KindRecord {
+		lr.SetEventName(it.Kind)
 	}
-	attrs.PutInt(AttrSeq, int64(it.Seq))
+	lr.SetObservedTimestamp(pcommon.Timestamp(it.Seq))
+	var attrs pcommon.Map
+	put := func() pcommon.Map {
+		if attrs == (pcommon.Map{}) {
+			attrs = lr.Attributes()
+		}
+		return attrs
+	}
 	if it.Suppressed > 0 {
-		attrs.PutInt(AttrSuppressed, it.Suppressed)
+		put().PutInt(AttrSuppressed, it.Suppressed)
 	}
 	if it.Group != "" {
-		attrs.PutStr(AttrGroup, it.Group)
+		put().PutStr(AttrGroup, it.Group)
 	}
 	if it.Error != "" {
-		attrs.PutStr(AttrError, it.Error)
+		put().PutStr(AttrError, it.Error)
 	}
 	if it.Kind == KindIncidentCall {
-		attrs.PutStr(AttrRequestID, it.RequestID)
+		put().PutStr(AttrRequestID, it.RequestID)
 	}
 	if it.Kind == KindResult {
-		attrs.PutStr(AttrSink, it.SinkID)
-		attrs.PutStr(AttrRequestID, it.RequestID)
-		attrs.PutStr(AttrMsgID, it.MsgID)
+		put().PutStr(AttrSink, it.SinkID)
+		put().PutStr(AttrRequestID, it.RequestID)
+		put().PutStr(AttrMsgID, it.MsgID)
 		if it.Unmatched {
-			attrs.PutBool(AttrUnmatched, true)
+			put().PutBool(AttrUnmatched, true)
 		}
 	}
 }
@@ -126,16 +134,10 @@ func New() (plog.Logs, plog.LogRecordSlice) {
 
 // Read returns the item a log record carries.
 func Read(lr plog.LogRecord) Item {
+	it := Item{Body: body(lr), Signal: lr.SeverityText(), Kind: KindOf(lr), Seq: uint64(lr.ObservedTimestamp())}
 	attrs := lr.Attributes()
-	it := Item{Body: body(lr), Kind: KindRecord}
-	if v, ok := attrs.Get(AttrSignal); ok {
-		it.Signal = v.Str()
-	}
-	if v, ok := attrs.Get(AttrKind); ok {
-		it.Kind = v.Str()
-	}
-	if v, ok := attrs.Get(AttrSeq); ok {
-		it.Seq = uint64(v.Int())
+	if attrs.Len() == 0 {
+		return it // most records: nothing more to look for
 	}
 	if v, ok := attrs.Get(AttrSuppressed); ok {
 		it.Suppressed = v.Int()
@@ -165,8 +167,8 @@ func Read(lr plog.LogRecord) Item {
 
 // KindOf is the kind of item a log record carries, without reading the rest of it.
 func KindOf(lr plog.LogRecord) string {
-	if v, ok := lr.Attributes().Get(AttrKind); ok {
-		return v.Str()
+	if k := lr.EventName(); k != "" {
+		return k
 	}
 	return KindRecord
 }
@@ -182,7 +184,7 @@ func SetSuppressed(lr plog.LogRecord, n int64) {
 // SetFailed makes a record a KindFailed item: it goes on to the agent exporter as it was
 // stored, to be settled with the error instead of sent.
 func SetFailed(lr plog.LogRecord, reason string) {
-	lr.Attributes().PutStr(AttrKind, KindFailed)
+	lr.SetEventName(KindFailed)
 	lr.Attributes().PutStr(AttrError, reason)
 }
 

@@ -109,3 +109,21 @@ func TestBodyBuiltWithoutAppendStillReads(t *testing.T) {
 	assert.Equal(t, []byte(`{"a":1}`), got[0])
 	assert.Empty(t, got[1])
 }
+
+func TestPlainRecordCarriesNoAttributes(t *testing.T) {
+	ld, lrs := New()
+	Append(lrs, Item{Body: []byte(`{"a":1}`), Signal: "span", Seq: 1 << 40})
+	assert.Zero(t, lrs.At(0).Attributes().Len(), "signal, kind and sequence cost no attribute")
+	var got Item
+	for lr := range All(ld) {
+		got = Read(lr)
+	}
+	assert.Equal(t, Item{Body: []byte(`{"a":1}`), Signal: "span", Kind: KindRecord, Seq: 1 << 40}, got)
+
+	SetFailed(lrs.At(0), "too large")
+	assert.Equal(t, KindFailed, KindOf(lrs.At(0)))
+	got = Read(lrs.At(0))
+	assert.Equal(t, KindFailed, got.Kind)
+	assert.Equal(t, "too large", got.Error)
+	assert.Equal(t, uint64(1<<40), got.Seq)
+}
