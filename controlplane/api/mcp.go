@@ -120,8 +120,9 @@ func (s *Server) mcpHandler() http.Handler {
 		if !ok || err != nil || claims.Subject != u.ID {
 			return nil, mcpauth.ErrInvalidToken
 		}
+		// authed has checked the token's login generation and named it as the credential.
 		return &mcpauth.TokenInfo{UserID: u.ID, Expiration: claims.ExpiresAt.Time,
-			Extra: map[string]any{credentialExtra: service.Credential{ExpiresAt: claims.ExpiresAt.Time}}}, nil
+			Extra: map[string]any{credentialExtra: currentCredential(r.Context())}}, nil
 	}
 	return mcpauth.RequireBearerToken(verify, nil)(h)
 }
@@ -140,7 +141,10 @@ func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In,
 	if t.OutputSchema == nil {
 		t.OutputSchema = mustSchema[Out]()
 	}
-	mcp.AddTool(srv, t, h)
+	// A personal access token's limits (some projects, read-only) hold for every tool.
+	mcp.AddTool(srv, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		return h(service.WithLimits(ctx, toolCredential(req).Limits), req, in)
+	})
 }
 
 // portable collapses every nullable union into its one non-null type, throughout the

@@ -159,6 +159,8 @@ func keyJSON(k store.Key) map[string]any {
 		"created_at": ts(k.CreatedAt), "last_used_at": ts(k.LastUsedAt)}
 	if k.SourceID != "" {
 		out["source_id"] = k.SourceID // an ingest-scoped key of that push source
+	} else {
+		out["scopes"] = service.KeyScopes(k)
 	}
 	return out
 }
@@ -177,17 +179,36 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 	var b struct {
 		Name string `json:"name"`
+		// Scopes left out: ingest and results.
+		Scopes []string `json:"scopes"`
 	}
 	if e := decode(r, &b); e != nil {
 		fail(w, e)
 		return
 	}
-	k, secret, err := s.Svc.CreateKey(r.Context(), currentUser(r).ID, r.PathValue("id"), b.Name)
+	k, secret, err := s.Svc.CreateScopedKey(r.Context(), currentUser(r).ID, r.PathValue("id"), b.Name, b.Scopes)
 	s.respond(w, r, err, http.StatusCreated, func() any {
 		out := keyJSON(k)
 		out["key"] = secret // the only time it is shown
 		return out
 	})
+}
+
+// patchKey changes what a key may do: {"scopes": [...]}.
+func (s *Server) patchKey(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		Scopes []string `json:"scopes"`
+	}
+	if e := decode(r, &b); e != nil {
+		fail(w, e)
+		return
+	}
+	if b.Scopes == nil {
+		fail(w, badBody(`scopes is required: the scopes the key keeps, of "ingest", "results", "read"`))
+		return
+	}
+	k, err := s.Svc.SetKeyScopes(r.Context(), currentUser(r).ID, r.PathValue("id"), r.PathValue("key_id"), b.Scopes)
+	s.respond(w, r, err, http.StatusOK, func() any { return keyJSON(k) })
 }
 
 func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {

@@ -194,3 +194,22 @@ func (s *Server) sessionLogout(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 }
+
+// logoutAll ends every credential of the caller (POST /api/v1/auth/logout-all): their
+// dashboard sessions, login tokens, personal access tokens and OAuth grants at once, and
+// the console tokens those minted at the receivers within a second. A read-only token
+// may not: it changes nothing.
+func (s *Server) logoutAll(w http.ResponseWriter, r *http.Request) {
+	if credentialLimits(r).ReadOnly {
+		fail(w, readOnlyRefusal)
+		return
+	}
+	if err := s.Svc.RevokeAllForUser(r.Context(), currentUser(r).ID); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	if viaSession(r) {
+		http.SetCookie(w, auth.ClearSessionCookie(r))
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

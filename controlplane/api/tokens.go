@@ -8,8 +8,13 @@ import (
 )
 
 func accessTokenJSON(a store.AccessToken) map[string]any {
+	projects := []string{}
+	if a.ProjectIDs != nil {
+		projects = a.ProjectIDs
+	}
+	// projects [] means all of the owner's projects.
 	return map[string]any{"id": a.ID, "name": a.Name, "prefix": a.Prefix, "created_at": ts(a.CreatedAt),
-		"expires_at": ts(a.ExpiresAt), "last_used_at": ts(a.LastUsedAt)}
+		"expires_at": ts(a.ExpiresAt), "last_used_at": ts(a.LastUsedAt), "projects": projects, "read_only": a.ReadOnly}
 }
 
 func (s *Server) listAccessTokens(w http.ResponseWriter, r *http.Request) {
@@ -31,12 +36,16 @@ func (s *Server) createAccessToken(w http.ResponseWriter, r *http.Request) {
 	var b struct {
 		Name          string `json:"name"`
 		ExpiresInDays int    `json:"expires_in_days"`
+		// Projects limits the token to these projects; left out or null: all of yours.
+		Projects []string `json:"projects"`
+		ReadOnly bool     `json:"read_only"`
 	}
 	if e := decode(r, &b); e != nil {
 		fail(w, e)
 		return
 	}
-	a, secret, err := s.Svc.CreateAccessToken(r.Context(), currentUser(r).ID, b.Name, b.ExpiresInDays)
+	a, secret, err := s.Svc.CreateLimitedAccessToken(r.Context(), currentUser(r).ID, b.Name, b.ExpiresInDays,
+		service.Limits{Projects: b.Projects, ReadOnly: b.ReadOnly})
 	s.respond(w, r, err, http.StatusCreated, func() any {
 		out := accessTokenJSON(a)
 		out["token"] = secret // the only time it is shown

@@ -165,7 +165,12 @@ func (s *Server) verifyLogin(w http.ResponseWriter, r *http.Request) (store.User
 }
 
 func (s *Server) respondToken(w http.ResponseWriter, r *http.Request, status int, u store.User) {
-	tok, err := s.Tokens.Issue(u.ID, u.Email, time.Now())
+	gen, err := s.Svc.LoginGeneration(r.Context(), u.ID)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	tok, err := s.Tokens.IssueGeneration(u.ID, u.Email, gen, time.Now())
 	if err != nil {
 		s.internal(w, r, err)
 		return
@@ -208,17 +213,15 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		var u store.User
+		var gen int64
 		err = s.Svc.Store.InTx(r.Context(), func(tx *store.Tx) error {
 			var err error
-			u, err = tx.UserByID(r.Context(), claims.Subject)
+			if u, err = tx.UserByID(r.Context(), claims.Subject); err != nil {
+				return err
+			}
+			gen, err = tx.LoginGeneration(r.Context(), u.ID)
 			return err
 		})
-		// A login token cannot be revoked: what it mints names no credential, and
-		// ends when it does.
-		cred := service.Credential{}
-		if claims.ExpiresAt != nil {
-			cred.ExpiresAt = claims.ExpiresAt.Time
-		}
 		if errors.Is(err, store.ErrNotFound) {
 			fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "the account of this token no longer exists"))
 			return
@@ -226,6 +229,15 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 		if err != nil {
 			s.internal(w, r, err)
 			return
+		}
+		if claims.Generation != gen {
+			fail(w, apierror.New(http.StatusUnauthorized, apierror.InvalidToken, "this token was ended by logging out everywhere or a password change; log in again"))
+			return
+		}
+		// A login token is revoked with its whole generation: what it mints names that.
+		cred := service.Credential{ID: service.LoginCredentialID(u.ID, gen)}
+		if claims.ExpiresAt != nil {
+			cred.ExpiresAt = claims.ExpiresAt.Time
 		}
 		ctx := context.WithValue(r.Context(), userKey{}, u)
 		h(w, r.WithContext(context.WithValue(ctx, credentialKey{}, cred)))
@@ -269,10 +281,24 @@ func (s *Server) accessTokenAuthed(w http.ResponseWriter, r *http.Request, h htt
 		s.internal(w, r, err)
 		return
 	}
+	// A read-only token changes nothing through the API; asking for a console token
+	// (a read) is a POST all the same. At /mcp every call is a POST: the service
+	// refuses the tools that change something (Limits).
+	if cred.Limits.ReadOnly && !safeMethod(r.Method) && r.URL.Path != "/mcp" && !strings.HasSuffix(r.URL.Path, "/console-token") {
+		fail(w, readOnlyRefusal)
+		return
+	}
 	ctx := context.WithValue(r.Context(), userKey{}, u)
 	ctx = context.WithValue(ctx, credentialKey{}, cred)
+	ctx = service.WithLimits(ctx, cred.Limits)
 	h(w, r.WithContext(context.WithValue(ctx, accessTokenKey{}, true)))
 }
+
+// readOnlyRefusal answers a change asked for with a read-only personal access token.
+var readOnlyRefusal = service.ReadOnlyRefusal
+
+// credentialLimits are the limits of the credential a request came with.
+func credentialLimits(r *http.Request) service.Limits { return service.LimitsOf(r.Context()) }
 
 // accessTokenKey marks a request authenticated by a personal access token or an OAuth
 // access token.

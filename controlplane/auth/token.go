@@ -29,12 +29,21 @@ func NewTokens(secret []byte, ttl time.Duration) (*Tokens, error) {
 type Claims struct {
 	Email   string `json:"email,omitempty"`
 	Purpose string `json:"purpose,omitempty"`
+	// Generation is the user's login generation the token was issued under: it counts
+	// only while that is still the user's (logging out everywhere raises it). Tokens
+	// issued before generations existed have 0, the generation every user starts with.
+	Generation int64 `json:"gen,omitempty"`
 	jwt.RegisteredClaims
 }
 
-// Issue returns a signed token for a user.
+// Issue returns a signed token for a user of login generation 0.
 func (t *Tokens) Issue(userID, email string, now time.Time) (string, error) {
-	c := Claims{Email: email, Purpose: "login", RegisteredClaims: jwt.RegisteredClaims{
+	return t.IssueGeneration(userID, email, 0, now)
+}
+
+// IssueGeneration returns a signed token for a user, under the user's login generation.
+func (t *Tokens) IssueGeneration(userID, email string, gen int64, now time.Time) (string, error) {
+	c := Claims{Email: email, Purpose: "login", Generation: gen, RegisteredClaims: jwt.RegisteredClaims{
 		Subject: userID, Issuer: issuer, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(t.ttl)),
 	}}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(t.secret)

@@ -35,6 +35,8 @@ func (s *Service) ConsolePublicKeys() mirror.ConsoleKeys {
 type Credential struct {
 	ID        string
 	ExpiresAt time.Time
+	// Limits narrow what a personal access token may do (limits.go).
+	Limits Limits
 }
 
 // IssueConsoleToken issues a console token for a member of the project, naming their
@@ -63,7 +65,7 @@ func (s *Service) IssueConsoleToken(ctx context.Context, userID, id string, cred
 			ttl = max(min(ttl, cred.ExpiresAt.Sub(now)), time.Second)
 		}
 		tok, err := consoletoken.Issue(s.ConsoleKey, consoletoken.Claims{UserID: userID, ProjectID: p.ID,
-			Grant: members[userID].Since, Credential: cred.ID, Email: u.Email}, ttl, now)
+			Grant: members[userID].Since, Credential: cred.ID, Email: u.Email, ReadOnly: cred.Limits.ReadOnly}, ttl, now)
 		if err != nil {
 			return err
 		}

@@ -35,6 +35,7 @@ func (s *Service) Projects(ctx context.Context, userID string) (ps []store.Proje
 		ps, roles, err = tx.ProjectsForUser(ctx, userID)
 		return err
 	})
+	ps, roles = LimitsOf(ctx).filter(ps, roles)
 	return ps, roles, err
 }
 
@@ -56,6 +57,9 @@ func (s *Service) CreateProject(ctx context.Context, userID string, name *string
 	n, e := ValidName(*name)
 	if e != nil {
 		return store.Project{}, e
+	}
+	if l := LimitsOf(ctx); l.ReadOnly || l.Projects != nil {
+		return store.Project{}, LimitedTokenRefusal
 	}
 	ms, js, err := s.Mirror(ctx)
 	if err != nil {
@@ -199,8 +203,15 @@ func (s *Service) Keys(ctx context.Context, userID, id string) (keys []store.Key
 	return keys, err
 }
 
-// CreateKey creates a project API key; secret is the key itself, shown only now.
+// CreateKey creates a project API key with the default scopes (DefaultKeyScopes); secret
+// is the key itself, shown only now.
 func (s *Service) CreateKey(ctx context.Context, userID, id, name string) (k store.Key, secret string, err error) {
+	return s.CreateScopedKey(ctx, userID, id, name, nil)
+}
+
+// CreateScopedKey creates a project API key that may do what scopes say (nil:
+// DefaultKeyScopes); secret is the key itself, shown only now.
+func (s *Service) CreateScopedKey(ctx context.Context, userID, id, name string, scopes []string) (k store.Key, secret string, err error) {
 	if name == "" {
 		name = "default"
 	}
@@ -208,10 +219,16 @@ func (s *Service) CreateKey(ctx context.Context, userID, id, name string) (k sto
 	if e != nil {
 		return k, "", e
 	}
+	if scopes == nil {
+		scopes = DefaultKeyScopes
+	}
+	if scopes, e = ValidKeyScopes(scopes); e != nil {
+		return k, "", e
+	}
 	err = s.InProject(ctx, userID, id, Write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store) error {
 		secret = apikey.Generate(apikey.KindProject)
 		k = store.Key{ID: NewID("k_"), ProjectID: p.ID, Name: name, Prefix: apikey.Prefix(secret), Hash: apikey.Hash(secret),
-			Scope: mirror.ScopeProject, CreatedAt: time.Now().UTC()}
+			Scope: mirror.ScopeProject, Scopes: scopes, CreatedAt: time.Now().UTC()}
 		if err := tx.CreateKey(ctx, k); err != nil {
 			return err
 		}

@@ -94,6 +94,9 @@ type Op func(ctx context.Context, tx *store.Tx, p store.Project, role string, ms
 // stranger never learns a project exists. Changes need the mirror: while NATS is away
 // they are refused with 503 and nothing is saved.
 func (s *Service) InProject(ctx context.Context, userID, projectID string, level Access, fn Op) error {
+	if err := LimitsOf(ctx).allow(projectID, level); err != nil {
+		return err
+	}
 	return s.Store.InTx(ctx, func(tx *store.Tx) error {
 		p, role, err := tx.ProjectForUser(ctx, projectID, userID)
 		if err != nil {
@@ -171,7 +174,7 @@ func mirrorProject(p store.Project, sinks []store.Sink, members map[string]store
 }
 
 func mirrorKey(k store.Key, accountID string) mirror.KeyEntry {
-	return mirror.KeyEntry{KeyID: k.ID, ProjectID: k.ProjectID, AccountID: accountID, Scope: k.Scope, SourceID: k.SourceID}
+	return mirror.KeyEntry{KeyID: k.ID, ProjectID: k.ProjectID, AccountID: accountID, Scope: k.Scope, SourceID: k.SourceID, Scopes: k.Scopes}
 }
 
 // assign sets *dst to *src when the request carried the field (src not nil): a partial

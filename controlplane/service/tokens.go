@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -27,8 +28,29 @@ const (
 // ErrTokenInvalid is an unknown, revoked or expired access token.
 var ErrTokenInvalid = errors.New("the access token is unknown, revoked or expired")
 
+// MaxTokenProjects bounds the projects one token may be limited to.
+const MaxTokenProjects = 100
+
 // CreateAccessToken makes a token for the user; days 0 means DefaultTokenDays.
 func (s *Service) CreateAccessToken(ctx context.Context, userID, name string, days int) (store.AccessToken, string, error) {
+	return s.CreateLimitedAccessToken(ctx, userID, name, days, Limits{})
+}
+
+// CreateLimitedAccessToken makes a token for the user that opens only lim.Projects (nil:
+// all of the user's, now and later) and, when lim.ReadOnly, only reads.
+func (s *Service) CreateLimitedAccessToken(ctx context.Context, userID, name string, days int, lim Limits) (store.AccessToken, string, error) {
+	if lim.Projects != nil {
+		if len(lim.Projects) == 0 || len(lim.Projects) > MaxTokenProjects {
+			return store.AccessToken{}, "", BadBody(fmt.Sprintf("projects must list 1 to %d project ids, or be left out for all of yours", MaxTokenProjects))
+		}
+		seen := map[string]bool{}
+		for _, id := range lim.Projects {
+			if seen[id] || id == "" || strings.Contains(id, ",") {
+				return store.AccessToken{}, "", BadBody("projects must list distinct project ids")
+			}
+			seen[id] = true
+		}
+	}
 	name, e := ValidName(name)
 	if e != nil {
 		return store.AccessToken{}, "", e
@@ -42,8 +64,19 @@ func (s *Service) CreateAccessToken(ctx context.Context, userID, name string, da
 	secret := apikey.Generate(apikey.KindAccess)
 	now := time.Now().UTC()
 	a := store.AccessToken{ID: NewID("pat_"), UserID: userID, Name: name, Prefix: apikey.Prefix(secret),
-		Hash: apikey.Hash(secret), CreatedAt: now, ExpiresAt: now.Add(time.Duration(days) * 24 * time.Hour)}
-	err := s.Store.InTx(ctx, func(tx *store.Tx) error { return tx.CreateAccessToken(ctx, a) })
+		Hash: apikey.Hash(secret), CreatedAt: now, ExpiresAt: now.Add(time.Duration(days) * 24 * time.Hour),
+		ProjectIDs: lim.Projects, ReadOnly: lim.ReadOnly}
+	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
+		for _, id := range lim.Projects {
+			// Only the user's own projects: a stranger's id is not found, as anywhere.
+			if _, _, err := tx.ProjectForUser(ctx, id, userID); errors.Is(err, store.ErrNotFound) {
+				return NotFound("project " + id)
+			} else if err != nil {
+				return err
+			}
+		}
+		return tx.CreateAccessToken(ctx, a)
+	})
 	return a, secret, err
 }
 
@@ -95,7 +128,7 @@ func (s *Service) UserByAccessToken(ctx context.Context, tok string) (store.User
 		if !now.Before(a.ExpiresAt) {
 			return ErrTokenInvalid
 		}
-		cred = Credential{ID: a.ID, ExpiresAt: a.ExpiresAt}
+		cred = Credential{ID: a.ID, ExpiresAt: a.ExpiresAt, Limits: Limits{Projects: a.ProjectIDs, ReadOnly: a.ReadOnly}}
 		if now.Sub(a.LastUsedAt) >= lastUsedEvery {
 			if err := tx.TouchAccessToken(ctx, a.ID, now); err != nil {
 				return err

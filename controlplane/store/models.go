@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
@@ -76,6 +77,9 @@ type Key struct {
 	SourceID   string
 	CreatedAt  time.Time
 	LastUsedAt time.Time
+	// Scopes are what a project key may do (mirror.PermIngest, PermResults, PermRead);
+	// nil for a key made before keys had scopes, which may do all three.
+	Scopes []string
 }
 
 // Sink is a destination of agent results.
@@ -336,13 +340,13 @@ func (t *Tx) DeleteMember(ctx context.Context, projectID, userID string) error {
 
 // CreateKey stores a key's hash.
 func (t *Tx) CreateKey(ctx context.Context, k Key) error {
-	_, err := t.exec(ctx, `INSERT INTO api_keys (id, project_id, name, prefix, hash, scope, source_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		k.ID, k.ProjectID, k.Name, k.Prefix, k.Hash, k.Scope, k.SourceID, k.CreatedAt.UnixMilli())
+	_, err := t.exec(ctx, `INSERT INTO api_keys (id, project_id, name, prefix, hash, scope, source_id, created_at, scopes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.ProjectID, k.Name, k.Prefix, k.Hash, k.Scope, k.SourceID, k.CreatedAt.UnixMilli(), strings.Join(k.Scopes, ","))
 	return err
 }
 
 func (t *Tx) keys(ctx context.Context, where string, args ...any) ([]Key, error) {
-	rows, err := t.query(ctx, `SELECT id, project_id, name, prefix, hash, scope, source_id, created_at, last_used_at FROM api_keys WHERE `+where+` ORDER BY created_at, id`, args...)
+	rows, err := t.query(ctx, `SELECT id, project_id, name, prefix, hash, scope, source_id, created_at, last_used_at, scopes FROM api_keys WHERE `+where+` ORDER BY created_at, id`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -351,10 +355,11 @@ func (t *Tx) keys(ctx context.Context, where string, args ...any) ([]Key, error)
 	for rows.Next() {
 		var k Key
 		var created, used int64
-		if err := rows.Scan(&k.ID, &k.ProjectID, &k.Name, &k.Prefix, &k.Hash, &k.Scope, &k.SourceID, &created, &used); err != nil {
+		var scopes string
+		if err := rows.Scan(&k.ID, &k.ProjectID, &k.Name, &k.Prefix, &k.Hash, &k.Scope, &k.SourceID, &created, &used, &scopes); err != nil {
 			return nil, err
 		}
-		k.CreatedAt, k.LastUsedAt = ms(created), ms(used)
+		k.CreatedAt, k.LastUsedAt, k.Scopes = ms(created), ms(used), splitList(scopes)
 		out = append(out, k)
 	}
 	return out, rows.Err()

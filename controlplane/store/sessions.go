@@ -82,3 +82,55 @@ func (t *Tx) PruneSessions(ctx context.Context, userID string, now time.Time, ke
 	}
 	return ended, nil
 }
+
+// DeleteSessions ends all of a user's sessions and returns their ids.
+func (t *Tx) DeleteSessions(ctx context.Context, userID string) ([]string, error) {
+	rows, err := t.query(ctx, `SELECT id FROM sessions WHERE user_id = ? ORDER BY id`, userID)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	_, err = t.exec(ctx, `DELETE FROM sessions WHERE user_id = ?`, userID)
+	return ids, err
+}
+
+// LoginGeneration is the user's login generation: login tokens name the one they were
+// issued under and count only while it is the user's (ErrNotFound: no such user).
+func (t *Tx) LoginGeneration(ctx context.Context, userID string) (int64, error) {
+	var g int64
+	err := t.queryRow(ctx, `SELECT login_generation FROM users WHERE id = ?`, userID).Scan(&g)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	return g, err
+}
+
+// NextLoginGeneration raises the user's login generation, which ends every login token
+// issued before, and returns the generation it ended.
+func (t *Tx) NextLoginGeneration(ctx context.Context, userID string) (ended int64, err error) {
+	if ended, err = t.LoginGeneration(ctx, userID); err != nil {
+		return 0, err
+	}
+	// Raised relative to the row, not to what was read: two at once both end tokens.
+	_, err = t.exec(ctx, `UPDATE users SET login_generation = login_generation + 1 WHERE id = ?`, userID)
+	return ended, err
+}
+
+// DeleteOAuthCodes removes the user's authorization codes not yet exchanged, so none
+// becomes a grant after the user's credentials were all ended.
+func (t *Tx) DeleteOAuthCodes(ctx context.Context, userID string) error {
+	_, err := t.exec(ctx, `DELETE FROM oauth_codes WHERE user_id = ?`, userID)
+	return err
+}

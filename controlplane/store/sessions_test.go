@@ -46,7 +46,10 @@ func TestSessionsMigrationDropsOldSessionRows(t *testing.T) {
 		inTx(t, old, func(ctx context.Context, tx *Tx) error {
 			require.NoError(t, tx.CreateUser(ctx, User{ID: "u_1", Email: "a@example.com", PasswordHash: "x", CreatedAt: now}))
 			for _, id := range []string{"ses_1", "pat_1", "sesX1"} {
-				require.NoError(t, tx.CreateAccessToken(ctx, AccessToken{ID: id, UserID: "u_1", Name: id, Prefix: "p", Hash: "h-" + id, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}))
+				// The columns of that time: CreateAccessToken writes later ones too.
+				_, err := tx.exec(ctx, `INSERT INTO access_tokens (id, user_id, name, prefix, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+					id, "u_1", id, "p", "h-"+id, now.UnixMilli(), now.Add(time.Hour).UnixMilli())
+				require.NoError(t, err)
 			}
 			return nil
 		})

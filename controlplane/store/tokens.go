@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -10,17 +11,21 @@ import (
 type AccessToken struct {
 	ID, UserID, Name, Prefix, Hash   string
 	CreatedAt, ExpiresAt, LastUsedAt time.Time
+	// ProjectIDs limits the token to these projects (nil: all of its owner's).
+	ProjectIDs []string
+	// ReadOnly limits the token to reading: it changes nothing.
+	ReadOnly bool
 }
 
 // CreateAccessToken stores a token's hash.
 func (t *Tx) CreateAccessToken(ctx context.Context, a AccessToken) error {
-	_, err := t.exec(ctx, `INSERT INTO access_tokens (id, user_id, name, prefix, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		a.ID, a.UserID, a.Name, a.Prefix, a.Hash, a.CreatedAt.UnixMilli(), a.ExpiresAt.UnixMilli())
+	_, err := t.exec(ctx, `INSERT INTO access_tokens (id, user_id, name, prefix, hash, created_at, expires_at, project_ids, read_only) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.ID, a.UserID, a.Name, a.Prefix, a.Hash, a.CreatedAt.UnixMilli(), a.ExpiresAt.UnixMilli(), strings.Join(a.ProjectIDs, ","), boolInt(a.ReadOnly))
 	return err
 }
 
 func (t *Tx) accessTokens(ctx context.Context, where string, args ...any) ([]AccessToken, error) {
-	rows, err := t.query(ctx, `SELECT id, user_id, name, prefix, hash, created_at, expires_at, last_used_at FROM access_tokens WHERE `+where+` ORDER BY created_at, id`, args...)
+	rows, err := t.query(ctx, `SELECT id, user_id, name, prefix, hash, created_at, expires_at, last_used_at, project_ids, read_only FROM access_tokens WHERE `+where+` ORDER BY created_at, id`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -28,14 +33,31 @@ func (t *Tx) accessTokens(ctx context.Context, where string, args ...any) ([]Acc
 	var out []AccessToken
 	for rows.Next() {
 		var a AccessToken
-		var created, expires, used int64
-		if err := rows.Scan(&a.ID, &a.UserID, &a.Name, &a.Prefix, &a.Hash, &created, &expires, &used); err != nil {
+		var created, expires, used, readOnly int64
+		var projects string
+		if err := rows.Scan(&a.ID, &a.UserID, &a.Name, &a.Prefix, &a.Hash, &created, &expires, &used, &projects, &readOnly); err != nil {
 			return nil, err
 		}
 		a.CreatedAt, a.ExpiresAt, a.LastUsedAt = ms(created), ms(expires), ms(used)
+		a.ProjectIDs, a.ReadOnly = splitList(projects), readOnly != 0
 		out = append(out, a)
 	}
 	return out, rows.Err()
+}
+
+// splitList reads a comma-separated column ("" is nil).
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // AccessTokens lists a user's tokens.
@@ -65,4 +87,37 @@ func (t *Tx) DeleteAccessToken(ctx context.Context, userID, id string) error {
 func (t *Tx) TouchAccessToken(ctx context.Context, id string, at time.Time) error {
 	_, err := t.exec(ctx, `UPDATE access_tokens SET last_used_at = ? WHERE id = ?`, at.UnixMilli(), id)
 	return err
+}
+
+// DeleteAccessTokens removes all of a user's tokens and returns their ids.
+func (t *Tx) DeleteAccessTokens(ctx context.Context, userID string) ([]string, error) {
+	as, err := t.AccessTokens(ctx, userID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := t.exec(ctx, `DELETE FROM access_tokens WHERE user_id = ?`, userID); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(as))
+	for i, a := range as {
+		ids[i] = a.ID
+	}
+	return ids, nil
+}
+
+// SetKeyScopes sets what one of a project's keys may do and returns the key
+// (ErrNotFound when the project has no such key).
+func (t *Tx) SetKeyScopes(ctx context.Context, projectID, keyID string, scopes []string) (Key, error) {
+	if err := affected(t.exec(ctx, `UPDATE api_keys SET scopes = ? WHERE project_id = ? AND id = ?`,
+		strings.Join(scopes, ","), projectID, keyID)); err != nil {
+		return Key{}, err
+	}
+	ks, err := t.keys(ctx, "project_id = ? AND id = ?", projectID, keyID)
+	if err != nil {
+		return Key{}, err
+	}
+	if len(ks) == 0 {
+		return Key{}, ErrNotFound
+	}
+	return ks[0], nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/consoletoken"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 )
 
@@ -60,4 +61,26 @@ func TestKeyScopes(t *testing.T) {
 	require.Eventually(t, func() bool { return read(f.project) != nil }, 5*time.Second, 5*time.Millisecond)
 	refused(read(f.project), "read")
 	assert.NoError(t, ingest(f.project))
+}
+
+// TestReadOnlyConsoleToken: a console token minted with a read-only personal access
+// token reads, but changes nothing even for the project's owner.
+func TestReadOnlyConsoleToken(t *testing.T) {
+	a, f := startWith(t, nil)
+	ctx := context.Background()
+	require.NoError(t, f.m.PutProject(ctx, mirror.Project{ID: "p1", AccountID: "a1", Version: 2,
+		Members: map[string]int64{"u1": 1000}, Roles: map[string]string{"u1": "owner"}}))
+	require.Eventually(t, func() bool { p, _ := a.cache.Project("p1"); return p.Version == 2 }, 5*time.Second, 10*time.Millisecond)
+	bearer := func(readOnly bool) map[string][]string {
+		tok, err := consoletoken.Issue(f.consolePriv, consoletoken.Claims{UserID: "u1", ProjectID: "p1", Grant: 1000, ReadOnly: readOnly}, time.Minute, time.Now())
+		require.NoError(t, err)
+		return map[string][]string{"Authorization": {"Bearer " + tok}}
+	}
+	_, err := a.AuthenticateConsole(ctx, bearer(true), "p1")
+	require.NoError(t, err, "a read-only token reads")
+	_, err = a.AuthorizeConsoleWrite(ctx, bearer(true), "p1")
+	require.ErrorIs(t, err, ErrForbidden)
+	assert.Contains(t, principal.Message(err, ""), "read-only")
+	_, err = a.AuthorizeConsoleWrite(ctx, bearer(false), "p1")
+	require.NoError(t, err, "the owner's token without the limit still writes")
 }

@@ -211,7 +211,8 @@ func (a *authenticator) console(headers map[string][]string, projectID string) (
 		if c.Credential != "" && a.cache.Revoked(c.Credential) {
 			return principal.Principal{}, principal.Refuse(principal.ErrInvalidToken, msgConsoleRevoked)
 		}
-		return principal.Principal{ProjectID: c.ProjectID, Scope: principal.ScopeConsole, KeyID: consoleUserPrefix + c.UserID, Email: c.Email}, nil
+		return principal.Principal{ProjectID: c.ProjectID, Scope: principal.ScopeConsole, KeyID: consoleUserPrefix + c.UserID, Email: c.Email,
+			ReadOnly: c.ReadOnly}, nil
 	}
 	if key == "" {
 		key = tok
@@ -253,6 +254,7 @@ const (
 const (
 	msgWriteNeedsToken = "replaying deliveries needs a console token of the project's owner or an admin (`Authorization: Bearer <token>` from the control plane, as the dashboard sends it); an API key only reads"
 	msgWriteNeedsRole  = "only the project's owner and admins may replay deliveries; ask one of them, or to be made an admin"
+	msgWriteReadOnly   = "this console token was minted with a read-only personal access token, which changes nothing; use a token without the read-only limit, or the dashboard"
 )
 
 // forbiddenError is the outcome of a credential that opens the project but may not do
@@ -290,6 +292,9 @@ func (a *authenticator) consoleWrite(headers map[string][]string, projectID stri
 	user, ok := strings.CutPrefix(p.KeyID, consoleUserPrefix)
 	if p.Scope != principal.ScopeConsole || !ok {
 		return principal.Principal{}, principal.Refuse(ErrForbidden, msgWriteNeedsToken)
+	}
+	if p.ReadOnly {
+		return principal.Principal{}, principal.Refuse(ErrForbidden, msgWriteReadOnly)
 	}
 	proj, _ := a.cache.Project(projectID)
 	switch proj.Roles[user] {

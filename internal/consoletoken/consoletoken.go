@@ -63,6 +63,9 @@ type Claims struct {
 	// Email is the user's email when the token was minted, for naming who acted; empty
 	// in tokens minted before the claim existed.
 	Email string
+	// ReadOnly tokens were minted with a read-only credential (a personal access token
+	// limited to reading): receivers refuse them every change, whatever the user's role.
+	ReadOnly bool
 	// ExpiresAt is set by Issue (now + ttl) and returned by Verify.
 	ExpiresAt time.Time
 }
@@ -78,6 +81,7 @@ type jwtClaims struct {
 	Grant     int64  `json:"grant"`
 	Cred      string `json:"cred,omitempty"`
 	Email     string `json:"email,omitempty"`
+	ReadOnly  bool   `json:"ro,omitempty"`
 	Purpose   string `json:"purpose"`
 	jwt.RegisteredClaims
 }
@@ -99,6 +103,7 @@ func Issue(priv ed25519.PrivateKey, c Claims, ttl time.Duration, now time.Time) 
 		Grant:     c.Grant,
 		Cred:      c.Credential,
 		Email:     c.Email,
+		ReadOnly:  c.ReadOnly,
 		Purpose:   Purpose,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    Issuer,
@@ -151,5 +156,5 @@ func Verify(keys []ed25519.PublicKey, token string, now time.Time) (Claims, erro
 	if c.IssuedAt == nil || c.ExpiresAt.Sub(c.IssuedAt.Time) > MaxTTL {
 		return Claims{}, fmt.Errorf("%w: lifetime longer than %s", ErrInvalid, MaxTTL)
 	}
-	return Claims{UserID: c.Subject, ProjectID: c.ProjectID, Grant: c.Grant, Credential: c.Cred, Email: c.Email, ExpiresAt: c.ExpiresAt.Time.UTC()}, nil
+	return Claims{UserID: c.Subject, ProjectID: c.ProjectID, Grant: c.Grant, Credential: c.Cred, Email: c.Email, ReadOnly: c.ReadOnly, ExpiresAt: c.ExpiresAt.Time.UTC()}, nil
 }

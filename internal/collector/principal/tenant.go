@@ -38,6 +38,8 @@ type Principal struct {
 	// Email is a console token's user's email (ScopeConsole, tokens that carry it): who
 	// acted, as people read it. KeyID stays "user:<id>", which roles are keyed by.
 	Email string
+	// ReadOnly is a console token minted with a read-only credential: it changes nothing.
+	ReadOnly bool
 }
 
 // GetAttribute implements client.AuthData.
