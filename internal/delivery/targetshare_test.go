@@ -334,3 +334,23 @@ func TestTargetsAdoptedFromOthersAreDroppedWhenOver(t *testing.T) {
 	assert.True(t, held, "another process's circuit still open is kept")
 	assert.True(t, kept, "this process's own open circuit is kept")
 }
+
+// With NATS connected but JetStream gone (so no bucket), each process paces on its own:
+// the lease cannot be taken, so the probe goes, and delivers.
+func TestWithoutJetStreamEachProcessPacesAlone(t *testing.T) {
+	n := testenv.StartNATS(t)
+	var reqs atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if reqs.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	p := startProc(t, n, circuit(1, 100*time.Millisecond))
+	require.NoError(t, n.Server.DisableJetStream())
+
+	r := p.deliver("p", srv.URL)
+	assert.True(t, r.Delivered, r.Reason)
+	assert.Equal(t, 2, r.Attempts, "the failure opened the circuit, its probe delivered")
+	assert.EqualValues(t, 2, reqs.Load())
+}
