@@ -262,6 +262,9 @@ type idle struct {
 	// The collector's live Go heap (its own metric otelcol_process_runtime_heap_alloc_bytes):
 	// RSS above it is memory the runtime holds but does not use now, e.g. after a burst.
 	CollectorHeapMiB float64 `json:"collector_heap_mib"`
+	// With -pprof: each process's heap right after a garbage collection (pprof.go).
+	CollectorLiveHeapMiB float64 `json:"collector_live_heap_mib,omitempty"`
+	NATSLiveHeapMiB      float64 `json:"nats_live_heap_mib,omitempty"`
 }
 
 func (e *env) idle(d time.Duration) idle {
@@ -298,6 +301,12 @@ func (e *env) idle(d time.Duration) idle {
 	if prof != nil {
 		prof.save(e.colProf, "/debug/pprof/heap?gc=1", fmt.Sprintf("collector-%dp-idle.heap", len(e.projects)))
 		prof.save(e.nats.profileURL(), "/debug/pprof/heap?gc=1", fmt.Sprintf("nats-%dp-idle.heap", len(e.projects)))
+		if res.CollectorLiveHeapMiB, err = prof.heapAfterGC(e.colProf); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/tenants: the collector's live heap is unknown:", err)
+		}
+		if res.NATSLiveHeapMiB, err = prof.heapAfterGC(e.nats.profileURL()); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/tenants: nats-server's live heap is unknown:", err)
+		}
 	}
 	if heap, err := metric(e.col.Metrics, "otelcol_process_runtime_heap_alloc_bytes"); err == nil {
 		res.CollectorHeapMiB = heap / (1 << 20)

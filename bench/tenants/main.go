@@ -59,6 +59,7 @@ type config struct {
 type report struct {
 	Config     config          `json:"config"`
 	Commit     string          `json:"commit"`
+	Command    string          `json:"command"`
 	CPUs       int             `json:"cpus"`
 	LoadBefore string          `json:"loadavg_before"`
 	Runs       []*run          `json:"runs"` // the 1-project reference, then N projects
@@ -124,6 +125,7 @@ func main() {
 	if rep.Commit == "" {
 		rep.Commit = commit()
 	}
+	rep.Command = strings.Join(append([]string{"go run ./bench/tenants"}, os.Args[1:]...), " ")
 	natsBin := buildNATS(r)
 	for _, k := range ks {
 		fmt.Fprintf(os.Stderr, "[nats-server alone, %d accounts] creating %d projects' streams and consumers...\n", k, *n)
@@ -135,6 +137,7 @@ func main() {
 	}
 	if *natsOnly {
 		r.Exit()
+		fmt.Fprintf(os.Stdout, "\notelcol-svc tenants benchmark, commit %s (%d CPUs; load average before the run: %s)\n%s\n", rep.Commit, rep.CPUs, rep.LoadBefore, rep.Command)
 		printAccounts(os.Stdout, rep.Accounts)
 		benchkit.WriteReport("bench/tenants", *jsonOut, rep)
 		return
@@ -228,6 +231,7 @@ func met(b bool) string {
 func (rep *report) print(w io.Writer) {
 	ref, big := rep.Runs[0], rep.Runs[len(rep.Runs)-1]
 	fmt.Fprintf(w, "\notelcol-svc tenants benchmark, commit %s (%d CPUs; load average before the run: %s)\n", rep.Commit, rep.CPUs, rep.LoadBefore)
+	fmt.Fprintf(w, "%s\n", rep.Command)
 	fmt.Fprintf(w, "nats-server and otelcol-svc (configs/embedded.yaml, NATS_URL set) as two processes. Each project: an agent\n")
 	fmt.Fprintf(w, "endpoint and one enabled webhook destination, written straight into the configuration mirror (NATS KV)\n")
 	fmt.Fprintf(w, "as the control plane does, without its SQL. The collector creates each project's streams and consumers\n")
@@ -261,7 +265,13 @@ func (rep *report) print(w io.Writer) {
 	row("nats-server CPU, cores", "%.4f", ri.NATSCores, bi.NATSCores)
 	row("collector RSS, MiB", "%.2f", ri.CollectorRSS.RSS, bi.CollectorRSS.RSS)
 	row("  of which its live Go heap, MiB", "%.2f", ri.CollectorHeapMiB, bi.CollectorHeapMiB)
+	if bi.CollectorLiveHeapMiB > 0 {
+		row("  its heap after a GC (-pprof), MiB", "%.2f", ri.CollectorLiveHeapMiB, bi.CollectorLiveHeapMiB)
+	}
 	row("nats-server RSS, MiB", "%.2f", ri.NATSRSS.RSS, bi.NATSRSS.RSS)
+	if bi.NATSLiveHeapMiB > 0 {
+		row("  its heap after a GC (-pprof), MiB", "%.2f", ri.NATSLiveHeapMiB, bi.NATSLiveHeapMiB)
+	}
 	row("collector goroutines", "%.1f", float64(ri.Goroutines), float64(bi.Goroutines))
 	row("NATS messages/s (in + out)", "%.2f", ri.NATSMsgsPerSec, bi.NATSMsgsPerSec)
 	row("JetStream API calls/s", "%.2f", ri.JSAPIPerSec, bi.JSAPIPerSec)

@@ -82,6 +82,36 @@ func (p *profiler) save(base, path, name string) {
 	_, _ = io.Copy(f, resp.Body)
 }
 
+// heapAfterGC is a process's live heap in MiB: HeapAlloc right after the garbage
+// collection that the heap endpoint runs with gc=1 (its debug=1 text ends with the
+// runtime's MemStats). Unlike a heap metric scraped at any moment, it holds no garbage
+// waiting for the next cycle, and unlike RSS none of what the runtime keeps after a burst.
+func (p *profiler) heapAfterGC(base string) (float64, error) {
+	resp, err := (&http.Client{Timeout: time.Minute}).Get(base + "/debug/pprof/heap?gc=1&debug=1")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return parseHeapAlloc(string(b))
+}
+
+func parseHeapAlloc(text string) (float64, error) {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("HeapAlloc %q: %w", v, err)
+			}
+			return float64(n) / (1 << 20), nil
+		}
+	}
+	return 0, fmt.Errorf("no HeapAlloc in the heap profile's text")
+}
+
 // cpuUntil takes 5-second CPU profiles of base (name-00.cpu, name-01.cpu, ...) until stop
 // is closed; `go tool pprof` merges the files it is given. The endpoint may not answer
 // yet when it starts (the process is starting): those attempts are retried.

@@ -184,3 +184,15 @@ func TestAccountsConfigAsNATSServerReadsIt(t *testing.T) {
 		}
 	}
 }
+
+// The live heap comes from the runtime's MemStats that the heap endpoint appends to its
+// debug=1 text; a heap without the line must not read as 0 MiB.
+func TestParseHeapAlloc(t *testing.T) {
+	text := "heap profile: 1: 2 [3: 4] @ heap/1048576\n# runtime.MemStats\n# Alloc = 1\n# HeapAlloc = 23068672\n# HeapSys = 40000000\n"
+	if got, err := parseHeapAlloc(text); err != nil || got != 22 {
+		t.Errorf("parseHeapAlloc = %v, %v; want 22 MiB", got, err)
+	}
+	if _, err := parseHeapAlloc("heap profile: 1: 2 [3: 4] @ heap/1048576\n"); err == nil {
+		t.Error("a text without HeapAlloc gave a figure")
+	}
+}
