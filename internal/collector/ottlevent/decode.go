@@ -102,7 +102,42 @@ func decodeTop(reuse *Record, data []byte, signal string, shared bool, body func
 // records come from the stream, where the receiver stored only valid JSON. The result
 // serves to evaluate expressions, never to re-encode the record.
 func DecodeRecordFields(data []byte, signal string, fields map[string]bool) (*Record, error) {
-	return DecodeRecordFieldsInto(nil, data, signal, fields)
+	return DecodeRecordFieldsInto(nil, data, signal, NewFieldSet(fields))
+}
+
+// FieldSet is a set of top-level field names made for DecodeRecordFieldsInto, which
+// looks up every key of every record in it: most keys are not in it, and their length
+// says so without hashing them.
+type FieldSet struct {
+	m    map[string]bool
+	lens [2]uint64 // bit n: some field is n bytes long, for n < 128
+	long bool      // some field is 128 bytes or longer
+}
+
+// NewFieldSet makes a FieldSet of the fields set true.
+func NewFieldSet(fields map[string]bool) *FieldSet {
+	s := &FieldSet{m: fields}
+	for f, in := range fields {
+		switch n := len(f); {
+		case !in:
+		case n < 128:
+			s.lens[n>>6] |= 1 << (n & 63)
+		default:
+			s.long = true
+		}
+	}
+	return s
+}
+
+func (s *FieldSet) has(key []byte) bool {
+	if n := len(key); n < 128 {
+		if s.lens[n>>6]&(1<<(n&63)) == 0 {
+			return false
+		}
+	} else if !s.long {
+		return false
+	}
+	return s.m[string(key)]
 }
 
 // DecodeRecordFieldsInto is DecodeRecordFields into r, a record the caller got from an
@@ -110,7 +145,7 @@ func DecodeRecordFields(data []byte, signal string, fields map[string]bool) (*Re
 // a new one: a trigger that drops most records then decodes them one after another into
 // the same record and map instead of allocating both for each. r's values from before
 // are invalid afterwards, also on error.
-func DecodeRecordFieldsInto(r *Record, data []byte, signal string, fields map[string]bool) (*Record, error) {
+func DecodeRecordFieldsInto(r *Record, data []byte, signal string, fields *FieldSet) (*Record, error) {
 	// The few values kept are copied each, rather than the whole record once.
 	return decodeTop(r, data, signal, false, func(d *decoder, m pcommon.Map) error {
 		d.skipWS()
@@ -118,13 +153,13 @@ func DecodeRecordFieldsInto(r *Record, data []byte, signal string, fields map[st
 			d.pos++
 			return nil
 		}
-		m.EnsureCapacity(len(fields))
+		m.EnsureCapacity(len(fields.m))
 		for {
 			key, err := d.rawKey()
 			if err != nil {
 				return err
 			}
-			if fields[string(key)] {
+			if fields.has(key) {
 				err = d.value(putLast(m, keyString(key)))
 			} else {
 				err = d.skipValue()

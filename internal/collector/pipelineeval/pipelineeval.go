@@ -72,6 +72,23 @@ type Evaluator struct {
 	o Options
 	// reads is what incident mode last decoded records for (incidentReads).
 	reads atomic.Pointer[incidentReads]
+	// fields is what legacy mode last decoded records for (triggerFields).
+	fields atomic.Pointer[triggerFields]
+}
+
+type triggerFields struct {
+	c   *pipelinecfg.Compiled
+	set *ottlevent.FieldSet
+}
+
+// triggerFields is c.TriggerFields made once per compiled pipeline, not per record.
+func (e *Evaluator) triggerFields(c *pipelinecfg.Compiled) *ottlevent.FieldSet {
+	if f := e.fields.Load(); f != nil && f.c == c {
+		return f.set
+	}
+	set := ottlevent.NewFieldSet(c.TriggerFields)
+	e.fields.Store(&triggerFields{c: c, set: set})
+	return set
 }
 
 // New returns an evaluator over o's stores.
@@ -195,7 +212,7 @@ func (e *Evaluator) legacy(ctx context.Context, c *pipelinecfg.Compiled, it Item
 				partialRecords.Put(scratch)
 			}
 		}()
-		rec, err = ottlevent.DecodeRecordFieldsInto(scratch, it.Body, it.Signal, c.TriggerFields)
+		rec, err = ottlevent.DecodeRecordFieldsInto(scratch, it.Body, it.Signal, e.triggerFields(c))
 		if rec != nil {
 			scratch = rec
 		}
