@@ -249,4 +249,27 @@ var migrations = []string{
 	ALTER TABLE access_tokens ADD COLUMN project_ids TEXT NOT NULL DEFAULT '';
 	ALTER TABLE access_tokens ADD COLUMN read_only INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE users ADD COLUMN login_generation BIGINT NOT NULL DEFAULT 0`,
+	// 14: the audit log (store/audit.go): who changed what in a project or an account,
+	// with which credential, from where, and the change with its secrets redacted. No
+	// foreign keys: the record of a project's or member's removal outlives them, until
+	// the retention sweep. dedupe is set only where one action arrives more than once
+	// (a replay's jobs seen by every control plane); NULLs never collide.
+	`CREATE TABLE audit_events (
+		id          TEXT PRIMARY KEY,
+		at          BIGINT NOT NULL,
+		project_id  TEXT NOT NULL DEFAULT '',
+		account_id  TEXT NOT NULL DEFAULT '',
+		actor_id    TEXT NOT NULL DEFAULT '',
+		actor_email TEXT NOT NULL DEFAULT '',
+		cred_kind   TEXT NOT NULL DEFAULT '',
+		cred_id     TEXT NOT NULL DEFAULT '',
+		action      TEXT NOT NULL,
+		target      TEXT NOT NULL DEFAULT '',
+		addr        TEXT NOT NULL DEFAULT '',
+		changes     TEXT NOT NULL DEFAULT '',
+		dedupe      TEXT UNIQUE
+	);
+	CREATE INDEX audit_events_project ON audit_events(project_id, at, id);
+	CREATE INDEX audit_events_account ON audit_events(account_id, at, id);
+	CREATE INDEX audit_events_at ON audit_events(at)`,
 }

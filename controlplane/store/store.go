@@ -151,6 +151,9 @@ func isUnique(err error) bool {
 type Tx struct {
 	tx *sql.Tx
 	s  *Store
+	// wrote is set by the first statement that may change a row: the audit record of
+	// the change the context carries goes with it (writePendingAudit).
+	wrote bool
 }
 
 // InTx runs fn in a transaction, committed when fn returns nil.
@@ -159,7 +162,12 @@ func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
 	if err != nil {
 		return err
 	}
-	if err := fn(&Tx{tx: tx, s: s}); err != nil {
+	t := &Tx{tx: tx, s: s}
+	err = fn(t)
+	if err == nil {
+		err = t.writePendingAudit(ctx)
+	}
+	if err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -167,6 +175,7 @@ func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
 }
 
 func (t *Tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	t.wrote = true
 	return t.tx.ExecContext(ctx, t.s.rebind(q), args...)
 }
 
