@@ -101,6 +101,9 @@ type target struct {
 	lease leaseResult
 	// remote: the state is another process's (adopted), not moved by this one's attempts.
 	remote bool
+	// probeElsewhere: until then another process's probe is presumed out (the lease was
+	// its); its answer comes through the bucket, and the lease is asked for again after.
+	probeElsewhere time.Time
 }
 
 // get returns the target of project's raw URL, held until put.
@@ -201,6 +204,8 @@ func (ts *targets) admit(ctx context.Context, t *target, deadline time.Time) (pr
 		t.mu.Lock()
 		now := time.Now()
 		state, until, probing, ch := t.state, t.until, t.probing, t.changed
+		// Another process's probe decides as this process's own would.
+		elsewhere := now.Before(t.probeElsewhere)
 		admitted := state == stateClosed
 		if !admitted && !probing && !now.Before(until) {
 			t.probing, probe, admitted = true, true, true
@@ -214,8 +219,9 @@ func (ts *targets) admit(ctx context.Context, t *target, deadline time.Time) (pr
 			t.mu.Lock()
 			if !l.won {
 				t.probing, probe = false, false
-				if until := time.Now().Add(l.retry); until.After(t.until) {
-					t.until = until
+				t.probeElsewhere = time.Now().Add(l.retry)
+				if t.probeElsewhere.After(t.until) {
+					t.until = t.probeElsewhere
 				}
 				t.wake()
 				t.mu.Unlock()
@@ -238,7 +244,7 @@ func (ts *targets) admit(ctx context.Context, t *target, deadline time.Time) (pr
 		count(reason)
 		werr := &waitError{reason: reason, origin: t.origin, until: until, probe: t.cfg.Circuit.ProbeInterval}
 		// Nothing can let this delivery through before until except a probe's answer.
-		if !probing && until.After(deadline) || !now.Before(deadline) {
+		if !probing && !elsewhere && until.After(deadline) || !now.Before(deadline) {
 			return false, werr
 		}
 		// While a probe is out its answer decides; otherwise the wait ends at until.

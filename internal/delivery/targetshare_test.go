@@ -354,3 +354,36 @@ func TestWithoutJetStreamEachProcessPacesAlone(t *testing.T) {
 	assert.Equal(t, 2, r.Attempts, "the failure opened the circuit, its probe delivered")
 	assert.EqualValues(t, 2, reqs.Load())
 }
+
+// A delivery whose budget ends before this process would ask for the lease again still
+// waits for the answer of the probe another process took, as it would for its own
+// process's probe, and goes when that probe finds the target up.
+func TestADeliveryWaitsForAProbeElsewhere(t *testing.T) {
+	n := testenv.StartNATS(t)
+	a, b := startProc(t, n, nil), startProc(t, n, nil)
+	const url = "https://agent.example.com"
+	ctx := context.Background()
+	ta, tb := a.e.targets.get("p", url), b.e.targets.get("p", url)
+	defer a.e.targets.put(ta)
+	defer b.e.targets.put(tb)
+
+	a.e.targets.report(ctx, ta, false, attemptResult{class: classRetryable, status: 429, retryAfter: time.Hour, hasRetryAfter: true})
+	require.Eventually(t, func() bool { return b.state("p", url) == stateThrottled }, 10*time.Second, 5*time.Millisecond)
+	a.due("p", url)
+	probe, err := a.e.targets.admit(ctx, ta, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, probe)
+
+	// b's lease would be asked for again in 5s (a quarter of the 30s attempt timeout,
+	// at most 5s); its budget is shorter.
+	done := make(chan error, 1)
+	b.due("p", url)
+	go func() {
+		probe, err := b.e.targets.admit(ctx, tb, time.Now().Add(4*time.Second))
+		assert.False(t, probe)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return b.leftProbes() > 0 }, 10*time.Second, 5*time.Millisecond)
+	a.e.targets.report(ctx, ta, true, attemptResult{class: classOK, status: 200})
+	assert.NoError(t, <-done, "the probe's answer let b's delivery through")
+}
