@@ -209,3 +209,18 @@ func TestInProcessConnectionReconnectsToTheServerStartedAgain(t *testing.T) {
 	require.NoError(t, nc.Publish("x", nil))
 	require.NoError(t, nc.Flush())
 }
+
+// A component started before the extension's server (the collector starts extensions in
+// their listed order) connects once the server runs, as it did over TCP.
+func TestInProcessConnectionWaitsForTheServerToStart(t *testing.T) {
+	nh := lifecyclehost.NATSOnly(t)
+	ext := nh[natsclient.DefaultExtension]
+	require.NoError(t, ext.Shutdown(context.Background()))
+	nc, err := natsclient.DefaultConfig().Connect(nh, "test", zap.NewNop())
+	require.NoError(t, err, "Connect returns while the server is not running")
+	defer nc.Close()
+	assert.False(t, nc.IsConnected())
+	require.NoError(t, ext.Start(context.Background(), nh))
+	require.Eventually(t, nc.IsConnected, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, "pipe", nc.ConnectedAddr())
+}
