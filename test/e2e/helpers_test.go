@@ -222,7 +222,8 @@ func setUpThroughAPI(t *testing.T, cpURL, name string, pipeline, sink map[string
 	require.Equal(t, http.StatusCreated, status, "%v", project)
 	p.ID = project["id"].(string)
 	base := cpURL + "/api/v1/projects/" + p.ID
-	status, key := api(t, "POST", base+"/keys", p.Token, map[string]string{"name": name})
+	// The tests read the console with the key too, which needs the read scope.
+	status, key := api(t, "POST", base+"/keys", p.Token, map[string]any{"name": name, "scopes": []string{"ingest", "results", "read"}})
 	require.Equal(t, http.StatusCreated, status, "%v", key)
 	p.Key = key["key"].(string)
 	status, p.Pipeline = api(t, "PUT", base+"/pipeline", p.Token, pipeline)

@@ -393,7 +393,8 @@ func TestIncidentActionsNeedOwnerOrAdmin(t *testing.T) {
 	base := cp.URL + "/api/v1/projects/" + prj
 	status, out = api(t, "POST", base+"/members", owner, map[string]string{"email": "member@example.com", "role": "member"})
 	require.Equal(t, http.StatusCreated, status, "%v", out)
-	status, out = api(t, "POST", base+"/keys", owner, map[string]string{"name": "ingest"})
+	// It sends, posts the agent's results and reads the console (read).
+	status, out = api(t, "POST", base+"/keys", owner, map[string]any{"name": "ingest", "scopes": []string{"ingest", "results", "read"}})
 	require.Equal(t, http.StatusCreated, status, "%v", out)
 	key := out["key"].(string)
 	status, out = api(t, "PUT", base+"/pipeline", owner, map[string]any{"mode": "incident", "agent_endpoint_url": agent.URL, "group_wait": "1s"})
