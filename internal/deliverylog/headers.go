@@ -43,27 +43,55 @@ func LogHeaders(sent http.Header, configured map[string]string) map[string]strin
 	if len(sent) == 0 {
 		return nil
 	}
-	fromConfig := make(map[string]string, len(configured))
-	for k, v := range configured {
-		fromConfig[http.CanonicalHeaderKey(k)] = v
+	var fromConfig map[string]string
+	if len(configured) > 0 {
+		fromConfig = make(map[string]string, len(configured))
+		for k, v := range configured {
+			fromConfig[http.CanonicalHeaderKey(k)] = v
+		}
+	}
+	out := make(map[string]string, min(len(sent), MaxHeaders))
+	keep := func(k string, vs []string) {
+		name := http.CanonicalHeaderKey(k)
+		v := ""
+		if len(vs) == 1 {
+			v = vs[0]
+		} else {
+			v = strings.Join(vs, ", ")
+		}
+		cv, configuredHere := fromConfig[name]
+		if !shownHeaders[name] || (configuredHere && cv == v) {
+			v = Redacted
+		}
+		out[capString(name, MaxHeaderName)] = capString(v, MaxHeaderValue)
+	}
+	if len(sent) <= MaxHeaders {
+		// All are kept, and with canonical names (http.Header.Set's) no two become one:
+		// no order to choose them by, so the sort is skipped where it decides nothing
+		// (every attempt logs its headers).
+		canonical := true
+		for k, vs := range sent {
+			if http.CanonicalHeaderKey(k) != k {
+				canonical = false
+				break
+			}
+			keep(k, vs)
+		}
+		if canonical {
+			return out
+		}
+		clear(out)
 	}
 	names := make([]string, 0, len(sent))
 	for k := range sent {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	out := make(map[string]string, min(len(names), MaxHeaders))
 	for _, k := range names {
 		if len(out) == MaxHeaders {
 			break
 		}
-		name := http.CanonicalHeaderKey(k)
-		v := strings.Join(sent[k], ", ")
-		cv, configuredHere := fromConfig[name]
-		if !shownHeaders[name] || (configuredHere && cv == v) {
-			v = Redacted
-		}
-		out[capString(name, MaxHeaderName)] = capString(v, MaxHeaderValue)
+		keep(k, sent[k])
 	}
 	return out
 }

@@ -125,3 +125,12 @@ func TestLogHeadersBounds(t *testing.T) {
 		assert.LessOrEqual(t, len(v), MaxHeaderValue)
 	}
 }
+
+// Two names that are one header once canonical give the log one entry, the same one on
+// every attempt (the later in sorted order, as always), whichever order the map gives.
+func TestLogHeadersNonCanonicalNamesAreDeterministic(t *testing.T) {
+	for range 20 {
+		got := LogHeaders(http.Header{"X-Request-Id": {"a"}, "x-request-id": {"b"}, "Content-Type": {"application/json"}}, nil)
+		assert.Equal(t, map[string]string{"X-Request-Id": "b", "Content-Type": "application/json"}, got)
+	}
+}
