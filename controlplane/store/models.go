@@ -24,6 +24,9 @@ type User struct {
 	Email        string
 	PasswordHash string
 	CreatedAt    time.Time
+	// EmailVerifiedAt is when the account proved it receives mail at Email (zero: never);
+	// only then can invitations find it (emailtokens.go).
+	EmailVerifiedAt time.Time
 }
 
 // Project is a project with its configuration.
@@ -118,12 +121,12 @@ func (t *Tx) CreateUser(ctx context.Context, u User) error {
 
 func (t *Tx) user(ctx context.Context, where string, arg any) (User, error) {
 	var u User
-	var created int64
-	err := t.queryRow(ctx, `SELECT id, email, password_hash, created_at FROM users WHERE `+where, arg).Scan(&u.ID, &u.Email, &u.PasswordHash, &created)
+	var created, verified int64
+	err := t.queryRow(ctx, `SELECT id, email, password_hash, created_at, email_verified_at FROM users WHERE `+where, arg).Scan(&u.ID, &u.Email, &u.PasswordHash, &created, &verified)
 	if errors.Is(err, sql.ErrNoRows) {
 		return u, ErrNotFound
 	}
-	u.CreatedAt = ms(created)
+	u.CreatedAt, u.EmailVerifiedAt = ms(created), ms(verified)
 	return u, err
 }
 

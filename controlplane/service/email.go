@@ -1,0 +1,430 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
+	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/apikey"
+	"github.com/otelcol-svc/otelcol-svc/internal/mailer"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+)
+
+// How long each mailed link works.
+const (
+	VerifyTTL     = 48 * time.Hour
+	ResetTTL      = 30 * time.Minute
+	InvitationTTL = 7 * 24 * time.Hour
+)
+
+// Kinds of the mailed secrets (the part before the random bits tells them apart when
+// someone pastes one in the wrong place).
+const (
+	verifyKind = "osv_"
+	resetKind  = "osr_"
+	inviteKind = "osn_"
+)
+
+// Email holds the rules that send mail: address verification, invitations, password
+// reset and change. Mailer nil is a deployment without SVC_SMTP_URL: invitations and
+// resets are refused saying so, signups are not verified, and members are added by
+// account as before.
+type Email struct {
+	Svc    *Service
+	Mailer *mailer.Mailer
+	// PublicURL is SVC_PUBLIC_URL, the base of every mailed link. Links are never built
+	// from a request's Host: a reset asked for with a forged Host would mail the
+	// victim a link to the asker's site.
+	PublicURL string
+	Logger    *slog.Logger
+}
+
+// Enabled reports whether mail can be sent.
+func (e *Email) Enabled() bool { return e != nil && e.Mailer != nil && e.PublicURL != "" }
+
+// ErrEmailOff is the answer of the features that need mail on a deployment without it.
+func ErrEmailOff() *apierror.Error {
+	return apierror.New(http.StatusNotImplemented, "email_not_configured",
+		"email is not configured on this deployment (the operator sets SVC_SMTP_URL, SVC_SMTP_FROM and SVC_PUBLIC_URL)")
+}
+
+func (e *Email) link(page, token string) string {
+	return e.PublicURL + "/" + page + "?token=" + url.QueryEscape(token)
+}
+
+func (e *Email) send(ctx context.Context, m mailer.Message, err error) error {
+	if err != nil {
+		return err
+	}
+	if err := e.Mailer.Send(ctx, m); err != nil {
+		// The address is the user's; the link (a secret) is never logged.
+		e.Logger.Warn("email not sent", "subject", m.Subject, "error", err)
+		return apierror.New(http.StatusBadGateway, "email_failed", "the email could not be sent; try again later")
+	}
+	return nil
+}
+
+// --- verification ---------------------------------------------------------------------
+
+// SendVerification mails the account a link that verifies its address; nothing when
+// email is off or the address is verified.
+func (e *Email) SendVerification(ctx context.Context, u store.User) error {
+	if !e.Enabled() {
+		return ErrEmailOff()
+	}
+	if !u.EmailVerifiedAt.IsZero() {
+		return nil
+	}
+	secret := apikey.Generate(verifyKind)
+	now := time.Now().UTC()
+	err := e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+		return tx.CreateEmailToken(ctx, store.EmailToken{Hash: apikey.Hash(secret), Kind: store.EmailVerify, UserID: u.ID,
+			Email: u.Email, CreatedAt: now, ExpiresAt: now.Add(VerifyTTL)})
+	})
+	if err != nil {
+		return err
+	}
+	m, err := mailer.Verification(u.Email, e.PublicURL, e.link("verify-email", secret), VerifyTTL)
+	return e.send(ctx, m, err)
+}
+
+func invalidLink(what string) *apierror.Error {
+	next := "ask for a new one"
+	if what == "invitation" {
+		next = "ask whoever invited you to invite you again"
+	}
+	return apierror.New(http.StatusBadRequest, "invalid_token", "this "+what+" link is unknown, used, revoked or expired; "+next)
+}
+
+// VerifyEmail uses a verification link.
+func (e *Email) VerifyEmail(ctx context.Context, token string) (u store.User, err error) {
+	err = e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+		t, err := tx.TakeEmailToken(ctx, store.EmailVerify, apikey.Hash(token), time.Now())
+		if errors.Is(err, store.ErrNotFound) {
+			return invalidLink("verification")
+		}
+		if err != nil {
+			return err
+		}
+		// An address changed since the mail was sent is not the one verified.
+		if err := tx.VerifyEmail(ctx, t.UserID, t.Email, time.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		u, err = tx.UserByID(ctx, t.UserID)
+		return err
+	})
+	return u, err
+}
+
+// --- invitations ----------------------------------------------------------------------
+
+// Invite is POST .../members with email on: an address with a verified account becomes a
+// member (as AddMember); any other gets an invitation by email, so an account that
+// never proved its address cannot collect memberships meant for whoever owns it.
+// Exactly one of member and inv is set.
+func (e *Email) Invite(ctx context.Context, userID, projectID, email, role string) (member *store.User, inv *store.Invitation, err error) {
+	addr, ok := NormalizeEmail(email)
+	if !ok {
+		return nil, nil, BadBody("email must be an address like ops@example.com")
+	}
+	if role == "" {
+		role = store.RoleMember
+	}
+	if role != store.RoleAdmin && role != store.RoleMember {
+		return nil, nil, BadBody(`role must be "admin" or "member"`)
+	}
+	var verified bool
+	if err := e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+		u, err := tx.UserByEmail(ctx, addr)
+		verified = err == nil && !u.EmailVerifiedAt.IsZero()
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		return nil, nil, err
+	}
+	if verified {
+		u, _, err := e.Svc.AddMember(ctx, userID, projectID, addr, role)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &u, nil, nil
+	}
+	if !e.Enabled() {
+		return nil, nil, ErrEmailOff()
+	}
+	secret := apikey.Generate(inviteKind)
+	now := time.Now().UTC()
+	i := store.Invitation{ID: NewID("inv_"), Email: addr, Role: role, Hash: apikey.Hash(secret), InvitedBy: userID,
+		CreatedAt: now, ExpiresAt: now.Add(InvitationTTL)}
+	var project, inviter string
+	err = e.Svc.InProject(ctx, userID, projectID, Read, func(ctx context.Context, tx *store.Tx, p store.Project, r string, _ *mirror.Store) error {
+		if r == store.RoleMember {
+			return apierror.New(http.StatusForbidden, apierror.Forbidden, "only the project's owner and admins can invite")
+		}
+		by, err := tx.UserByID(ctx, userID)
+		if err != nil {
+			return err
+		}
+		i.ProjectID, project, inviter = p.ID, p.Name, by.Email
+		return tx.PutInvitation(ctx, i)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := mailer.Invitation(addr, e.PublicURL, e.link("invitation", secret), project, role, inviter, InvitationTTL)
+	if err := e.send(ctx, m, err); err != nil {
+		// An invitation whose mail did not go cannot be accepted; it is not left pending.
+		_ = e.Svc.Store.InTx(context.WithoutCancel(ctx), func(tx *store.Tx) error { return tx.DeleteInvitation(ctx, i.ProjectID, i.ID) })
+		return nil, nil, err
+	}
+	return nil, &i, nil
+}
+
+// Invitations lists a project's pending invitations (owners and admins).
+func (e *Email) Invitations(ctx context.Context, userID, projectID string) (out []store.Invitation, err error) {
+	err = e.Svc.InProject(ctx, userID, projectID, Read, func(ctx context.Context, tx *store.Tx, p store.Project, r string, _ *mirror.Store) error {
+		if r == store.RoleMember {
+			return apierror.New(http.StatusForbidden, apierror.Forbidden, "only the project's owner and admins can see invitations")
+		}
+		out, err = tx.Invitations(ctx, p.ID, time.Now())
+		return err
+	})
+	return out, err
+}
+
+// RevokeInvitation deletes a pending invitation; its link stops working at once.
+func (e *Email) RevokeInvitation(ctx context.Context, userID, projectID, id string) error {
+	return e.Svc.InProject(ctx, userID, projectID, Read, func(ctx context.Context, tx *store.Tx, p store.Project, r string, _ *mirror.Store) error {
+		if r == store.RoleMember {
+			return apierror.New(http.StatusForbidden, apierror.Forbidden, "only the project's owner and admins can revoke invitations")
+		}
+		if err := tx.DeleteInvitation(ctx, p.ID, id); errors.Is(err, store.ErrNotFound) {
+			return NotFound("invitation")
+		} else if err != nil {
+			return err
+		}
+		return nil
+	})
+}
+
+// InvitationInfo is what the invitation page shows before it is accepted.
+type InvitationInfo struct {
+	Email, Project, ProjectID, Role string
+	HasAccount                      bool
+	ExpiresAt                       time.Time
+}
+
+// Invitation describes the invitation of a link.
+func (e *Email) Invitation(ctx context.Context, token string) (info InvitationInfo, err error) {
+	err = e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+		i, err := tx.InvitationByHash(ctx, apikey.Hash(token), time.Now())
+		if errors.Is(err, store.ErrNotFound) {
+			return invalidLink("invitation")
+		}
+		if err != nil {
+			return err
+		}
+		p, err := tx.InvitedProject(ctx, i.ProjectID)
+		if err != nil {
+			return err
+		}
+		_, err = tx.UserByEmail(ctx, i.Email)
+		info = InvitationInfo{Email: i.Email, Project: p.Name, ProjectID: p.ID, Role: i.Role, HasAccount: err == nil, ExpiresAt: i.ExpiresAt}
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	return info, err
+}
+
+// AcceptInvitation uses an invitation link: the invited address signs up with password
+// (or, when it has an account, logs in with it), is verified (the link reached it), and
+// joins the project with the invitation's role. The link works once.
+func (e *Email) AcceptInvitation(ctx context.Context, token, password string) (u store.User, projectID string, err error) {
+	ms, err := e.Svc.mirrorForChange(ctx)
+	if err != nil {
+		return u, "", err
+	}
+	var hash string
+	err = e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+		now := time.Now().UTC()
+		i, err := tx.InvitationByHash(ctx, apikey.Hash(token), now)
+		if errors.Is(err, store.ErrNotFound) {
+			return invalidLink("invitation")
+		}
+		if err != nil {
+			return err
+		}
+		u, err = tx.UserByEmail(ctx, i.Email)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			if n := len(password); n < auth.MinPasswordLen || n > auth.MaxPasswordLen {
+				return BadBody("password must be 8 to 256 characters")
+			}
+			if hash == "" {
+				if hash, err = auth.HashPassword(password); err != nil {
+					return err
+				}
+			}
+			u = store.User{ID: NewID("u_"), Email: i.Email, PasswordHash: hash, CreatedAt: now}
+			if err := tx.CreateUser(ctx, u); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		default:
+			if auth.CheckPassword(password, u.PasswordHash) != nil {
+				return apierror.New(http.StatusUnauthorized, apierror.InvalidCredentials,
+					"an account with this email exists: enter its password to accept")
+			}
+		}
+		if u.EmailVerifiedAt.IsZero() {
+			if err := tx.VerifyEmail(ctx, u.ID, u.Email, now); err != nil {
+				return err
+			}
+			u.EmailVerifiedAt = now
+		}
+		if err := tx.TakeInvitation(ctx, i.ID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return invalidLink("invitation")
+			}
+			return err
+		}
+		p, err := tx.InvitedProject(ctx, i.ProjectID)
+		if err != nil {
+			return err
+		}
+		projectID = p.ID
+		if u.ID == p.OwnerID {
+			return nil
+		}
+		if err := tx.PutMember(ctx, p.ID, u.ID, i.Role); err != nil {
+			return err
+		}
+		return saveProject(ctx, tx, ms, &p)
+	})
+	return u, projectID, err
+}
+
+// --- passwords ------------------------------------------------------------------------
+
+// RequestPasswordReset mails a reset link to the account of email, if there is one. The
+// caller answers the same whether there is or not (and whether the mail went), so the
+// endpoint does not tell who has an account.
+func (e *Email) RequestPasswordReset(ctx context.Context, email string) error {
+	if !e.Enabled() {
+		return ErrEmailOff()
+	}
+	addr, ok := NormalizeEmail(email)
+	if !ok {
+		return BadBody("email must be an address like ops@example.com")
+	}
+	secret := apikey.Generate(resetKind)
+	now := time.Now().UTC()
+	var found bool
+	err := e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+		u, err := tx.UserByEmail(ctx, addr)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		return tx.CreateEmailToken(ctx, store.EmailToken{Hash: apikey.Hash(secret), Kind: store.EmailPasswordReset, UserID: u.ID,
+			Email: u.Email, CreatedAt: now, ExpiresAt: now.Add(ResetTTL)})
+	})
+	if err != nil || !found {
+		return err
+	}
+	m, err := mailer.PasswordReset(addr, e.PublicURL, e.link("reset-password", secret), ResetTTL)
+	if err := e.send(ctx, m, err); err != nil {
+		e.Logger.Warn("password reset mail not sent")
+	}
+	return nil
+}
+
+// ConfirmPasswordReset uses a reset link: the password becomes password and every
+// credential of the account ends.
+func (e *Email) ConfirmPasswordReset(ctx context.Context, token, password string) (store.User, error) {
+	if n := len(password); n < auth.MinPasswordLen || n > auth.MaxPasswordLen {
+		return store.User{}, BadBody("password must be 8 to 256 characters")
+	}
+	hash, err := auth.HashPassword(password)
+	if err != nil {
+		return store.User{}, err
+	}
+	var u store.User
+	err = e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+		t, err := tx.TakeEmailToken(ctx, store.EmailPasswordReset, apikey.Hash(token), time.Now())
+		if errors.Is(err, store.ErrNotFound) {
+			return invalidLink("password reset")
+		}
+		if err != nil {
+			return err
+		}
+		if u, err = tx.UserByID(ctx, t.UserID); err != nil {
+			return err
+		}
+		if err := tx.SetPassword(ctx, u.ID, hash); err != nil {
+			return err
+		}
+		// The mail reached the address, so it is verified too.
+		if u.EmailVerifiedAt.IsZero() && u.Email == t.Email {
+			if err := tx.VerifyEmail(ctx, u.ID, u.Email, time.Now()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return u, err
+	}
+	// Whoever reset the password may be someone other than who held the sessions.
+	return u, e.Svc.RevokeAllForUser(ctx, u.ID)
+}
+
+// ChangePassword sets a new password for a logged-in user who knows the current one,
+// and ends every credential they hold; the caller gives the one asking a new one.
+func (e *Email) ChangePassword(ctx context.Context, userID, current, password string) error {
+	if n := len(password); n < auth.MinPasswordLen || n > auth.MaxPasswordLen {
+		return BadBody("password must be 8 to 256 characters")
+	}
+	hash, err := auth.HashPassword(password)
+	if err != nil {
+		return err
+	}
+	var u store.User
+	err = e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+		if u, err = tx.UserByID(ctx, userID); err != nil {
+			return err
+		}
+		if auth.CheckPassword(current, u.PasswordHash) != nil {
+			return apierror.New(http.StatusForbidden, apierror.InvalidCredentials, "the current password is wrong")
+		}
+		if err := tx.SetPassword(ctx, u.ID, hash); err != nil {
+			return err
+		}
+		return tx.DeleteEmailTokens(ctx, u.ID, store.EmailPasswordReset)
+	})
+	if err != nil {
+		return err
+	}
+	if err := e.Svc.RevokeAllForUser(ctx, u.ID); err != nil {
+		return err
+	}
+	if e.Enabled() && !u.EmailVerifiedAt.IsZero() {
+		m, err := mailer.PasswordChanged(u.Email, e.PublicURL)
+		_ = e.send(ctx, m, err) // the change stands; the notice is a courtesy
+	}
+	return nil
+}
