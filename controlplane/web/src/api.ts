@@ -98,11 +98,15 @@ export interface Key {
   name: string;
   prefix: string;
   scope: string;
+  /** What a project key may do: ingest, results, read (keys made before scopes: all three). */
+  scopes?: KeyScope[];
   created_at: string | null;
   last_used_at: string | null;
   source_id?: string;
   key?: string;
 }
+
+export type KeyScope = 'ingest' | 'results' | 'read';
 
 export const canWrite = (r: Role) => r === 'owner' || r === 'admin';
 
@@ -273,6 +277,9 @@ export interface AccessToken {
   created_at: string | null;
   expires_at: string | null;
   last_used_at: string | null;
+  /** The only projects the token opens; empty: all of yours. */
+  projects?: string[];
+  read_only?: boolean;
   token?: string;
 }
 

@@ -1,8 +1,9 @@
 import { useState } from 'preact/hooks';
 import { api, type AccessToken, type OAuthGrant } from '../api';
+import { forgetConsoleTokens } from '../console';
 import { useAction, useConfirmRemoval, useLoad } from '../hooks';
 import { RemovableTable } from '../removal';
-import { CopyButton, ErrorMessage, Field, LoadStatus, PageHeader, When } from '../ui';
+import { ConfirmDialog, CopyButton, ErrorMessage, Field, LoadStatus, PageHeader, When } from '../ui';
 
 /** The MCP client configuration that sends the token as a header (Claude, VS Code, Cursor). */
 export function mcpClientConfig(origin: string, token: string): string {
@@ -19,12 +20,43 @@ export function AccessPage() {
     <>
       <PageHeader title="Access" />
       <p class="lede">
-        What may act as you besides your password. Each one has your role in every project you can use, and stops working
-        within a second of being revoked.
+        What may act as you besides your password. Each one has your role in every project you can use (a token may be
+        limited to reading), and stops working within a second of being revoked.
       </p>
       <TokensSection />
       <AppsSection />
+      <EverywhereSection />
     </>
+  );
+}
+
+/** Log out everywhere: every session, login token, access token and connected app ends. */
+function EverywhereSection() {
+  const [asking, setAsking] = useState(false);
+  const ending = useAction();
+  const confirm = () =>
+    ending.run(async () => {
+      await api('POST', '/auth/logout-all');
+      forgetConsoleTokens();
+      // This browser's session ended too: the log-in page, from a fresh start.
+      location.assign('/login');
+    });
+  return (
+    <section class="panel panel-danger" aria-labelledby="everywhere-h">
+      <h2 id="everywhere-h">Log out everywhere</h2>
+      <p>
+        Ends every way in you hold: dashboard sessions in every browser (this one too), login tokens, personal access
+        tokens and connected apps, and what they opened, within a second. Use it when a device or a token may be in
+        someone else's hands.
+      </p>
+      <button type="button" class="btn btn-danger" onClick={() => setAsking(true)}>
+        Log out everywhere…
+      </button>
+      <ConfirmDialog open={asking} busy={ending.busy} error={ending.error} title="Log out everywhere?" confirmLabel="Log out everywhere"
+        onCancel={() => setAsking(false)} onConfirm={confirm}>
+        <p>Every session and token ends, and you log in again here. Tokens used by scripts must be created again.</p>
+      </ConfirmDialog>
+    </section>
   );
 }
 
@@ -36,6 +68,7 @@ function TokensSection() {
   const [name, setName] = useState('');
   const [days, setDays] = useState('30');
   const [daysError, setDaysError] = useState('');
+  const [readOnly, setReadOnly] = useState(false);
   const creating = useAction();
   const [created, setCreated] = useState<AccessToken | null>(null);
   const revoking = useConfirmRemoval(
@@ -57,9 +90,10 @@ function TokensSection() {
     }
     setDaysError('');
     creating.run(async () => {
-      const t = await api<AccessToken>('POST', '/tokens', { name: name.trim(), expires_in_days: n });
+      const t = await api<AccessToken>('POST', '/tokens', { name: name.trim(), expires_in_days: n, read_only: readOnly });
       setCreated(t);
       setName('');
+      setReadOnly(false);
       await list.reload();
     });
   };
@@ -108,6 +142,10 @@ function TokensSection() {
             required value={days} aria-invalid={daysError ? 'true' : undefined}
             aria-describedby={daysError ? 'pat-days-error' : 'pat-days-hint'} onInput={(e) => setDays(e.currentTarget.value)} />
         </div>
+        <label class="check">
+          <input type="checkbox" name="read_only" checked={readOnly} onChange={(e) => setReadOnly(e.currentTarget.checked)} />
+          Read-only
+        </label>
         <button type="submit" class="btn btn-primary" disabled={busy || !name.trim()}>
           Create token
         </button>
@@ -118,7 +156,7 @@ function TokensSection() {
         </p>
       ) : (
         <p id="pat-days-hint" class="hint">
-          1 to {maxDays} days. A token cannot create other tokens.
+          1 to {maxDays} days. A token cannot create other tokens. A read-only token reads and changes nothing.
         </p>
       )}
       <ErrorMessage error={creating.error} />
@@ -133,7 +171,15 @@ function TokensSection() {
         items={tokens} id={(t) => t.id} removal={revoking} busy={busy}
         cells={(t) => (
           <>
-            <td>{t.name}</td>
+            <td>
+              {t.name}
+              {t.read_only && <span class="badge badge-quiet">read-only</span>}
+              {!!t.projects?.length && (
+                <span class="badge badge-quiet">
+                  {t.projects.length === 1 ? '1 project' : `${t.projects.length} projects`}
+                </span>
+              )}
+            </td>
             <td class="mono">{t.prefix}…</td>
             <td>
               <When at={t.created_at} />
