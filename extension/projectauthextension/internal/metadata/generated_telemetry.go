@@ -60,7 +60,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.ProjectauthRequests, err = builder.meter.Int64Counter(
 		"otelcol_projectauth_requests",
-		metric.WithDescription("Authentication attempts by outcome (ok, missing_key, invalid_key, invalid_token, not_found, not_ready, forbidden, signature_invalid, a push source's signature or credential that its verification refused) and, for push ingest and console reads and writes, surface. [Beta]"),
+		metric.WithDescription("Authentication attempts by outcome (ok, missing_key, invalid_key, invalid_token, not_found, not_ready, forbidden, insufficient_scope, a project key without the scope the request needs, signature_invalid, a push source's signature or credential that its verification refused) and, for push ingest and console reads and writes, surface. [Beta]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)

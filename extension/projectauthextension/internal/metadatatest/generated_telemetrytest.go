@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) extension.Settings {
 func AssertEqualProjectauthRequests(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_projectauth_requests",
-		Description: "Authentication attempts by outcome (ok, missing_key, invalid_key, invalid_token, not_found, not_ready, forbidden, signature_invalid, a push source's signature or credential that its verification refused) and, for push ingest and console reads and writes, surface. [Beta]",
+		Description: "Authentication attempts by outcome (ok, missing_key, invalid_key, invalid_token, not_found, not_ready, forbidden, insufficient_scope, a project key without the scope the request needs, signature_invalid, a push source's signature or credential that its verification refused) and, for push ingest and console reads and writes, surface. [Beta]",
 		Unit:        "{request}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
