@@ -192,6 +192,17 @@ func run(logger *slog.Logger) error {
 	}
 	go resyncLoop(ctx, svc, m, logger, &synced, checkEvery)
 	go oauthSweepLoop(ctx, svc, logger)
+	auditRetention, err := service.ParseRetention(env("SVC_AUDIT_RETENTION", "90d"))
+	if err != nil {
+		return fmt.Errorf("SVC_AUDIT_RETENTION: %w", err)
+	}
+	go svc.SweepAuditLoop(ctx, auditRetention, time.Hour)
+	// Replays are queued at the receivers; the audit log sees them on the queue's subject.
+	replays, err := svc.WatchReplays(nc)
+	if err != nil {
+		return fmt.Errorf("watching replays for the audit log: %w", err)
+	}
+	defer replays.Unsubscribe() //nolint:errcheck
 
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.ListenAndServe() }()

@@ -96,6 +96,8 @@ func (s *Server) mcpHandler() http.Handler {
 		s.toolGetUsage)
 	s.addConsoleTools(srv)
 	s.addBacklogTool(srv)
+	s.addAuditTool(srv)
+	srv.AddReceivingMiddleware(s.auditTools)
 
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
@@ -114,7 +116,7 @@ func (s *Server) mcpHandler() http.Handler {
 			// authed has just checked it against the database; a revoked token fails
 			// there on its next request. A short expiry keeps the SDK from caching more.
 			return &mcpauth.TokenInfo{UserID: u.ID, Expiration: time.Now().Add(time.Minute),
-				Extra: map[string]any{credentialExtra: currentCredential(r.Context())}}, nil
+				Extra: map[string]any{credentialExtra: currentCredential(r.Context()), addrExtra: s.clientAddr(r)}}, nil
 		}
 		claims, err := s.Tokens.Parse(token)
 		if !ok || err != nil || claims.Subject != u.ID {
@@ -122,7 +124,7 @@ func (s *Server) mcpHandler() http.Handler {
 		}
 		// authed has checked the token's login generation and named it as the credential.
 		return &mcpauth.TokenInfo{UserID: u.ID, Expiration: claims.ExpiresAt.Time,
-			Extra: map[string]any{credentialExtra: currentCredential(r.Context())}}, nil
+			Extra: map[string]any{credentialExtra: currentCredential(r.Context()), addrExtra: s.clientAddr(r)}}, nil
 	}
 	return mcpauth.RequireBearerToken(verify, nil)(h)
 }

@@ -91,6 +91,8 @@ func (s *Server) Handler() http.Handler {
 	route(mux, "/api/v1/projects/{id}/usage", methods{"GET": s.authed(s.projectUsage)})
 	route(mux, "/api/v1/usage", methods{"GET": s.authed(s.accountUsage)})
 	route(mux, "/api/v1/projects/{id}/console-token", methods{"POST": s.authed(s.consoleToken)})
+	route(mux, "/api/v1/projects/{id}/audit", methods{"GET": s.authed(s.projectAudit)})
+	route(mux, "/api/v1/audit", methods{"GET": s.authed(s.accountAudit)})
 	mux.Handle("/mcp", s.mcpChallenge(s.authed(s.mcpHandler().ServeHTTP)))
 	route(mux, mcpMetadataPath, corsMethods(methods{"GET": s.protectedResource}))
 	route(mux, mcpMetadataPath+"/mcp", corsMethods(methods{"GET": s.protectedResource}))

@@ -182,6 +182,7 @@ type userKey struct{}
 
 // authed requires a valid login token of an existing user.
 func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
+	h = s.withAudit(h)
 	return func(w http.ResponseWriter, r *http.Request) {
 		const p = "bearer "
 		hdr := r.Header.Get("Authorization")

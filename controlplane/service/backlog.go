@@ -226,6 +226,8 @@ func (s *Service) StartBacklog(ctx context.Context, userID, projectID string, re
 		} else if err != nil {
 			return err
 		}
+		store.AuditOf(ctx).SetTarget(b.ID)
+		store.AuditOf(ctx).Change(nil, map[string]any{"first_seq": b.FirstSeq, "last_seq": b.LastSeq, "records": b.Records})
 		// Stored under a new version as any change is, which also orders it with the
 		// project's other changes (the row's update) and publishes it (backlogOf).
 		return saveProject(ctx, tx, ms, &pr)

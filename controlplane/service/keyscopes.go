@@ -73,6 +73,7 @@ func (s *Service) SetKeyScopes(ctx context.Context, userID, id, keyID string, sc
 		if err != nil {
 			return err
 		}
+		store.AuditOf(ctx).Change(nil, map[string]any{"scopes": scopes})
 		if k.Scope != mirror.ScopeProject {
 			// A push source's key only ever posts to its ingest URL.
 			return BadBody("only project keys have scopes; a push source's key only posts to its source's ingest URL")

@@ -58,6 +58,7 @@ func (s *Service) changePipeline(ctx context.Context, userID, id string, restore
 		if err := change(ctx, &pr); err != nil {
 			return err
 		}
+		store.AuditOf(ctx).Change(old, pr.Pipeline)
 		if !samePipeline(old, pr.Pipeline) {
 			now := time.Now().UTC().Truncate(time.Millisecond)
 			if old.AgentEndpointURL == "" && pr.Pipeline.AgentEndpointURL != "" {

@@ -76,6 +76,8 @@ func (s *Service) CreateProject(ctx context.Context, userID string, name *string
 			}
 			return err
 		}
+		store.AuditOf(ctx).SetProject(p.ID)
+		store.AuditOf(ctx).Change(nil, map[string]string{"name": p.Name})
 		// The streams exist before anyone is told the project does: a project whose
 		// streams cannot be created could never receive an event.
 		if e := s.createStreams(ctx, js, p.ID); e != nil {
@@ -232,6 +234,8 @@ func (s *Service) CreateScopedKey(ctx context.Context, userID, id, name string, 
 		if err := tx.CreateKey(ctx, k); err != nil {
 			return err
 		}
+		store.AuditOf(ctx).SetTarget(k.ID)
+		store.AuditOf(ctx).Change(nil, map[string]any{"name": k.Name, "scopes": k.Scopes})
 		return ms.PutKey(ctx, k.Hash, mirrorKey(k, p.OwnerID))
 	})
 	return k, secret, err
@@ -290,6 +294,14 @@ func (s *Service) AddMember(ctx context.Context, userID, id, email, role string)
 		}
 		if u.ID == p.OwnerID {
 			return apierror.New(http.StatusConflict, apierror.Conflict, "this user owns the project; the owner's role cannot change")
+		}
+		ev := store.AuditOf(ctx)
+		ev.SetTarget(u.ID)
+		if _, was, err := tx.ProjectForUser(ctx, p.ID, u.ID); err == nil {
+			ev.SetAction("member.role")
+			ev.Change(map[string]string{"email": u.Email, "role": was}, map[string]string{"email": u.Email, "role": role})
+		} else {
+			ev.Change(nil, map[string]string{"email": u.Email, "role": role})
 		}
 		if err := tx.PutMember(ctx, p.ID, u.ID, role); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -244,6 +245,8 @@ func (s *Service) CreateSink(ctx context.Context, userID, id string, b SinkUpdat
 		if err := tx.CreateSink(ctx, sk); err != nil {
 			return err
 		}
+		store.AuditOf(ctx).SetTarget(c.ID)
+		store.AuditOf(ctx).Change(nil, c)
 		return saveProject(ctx, tx, ms, &p)
 	})
 	return sk, err
@@ -265,6 +268,8 @@ func (s *Service) UpdateSink(ctx context.Context, userID, id, sinkID string, b S
 			return BadBody("kind cannot change; create another sink")
 		}
 		wasEnabled := sk.Config.Enabled
+		before := sk.Config
+		before.Headers = maps.Clone(before.Headers)
 		b.Apply(&sk.Config)
 		if e := ValidateSink(&sk.Config); e != nil {
 			return e
@@ -277,6 +282,7 @@ func (s *Service) UpdateSink(ctx context.Context, userID, id, sinkID string, b S
 		if err := tx.UpdateSink(ctx, sk); err != nil {
 			return err
 		}
+		store.AuditOf(ctx).Change(before, sk.Config)
 		return saveProject(ctx, tx, ms, &p)
 	})
 	return sk, err

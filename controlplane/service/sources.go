@@ -288,6 +288,7 @@ func (s *Service) Source(ctx context.Context, userID, id, sourceID string) (Sour
 func (s *Service) CreateSource(ctx context.Context, userID, id string, src mirror.Source) (v SourceView, err error) {
 	err = s.InProject(ctx, userID, id, Write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store) error {
 		v, err = s.createSource(ctx, tx, p, ms, src)
+		store.AuditOf(ctx).SetTarget(v.ID)
 		return err
 	})
 	return v, err

@@ -75,6 +75,8 @@ func (s *Service) CreateLimitedAccessToken(ctx context.Context, userID, name str
 				return err
 			}
 		}
+		store.AuditOf(ctx).SetTarget(a.ID)
+		store.AuditOf(ctx).Change(nil, map[string]any{"name": a.Name, "projects": a.ProjectIDs, "read_only": a.ReadOnly, "expires_at": a.ExpiresAt})
 		return tx.CreateAccessToken(ctx, a)
 	})
 	return a, secret, err

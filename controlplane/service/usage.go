@@ -231,6 +231,8 @@ func (s *Service) UpdateProject(ctx context.Context, userID, id string, u Projec
 		}
 	}
 	err = s.InProject(ctx, userID, id, Write, func(ctx context.Context, tx *store.Tx, pr store.Project, r string, ms *mirror.Store) error {
+		before := projectSettings{Name: pr.Name, IngestRate: pr.IngestRate}
+		defer func() { store.AuditOf(ctx).Change(before, projectSettings{Name: pr.Name, IngestRate: pr.IngestRate}) }()
 		if u.Name != nil {
 			pr.Name = name
 		}

@@ -72,6 +72,22 @@ func (e *AuditEvent) SetTarget(id string) {
 	}
 }
 
+// SetProject names the project a change made (a new project's id): the record is the
+// project's, not the account's.
+func (e *AuditEvent) SetProject(id string) {
+	if e != nil {
+		e.ProjectID, e.AccountID, e.Target = id, "", id
+	}
+}
+
+// SetAction names the action when the change knows it better than the route (adding a
+// member that turns out to be an invitation).
+func (e *AuditEvent) SetAction(action string) {
+	if e != nil {
+		e.Action = action
+	}
+}
+
 // Change records the fields of a configuration that differ between before and after
 // (nil before: created; nil after: removed), as {"field": {"from", "to"}} with every
 // secret redacted (redact): the log is readable by admins who must not learn a secret
@@ -208,6 +224,12 @@ func (t *Tx) AddAudit(ctx context.Context, ev AuditEvent) error {
 	}
 	if ev.At.IsZero() {
 		ev.At = time.Now()
+	}
+	if ev.ActorEmail == "" && ev.ActorID != "" {
+		// Kept with the record: the log names who acted after their account is gone.
+		if u, err := t.UserByID(ctx, ev.ActorID); err == nil {
+			ev.ActorEmail = u.Email
+		}
 	}
 	var dedupe any
 	if ev.Dedupe != "" {

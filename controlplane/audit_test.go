@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// auditEvents reads a project's (or, with path "/api/v1/audit", the account's) audit log.
+func auditEvents(t *testing.T, cp, path, token string) []map[string]any {
+	t.Helper()
+	r := call(t, cp, "GET", path, token, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	var out []map[string]any
+	for _, e := range r.Body["events"].([]any) {
+		out = append(out, e.(map[string]any))
+	}
+	return out
+}
+
+func findAction(evs []map[string]any, action string) map[string]any {
+	for _, e := range evs {
+		if e["action"] == action {
+			return e
+		}
+	}
+	return nil
+}
+
+// TestAuditLog: changing the pipeline, rotating the signing secret, changing a
+// destination's secrets and removing a member each appear in the project's audit log
+// with who (email, credential) and when, newest first, with before and after for the
+// configuration and no secret anywhere in it; admins read the log, a member gets 403; it
+// exports as JSON lines; the account log holds the account's own changes.
+func TestAuditLog(t *testing.T) {
+	databases(t, func(t *testing.T, db map[string]string) {
+		s := startStack(t, db)
+		cp := s.cp.URL
+		owner, ownerID := s.signup(t, "owner@example.com")
+		admin, _ := s.signup(t, "admin@example.com")
+		member, memberID := s.signup(t, "member@example.com")
+		pid := call(t, cp, "POST", "/api/v1/projects", owner, map[string]string{"name": "audited"}).str("id")
+		p := "/api/v1/projects/" + pid
+		start := time.Now().Add(-time.Second)
+		for email, role := range map[string]string{"admin@example.com": "admin", "member@example.com": "member"} {
+			r := call(t, cp, "POST", p+"/members", owner, map[string]string{"email": email, "role": role})
+			require.Equal(t, http.StatusCreated, r.Status, "%s", r.Raw)
+		}
+
+		r := call(t, cp, "PUT", p+"/pipeline", admin, map[string]any{"trigger": `event["status"] == "firing"`})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+		oldSecret := r.str("signing_secret")
+		r = call(t, cp, "POST", p+"/pipeline/rotate-secret", owner, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+		newSecret := r.str("signing_secret")
+		require.NotEqual(t, oldSecret, newSecret)
+		sink := call(t, cp, "POST", p+"/sinks", owner, map[string]any{"kind": "webhook", "url": "https://hooks.example.com/T1/B2/hook-secret-path",
+			"headers": map[string]string{"Authorization": "Bearer header-secret-1"}})
+		require.Equal(t, http.StatusCreated, sink.Status, "%s", sink.Raw)
+		r = call(t, cp, "PATCH", p+"/sinks/"+sink.str("id"), owner, map[string]any{"headers": map[string]string{"Authorization": "Bearer header-secret-2"}, "enabled": false})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+		key := call(t, cp, "POST", p+"/keys", owner, map[string]any{"name": "ci"})
+		require.Equal(t, http.StatusCreated, key.Status, "%s", key.Raw)
+		// A change refused changes nothing and records nothing.
+		r = call(t, cp, "PUT", p+"/pipeline", member, map[string]any{"trigger": "true"})
+		require.Equal(t, http.StatusForbidden, r.Status, "%s", r.Raw)
+
+		// A member cannot read the log, in the contract's error shape; a stranger does
+		// not learn the project exists.
+		r = call(t, cp, "GET", p+"/audit", member, nil)
+		require.Equal(t, http.StatusForbidden, r.Status, "%s", r.Raw)
+		assert.Equal(t, "forbidden", r.code())
+		stranger, _ := s.signup(t, "stranger@example.com")
+		assert.Equal(t, http.StatusNotFound, call(t, cp, "GET", p+"/audit", stranger, nil).Status)
+
+		r = call(t, cp, "DELETE", p+"/members/"+memberID, admin, nil)
+		require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Raw)
+
+		evs := auditEvents(t, cp, p+"/audit", admin)
+		var got []string
+		for _, e := range evs {
+			got = append(got, e["action"].(string))
+		}
+		assert.Equal(t, []string{"member.remove", "key.create", "sink.update", "sink.create", "pipeline.secret.rotate", "pipeline.update",
+			"member.add", "member.add", "project.create"}, got, "every change, newest first, nothing for the refused one")
+
+		check := func(action, who string) map[string]any {
+			t.Helper()
+			e := findAction(evs, action)
+			require.NotNil(t, e, action)
+			assert.Equal(t, who, e["actor"].(map[string]any)["email"], action)
+			at, err := time.Parse(time.RFC3339Nano, e["at"].(string))
+			require.NoError(t, err)
+			assert.True(t, at.After(start) && at.Before(time.Now().Add(time.Second)), "%s at %s", action, at)
+			assert.Equal(t, "login_token", e["credential"].(map[string]any)["kind"], action)
+			assert.Equal(t, "127.0.0.1", e["from"], action)
+			return e
+		}
+		rm := check("member.remove", "admin@example.com")
+		assert.Equal(t, memberID, rm["target"])
+		pu := check("pipeline.update", "admin@example.com")
+		assert.Equal(t, map[string]any{"from": "", "to": `event["status"] == "firing"`}, pu["changes"].(map[string]any)["trigger"])
+		check("pipeline.secret.rotate", "owner@example.com")
+		su := check("sink.update", "owner@example.com")
+		assert.Equal(t, sink.str("id"), su["target"])
+		assert.Equal(t, map[string]any{"from": true, "to": false}, su["changes"].(map[string]any)["enabled"])
+		assert.Equal(t, "[redacted] (changed)", su["changes"].(map[string]any)["headers"].(map[string]any)["to"])
+		assert.Equal(t, key.str("id"), check("key.create", "owner@example.com")["target"])
+		assert.Equal(t, pid, check("project.create", "owner@example.com")["target"])
+
+		// Secrets never: not the signing secrets, the key, a header or the webhook's path.
+		r = call(t, cp, "GET", p+"/audit?format=jsonl", owner, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+		for _, secret := range []string{oldSecret, newSecret, key.str("key"), "header-secret-1", "header-secret-2", "hook-secret-path"} {
+			require.NotEmpty(t, secret)
+			assert.NotContains(t, string(r.Raw), secret)
+			assert.NotContains(t, string(auditRaw(t, cp, p+"/audit", owner)), secret)
+		}
+		// The export: one JSON object a line, the same records.
+		assert.Equal(t, "application/x-ndjson", r.Header.Get("Content-Type"))
+		sc := bufio.NewScanner(bytes.NewReader(r.Raw))
+		lines := 0
+		for sc.Scan() {
+			var e map[string]any
+			require.NoError(t, json.Unmarshal(sc.Bytes(), &e), sc.Text())
+			lines++
+		}
+		assert.Equal(t, len(evs), lines)
+		// ...and the export itself is recorded.
+		assert.Equal(t, "audit.export", auditEvents(t, cp, p+"/audit?limit=1", owner)[0]["action"])
+
+		// Pages by cursor, filtered by action.
+		page := call(t, cp, "GET", p+"/audit?limit=2&action=sink", owner, nil)
+		require.Equal(t, http.StatusOK, page.Status, "%s", page.Raw)
+		assert.Len(t, page.Body["events"], 2)
+		next := page.str("next_before")
+		require.NotEmpty(t, next)
+		rest := auditEvents(t, cp, p+"/audit?action=sink&before="+next, owner)
+		assert.Empty(t, rest, "two sink records in all")
+		assert.Equal(t, http.StatusBadRequest, call(t, cp, "GET", p+"/audit?limit=100000", owner, nil).Status)
+		assert.Equal(t, http.StatusBadRequest, call(t, cp, "GET", p+"/audit?before=x", owner, nil).Status)
+
+		// The account's own log: its access token and logging out everywhere.
+		pat := call(t, cp, "POST", "/api/v1/tokens", owner, map[string]any{"name": "script"})
+		require.Equal(t, http.StatusCreated, pat.Status, "%s", pat.Raw)
+		acc := auditEvents(t, cp, "/api/v1/audit", pat.str("token"))
+		require.NotEmpty(t, acc)
+		assert.Equal(t, "token.create", acc[0]["action"])
+		assert.Equal(t, pat.str("id"), acc[0]["target"])
+		assert.NotContains(t, string(auditRaw(t, cp, "/api/v1/audit", owner)), pat.str("token"))
+		r = call(t, cp, "POST", "/api/v1/auth/logout-all", pat.str("token"), nil)
+		require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Raw)
+		login := call(t, cp, "POST", "/api/v1/auth/login", "", map[string]string{"email": "owner@example.com", "password": "correct horse battery"})
+		acc = auditEvents(t, cp, "/api/v1/audit", login.str("token"))
+		assert.Equal(t, "logout_all", acc[0]["action"])
+		assert.Equal(t, "personal_access_token", acc[0]["credential"].(map[string]any)["kind"])
+		assert.Equal(t, pat.str("id"), acc[0]["credential"].(map[string]any)["id"])
+		assert.Equal(t, ownerID, acc[0]["actor"].(map[string]any)["id"])
+		for _, e := range acc {
+			assert.False(t, strings.HasPrefix(e["action"].(string), "member."), "a project's records stay out of the account log")
+		}
+	})
+}
+
+func auditRaw(t *testing.T, cp, path, token string) []byte {
+	t.Helper()
+	r := call(t, cp, "GET", path, token, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	return r.Raw
+}

@@ -1,0 +1,194 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+)
+
+// Actor is who a request acts as, for the audit log: the user, the credential they came
+// with (kind and id) and their client address (through trusted proxies).
+type Actor struct {
+	UserID   string
+	Email    string
+	CredKind string
+	CredID   string
+	Addr     string
+}
+
+// CredentialKind names the kind of a credential by its id's prefix, as the ids are made
+// (sessions ses_, personal access tokens pat_, OAuth grants ogr_, login tokens lgn_).
+func CredentialKind(id string) string {
+	switch {
+	case strings.HasPrefix(id, "ses_"):
+		return store.CredSession
+	case strings.HasPrefix(id, "pat_"):
+		return store.CredPAT
+	case strings.HasPrefix(id, "ogr_"):
+		return store.CredOAuth
+	case strings.HasPrefix(id, "lgn_"):
+		return store.CredLoginToken
+	}
+	return ""
+}
+
+// Audited returns ctx carrying the record of a change to a project (projectID) or, with
+// projectID "", to the actor's own account; the transaction that makes the change writes
+// it (store.WithAudit), so a change that does not commit leaves no record and a record
+// that cannot be written stops the change.
+func Audited(ctx context.Context, a Actor, projectID, action, target string) context.Context {
+	ev := &store.AuditEvent{ProjectID: projectID, ActorID: a.UserID, ActorEmail: a.Email,
+		CredKind: a.CredKind, CredID: a.CredID, Action: action, Target: target, Addr: a.Addr}
+	if projectID == "" {
+		ev.AccountID = a.UserID
+	}
+	return store.WithAudit(ctx, ev)
+}
+
+// RecordAudit writes a record of something that changes no row of its own (a console
+// token issued for reading, an export), in its own transaction.
+func (s *Service) RecordAudit(ctx context.Context, a Actor, projectID, action, target string) error {
+	return s.Store.InTx(ctx, func(tx *store.Tx) error {
+		ev := store.AuditEvent{ProjectID: projectID, ActorID: a.UserID, ActorEmail: a.Email,
+			CredKind: a.CredKind, CredID: a.CredID, Action: action, Target: target, Addr: a.Addr}
+		if projectID == "" {
+			ev.AccountID = a.UserID
+		}
+		return tx.AddAudit(ctx, ev)
+	})
+}
+
+// AuditLog is a project's audit log, for its owner and admins: it names who did what and
+// from where, which members are not shown.
+func (s *Service) AuditLog(ctx context.Context, userID, projectID string, q store.AuditQuery) (evs []store.AuditEvent, err error) {
+	err = s.InProject(ctx, userID, projectID, Read, func(ctx context.Context, tx *store.Tx, p store.Project, role string, _ *mirror.Store) error {
+		if role == store.RoleMember {
+			return apierror.New(http.StatusForbidden, apierror.Forbidden, "only the project's owner and admins can read its audit log")
+		}
+		q.ProjectID, q.AccountID = p.ID, ""
+		evs, err = tx.AuditEvents(ctx, q)
+		return err
+	})
+	return evs, err
+}
+
+// AccountAuditLog is the changes the user made to their own account.
+func (s *Service) AccountAuditLog(ctx context.Context, userID string, q store.AuditQuery) (evs []store.AuditEvent, err error) {
+	q.ProjectID, q.AccountID = "", userID
+	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
+		evs, err = tx.AuditEvents(ctx, q)
+		return err
+	})
+	return evs, err
+}
+
+// SweepAuditLoop deletes the records older than retention, now and every interval,
+// until ctx ends.
+func (s *Service) SweepAuditLoop(ctx context.Context, retention, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		for {
+			n, err := s.Store.SweepAudit(ctx, time.Now().Add(-retention), 5000)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.Logger.Warn("audit log sweep failed", "error", err)
+				}
+				break
+			}
+			if n < 5000 {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// WatchReplays records the replays the console queues at the receivers (the dashboard
+// and agents ask the receiver, never the control plane): every job published to the
+// replay queue is seen here too by a plain subscription, and one record per replay
+// request is kept (deduplicated by its replay id, whichever control plane or job wrote
+// it first). What a control plane misses while it is not connected is not recorded:
+// the queue is a work queue consumed by the exporters, where a second consumer cannot
+// read.
+func (s *Service) WatchReplays(nc *nats.Conn) (*nats.Subscription, error) {
+	return nc.Subscribe(deliverylog.ReplayPrefix+".*", func(m *nats.Msg) {
+		var j deliverylog.Job
+		if len(m.Data) > 64<<10 || json.Unmarshal(m.Data, &j) != nil || j.Project == "" || j.ReplayID == "" {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.recordReplay(ctx, j); err != nil {
+			s.Logger.Warn("recording a replay in the audit log failed", "project_id", j.Project, "replay_id", j.ReplayID, "error", err)
+		}
+	})
+}
+
+func (s *Service) recordReplay(ctx context.Context, j deliverylog.Job) error {
+	return s.Store.InTx(ctx, func(tx *store.Tx) error {
+		ev := store.AuditEvent{ProjectID: j.Project, Action: "deadletter.replay", Target: j.ReplayID,
+			CredKind: store.CredConsole, At: j.RequestedAt, Dedupe: "replay:" + j.Project + ":" + j.ReplayID}
+		if ev.At.IsZero() {
+			ev.At = time.Now()
+		}
+		what := map[string]any{"delivery_id": j.DeliveryID}
+		if j.Bulk {
+			what = map[string]any{"all_dead_letters": true}
+		}
+		ev.Change(nil, what)
+		if id, ok := strings.CutPrefix(j.RequestedBy, "user:"); ok {
+			ev.ActorID = id
+			if u, err := tx.UserByID(ctx, id); err == nil {
+				ev.ActorEmail = u.Email
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		return tx.AddAudit(ctx, ev)
+	})
+}
+
+// projectSettings are a project's settings as its audit record shows them.
+type projectSettings struct {
+	Name       string           `json:"name"`
+	IngestRate store.IngestRate `json:"ingest_rate_limit"`
+}
+
+// ParseRetention reads SVC_AUDIT_RETENTION: a number of days ("90d") or a Go duration
+// ("2160h"), at least an hour.
+func ParseRetention(v string) (time.Duration, error) {
+	var d time.Duration
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 100*365 {
+			return 0, fmt.Errorf("want a number of days such as 90d, or a duration such as 2160h, got %q", v)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			return 0, fmt.Errorf("want a number of days such as 90d, or a duration such as 2160h, got %q", v)
+		}
+	}
+	if d < time.Hour {
+		return 0, fmt.Errorf("keep the audit log at least an hour, got %q", v)
+	}
+	return d, nil
+}
