@@ -30,6 +30,11 @@ ALERTMANAGER_VER := v0.27.0
 # through its HTTP API (test/testenv/mailpit.go).
 MAILPIT     := $(BIN)/mailpit
 MAILPIT_VER := v1.33.1
+# The real OpenID Connect provider the control plane's single sign-on tests log in through
+# (test/testenv/oidcprovider.go): the example server of zitadel/oidc, renamed on the way
+# into bin/ since go install names it "server". A stamp file records the version built.
+OIDC_PROVIDER     := $(BIN)/zitadel-oidc-example
+OIDC_PROVIDER_VER := v3.52.0
 # The components mdatagen generates for: each directory with a metadata.yaml.
 COMPONENTS := $(patsubst %/metadata.yaml,%,$(wildcard extension/*/metadata.yaml receiver/*/metadata.yaml processor/*/metadata.yaml exporter/*/metadata.yaml))
 # What ocb and mdatagen write, as pathspecs for git.
@@ -40,7 +45,7 @@ GENERATED := cmd/otelcol-svc/main.go cmd/otelcol-svc/components.go cmd/otelcol-s
 DATA_DIR  ?= $(or $(SVC_DATA_DIR),./data)
 FUZZTIME  ?= 10s
 
-.PHONY: build run test test-cluster test-sdk web inspector signers generate check-generate bench fuzz clean images images-nats helm alertmanager mailpit
+.PHONY: build run test test-cluster test-sdk web inspector signers generate check-generate bench fuzz clean images images-nats helm alertmanager mailpit oidc-provider
 
 # The dashboard's assets are built first when npm is there; without it the control plane
 # embeds a page that says how to build them (go build works on a fresh clone either way).
@@ -146,7 +151,7 @@ images-nats:
 # build (minutes: -trimpath shares nothing with the test build cache) counts against no
 # test timeout; the tests build an image only when the one tagged `git describe` is
 # missing. The web step has just built the dashboard, hence DASHBOARD=no.
-test: alertmanager mailpit
+test: alertmanager mailpit oidc-provider
 	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory web inspector signers; fi
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images images-nats DASHBOARD=no; \
 	else echo "docker is not reachable: ./test/containers skips (fails under CI=true)"; fi
@@ -224,6 +229,13 @@ mailpit:
 	@if ! $(MAILPIT) version --no-release-check 2>/dev/null | grep -q '$(MAILPIT_VER)'; then \
 		echo "building mailpit $(MAILPIT_VER) into $(BIN)/ (a minute or two)"; \
 		GOBIN=$(abspath $(BIN)) $(GO) install -trimpath -ldflags '-X github.com/axllent/mailpit/config.Version=$(MAILPIT_VER)' github.com/axllent/mailpit@$(MAILPIT_VER); \
+	fi
+
+oidc-provider:
+	@if [ "$$(cat $(OIDC_PROVIDER).version 2>/dev/null)" != "$(OIDC_PROVIDER_VER)" ] || [ ! -x $(OIDC_PROVIDER) ]; then \
+		echo "building the zitadel/oidc example provider $(OIDC_PROVIDER_VER) into $(BIN)/"; \
+		tmp=$$(mktemp -d) && GOBIN=$$tmp $(GO) install -trimpath github.com/zitadel/oidc/v3/example/server@$(OIDC_PROVIDER_VER) && \
+		mv $$tmp/server $(OIDC_PROVIDER) && rmdir $$tmp && echo $(OIDC_PROVIDER_VER) > $(OIDC_PROVIDER).version; \
 	fi
 
 $(MDATAGEN): internal/tools/go.mod internal/tools/go.sum

@@ -1,0 +1,303 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
+)
+
+// Single sign-on with one OpenID Connect provider for the whole instance. The control plane
+// has no instance administrator, so the provider is the operator's setting, from the
+// environment (SSOConfigFromEnv), as SVC_SMTP_URL is.
+
+// Environment variables of the provider.
+const (
+	EnvOIDCIssuer         = "SVC_OIDC_ISSUER"
+	EnvOIDCClientID       = "SVC_OIDC_CLIENT_ID"
+	EnvOIDCClientSecret   = "SVC_OIDC_CLIENT_SECRET"
+	EnvOIDCAllowedDomains = "SVC_OIDC_ALLOWED_DOMAINS"
+	EnvOIDCName           = "SVC_OIDC_NAME"
+)
+
+// ssoTimeout bounds each call to the provider (discovery, token exchange, user info): a
+// login waits on it, and a hanging provider must not hold the request for good.
+const ssoTimeout = 10 * time.Second
+
+// ssoMaxBody bounds what the control plane reads of a provider's answer: go-oidc reads
+// discovery, keys and user info whole.
+const ssoMaxBody = 1 << 20
+
+// SSOConfig is the instance's OpenID Connect provider.
+type SSOConfig struct {
+	Issuer       string
+	ClientID     string
+	ClientSecret string
+	// AllowedDomains are the email domains that may log in (lowercase); empty: any.
+	AllowedDomains []string
+	// Name is what the login page's button says: "Log in with <Name>".
+	Name string
+}
+
+// SSOConfigFromEnv reads the provider from the environment; a zero SSOConfig (and no
+// error) when SVC_OIDC_ISSUER is unset. The secret is never part of an error.
+func SSOConfigFromEnv(getenv func(string) string) (SSOConfig, error) {
+	c := SSOConfig{Issuer: strings.TrimSpace(getenv(EnvOIDCIssuer)), ClientID: strings.TrimSpace(getenv(EnvOIDCClientID)),
+		ClientSecret: getenv(EnvOIDCClientSecret), Name: strings.TrimSpace(getenv(EnvOIDCName))}
+	if c.Issuer == "" {
+		return SSOConfig{}, nil
+	}
+	if err := outbound.CheckURL(c.Issuer); err != nil {
+		return SSOConfig{}, fmt.Errorf("%s: %w", EnvOIDCIssuer, err)
+	}
+	if c.ClientID == "" || c.ClientSecret == "" {
+		return SSOConfig{}, fmt.Errorf("%s needs %s and %s", EnvOIDCIssuer, EnvOIDCClientID, EnvOIDCClientSecret)
+	}
+	for _, d := range strings.Split(getenv(EnvOIDCAllowedDomains), ",") {
+		d = strings.ToLower(strings.TrimPrefix(strings.TrimSpace(d), "@"))
+		if d == "" {
+			continue
+		}
+		if strings.ContainsAny(d, "@/ ") || !strings.Contains(d, ".") {
+			return SSOConfig{}, fmt.Errorf("%s: %q is not a domain like example.com", EnvOIDCAllowedDomains, d)
+		}
+		c.AllowedDomains = append(c.AllowedDomains, d)
+	}
+	if c.Name == "" {
+		c.Name = "single sign-on"
+		if u, err := url.Parse(c.Issuer); err == nil {
+			c.Name = u.Hostname()
+		}
+	}
+	if len(c.Name) > 64 {
+		c.Name = c.Name[:64]
+	}
+	return c, nil
+}
+
+// SSO logs people in through the provider: the authorization code flow with PKCE, state
+// and nonce (the caller keeps those three between the two legs), then the ID token
+// verified by go-oidc and the account linked by verified email.
+type SSO struct {
+	Svc    *Service
+	Config SSOConfig
+	Logger *slog.Logger
+	client *http.Client
+
+	mu       sync.Mutex
+	provider *oidc.Provider
+}
+
+// NewSSO returns the provider's client; nil when c names no provider. The provider is
+// called through the SSRF-safe client, so a private issuer needs SVC_OUTBOUND_ALLOW.
+func NewSSO(svc *Service, c SSOConfig, allow []netip.Prefix, logger *slog.Logger) *SSO {
+	if c.Issuer == "" {
+		return nil
+	}
+	cl := outbound.NewClient(outbound.Options{AllowCIDRs: allow, Timeout: ssoTimeout})
+	cl.Transport = boundedBodies{next: cl.Transport}
+	return &SSO{Svc: svc, Config: c, Logger: logger, client: cl}
+}
+
+// boundedBodies cuts every answer at ssoMaxBody: go-oidc and oauth2 read them whole, and
+// the client has no such bound of its own.
+type boundedBodies struct{ next http.RoundTripper }
+
+func (b boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	next := b.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	resp, err := next.RoundTrip(r)
+	if err == nil {
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.LimitReader(resp.Body, ssoMaxBody), resp.Body}
+	}
+	return resp, err
+}
+
+func (s *SSO) ctx(ctx context.Context) context.Context { return oidc.ClientContext(ctx, s.client) }
+
+// discover fetches the provider's configuration once; a failure is tried again at the
+// next login, so a provider down at start does not disable SSO until a restart.
+func (s *SSO) discover(ctx context.Context) (*oidc.Provider, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.provider != nil {
+		return s.provider, nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx(ctx), ssoTimeout)
+	defer cancel()
+	p, err := oidc.NewProvider(ctx, s.Config.Issuer)
+	if err != nil {
+		return nil, err
+	}
+	s.provider = p
+	return p, nil
+}
+
+func (s *SSO) oauth(p *oidc.Provider, redirectURL string) *oauth2.Config {
+	return &oauth2.Config{ClientID: s.Config.ClientID, ClientSecret: s.Config.ClientSecret, Endpoint: p.Endpoint(),
+		RedirectURL: redirectURL, Scopes: []string{oidc.ScopeOpenID, "email", "profile"}}
+}
+
+// ErrSSOUnavailable is a provider that cannot be reached or answered wrongly.
+var ErrSSOUnavailable = errors.New("the identity provider cannot be reached")
+
+// AuthCodeURL is where the browser goes to log in at the provider.
+func (s *SSO) AuthCodeURL(ctx context.Context, redirectURL, state, nonce, verifier string) (string, error) {
+	p, err := s.discover(ctx)
+	if err != nil {
+		s.Logger.Warn("sso: provider discovery failed", "issuer", s.Config.Issuer, "error", err)
+		return "", ErrSSOUnavailable
+	}
+	return s.oauth(p, redirectURL).AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), nil
+}
+
+// SSORefusal is a login the provider vouched for that this instance does not accept; its
+// Code is what the login page shows a message for.
+type SSORefusal struct {
+	Code   string
+	Reason string
+}
+
+func (e *SSORefusal) Error() string { return e.Reason }
+
+// Refusal codes of SSO logins.
+const (
+	SSODomain     = "domain"
+	SSOUnverified = "unverified"
+)
+
+// Identity is what the provider vouched for.
+type Identity struct {
+	Subject string
+	Email   string
+}
+
+// Exchange trades the code for tokens, verifies the ID token (signature, issuer,
+// audience, expiry, nonce) and returns the person's verified email: from the ID token, or
+// from the user info endpoint for the same subject when the ID token has none (providers
+// may keep claims out of it when an access token is issued).
+func (s *SSO) Exchange(ctx context.Context, redirectURL, code, verifier, nonce string) (Identity, error) {
+	p, err := s.discover(ctx)
+	if err != nil {
+		return Identity{}, ErrSSOUnavailable
+	}
+	ctx, cancel := context.WithTimeout(s.ctx(ctx), ssoTimeout)
+	defer cancel()
+	conf := s.oauth(p, redirectURL)
+	tok, err := conf.Exchange(ctx, code, oauth2.VerifierOption(verifier))
+	if err != nil {
+		return Identity{}, fmt.Errorf("exchanging the code: %w", err)
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		return Identity{}, errors.New("the provider answered no ID token")
+	}
+	idt, err := p.Verifier(&oidc.Config{ClientID: s.Config.ClientID}).Verify(ctx, raw)
+	if err != nil {
+		return Identity{}, fmt.Errorf("verifying the ID token: %w", err)
+	}
+	if idt.Nonce != nonce {
+		return Identity{}, errors.New("the ID token's nonce is not this login's")
+	}
+	var c struct {
+		Email         string `json:"email"`
+		EmailVerified *bool  `json:"email_verified"`
+	}
+	if err := idt.Claims(&c); err != nil {
+		return Identity{}, fmt.Errorf("reading the ID token: %w", err)
+	}
+	if c.Email == "" {
+		ui, err := p.UserInfo(ctx, conf.TokenSource(ctx, tok))
+		if err != nil {
+			return Identity{}, fmt.Errorf("reading user info: %w", err)
+		}
+		if ui.Subject != idt.Subject {
+			return Identity{}, errors.New("the user info is not the ID token's subject")
+		}
+		v := ui.EmailVerified
+		c.Email, c.EmailVerified = ui.Email, &v
+	}
+	email, ok := NormalizeEmail(c.Email)
+	if !ok {
+		return Identity{}, &SSORefusal{Code: SSOUnverified, Reason: "the provider gave no usable email address"}
+	}
+	if c.EmailVerified == nil || !*c.EmailVerified {
+		return Identity{}, &SSORefusal{Code: SSOUnverified, Reason: "the provider does not say " + email + " is verified"}
+	}
+	return Identity{Subject: idt.Subject, Email: email}, nil
+}
+
+// DomainAllowed tells whether an email's domain may log in.
+func (s *SSO) DomainAllowed(email string) bool {
+	if len(s.Config.AllowedDomains) == 0 {
+		return true
+	}
+	at := strings.LastIndexByte(email, '@')
+	if at < 0 {
+		return false
+	}
+	d := strings.ToLower(email[at+1:])
+	for _, a := range s.Config.AllowedDomains {
+		if d == a {
+			return true
+		}
+	}
+	return false
+}
+
+// Account returns the account the identity logs in as: the one with its email, or a new
+// one, verified (the provider vouched for the address) and without a usable password.
+//
+// An existing account whose address was never verified may have been made by someone
+// else with this person's address, who knows its password: it is marked verified, its
+// password is replaced by an unusable one and every credential it held ends, so only the
+// provider's person uses it from now on.
+func (s *SSO) Account(ctx context.Context, id Identity) (store.User, error) {
+	if !s.DomainAllowed(id.Email) {
+		return store.User{}, &SSORefusal{Code: SSODomain, Reason: id.Email + " is not in a domain allowed to log in here"}
+	}
+	now := time.Now().UTC()
+	var u store.User
+	var takenOver bool
+	err := s.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+		takenOver = false
+		var err error
+		u, err = tx.UserByEmail(ctx, id.Email)
+		if errors.Is(err, store.ErrNotFound) {
+			u = store.User{ID: NewID("u_"), Email: id.Email, PasswordHash: store.NoPassword, CreatedAt: now}
+			return tx.CreateSSOUser(ctx, u, now)
+		}
+		if err != nil {
+			return err
+		}
+		verified, err := tx.EmailVerified(ctx, u.ID)
+		if err != nil || verified {
+			return err
+		}
+		takenOver = true
+		return tx.ClaimBySSO(ctx, u.ID, now)
+	})
+	if err == nil && takenOver {
+		s.Logger.Info("sso: an unverified account was claimed through the provider; its password and credentials ended", "user", u.ID)
+		err = s.Svc.RevokeAllForUser(ctx, u.ID)
+	}
+	return u, err
+}

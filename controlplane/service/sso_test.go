@@ -1,0 +1,47 @@
+package service
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSSOConfigFromEnv(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	c, err := SSOConfigFromEnv(env(nil))
+	if err != nil || c.Issuer != "" {
+		t.Fatalf("no issuer: %+v, %v; want SSO off", c, err)
+	}
+	c, err = SSOConfigFromEnv(env(map[string]string{EnvOIDCIssuer: "https://id.example.com/", EnvOIDCClientID: "cp",
+		EnvOIDCClientSecret: "s3cret-value", EnvOIDCAllowedDomains: " Example.com, @corp.example.org ,"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.AllowedDomains, " ") != "example.com corp.example.org" || c.Name != "id.example.com" {
+		t.Fatalf("got %+v", c)
+	}
+	for _, bad := range []map[string]string{
+		{EnvOIDCIssuer: "ftp://id.example.com", EnvOIDCClientID: "cp", EnvOIDCClientSecret: "s3cret-value"},
+		{EnvOIDCIssuer: "https://id.example.com", EnvOIDCClientSecret: "s3cret-value"},
+		{EnvOIDCIssuer: "https://id.example.com", EnvOIDCClientID: "cp", EnvOIDCClientSecret: "s3cret-value", EnvOIDCAllowedDomains: "a@b.com"},
+	} {
+		_, err := SSOConfigFromEnv(env(bad))
+		if err == nil {
+			t.Errorf("accepted %v", bad)
+		} else if strings.Contains(err.Error(), "s3cret-value") {
+			t.Errorf("the error shows the client secret: %v", err)
+		}
+	}
+}
+
+func TestSSODomainAllowed(t *testing.T) {
+	s := &SSO{Config: SSOConfig{AllowedDomains: []string{"example.com"}}}
+	for email, want := range map[string]bool{"a@example.com": true, "a@EXAMPLE.com": true, "a@sub.example.com": false,
+		"a@example.com.evil.org": false, "a@other.org": false, "example.com": false} {
+		if got := s.DomainAllowed(email); got != want {
+			t.Errorf("DomainAllowed(%q) = %v, want %v", email, got, want)
+		}
+	}
+	if !(&SSO{}).DomainAllowed("a@any.org") {
+		t.Error("no allowed domains: any domain may log in")
+	}
+}
