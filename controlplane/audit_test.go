@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
 
 // auditEvents reads a project's (or, with path "/api/v1/audit", the account's) audit log.
@@ -174,4 +177,64 @@ func auditRaw(t *testing.T, cp, path, token string) []byte {
 	r := call(t, cp, "GET", path, token, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
 	return r.Raw
+}
+
+// TestAuditLogRecordsReplays: a dead letter replayed at the receiver with the owner's
+// console token (the dashboard's and agents' way: the control plane never sees the
+// request) appears in the project's audit log with who and when, and so does the console
+// token handed out to read the deliveries. The collector runs every data-plane role
+// (configs/embedded.yaml); the agent answers 404, which dead-letters its call.
+func TestAuditLogRecordsReplays(t *testing.T) {
+	agent := &agentServer{}
+	srv := httptest.NewServer(agent)
+	t.Cleanup(srv.Close)
+	n := testenv.StartNATS(t)
+	col := testenv.StartCollector(t, testenv.CollectorOptions{Config: "configs/embedded.yaml",
+		Env: map[string]string{"NATS_URL": n.URL(), "SVC_STREAM_REPLICAS": "1", "SVC_OUTBOUND_ALLOW": "127.0.0.1/32"}})
+	cp := testenv.StartControlPlane(t, map[string]string{"NATS_URL": n.URL(), "SVC_JWT_SECRET": testJWTSecret,
+		"SVC_DATA_DIR": t.TempDir(), "SVC_OUTBOUND_ALLOW": "127.0.0.1/32", "SVC_PUBLIC_RECEIVER_URL": col.HTTP})
+	s := &stack{nats: n, cp: cp}
+	_, js := testenv.Connect(t, n.URL())
+	owner, ownerID := s.signup(t, "replayer@example.com")
+	pid := call(t, cp.URL, "POST", "/api/v1/projects", owner, map[string]string{"name": "replays"}).str("id")
+	p := "/api/v1/projects/" + pid
+	key := call(t, cp.URL, "POST", p+"/keys", owner, map[string]string{"name": "k"}).str("key")
+	r := call(t, cp.URL, "PUT", p+"/pipeline", owner, map[string]any{"agent_endpoint_url": srv.URL + "/agent"})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	sendEvents(t, col.HTTP, key, js, pid, 1, 1, 1)
+
+	tok := call(t, cp.URL, "POST", p+"/console-token", owner, nil)
+	require.Equal(t, http.StatusOK, tok.Status, "%s", tok.Raw)
+	console := col.HTTP + "/console/v1/projects/" + pid
+	var dead string
+	require.Eventually(t, func() bool {
+		r := call(t, console, "GET", "/deliveries", tok.str("token"), nil)
+		ds, _ := r.Body["deliveries"].([]any)
+		for _, d := range ds {
+			if d := d.(map[string]any); d["state"] == "dead_lettered" {
+				dead = d["id"].(string)
+			}
+		}
+		return dead != ""
+	}, 30*time.Second, 100*time.Millisecond, "the 404 agent's call is dead-lettered")
+
+	before := time.Now().Add(-time.Second)
+	r = call(t, console, "POST", "/deliveries/replay", tok.str("token"), map[string]any{"ids": []string{dead}})
+	require.Equal(t, http.StatusAccepted, r.Status, "%s", r.Raw)
+	require.EqualValues(t, 1, r.Body["replayed"], "%s", r.Raw)
+	var rec map[string]any
+	require.Eventually(t, func() bool {
+		rec = findAction(auditEvents(t, cp.URL, p+"/audit", owner), "deadletter.replay")
+		return rec != nil
+	}, 10*time.Second, 50*time.Millisecond, "the replay is in the audit log")
+	assert.Equal(t, "replayer@example.com", rec["actor"].(map[string]any)["email"])
+	assert.Equal(t, ownerID, rec["actor"].(map[string]any)["id"])
+	assert.Equal(t, r.str("replay_id"), rec["target"])
+	assert.Equal(t, map[string]any{"to": dead}, rec["changes"].(map[string]any)["delivery_id"])
+	at, err := time.Parse(time.RFC3339Nano, rec["at"].(string))
+	require.NoError(t, err)
+	assert.True(t, at.After(before) && at.Before(time.Now().Add(time.Second)), "at %s", at)
+	tokRead := findAction(auditEvents(t, cp.URL, p+"/audit", owner), "console.token")
+	require.NotNil(t, tokRead, "the console token handed out is recorded as a read")
+	assert.Equal(t, "login_token", tokRead["credential"].(map[string]any)["kind"])
 }
