@@ -78,10 +78,20 @@ try {
   await a.getByRole('heading', { name: 'Personal access tokens' }).waitFor();
   await a.getByLabel('Token name').fill('dashboards');
   await a.getByRole('checkbox', { name: 'Read-only' }).check();
+  const opens = a.getByRole('group', { name: 'Projects it opens' });
+  await opens.getByRole('radio', { name: 'Only some' }).check();
+  assert.equal(await a.getByRole('button', { name: 'Create token' }).isDisabled(), true, 'no project chosen yet');
+  await opens.getByRole('checkbox', { name: 'scoped' }).check();
+  await assertAccessible(a, 'limited token form');
+  await shot(a, 'limited-token-form');
   await a.getByRole('button', { name: 'Create token' }).click();
   const token = await a.getByLabel('New personal access token').inputValue();
   await a.getByRole('button', { name: 'I have saved the token' }).click();
-  await a.getByRole('row').filter({ hasText: 'dashboards' }).getByText('read-only').waitFor();
+  const tokenRow = a.getByRole('row').filter({ hasText: 'dashboards' });
+  await tokenRow.getByText('read-only').waitFor();
+  await tokenRow.getByText('only scoped').waitFor();
+  const listed = await (await fetch(`${base}/api/v1/projects`, { headers: { Authorization: `Bearer ${token}` } })).json();
+  assert.deepEqual(listed.projects.map((p) => p.id), [project], 'the limited token sees its project');
   const change = await fetch(`${base}/api/v1/projects/${project}`, {
     method: 'PATCH', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: '{"name":"x"}',
   });

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { api, type AccessToken, type OAuthGrant } from '../api';
+import { api, type AccessToken, type OAuthGrant, type Project } from '../api';
 import { forgetConsoleTokens } from '../console';
 import { useAction, useConfirmRemoval, useLoad } from '../hooks';
 import { RemovableTable } from '../removal';
@@ -21,7 +21,7 @@ export function AccessPage() {
       <PageHeader title="Access" />
       <p class="lede">
         What may act as you besides your password. Each one has your role in every project you can use (a token may be
-        limited to reading), and stops working within a second of being revoked.
+        limited to some projects and to reading), and stops working within a second of being revoked.
       </p>
       <TokensSection />
       <AppsSection />
@@ -69,6 +69,10 @@ function TokensSection() {
   const [days, setDays] = useState('30');
   const [daysError, setDaysError] = useState('');
   const [readOnly, setReadOnly] = useState(false);
+  // null: every project of yours, now and later; else only these.
+  const [limitTo, setLimitTo] = useState<string[] | null>(null);
+  const projects = useLoad(() => api<{ projects: Project[] }>('GET', '/projects').then((r) => r.projects), []);
+  const projectName = (id: string) => projects.data?.find((p) => p.id === id)?.name ?? id;
   const creating = useAction();
   const [created, setCreated] = useState<AccessToken | null>(null);
   const revoking = useConfirmRemoval(
@@ -90,10 +94,13 @@ function TokensSection() {
     }
     setDaysError('');
     creating.run(async () => {
-      const t = await api<AccessToken>('POST', '/tokens', { name: name.trim(), expires_in_days: n, read_only: readOnly });
+      const t = await api<AccessToken>('POST', '/tokens', {
+        name: name.trim(), expires_in_days: n, read_only: readOnly, ...(limitTo ? { projects: limitTo } : {}),
+      });
       setCreated(t);
       setName('');
       setReadOnly(false);
+      setLimitTo(null);
       await list.reload();
     });
   };
@@ -146,7 +153,29 @@ function TokensSection() {
           <input type="checkbox" name="read_only" checked={readOnly} onChange={(e) => setReadOnly(e.currentTarget.checked)} />
           Read-only
         </label>
-        <button type="submit" class="btn btn-primary" disabled={busy || !name.trim()}>
+        <fieldset class="check-row">
+          <legend>Projects it opens</legend>
+          <label class="check">
+            <input type="radio" name="pat-projects" checked={limitTo === null} onChange={() => setLimitTo(null)} />
+            All of mine
+          </label>
+          <label class="check">
+            <input type="radio" name="pat-projects" checked={limitTo !== null} onChange={() => setLimitTo([])} />
+            Only some
+          </label>
+          {limitTo !== null &&
+            projects.data?.map((p) => (
+              <label key={p.id} class="check">
+                <input type="checkbox" name="projects" value={p.id} checked={limitTo.includes(p.id)}
+                  onChange={(e) => {
+                    const on = e.currentTarget.checked;
+                    setLimitTo((cur) => (cur ?? []).filter((id) => id !== p.id).concat(on ? [p.id] : []));
+                  }} />
+                <bdi>{p.name}</bdi>
+              </label>
+            ))}
+        </fieldset>
+        <button type="submit" class="btn btn-primary" disabled={busy || !name.trim() || (limitTo !== null && limitTo.length === 0)}>
           Create token
         </button>
       </form>
@@ -175,9 +204,7 @@ function TokensSection() {
               {t.name}
               {t.read_only && <span class="badge badge-quiet">read-only</span>}
               {!!t.projects?.length && (
-                <span class="badge badge-quiet">
-                  {t.projects.length === 1 ? '1 project' : `${t.projects.length} projects`}
-                </span>
+                <span class="badge badge-quiet">only {t.projects.map(projectName).join(', ')}</span>
               )}
             </td>
             <td class="mono">{t.prefix}…</td>
