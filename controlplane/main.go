@@ -39,6 +39,7 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
+	"github.com/otelcol-svc/otelcol-svc/internal/mailer"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
@@ -168,6 +169,19 @@ func run(logger *slog.Logger) error {
 		if srv.PublicURL, err = publicURL(v); err != nil {
 			return fmt.Errorf("SVC_PUBLIC_URL: %w", err)
 		}
+	}
+	smtp, err := mailer.Parse(os.Getenv(mailer.EnvURL), os.Getenv(mailer.EnvFrom))
+	if err != nil {
+		return err
+	}
+	if smtp.Host != "" && srv.PublicURL == "" {
+		return fmt.Errorf("%s needs SVC_PUBLIC_URL: mailed links must name the address users reach the dashboard at", mailer.EnvURL)
+	}
+	srv.Email = &service.Email{Svc: svc, Mailer: mailer.New(smtp), PublicURL: srv.PublicURL, Logger: logger}
+	if smtp.Host != "" {
+		logger.Info("email on", "smtp", smtp.Server(), "from", smtp.From)
+	} else {
+		logger.Info("email off: no verification, invitations or password reset by email (set " + mailer.EnvURL + " and " + mailer.EnvFrom + ")")
 	}
 	drainDelay, drainTimeout, err := drainSettings()
 	if err != nil {

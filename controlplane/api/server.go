@@ -42,12 +42,19 @@ type Server struct {
 	// client (auth.ClientAddr). Empty: every client is its peer address.
 	TrustedProxies []netip.Prefix
 
+	// Email sends verification, invitation and password mail; its Mailer is nil without
+	// SVC_SMTP_URL (those features then say so).
+	Email *service.Email
+
 	loginByAddrAccount *auth.Limiter
 	loginByDevice      *auth.Limiter
 	warnedForwarded    atomic.Bool
 	loginByAddr        *auth.Limiter
 	signupByAddr       *auth.Limiter
 	registerByAddr     *auth.Limiter
+	emailByAddr        *auth.Limiter
+	resetByEmail       *auth.Limiter
+	verifyByUser       *auth.Limiter
 }
 
 // Handler returns the HTTP handler of the API.
@@ -57,6 +64,12 @@ func (s *Server) Handler() http.Handler {
 	s.loginByDevice = auth.NewLimiter(10, 15*time.Minute)
 	s.signupByAddr = auth.NewLimiter(10, time.Hour)
 	s.registerByAddr = auth.NewLimiter(registerPerHour, time.Hour)
+	s.emailByAddr = auth.NewLimiter(20, time.Hour)
+	s.resetByEmail = auth.NewLimiter(3, time.Hour)
+	s.verifyByUser = auth.NewLimiter(5, time.Hour)
+	if s.Email == nil {
+		s.Email = &service.Email{Svc: s.Svc, Logger: s.Logger}
+	}
 	mux := http.NewServeMux()
 	route(mux, "/healthz", methods{"GET": s.healthz})
 	route(mux, "/readyz", methods{"GET": s.readyz})
@@ -65,14 +78,25 @@ func (s *Server) Handler() http.Handler {
 	route(mux, "/api/v1/auth/session", methods{"GET": s.sessionInfo, "POST": s.sessionLogin, "DELETE": s.sessionLogout})
 	route(mux, "/api/v1/auth/session/signup", methods{"POST": s.sessionSignup})
 	route(mux, "/api/v1/auth/logout-all", methods{"POST": s.authed(s.logoutAll)})
+	route(mux, "/api/v1/auth/verify-email", methods{"POST": s.verifyEmail})
+	route(mux, "/api/v1/auth/password-reset", methods{"POST": s.passwordReset})
+	route(mux, "/api/v1/auth/password-reset/confirm", methods{"POST": s.passwordResetConfirm})
+	route(mux, "/api/v1/auth/invitation", methods{"POST": s.invitationInfo})
+	route(mux, "/api/v1/auth/invitation/accept", methods{"POST": s.acceptInvitation})
+	route(mux, "/api/v1/auth/session/invitation/accept", methods{"POST": s.acceptInvitationSession})
 	route(mux, "/api/v1/me", methods{"GET": s.authed(s.me)})
+	route(mux, "/api/v1/me/password", methods{"PUT": s.authed(s.changePassword)})
+	route(mux, "/api/v1/me/email", methods{"GET": s.authed(s.emailStatus)})
+	route(mux, "/api/v1/me/email/verify", methods{"POST": s.authed(s.resendVerification)})
 	route(mux, "/api/v1/tokens", methods{"GET": s.authed(s.listAccessTokens), "POST": s.authed(s.createAccessToken)})
 	route(mux, "/api/v1/tokens/{token_id}", methods{"DELETE": s.authed(s.revokeAccessToken)})
 	route(mux, "/api/v1/projects", methods{"GET": s.authed(s.listProjects), "POST": s.authed(s.createProject)})
 	route(mux, "/api/v1/projects/{id}", methods{"GET": s.authed(s.getProject), "PATCH": s.authed(s.patchProject), "DELETE": s.authed(s.deleteProject)})
 	route(mux, "/api/v1/projects/{id}/keys", methods{"GET": s.authed(s.listKeys), "POST": s.authed(s.createKey)})
 	route(mux, "/api/v1/projects/{id}/keys/{key_id}", methods{"PATCH": s.authed(s.patchKey), "DELETE": s.authed(s.deleteKey)})
-	route(mux, "/api/v1/projects/{id}/members", methods{"GET": s.authed(s.listMembers), "POST": s.authed(s.addMember)})
+	route(mux, "/api/v1/projects/{id}/members", methods{"GET": s.authed(s.listMembers), "POST": s.authed(s.addMemberOrInvite)})
+	route(mux, "/api/v1/projects/{id}/invitations", methods{"GET": s.authed(s.listInvitations)})
+	route(mux, "/api/v1/projects/{id}/invitations/{invitation_id}", methods{"DELETE": s.authed(s.deleteInvitation)})
 	route(mux, "/api/v1/projects/{id}/members/{user_id}", methods{"DELETE": s.authed(s.deleteMember)})
 	route(mux, "/api/v1/projects/{id}/pipeline", methods{"GET": s.authed(s.getPipeline), "PUT": s.authed(s.putPipeline), "PATCH": s.authed(s.patchPipeline)})
 	route(mux, "/api/v1/projects/{id}/pipeline/validate", methods{"POST": s.authed(s.checkPipeline)})

@@ -90,6 +90,7 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request) (store.Us
 		s.internal(w, r, err)
 		return store.User{}, false
 	}
+	s.sendVerificationAfterSignup(r, u)
 	return u, true
 }
 

@@ -3,9 +3,11 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
@@ -43,6 +45,19 @@ type Email struct {
 	// victim a link to the asker's site.
 	PublicURL string
 	Logger    *slog.Logger
+
+	limitsOnce sync.Once
+	// invites bounds the invitations one project mails, so an admin's account cannot be
+	// used to send mail to any number of addresses.
+	invites *auth.Limiter
+}
+
+// InvitesPerHour is how many invitations a project may mail an hour.
+const InvitesPerHour = 50
+
+func (e *Email) inviteLimiter() *auth.Limiter {
+	e.limitsOnce.Do(func() { e.invites = auth.NewLimiter(InvitesPerHour, time.Hour) })
+	return e.invites
 }
 
 // Enabled reports whether mail can be sent.
@@ -84,6 +99,9 @@ func (e *Email) SendVerification(ctx context.Context, u store.User) error {
 	secret := apikey.Generate(verifyKind)
 	now := time.Now().UTC()
 	err := e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.SweepEmail(ctx, now); err != nil {
+			return err
+		}
 		return tx.CreateEmailToken(ctx, store.EmailToken{Hash: apikey.Hash(secret), Kind: store.EmailVerify, UserID: u.ID,
 			Email: u.Email, CreatedAt: now, ExpiresAt: now.Add(VerifyTTL)})
 	})
@@ -174,6 +192,17 @@ func (e *Email) Invite(ctx context.Context, userID, projectID, email, role strin
 			return err
 		}
 		i.ProjectID, project, inviter = p.ID, p.Name, by.Email
+		if ok, wait := e.inviteLimiter().Take(p.ID, now); !ok {
+			secs := int((wait + time.Second - 1) / time.Second)
+			ae := apierror.New(http.StatusTooManyRequests, apierror.RateLimited,
+				fmt.Sprintf("this project sent %d invitations in the last hour; try again in %d s", InvitesPerHour, secs))
+			ae.RetryAfter = time.Duration(secs) * time.Second
+			return ae
+		}
+		// Expired links and invitations go here rather than on a timer of their own.
+		if err := tx.SweepEmail(ctx, now); err != nil {
+			return err
+		}
 		return tx.PutInvitation(ctx, i)
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import { api, ApiError, onUnauthorized, setCsrfToken, type Project, type Session
 import { AccessPage } from './pages/access';
 import { AuthPage } from './pages/auth';
 import { AuthorizePage } from './pages/authorize';
+import { ForgotPasswordPage, InvitationPage, PasswordPage, ResetPasswordPage, VerifyBanner, VerifyEmailPage } from './pages/email';
 import { BacklogPage } from './pages/backlog';
 import { KeysPage } from './pages/keys';
 import { forgetConsoleTokens } from './console';
@@ -45,6 +46,8 @@ function App() {
   }, []);
 
   const publicPage = path === '/login' || path === '/signup';
+  // The pages a mailed link opens, and asking for one: shown logged in or not.
+  const linkPage = path === '/verify-email' || path === '/invitation' || path === '/reset-password' || path === '/forgot-password';
   // An MCP client's sign-in request survives logging in: the consent page is where the
   // user comes back to (and only a path on this origin is ever returned to).
   const consent = path === '/authorize';
@@ -52,11 +55,15 @@ function App() {
   // notice: ?delivery=<id>), unless its reader logged out there.
   const deepLink = consent || (path.startsWith('/projects/') && !loggedOut.current);
   useEffect(() => {
-    if (session === null && !publicPage) navigate(withNext('/login', deepLink ? location.pathname + location.search : null), true);
+    if (session === null && !publicPage && !linkPage) navigate(withNext('/login', deepLink ? location.pathname + location.search : null), true);
     if (session && (publicPage || path === '/')) navigate((publicPage && currentNext()) || '/projects', true);
   }, [session, path]);
 
   if (session === undefined) return <Loading what="your session" />;
+  if (path === '/verify-email') return <VerifyEmailPage session={session} />;
+  if (path === '/invitation') return <InvitationPage onSession={adopt} />;
+  if (path === '/reset-password') return <ResetPasswordPage />;
+  if (path === '/forgot-password') return <ForgotPasswordPage />;
   if (!session) {
     if (!publicPage) return null;
     return <AuthPage key={path} mode={path === '/signup' ? 'signup' : 'login'} onSession={adopt} />;
@@ -83,6 +90,7 @@ function App() {
         if (path === '/projects') return <ProjectsPage />;
         if (path === '/usage') return <AccountUsagePage />;
         if (path === '/account/access') return <AccessPage />;
+        if (path === '/account/password') return <PasswordPage onSession={adopt} />;
         if (pm && project) {
           if (im) return <IncidentPage key={im.incident} project={project} incidentId={im.incident} />;
           if (pm.section === 'incidents') return <IncidentsPage key={project.id} project={project} />;
@@ -194,6 +202,11 @@ function Shell(props: {
               Access
             </Link>
           </li>
+          <li>
+            <Link href="/account/password" aria-current={current('/account/password')}>
+              Password
+            </Link>
+          </li>
         </ul>
         {project && (
           <>
@@ -217,6 +230,7 @@ function Shell(props: {
         )}
       </nav>
       <main id="main" class="content" tabIndex={-1}>
+        <VerifyBanner />
         {project && <RefusingBanner project={project} />}
         {body}
       </main>

@@ -57,6 +57,11 @@ export function AuthPage({ mode, onSession }: { mode: 'login' | 'signup'; onSess
             {busy ? (signup ? 'Creating account…' : 'Logging in…') : signup ? 'Sign up' : 'Log in'}
           </button>
         </form>
+        {!signup && (
+          <p class="auth-switch">
+            <Link href="/forgot-password">Forgot your password?</Link>
+          </p>
+        )}
         <p class="auth-switch">
           {signup ? (
             <>

@@ -5,6 +5,8 @@ import { RemovableTable } from '../removal';
 import { navigate } from '../router';
 import { ErrorMessage, Field, LoadStatus, Notice, PageHeader, When } from '../ui';
 
+type Invitation = { id: string; email: string; role: string; created_at: string; expires_at: string };
+
 /**
  * Members: owners and admins invite by email with a role, change roles and remove; a
  * member sees the list and may leave. Controls a person may not use are not shown (the
@@ -29,14 +31,33 @@ export function MembersPage({ project, session }: { project: Project; session: S
       return list.reload();
     },
   );
-  const busy = posting.busy || removing.busy;
+  // Pending invitations: addresses without a confirmed account, invited by email.
+  const invitations = useLoad(
+    () => (manage ? api<{ invitations: Invitation[]; email_enabled: boolean }>('GET', `/projects/${encodeURIComponent(project.id)}/invitations`) : Promise.resolve(null)),
+    [project.id],
+  );
+  const revoking = useConfirmRemoval(
+    (i: Invitation) => api('DELETE', `/projects/${encodeURIComponent(project.id)}/invitations/${encodeURIComponent(i.id)}`),
+    (i) => {
+      setDone(`The invitation to ${i.email} was revoked; its link no longer works.`);
+      return invitations.reload();
+    },
+  );
+  const busy = posting.busy || removing.busy || revoking.busy;
+  const emailOn = invitations.data?.email_enabled ?? false;
 
   const invite = (e: Event) => {
     e.preventDefault();
     setDone('');
     posting.run(async () => {
-      const m = await api<Member>('POST', base, { email, role });
-      setDone(`${m.email} is now ${article(m.role)} ${m.role} of ${project.name}.`);
+      const r = await api<Member & { invitation?: Invitation }>('POST', base, { email, role });
+      if (r.invitation) {
+        setDone(`Invitation sent to ${r.invitation.email}. They join as ${article(r.invitation.role)} ${r.invitation.role} when they accept it.`);
+        setEmail('');
+        await invitations.reload();
+        return;
+      }
+      setDone(`${r.email} is now ${article(r.role)} ${r.role} of ${project.name}.`);
       setEmail('');
       await list.reload();
     });
@@ -70,7 +91,10 @@ export function MembersPage({ project, session }: { project: Project; session: S
             </button>
           </form>
           <p id="invite-hint" class="hint">
-            They need an account: ask them to sign up first. Admins change the project like the owner; members see it.
+            {emailOn
+              ? 'Someone without an account (or who has not confirmed their address) gets an invitation by email.'
+              : 'They need an account: ask them to sign up first (invitations by email need the operator to configure email).'}{' '}
+            Admins change the project like the owner; members see it.
           </p>
         </section>
       )}
@@ -116,6 +140,31 @@ export function MembersPage({ project, session }: { project: Project; session: S
               }
         }
       />
+      {manage && invitations.data && invitations.data.invitations.length > 0 && (
+        <>
+          <h2 id="pending-h" class="section-title">Pending invitations</h2>
+          <RemovableTable caption={`Pending invitations to ${project.name}`} columns={['Email', 'Role', 'Expires']}
+            items={invitations.data.invitations} id={(i) => i.id} removal={revoking} busy={busy}
+            cells={(i) => (
+              <>
+                <td>{i.email}</td>
+                <td>
+                  <span class="badge">{i.role}</span>
+                </td>
+                <td>
+                  <When at={i.expires_at} />
+                </td>
+              </>
+            )}
+            action={(i) => ({ label: `Revoke the invitation to ${i.email}`, text: 'Revoke' })}
+            confirm={(i) => ({
+              title: `Revoke the invitation to ${i.email}?`,
+              confirmLabel: 'Revoke invitation',
+              body: 'The link in their email stops working at once; you can invite them again.',
+            })}
+          />
+        </>
+      )}
     </>
   );
 }
