@@ -45,6 +45,8 @@ type Server struct {
 	// Email sends verification, invitation and password mail; its Mailer is nil without
 	// SVC_SMTP_URL (those features then say so).
 	Email *service.Email
+	// SSO is the instance's OpenID Connect provider (SVC_OIDC_*); nil: none.
+	SSO *service.SSO
 
 	loginByAddrAccount *auth.Limiter
 	loginByDevice      *auth.Limiter
@@ -55,6 +57,7 @@ type Server struct {
 	emailByAddr        *auth.Limiter
 	resetByEmail       *auth.Limiter
 	verifyByUser       *auth.Limiter
+	ssoByAddr          *auth.Limiter
 }
 
 // Handler returns the HTTP handler of the API.
@@ -67,6 +70,8 @@ func (s *Server) Handler() http.Handler {
 	s.emailByAddr = auth.NewLimiter(20, time.Hour)
 	s.resetByEmail = auth.NewLimiter(3, time.Hour)
 	s.verifyByUser = auth.NewLimiter(5, time.Hour)
+	s.ssoByAddr = auth.NewLimiter(60, 15*time.Minute)
+	s.ssoFromEnv()
 	if s.Email == nil {
 		s.Email = &service.Email{Svc: s.Svc, Logger: s.Logger}
 	}
@@ -84,6 +89,10 @@ func (s *Server) Handler() http.Handler {
 	route(mux, "/api/v1/auth/invitation", methods{"POST": s.invitationInfo})
 	route(mux, "/api/v1/auth/invitation/accept", methods{"POST": s.acceptInvitation})
 	route(mux, "/api/v1/auth/session/invitation/accept", methods{"POST": s.acceptInvitationSession})
+	route(mux, "/api/v1/auth/sso", methods{"GET": s.ssoInfo})
+	route(mux, "/api/v1/auth/sso/start", methods{"GET": s.ssoStart})
+	route(mux, ssoCallbackPath, methods{"GET": s.ssoCallback})
+	route(mux, "/api/v1/sso", methods{"GET": s.authed(s.ssoProvider)})
 	route(mux, "/api/v1/me", methods{"GET": s.authed(s.me)})
 	route(mux, "/api/v1/me/password", methods{"PUT": s.authed(s.changePassword)})
 	route(mux, "/api/v1/me/email", methods{"GET": s.authed(s.emailStatus)})

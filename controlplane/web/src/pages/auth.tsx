@@ -1,8 +1,22 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, type Session } from '../api';
 import { currentNext, withNext } from '../returnto';
 import { Link } from '../router';
 import { ErrorMessage, Field, PageHeader } from '../ui';
+
+/** Why a single sign-on came back to the login page (the callback's ?sso_error=): the
+ * page has its own words for each code, so a link cannot put other words here. */
+const ssoErrors: Record<string, (name: string) => string> = {
+  domain: (n) => `Your ${n} account's email domain is not allowed on this instance. Ask an administrator to allow it, or log in with a password.`,
+  unverified: (n) => `${n} does not confirm that your email address is verified, so it cannot log you in here.`,
+  denied: (n) => `The login at ${n} was cancelled.`,
+  expired: () => 'That single sign-on took too long or was started in another browser. Try again.',
+  unavailable: (n) => `${n} cannot be reached right now. Try again later, or log in with a password.`,
+  rate: () => 'Too many single sign-on attempts from your address. Try again in a few minutes.',
+  failed: (n) => `The login at ${n} failed. Try again, or log in with a password.`,
+};
+
+type SSOInfo = { enabled: boolean; name?: string };
 
 /** Log in or sign up; either sets the session cookie and answers the session. */
 export function AuthPage({ mode, onSession }: { mode: 'login' | 'signup'; onSession: (s: Session) => void }) {
@@ -14,6 +28,12 @@ export function AuthPage({ mode, onSession }: { mode: 'login' | 'signup'; onSess
   // Kept across the switch between log in and sign up, so that a newcomer arriving from an
   // MCP client's sign-in still comes back to it.
   const next = currentNext();
+  const [sso, setSSO] = useState<SSOInfo>({ enabled: false });
+  useEffect(() => {
+    api<SSOInfo>('GET', '/auth/sso').then(setSSO, () => setSSO({ enabled: false }));
+  }, []);
+  const ssoError = new URLSearchParams(location.search).get('sso_error');
+  const ssoName = sso.name || 'single sign-on';
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -39,6 +59,19 @@ export function AuthPage({ mode, onSession }: { mode: 'login' | 'signup'; onSess
           <p class="auth-context">
             {signup ? 'Create an account' : 'Log in'} to review an MCP client's request to use otelcol-svc as you.
           </p>
+        )}
+        {ssoError && (
+          <div class="alert alert-error" role="alert">
+            <strong>Single sign-on refused:</strong> {(ssoErrors[ssoError] ?? ssoErrors.failed)(ssoName)}
+          </div>
+        )}
+        {sso.enabled && (
+          <>
+            <a class="btn btn-block" href="/api/v1/auth/sso/start">
+              Log in with {ssoName}
+            </a>
+            <p class="auth-switch muted">or with your email and password</p>
+          </>
         )}
         <form onSubmit={submit} noValidate>
           <Field label="Email" type="email" name="email" autoComplete="email" required value={email}

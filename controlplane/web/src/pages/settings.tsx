@@ -1,8 +1,59 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api, canWrite, type Project } from '../api';
 import { useAction, useConfirmRemoval } from '../hooks';
 import { navigate } from '../router';
 import { ConfirmDialog, ErrorMessage, Field, Notice, PageHeader } from '../ui';
+
+type SSOProvider = {
+  enabled: boolean;
+  name?: string;
+  issuer?: string;
+  client_id?: string;
+  allowed_domains?: string[];
+  redirect_uri?: string;
+};
+
+/** The instance's single sign-on provider. The control plane has no instance
+ * administrator, so it is the operator's setting (SVC_OIDC_*), shown here read-only; the
+ * client secret is never shown. */
+function SSOPanel() {
+  const [p, setP] = useState<SSOProvider | null>(null);
+  useEffect(() => {
+    api<SSOProvider>('GET', '/sso').then(setP, () => setP(null));
+  }, []);
+  if (!p) return null;
+  return (
+    <section class="panel" aria-labelledby="sso-h">
+      <h2 id="sso-h">Single sign-on</h2>
+      {p.enabled ? (
+        <table>
+          <tbody>
+            {(
+              [
+                ['Provider', p.name, false],
+                ['Issuer', p.issuer, true],
+                ['Client ID', p.client_id, true],
+                ['Allowed email domains', p.allowed_domains?.length ? p.allowed_domains.join(', ') : 'any', false],
+                ['Redirect URI to register', p.redirect_uri, true],
+              ] as const
+            ).map(([k, v, mono]) => (
+              <tr key={k}>
+                <th scope="row">{k}</th>
+                <td class={mono ? 'mono' : undefined}>{v}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : (
+        <p>Single sign-on is off on this instance.</p>
+      )}
+      <p class="muted">
+        The provider is the same for the whole instance and is set by its operator with the SVC_OIDC_* environment
+        variables.
+      </p>
+    </section>
+  );
+}
 
 export function SettingsPage({ project, onChange }: { project: Project; onChange: (p: Project) => void }) {
   const path = `/projects/${encodeURIComponent(project.id)}`;
@@ -51,6 +102,7 @@ export function SettingsPage({ project, onChange }: { project: Project; onChange
           Project ID <span class="mono">{project.id}</span>
         </p>
       </section>
+      <SSOPanel />
       {project.role === 'owner' && (
         <section class="panel panel-danger" aria-labelledby="delete-h">
           <h2 id="delete-h">Delete project</h2>
