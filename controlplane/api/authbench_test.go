@@ -43,7 +43,9 @@ func BenchmarkAuthenticatedRequest(b *testing.B) {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := &service.Service{Store: st, Logger: logger,
-		Mirror: func(context.Context) (*mirror.Store, jetstream.JetStream, error) { return nil, nil, errors.New("no NATS") }}
+		Mirror: func(context.Context) (*mirror.Store, jetstream.JetStream, error) {
+			return nil, nil, errors.New("no NATS")
+		}}
 	h := (&Server{Tokens: tokens, Logger: logger, Svc: svc}).Handler()
 	login, err := tokens.IssueGeneration("u_1", "u1@example.com", 0, now)
 	if err != nil {
