@@ -232,3 +232,40 @@ func BenchmarkTriggerDropsRecord(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkIncidentReadsRecord is what incident mode does for every record with the
+// benchmark's pipeline (trigger severity_number >= 17, fingerprint
+// resource_attributes["service.name"]): decode what the expressions read, evaluate.
+func BenchmarkIncidentReadsRecord(b *testing.B) {
+	c, err := CompileCondition(`severity_number >= 21`, settings())
+	if err != nil {
+		b.Fatal(err)
+	}
+	fp, err := CompileValue(`resource_attributes["service.name"]`, settings())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs, ok1 := c.ReadSet()
+	fs, ok2 := fp.ReadSet()
+	if !ok1 || !ok2 {
+		b.Fatal("an expression reads the whole record")
+	}
+	set := cs.Union(fs)
+	rec := benchRecordJSON(b)
+	ctx := context.Background()
+	b.SetBytes(int64(len(rec)))
+	b.ReportAllocs()
+	var r *Record
+	for b.Loop() {
+		r, err = DecodeRecordReadsInto(r, rec, SignalLog, set)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if match, err := c.Match(ctx, r); err != nil || match {
+			b.Fatal(match, err)
+		}
+		if s, err := fp.String(ctx, r); err != nil || s != "checkout" {
+			b.Fatal(s, err)
+		}
+	}
+}

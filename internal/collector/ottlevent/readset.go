@@ -9,7 +9,57 @@ import (
 // keys), as resource_attributes["service.name"] reads one key of resource_attributes.
 // DecodeRecordReads decodes just that: a fingerprint over one resource attribute then
 // costs one string, not the whole resource. The zero value reads nothing.
-type ReadSet struct{ top readNode }
+type ReadSet struct {
+	top readNode
+	// tree is top made for decoding (nil: reads nothing), once per set rather than
+	// per record.
+	tree *readTree
+}
+
+func newReadSet(top readNode) *ReadSet { return &ReadSet{top: top, tree: top.tree()} }
+
+// readTree is a readNode for DecodeRecordReadsInto, which looks up every key of the
+// objects it reads: most keys are not read, and their length says so without hashing
+// them (as FieldSet does).
+type readTree struct {
+	lens [2]uint64 // bit n: some key is n bytes long, for n < 128
+	long bool      // some key is 128 bytes or longer
+	// kids are the keys read; a nil child reads the key's value whole.
+	kids map[string]*readTree
+}
+
+func (n readNode) tree() *readTree {
+	t := &readTree{kids: make(map[string]*readTree, len(n))}
+	for k, child := range n {
+		if child != nil {
+			t.kids[k] = child.tree()
+		} else {
+			t.kids[k] = nil
+		}
+		if l := len(k); l < 128 {
+			t.lens[l>>6] |= 1 << (l & 63)
+		} else {
+			t.long = true
+		}
+	}
+	return t
+}
+
+// lookup says whether key is read, and below it which keys (nil: its whole value).
+func (t *readTree) lookup(key []byte) (child *readTree, read bool) {
+	if t == nil {
+		return nil, false
+	}
+	if l := len(key); l < 128 {
+		if t.lens[l>>6]&(1<<(l&63)) == 0 {
+			return nil, false
+		}
+	} else if !t.long {
+		return nil, false
+	}
+	child, read = t.kids[string(key)]
+	return child, read
+}
 
 // readNode is the keys read of an object; a nil node under a key reads that key's
 // value whole.
@@ -66,7 +116,7 @@ func (s *ReadSet) Union(o *ReadSet) *ReadSet {
 	if o != nil {
 		b = o.top
 	}
-	return &ReadSet{top: a.union(b)}
+	return newReadSet(a.union(b))
 }
 
 // ReadSet is Reads with the keys read below each field: ok is false when the condition
@@ -88,7 +138,7 @@ func (rd *reads) readSet(empty bool) (*ReadSet, bool) {
 		}
 		return nil, false
 	}
-	return &ReadSet{top: rd.set.union(nil)}, true
+	return newReadSet(rd.set.union(nil)), true
 }
 
 // DecodeRecordReads decodes what s reads of a record and skips the rest without building
@@ -101,9 +151,9 @@ func DecodeRecordReads(data []byte, signal string, s *ReadSet) (*Record, error) 
 
 // DecodeRecordReadsInto is DecodeRecordReads into r, as DecodeRecordFieldsInto.
 func DecodeRecordReadsInto(r *Record, data []byte, signal string, s *ReadSet) (*Record, error) {
-	var top readNode
+	var top *readTree
 	if s != nil {
-		top = s.top
+		top = s.tree
 	}
 	// The few strings kept are copied each, rather than the whole record once.
 	return decodeTop(r, data, signal, false, func(d *decoder, m pcommon.Map) error {
@@ -112,7 +162,7 @@ func DecodeRecordReadsInto(r *Record, data []byte, signal string, s *ReadSet) (*
 }
 
 // partialObject decodes the keys of n from the object whose '{' was consumed into m.
-func (d *decoder) partialObject(m pcommon.Map, n readNode) error {
+func (d *decoder) partialObject(m pcommon.Map, n *readTree) error {
 	d.depth++
 	if d.depth > maxDepth {
 		return d.errorf("exceeded max depth")
@@ -128,16 +178,16 @@ func (d *decoder) partialObject(m pcommon.Map, n readNode) error {
 		if err != nil {
 			return err
 		}
-		child, read := n[string(key)]
+		child, read := n.lookup(key)
 		switch {
 		case !read:
 			err = d.skipValue()
 		case child != nil && d.pos < len(d.data) && d.data[d.pos] == '{':
 			d.pos++
-			err = d.partialObject(putLast(m, string(key)).SetEmptyMap(), child)
+			err = d.partialObject(putLast(m, keyString(key)).SetEmptyMap(), child)
 		default:
 			// Read whole, or not an object, of which keys read nothing.
-			err = d.value(putLast(m, string(key)))
+			err = d.value(putLast(m, keyString(key)))
 		}
 		if err != nil {
 			return err
