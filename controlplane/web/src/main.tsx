@@ -4,6 +4,7 @@ import { render } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, onUnauthorized, setCsrfToken, type Project, type Session } from './api';
 import { AccessPage } from './pages/access';
+import { AuditPage } from './pages/audit';
 import { AuthPage } from './pages/auth';
 import { AuthorizePage } from './pages/authorize';
 import { ForgotPasswordPage, InvitationPage, PasswordPage, ResetPasswordPage, VerifyBanner, VerifyEmailPage } from './pages/email';
@@ -105,6 +106,7 @@ function App() {
           if (pm.section === 'members') return <MembersPage project={project} session={session} />;
           if (pm.section === 'usage') return <ProjectUsagePage project={project} />;
           if (pm.section === 'settings') return <SettingsPage project={project} onChange={setProject} />;
+          if (pm.section === 'audit') return <AuditPage project={project} />;
         }
         if (pm && !project) return null; // the shell shows the project's loading or not-found state
         return <NotFound />;
@@ -125,6 +127,7 @@ const sections = [
   { slug: 'members', label: 'Members' },
   { slug: 'usage', label: 'Usage' },
   { slug: 'settings', label: 'Settings' },
+  { slug: 'audit', label: 'Audit log', admins: true },
 ];
 
 /** The frame: top bar, left navigation (the project's sections when in one), and main. */
@@ -214,7 +217,7 @@ function Shell(props: {
               {project.name}
             </p>
             <ul aria-label={`Project ${project.name}`}>
-              {sections.map((s) => {
+              {sections.filter((s) => !s.admins || project.role !== 'member').map((s) => {
                 const href = `/projects/${encodeURIComponent(project.id)}/${s.slug}`;
                 return (
                   <li key={s.slug}>
