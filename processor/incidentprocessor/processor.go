@@ -182,6 +182,22 @@ func attrs(kv ...string) metric.MeasurementOption {
 	return metric.WithAttributes(a...)
 }
 
+// Outcomes of a record, as otelcol_incident_records counts them.
+const (
+	outEvent = iota
+	outContext
+	outResolve
+	outDropped
+	outError
+	outTooLarge
+	numOutcomes
+)
+
+var outcomeAttrs = [numOutcomes]metric.MeasurementOption{
+	outEvent: attrs("outcome", "event"), outContext: attrs("outcome", "context"), outResolve: attrs("outcome", "resolve"),
+	outDropped: attrs("outcome", "dropped"), outError: attrs("outcome", "error"), outTooLarge: attrs("outcome", "too_large"),
+}
+
 // join is one Apply of a batch: a fingerprint's events up to a resolve_when record,
 // which ends it. Events after that resolve start another join, so they open (or reopen)
 // the next incident instead of joining the one they follow.
@@ -214,7 +230,7 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 		joins   []*join
 		current = map[string]*join{} // the fingerprint's join taking events now
 		errStop error
-		counts  = map[string]int64{}
+		counts  [numOutcomes]int64 // per outcome, counted per record without a map
 		adds    []windowstore.Entry
 		all     []uint64 // every record's sequence: the runs the batch covers
 	)
@@ -235,11 +251,11 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 			// dead-letters it, as stored, with the error.
 			pipelinedata.Append(failed, pipelinedata.Item{Body: it.Body, Signal: it.Signal, Kind: pipelinedata.KindFailed,
 				Seq: it.Seq, Error: pipelineeval.TooLargeReason(res.Err)})
-			counts["too_large"]++
+			counts[outTooLarge]++
 			p.logFailure(project.ID, c.Version, "record dead-lettered: a transform made it larger than the record limit", res.Err)
 			return
 		case res.Skipped:
-			counts["error"]++
+			counts[outError]++
 			p.logFailure(project.ID, c.Version, "record skipped: a transform or expression failed on it", res.Err)
 			return
 		}
@@ -259,7 +275,7 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 				current[res.Fingerprint] = j
 			}
 			j.resolve, j.resolveSeq = true, it.Seq
-			counts["resolve"]++
+			counts[outResolve]++
 		case res.Matched:
 			j := current[res.Fingerprint]
 			if j == nil || j.resolve {
@@ -272,11 +288,11 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 			if j.title == "" {
 				j.title = res.Title
 			}
-			counts["event"]++
+			counts[outEvent]++
 		case res.InContext:
-			counts["context"]++
+			counts[outContext]++
 		default:
-			counts["dropped"]++
+			counts[outDropped]++
 		}
 	})
 	if errStop != nil {
@@ -289,7 +305,9 @@ func (p *incidentProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog
 		return ld, fmt.Errorf("incident context store: %w", err)
 	}
 	for o, n := range counts {
-		p.tel.IncidentRecords.Add(ctx, n, attrs("outcome", o))
+		if n > 0 {
+			p.tel.IncidentRecords.Add(ctx, n, outcomeAttrs[o])
+		}
 	}
 	// The joins are applied after the project's earlier batches' joins, in the stream's
 	// order, as when each batch waited for the one before. The batch's order being fixed
