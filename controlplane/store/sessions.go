@@ -120,12 +120,13 @@ func (t *Tx) LoginGeneration(ctx context.Context, userID string) (int64, error) 
 // NextLoginGeneration raises the user's login generation, which ends every login token
 // issued before, and returns the generation it ended.
 func (t *Tx) NextLoginGeneration(ctx context.Context, userID string) (ended int64, err error) {
-	if ended, err = t.LoginGeneration(ctx, userID); err != nil {
+	// Raised first, then read: the update holds the row, so of two at once the second
+	// ends the generation the first began, not the one both read before.
+	if err = affected(t.exec(ctx, `UPDATE users SET login_generation = login_generation + 1 WHERE id = ?`, userID)); err != nil {
 		return 0, err
 	}
-	// Raised relative to the row, not to what was read: two at once both end tokens.
-	_, err = t.exec(ctx, `UPDATE users SET login_generation = login_generation + 1 WHERE id = ?`, userID)
-	return ended, err
+	now, err := t.LoginGeneration(ctx, userID)
+	return now - 1, err
 }
 
 // DeleteOAuthCodes removes the user's authorization codes not yet exchanged, so none
