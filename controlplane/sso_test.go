@@ -100,6 +100,7 @@ func TestSSOLogin(t *testing.T) {
 	// The account has no password anyone could know.
 	r := call(t, s.cp.URL, "POST", "/api/v1/auth/login", "", map[string]string{"email": "alice@example.com", "password": "!sso"})
 	require.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Raw)
+	require.Equal(t, []string{"account.sso_create"}, auditActionsOf(t, c, s.cp.URL), "the new account is in its audit log")
 	// Logging in again is the same account.
 	c2, _ := s.ssoLogin(t, "alice", "alice-password")
 	require.Equal(t, ses.Body["user"].(map[string]any)["id"], sessionOf(t, c2, s.cp.URL).Body["user"].(map[string]any)["id"])
@@ -149,6 +150,8 @@ func TestSSOLinksAccountByEmail(t *testing.T) {
 	r = call(t, s.cp.URL, "POST", "/api/v1/auth/login", "", map[string]string{"email": "bob@example.com", "password": "correct horse battery"})
 	require.Equal(t, http.StatusUnauthorized, r.Status, "the unverified account's password no longer logs in: %s", r.Raw)
 
+	require.Contains(t, auditActionsOf(t, c, s.cp.URL), "account.sso_claim", "the claim is in the account's audit log")
+
 	// A second SSO login keeps the session the first made: the account is verified now.
 	c2, _ := s.ssoLogin(t, "bob", "bob-password")
 	require.Equal(t, http.StatusOK, sessionOf(t, c2, s.cp.URL).Status)
@@ -164,4 +167,16 @@ func TestSSOOffWithoutProvider(t *testing.T) {
 	require.Equal(t, http.StatusOK, info.Status)
 	require.Equal(t, false, info.Body["enabled"])
 	require.Equal(t, http.StatusNotFound, call(t, cp.URL, "GET", "/api/v1/auth/sso/start", "", nil).Status)
+}
+
+// auditActionsOf lists the actions of the account's audit log, newest first.
+func auditActionsOf(t *testing.T, c *http.Client, base string) []string {
+	t.Helper()
+	r := callWith(t, c, base, "GET", "/api/v1/audit", "", nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	var out []string
+	for _, e := range r.Body["events"].([]any) {
+		out = append(out, e.(map[string]any)["action"].(string))
+	}
+	return out
 }

@@ -232,7 +232,10 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	id, err := s.SSO.Exchange(r.Context(), s.ssoRedirectURL(r), cb.Code, st.Verifier, st.Nonce)
 	var u store.User
 	if err == nil {
-		u, err = s.SSO.Account(r.Context(), id)
+		// A new account, or an unverified one claimed, is a change to an account: recorded
+		// with the provider as the credential; logging in to a verified one writes nothing.
+		actx := service.Audited(r.Context(), service.Actor{CredKind: "sso", Addr: s.clientAddr(r)}, "", "account.sso_create", "")
+		u, err = s.SSO.Account(actx, id)
 	}
 	var refusal *service.SSORefusal
 	switch {

@@ -283,6 +283,7 @@ func (s *SSO) Account(ctx context.Context, id Identity) (store.User, error) {
 		u, err = tx.UserByEmail(ctx, id.Email)
 		if errors.Is(err, store.ErrNotFound) {
 			u = store.User{ID: NewID("u_"), Email: id.Email, PasswordHash: store.NoPassword, CreatedAt: now}
+			auditSSO(ctx, u, "account.sso_create", nil, map[string]string{"email": u.Email, "verified_by": s.Config.Name})
 			return tx.CreateSSOUser(ctx, u, now)
 		}
 		if err != nil {
@@ -293,6 +294,8 @@ func (s *SSO) Account(ctx context.Context, id Identity) (store.User, error) {
 			return err
 		}
 		takenOver = true
+		auditSSO(ctx, u, "account.sso_claim", map[string]string{"email_verified": "no", "password": "set"},
+			map[string]string{"email_verified": "by " + s.Config.Name, "password": "unusable"})
 		return tx.ClaimBySSO(ctx, u.ID, now)
 	})
 	if err == nil && takenOver {
@@ -300,4 +303,17 @@ func (s *SSO) Account(ctx context.Context, id Identity) (store.User, error) {
 		err = s.Svc.RevokeAllForUser(ctx, u.ID)
 	}
 	return u, err
+}
+
+// auditSSO names the account an SSO login changes in the record ctx carries (the caller
+// could not: the account is known only here).
+func auditSSO(ctx context.Context, u store.User, action string, before, after any) {
+	ev := store.AuditOf(ctx)
+	if ev == nil {
+		return
+	}
+	ev.ActorID, ev.ActorEmail, ev.AccountID = u.ID, u.Email, u.ID
+	ev.SetAction(action)
+	ev.SetTarget(u.ID)
+	ev.Change(before, after)
 }
