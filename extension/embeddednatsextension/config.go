@@ -24,6 +24,8 @@ type Config struct {
 	MaxPayload int32 `mapstructure:"max_payload"`
 	// InProcessClients lets the components of this collector connect to the server in
 	// memory rather than through its TCP listener (which other processes keep using).
+	// Off by default: in bench/ingest it saved no CPU and raised the RSS peaks at 10k
+	// records/s (see the README).
 	InProcessClients bool `mapstructure:"in_process_clients"`
 }
 

@@ -33,9 +33,9 @@ func TestLoadConfig(t *testing.T) {
 		errs     []string
 	}{
 		{id: component.NewID(metadata.Type), expected: createDefaultConfig()},
-		{id: component.NewIDWithName(metadata.Type, "custom"), expected: &Config{Listen: "0.0.0.0:14222", StoreDir: "/var/lib/otelcol-svc/nats", MaxStore: 10 << 30}},
+		{id: component.NewIDWithName(metadata.Type, "custom"), expected: &Config{Listen: "0.0.0.0:14222", StoreDir: "/var/lib/otelcol-svc/nats", MaxStore: 10 << 30, InProcessClients: true}},
 		// Nothing else matters with an external NATS.
-		{id: component.NewIDWithName(metadata.Type, "external"), expected: &Config{ExternalURL: "nats://nats.internal:4222", Listen: "127.0.0.1:4223", StoreDir: "./data/nats", InProcessClients: true}},
+		{id: component.NewIDWithName(metadata.Type, "external"), expected: &Config{ExternalURL: "nats://nats.internal:4222", Listen: "127.0.0.1:4223", StoreDir: "./data/nats"}},
 		{id: component.NewIDWithName(metadata.Type, "badlisten"), errs: []string{"host:port", "store_dir is required"}},
 	}
 	for _, tt := range tests {
@@ -99,10 +99,12 @@ func TestStartsJetStreamAndStopsWhenExternal(t *testing.T) {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// The collector's own components get an in-memory connection unless in_process_clients is
-// off; with an external NATS there is no server to connect to in memory.
+// With in_process_clients on, the collector's own components get an in-memory connection;
+// with an external NATS there is no server to connect to in memory.
 func TestInProcessClients(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
+	assert.False(t, cfg.InProcessClients, "off by default")
+	cfg.InProcessClients = true
 	cfg.Listen = "127.0.0.1:" + itoa(testenv.FreePort(t))
 	cfg.StoreDir = t.TempDir()
 	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(metadata.Type), cfg)

@@ -88,10 +88,9 @@ func (e *embeddedNATS) Shutdown(context.Context) error {
 // stopped (before Start, after Shutdown).
 var errNotRunning = errors.New("the embedded NATS server is not running")
 
-// InProcessServer implements natsclient.InProcess: unless in_process_clients is off, the
+// InProcessServer implements natsclient.InProcess: with in_process_clients on, the
 // components of this process talk to the server over an in-memory pipe, without the
-// loopback socket's system calls (each publish and each ack was a write and a read on
-// both sides). Other processes still use the TCP listener.
+// loopback socket's system calls. Other processes still use the TCP listener.
 func (e *embeddedNATS) InProcessServer() nats.InProcessConnProvider {
 	if e.cfg.ExternalURL != "" || !e.cfg.InProcessClients {
 		return nil

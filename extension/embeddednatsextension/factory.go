@@ -20,7 +20,7 @@ func NewFactory() extension.Factory {
 }
 
 func createDefaultConfig() component.Config {
-	return &Config{Listen: "127.0.0.1:4223", StoreDir: "./data/nats", InProcessClients: true}
+	return &Config{Listen: "127.0.0.1:4223", StoreDir: "./data/nats"}
 }
 
 func create(_ context.Context, set extension.Settings, cfg component.Config) (extension.Extension, error) {

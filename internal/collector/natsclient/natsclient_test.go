@@ -2,6 +2,7 @@ package natsclient_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,8 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.uber.org/zap"
 
+	"github.com/otelcol-svc/otelcol-svc/extension/embeddednatsextension"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/lifecyclehost"
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/natsclient"
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
@@ -159,11 +162,31 @@ func TestOnReconnectChainsAForeignHandler(t *testing.T) {
 	require.Eventually(t, func() bool { return own.Load() == 1 && hook.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
 }
 
-// The components of the collector that runs the embedded server reach it in memory, not
-// through its loopback listener: each publish and ack over the socket cost system calls
-// on both sides.
+// inProcessHost is a host with the real embeddednats extension, its in_process_clients on.
+func inProcessHost(t *testing.T) host {
+	t.Helper()
+	f := embeddednatsextension.NewFactory()
+	cfg := f.CreateDefaultConfig().(*embeddednatsextension.Config)
+	cfg.Listen = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	cfg.StoreDir = t.TempDir()
+	cfg.InProcessClients = true
+	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(context.Background(), host{}))
+	t.Cleanup(func() { require.NoError(t, ext.Shutdown(context.Background())) })
+	return host{natsclient.DefaultExtension: ext}
+}
+
+// With in_process_clients on, the components of the collector that runs the embedded
+// server reach it in memory, not through its loopback listener; by default, and with a
+// URL, through the listener.
 func TestEmbeddedServerIsReachedInProcess(t *testing.T) {
-	h := lifecyclehost.NATSOnly(t)
+	def, err := natsclient.DefaultConfig().Connect(lifecyclehost.NATSOnly(t), "test", zap.NewNop())
+	require.NoError(t, err)
+	defer def.Close()
+	assert.NotEqual(t, "pipe", def.ConnectedAddr(), "off by default")
+
+	h := inProcessHost(t)
 	nc, js, err := natsclient.DefaultConfig().ConnectJetStream(h, "test", zap.NewNop())
 	require.NoError(t, err)
 	defer nc.Close()
@@ -183,7 +206,7 @@ func TestEmbeddedServerIsReachedInProcess(t *testing.T) {
 // An in-process connection loses its server when the extension stops, and comes back, with
 // the health report and the hooks, when it runs again: as a TCP connection does.
 func TestInProcessConnectionReconnectsToTheServerStartedAgain(t *testing.T) {
-	nh := lifecyclehost.NATSOnly(t)
+	nh := inProcessHost(t)
 	ext := nh[natsclient.DefaultExtension]
 	h := &statusHost{host: nh}
 	nc, err := natsclient.DefaultConfig().Connect(h, "test", zap.NewNop())
@@ -213,7 +236,7 @@ func TestInProcessConnectionReconnectsToTheServerStartedAgain(t *testing.T) {
 // A component started before the extension's server (the collector starts extensions in
 // their listed order) connects once the server runs, as it did over TCP.
 func TestInProcessConnectionWaitsForTheServerToStart(t *testing.T) {
-	nh := lifecyclehost.NATSOnly(t)
+	nh := inProcessHost(t)
 	ext := nh[natsclient.DefaultExtension]
 	require.NoError(t, ext.Shutdown(context.Background()))
 	nc, err := natsclient.DefaultConfig().Connect(nh, "test", zap.NewNop())
