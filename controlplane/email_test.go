@@ -122,6 +122,13 @@ func TestEmailVerificationAndInvitations(t *testing.T) {
 		assert.Equal(t, http.StatusForbidden, call(t, cp, "GET", "/api/v1/projects/"+pid+"/invitations", cal, nil).Status, "a member does not see invitations")
 		assert.Equal(t, http.StatusForbidden, call(t, cp, "POST", "/api/v1/projects/"+pid+"/members", cal, map[string]string{"email": "x@example.com"}).Status)
 
+		// A read-only personal access token invites, revokes and changes nothing.
+		readOnly := call(t, cp, "POST", "/api/v1/tokens", owner, map[string]any{"name": "ro", "read_only": true}).str("token")
+		r = call(t, cp, "POST", "/api/v1/projects/"+pid+"/members", readOnly, map[string]string{"email": "ro@example.com"})
+		assert.Equal(t, http.StatusForbidden, r.Status, "%s", r.Raw)
+		assert.Equal(t, "insufficient_scope", r.code())
+		assert.Equal(t, http.StatusOK, call(t, cp, "GET", "/api/v1/projects/"+pid+"/invitations", readOnly, nil).Status, "it reads")
+
 		// A verified account is added at once, as before.
 		r = call(t, cp, "POST", "/api/v1/projects/"+pid+"/members", owner, map[string]string{"email": "cal@example.com", "role": "admin"})
 		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Raw)
@@ -201,4 +208,33 @@ func TestEmailOff(t *testing.T) {
 	assert.Equal(t, "email_not_configured", r.code())
 	assert.Contains(t, r.message(), "SVC_SMTP_URL")
 	assert.Equal(t, false, call(t, cp, "GET", "/api/v1/me/email", owner, nil).Body["email_enabled"])
+}
+
+// An agent invites through MCP as the dashboard does: an address without an account gets
+// an invitation by email, listed as pending; a read-only token invites no one.
+func TestMCPInviteMember(t *testing.T) {
+	s := startMailStack(t, map[string]string{"SVC_DATA_DIR": t.TempDir()})
+	cp := s.cp.URL
+	owner, _ := s.signup(t, "owner@example.com")
+	pid := call(t, cp, "POST", "/api/v1/projects", owner, map[string]string{"name": "agents"}).str("id")
+	pat := call(t, cp, "POST", "/api/v1/tokens", owner, map[string]any{"name": "agent"}).str("token")
+	readOnly := call(t, cp, "POST", "/api/v1/tokens", owner, map[string]any{"name": "ro", "read_only": true}).str("token")
+
+	ro, err := mcpSession(t, cp, readOnly)
+	require.NoError(t, err)
+	_, errText := tool(t, ro, "invite_member", map[string]any{"project_id": pid, "email": "x@example.com"})
+	assert.Contains(t, errText, "insufficient_scope")
+
+	cs, err := mcpSession(t, cp, pat)
+	require.NoError(t, err)
+	out, errText := tool(t, cs, "invite_member", map[string]any{"project_id": pid, "email": "new@example.com", "role": "admin"})
+	require.Empty(t, errText)
+	inv := out["invitation"].(map[string]any)
+	assert.Equal(t, "new@example.com", inv["email"])
+	assert.Equal(t, "admin", inv["role"])
+	s.mailedToken(t, "new@example.com", "invited you to agents", "invitation", 1)
+	out, errText = tool(t, cs, "list_invitations", map[string]any{"project_id": pid})
+	require.Empty(t, errText)
+	assert.Len(t, out["invitations"], 1)
+	assert.Empty(t, s.mail.Messages(t, "x@example.com"), "the read-only token's call sent nothing")
 }

@@ -101,8 +101,8 @@ func TestMCPTools(t *testing.T) {
 			}
 		}
 		sort.Strings(names)
-		assert.Equal(t, []string{"console_deliveries", "console_delivery", "console_dry_run", "console_fields", "console_incident", "console_incident_action", "console_incidents", "console_ledger", "console_recent_events", "console_replay", "console_trace",
-			"create_source", "delete_source", "get_console_token", "get_pipeline", "get_usage", "list_projects", "list_sources", "process_backlog", "rotate_source_secret", "set_pipeline", "test_source"}, names)
+		assert.Equal(t, []string{"audit_list", "console_deliveries", "console_delivery", "console_dry_run", "console_fields", "console_incident", "console_incident_action", "console_incidents", "console_ledger", "console_recent_events", "console_replay", "console_trace",
+			"create_source", "delete_source", "get_console_token", "get_pipeline", "get_usage", "invite_member", "list_invitations", "list_projects", "list_sources", "process_backlog", "rotate_source_secret", "set_pipeline", "test_source"}, names)
 
 		projects, _ := tool(t, cs, "list_projects", map[string]any{})
 		assert.Equal(t, []any{map[string]any{"id": pid, "name": "agent", "role": "owner"}}, projects["projects"])

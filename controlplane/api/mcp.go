@@ -97,6 +97,7 @@ func (s *Server) mcpHandler() http.Handler {
 	s.addConsoleTools(srv)
 	s.addBacklogTool(srv)
 	s.addAuditTool(srv)
+	s.addInviteTools(srv)
 	srv.AddReceivingMiddleware(s.auditTools)
 
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{

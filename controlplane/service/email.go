@@ -157,6 +157,11 @@ func (e *Email) Invite(ctx context.Context, userID, projectID, email, role strin
 	if role != store.RoleAdmin && role != store.RoleMember {
 		return nil, nil, BadBody(`role must be "admin" or "member"`)
 	}
+	// Invitations need no mirror, so they run at Read level below: the credential's own
+	// limits (a read-only or project-limited token) are checked here as for a change.
+	if err := LimitsOf(ctx).allow(projectID, Write); err != nil {
+		return nil, nil, err
+	}
 	var verified bool
 	if err := e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
 		u, err := tx.UserByEmail(ctx, addr)
@@ -231,6 +236,9 @@ func (e *Email) Invitations(ctx context.Context, userID, projectID string) (out 
 
 // RevokeInvitation deletes a pending invitation; its link stops working at once.
 func (e *Email) RevokeInvitation(ctx context.Context, userID, projectID, id string) error {
+	if err := LimitsOf(ctx).allow(projectID, Write); err != nil {
+		return err
+	}
 	return e.Svc.InProject(ctx, userID, projectID, Read, func(ctx context.Context, tx *store.Tx, p store.Project, r string, _ *mirror.Store) error {
 		if r == store.RoleMember {
 			return apierror.New(http.StatusForbidden, apierror.Forbidden, "only the project's owner and admins can revoke invitations")
@@ -425,6 +433,9 @@ func (e *Email) ConfirmPasswordReset(ctx context.Context, token, password string
 // ChangePassword sets a new password for a logged-in user who knows the current one,
 // and ends every credential they hold; the caller gives the one asking a new one.
 func (e *Email) ChangePassword(ctx context.Context, userID, current, password string) error {
+	if LimitsOf(ctx).ReadOnly {
+		return ReadOnlyRefusal
+	}
 	if n := len(password); n < auth.MinPasswordLen || n > auth.MaxPasswordLen {
 		return BadBody("password must be 8 to 256 characters")
 	}
