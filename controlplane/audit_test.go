@@ -238,3 +238,39 @@ func TestAuditLogRecordsReplays(t *testing.T) {
 	require.NotNil(t, tokRead, "the console token handed out is recorded as a read")
 	assert.Equal(t, "login_token", tokRead["credential"].(map[string]any)["kind"])
 }
+
+// TestAuditLogThroughMCP: a change an agent makes with a tool is recorded as one made in
+// the API is, naming the agent's credential; audit_list reads the log for an admin and
+// refuses a member.
+func TestAuditLogThroughMCP(t *testing.T) {
+	s := startStack(t, map[string]string{"SVC_DATA_DIR": t.TempDir()})
+	cp := s.cp.URL
+	owner, _ := s.signup(t, "mcp-owner@example.com")
+	member, _ := s.signup(t, "mcp-member@example.com")
+	pid := call(t, cp, "POST", "/api/v1/projects", owner, map[string]string{"name": "agentic"}).str("id")
+	require.Equal(t, http.StatusCreated, call(t, cp, "POST", "/api/v1/projects/"+pid+"/members", owner,
+		map[string]string{"email": "mcp-member@example.com", "role": "member"}).Status)
+	pat := call(t, cp, "POST", "/api/v1/tokens", owner, map[string]any{"name": "agent"})
+	require.Equal(t, http.StatusCreated, pat.Status, "%s", pat.Raw)
+
+	cs, err := mcpSession(t, cp, pat.str("token"))
+	require.NoError(t, err)
+	_, errText := tool(t, cs, "set_pipeline", map[string]any{"project_id": pid, "trigger": `event["level"] == "error"`})
+	require.Empty(t, errText)
+	out, errText := tool(t, cs, "audit_list", map[string]any{"project_id": pid, "limit": 1})
+	require.Empty(t, errText)
+	evs := out["events"].([]any)
+	require.Len(t, evs, 1)
+	e := evs[0].(map[string]any)
+	assert.Equal(t, "pipeline.update", e["action"])
+	assert.Equal(t, "mcp-owner@example.com", e["actor"].(map[string]any)["email"])
+	assert.Equal(t, map[string]any{"kind": "personal_access_token", "id": pat.str("id")}, e["credential"])
+	assert.Equal(t, "127.0.0.1", e["from"])
+	assert.Equal(t, map[string]any{"from": "", "to": `event["level"] == "error"`}, e["changes"].(map[string]any)["trigger"])
+	assert.NotEmpty(t, out["next_before"], "a full page names the next")
+
+	ms, err := mcpSession(t, cp, member)
+	require.NoError(t, err)
+	_, errText = tool(t, ms, "audit_list", map[string]any{"project_id": pid})
+	assert.Contains(t, errText, "forbidden")
+}

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
@@ -22,6 +23,7 @@ const addrExtra = "client_addr"
 // the receiver: the token is what the control plane sees, so that is recorded.
 var mcpAuditActions = map[string]auditAction{
 	"create_source":           {action: "source.create"},
+	"invite_member":           {action: "member.add"},
 	"rotate_source_secret":    {action: "source.secret.rotate", target: "source_id"},
 	"delete_source":           {action: "source.delete", target: "source_id"},
 	"set_pipeline":            {action: "pipeline.update"},
@@ -104,8 +106,17 @@ type auditListOut struct {
 func (s *Server) addAuditTool(srv *mcp.Server) {
 	addTool(srv, &mcp.Tool{Name: "audit_list",
 		Description: "List a project's audit log, newest first: who (actor), with which credential (session, login token, personal access token, OAuth grant, console token), did what (action, such as pipeline.update, sink.secret change, member.remove, deadletter.replay, console.token), to what (target), when (at), from which address (from), and what changed (changes: each field's from and to; secrets are never shown, only that they changed). Needs owner or admin.",
-		InputSchema: limitSchema[auditListIn](store.MaxAuditLimit, "project_id")},
+		InputSchema: limitSchema[auditListIn](store.MaxAuditLimit, "project_id"), OutputSchema: auditListSchema()},
 		s.toolAuditList)
+}
+
+// auditListSchema is audit_list's output schema: changes are an object of fields (kept
+// as their JSON bytes, which the inference would describe as a byte array).
+func auditListSchema() *jsonschema.Schema {
+	sc := mustSchema[auditListOut]()
+	sc.Properties["events"].Items.Properties["changes"] = &jsonschema.Schema{Type: "object",
+		Description: `the fields that changed, each {"from", "to"} (from absent: created; to absent: removed); secrets only as "[redacted]"`}
+	return sc
 }
 
 func (s *Server) toolAuditList(ctx context.Context, req *mcp.CallToolRequest, in auditListIn) (*mcp.CallToolResult, auditListOut, error) {
@@ -129,7 +140,11 @@ func (s *Server) toolAuditList(ctx context.Context, req *mcp.CallToolRequest, in
 		return nil, out, s.toolError(err, "project")
 	}
 	for _, ev := range evs {
-		out.Events = append(out.Events, auditJSON(ev))
+		j := auditJSON(ev)
+		if j.Credential == nil {
+			j.Credential = &auditCredJSON{} // an object always: the schema has no null
+		}
+		out.Events = append(out.Events, j)
 	}
 	if len(evs) == q.Limit {
 		out.NextBefore = cursorOf(evs[len(evs)-1])
