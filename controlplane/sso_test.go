@@ -180,3 +180,49 @@ func auditActionsOf(t *testing.T, c *http.Client, base string) []string {
 	}
 	return out
 }
+
+// TestSSOJoinsProjectsByDomain: a project whose owner named example.com gets people of
+// that domain as members when they log in by single sign-on (recorded in its audit log); a
+// domain the instance does not let log in cannot be named; a project that did not name it
+// gets nobody.
+func TestSSOJoinsProjectsByDomain(t *testing.T) {
+	s := startSSOStack(t, nil)
+	r := call(t, s.cp.URL, "POST", "/api/v1/auth/signup", "", map[string]string{"email": "owner@corp.test", "password": "correct horse battery"})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Raw)
+	owner := r.str("token")
+	pid := call(t, s.cp.URL, "POST", "/api/v1/projects", owner, map[string]string{"name": "joined"}).str("id")
+	other := call(t, s.cp.URL, "POST", "/api/v1/projects", owner, map[string]string{"name": "closed"}).str("id")
+	require.NotEmpty(t, pid)
+
+	r = call(t, s.cp.URL, "PUT", "/api/v1/projects/"+pid+"/sso-domains", owner, map[string]any{"domains": []string{"other.org"}})
+	require.Equal(t, http.StatusBadRequest, r.Status, "a domain the instance refuses cannot be named: %s", r.Raw)
+	r = call(t, s.cp.URL, "PUT", "/api/v1/projects/"+pid+"/sso-domains", owner, map[string]any{"domains": []string{" Example.COM ", "example.com"}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	require.Equal(t, []any{"example.com"}, r.Body["domains"])
+	require.Equal(t, []any{"example.com"}, call(t, s.cp.URL, "GET", "/api/v1/projects/"+pid+"/sso-domains", owner, nil).Body["domains"])
+
+	c, landed := s.ssoLogin(t, "carol", "carol-password")
+	require.Equal(t, "/", landed.Path, "%s", landed)
+	require.Equal(t, http.StatusOK, sessionOf(t, c, s.cp.URL).Status)
+
+	members := call(t, s.cp.URL, "GET", "/api/v1/projects/"+pid+"/members", owner, nil)
+	require.Equal(t, http.StatusOK, members.Status)
+	roles := map[string]string{}
+	for _, m := range members.Body["members"].([]any) {
+		roles[m.(map[string]any)["email"].(string)] = m.(map[string]any)["role"].(string)
+	}
+	require.Equal(t, "member", roles["carol@example.com"], "carol joined as member: %v", roles)
+	require.Equal(t, http.StatusNotFound, callWith(t, c, s.cp.URL, "GET", "/api/v1/projects/"+other+"/members", "", nil).Status,
+		"a project that named no domain got nobody")
+	// carol sees the project with her session.
+	require.Equal(t, http.StatusOK, callWith(t, c, s.cp.URL, "GET", "/api/v1/projects/"+pid, "", nil).Status)
+
+	audit := call(t, s.cp.URL, "GET", "/api/v1/projects/"+pid+"/audit", owner, nil)
+	require.Equal(t, http.StatusOK, audit.Status, "%s", audit.Raw)
+	var actions []string
+	for _, e := range audit.Body["events"].([]any) {
+		actions = append(actions, e.(map[string]any)["action"].(string))
+	}
+	require.Contains(t, actions, "member.join_sso")
+	require.Contains(t, actions, "project.sso_domains")
+}

@@ -121,6 +121,7 @@ func (s *Server) Handler() http.Handler {
 	route(mux, "/api/v1/projects/{id}/sources/test", methods{"POST": s.authed(s.testSource)})
 	route(mux, "/api/v1/projects/{id}/sources/{source_id}", methods{"GET": s.authed(s.getSource), "DELETE": s.authed(s.deleteSource)})
 	route(mux, "/api/v1/projects/{id}/sources/{source_id}/rotate-secret", methods{"POST": s.authed(s.rotateSourceSecret)})
+	route(mux, "/api/v1/projects/{id}/sso-domains", methods{"GET": s.authed(s.getSSODomains), "PUT": s.authed(s.putSSODomains)})
 	route(mux, "/api/v1/projects/{id}/usage", methods{"GET": s.authed(s.projectUsage)})
 	route(mux, "/api/v1/usage", methods{"GET": s.authed(s.accountUsage)})
 	route(mux, "/api/v1/projects/{id}/console-token", methods{"POST": s.authed(s.consoleToken)})

@@ -253,6 +253,7 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) {
 		ssoFailed(w, r, "failed")
 		return
 	}
+	s.SSO.JoinProjects(r.Context(), u, s.clientAddr(r))
 	secret, err := s.newSession(r, u)
 	if err != nil {
 		s.Logger.Error("sso: starting the session", "error", err)
@@ -294,4 +295,43 @@ func (s *Server) newSession(r *http.Request, u store.User) (string, error) {
 	}
 	s.Svc.RevokeCredentials(r.Context(), ended...)
 	return secret, nil
+}
+
+// ssoDomainsOff answers the project SSO join domains' calls on an instance without single
+// sign-on.
+func (s *Server) ssoDomainsOff(w http.ResponseWriter) bool {
+	if s.SSO != nil {
+		return false
+	}
+	fail(w, apierror.New(http.StatusConflict, apierror.Conflict, "single sign-on is not set up on this instance (SVC_OIDC_ISSUER)"))
+	return true
+}
+
+// getSSODomains: GET /api/v1/projects/{id}/sso-domains.
+func (s *Server) getSSODomains(w http.ResponseWriter, r *http.Request) {
+	if s.ssoDomainsOff(w) {
+		return
+	}
+	domains, err := s.SSO.ProjectSSODomains(r.Context(), currentUser(r).ID, r.PathValue("id"))
+	if domains == nil {
+		domains = []string{}
+	}
+	s.respond(w, r, err, http.StatusOK, func() any { return map[string]any{"domains": domains} })
+}
+
+// putSSODomains: PUT /api/v1/projects/{id}/sso-domains {"domains": [...]}: people of these
+// domains join the project as members when they log in by single sign-on.
+func (s *Server) putSSODomains(w http.ResponseWriter, r *http.Request) {
+	if s.ssoDomainsOff(w) {
+		return
+	}
+	var b struct {
+		Domains []string `json:"domains"`
+	}
+	if e := decode(r, &b); e != nil {
+		fail(w, e)
+		return
+	}
+	domains, err := s.SSO.SetProjectSSODomains(s.audited(r, "project.sso_domains", ""), currentUser(r).ID, r.PathValue("id"), b.Domains)
+	s.respond(w, r, err, http.StatusOK, func() any { return map[string]any{"domains": domains} })
 }

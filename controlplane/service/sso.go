@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
 )
 
@@ -316,4 +318,125 @@ func auditSSO(ctx context.Context, u store.User, action string, before, after an
 	ev.SetAction(action)
 	ev.SetTarget(u.ID)
 	ev.Change(before, after)
+}
+
+// maxJoinDomains bounds a project's SSO join domains.
+const maxJoinDomains = 20
+
+// ProjectSSODomains lists the email domains whose people join the project as members at
+// an SSO login; any member may read them.
+func (s *SSO) ProjectSSODomains(ctx context.Context, userID, projectID string) (domains []string, err error) {
+	err = s.Svc.InProject(ctx, userID, projectID, Read, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store) error {
+		domains, err = tx.ProjectSSODomains(ctx, p.ID)
+		return err
+	})
+	return domains, err
+}
+
+// SetProjectSSODomains replaces them (owners and admins). Each must be one the instance
+// lets log in (SVC_OIDC_ALLOWED_DOMAINS, when set): a project cannot invite a domain the
+// provider's logins are refused for.
+func (s *SSO) SetProjectSSODomains(ctx context.Context, userID, projectID string, in []string) ([]string, error) {
+	domains, err := normalizeJoinDomains(in, s.DomainAllowed)
+	if err != nil {
+		return nil, err
+	}
+	err = s.Svc.InProject(ctx, userID, projectID, Write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store) error {
+		before, err := tx.ProjectSSODomains(ctx, p.ID)
+		if err != nil {
+			return err
+		}
+		store.AuditOf(ctx).Change(map[string]any{"sso_join_domains": before}, map[string]any{"sso_join_domains": domains})
+		return tx.SetProjectSSODomains(ctx, p.ID, domains)
+	})
+	return domains, err
+}
+
+// normalizeJoinDomains reads the domains a project names: lowercased, without a leading
+// @, deduplicated and sorted; each one allowed (by the instance's allowed domains).
+func normalizeJoinDomains(in []string, allowed func(email string) bool) ([]string, error) {
+	if len(in) > maxJoinDomains {
+		return nil, BadBody(fmt.Sprintf("at most %d domains", maxJoinDomains))
+	}
+	seen := map[string]bool{}
+	domains := []string{}
+	for _, d := range in {
+		d = strings.ToLower(strings.TrimPrefix(strings.TrimSpace(d), "@"))
+		if d == "" || seen[d] {
+			continue
+		}
+		if !domainShaped(d) {
+			return nil, BadBody(fmt.Sprintf("%q is not a domain like example.com", clipString(d, 32)))
+		}
+		if !allowed("x@" + d) {
+			return nil, BadBody(fmt.Sprintf("%s cannot log in by single sign-on here (not in %s)", d, "SVC_OIDC_ALLOWED_DOMAINS"))
+		}
+		seen[d] = true
+		domains = append(domains, d)
+	}
+	sort.Strings(domains)
+	return domains, nil
+}
+
+// domainShaped: letters, digits, hyphens and inner dots, at least two labels, as a DNS
+// name is written (no IDN: providers give addresses in their ASCII form).
+func domainShaped(d string) bool {
+	if len(d) > 253 || !strings.Contains(d, ".") || strings.HasPrefix(d, ".") || strings.HasSuffix(d, ".") || strings.Contains(d, "..") {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func clipString(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// JoinProjects makes u a member of every project that lets people of its email's domain
+// join, each in its own transaction published to the mirror and recorded in the
+// project's audit log; a failure is logged and the login goes on (the person can be added
+// by hand).
+func (s *SSO) JoinProjects(ctx context.Context, u store.User, addr string) {
+	domain := u.Email[strings.LastIndexByte(u.Email, '@')+1:]
+	var ids []string
+	err := s.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+		var err error
+		ids, err = tx.ProjectsJoinedBySSODomain(ctx, domain)
+		return err
+	})
+	for _, id := range ids {
+		if err != nil {
+			break
+		}
+		actx := Audited(ctx, Actor{UserID: u.ID, Email: u.Email, CredKind: "sso", Addr: addr}, id, "member.join_sso", u.ID)
+		err = s.Svc.Store.InTx(actx, func(tx *store.Tx) error {
+			if _, _, err := tx.ProjectForUser(actx, id, u.ID); err == nil {
+				return nil // already a member, in whatever role
+			}
+			p, err := tx.ProjectByID(actx, id)
+			if err != nil {
+				return err
+			}
+			ms, err := s.Svc.mirrorForChange(actx)
+			if err != nil {
+				return err
+			}
+			store.AuditOf(actx).Change(nil, map[string]string{"email": u.Email, "role": store.RoleMember})
+			if err := tx.PutMember(actx, p.ID, u.ID, store.RoleMember); err != nil {
+				return err
+			}
+			return saveProject(actx, tx, ms, &p)
+		})
+	}
+	if err != nil {
+		s.Logger.Warn("sso: joining the projects of the email's domain failed", "user", u.ID, "error", err)
+	}
 }

@@ -45,3 +45,31 @@ func TestSSODomainAllowed(t *testing.T) {
 		t.Error("no allowed domains: any domain may log in")
 	}
 }
+
+// FuzzJoinDomains feeds a project's SSO join domains as a request names them: an accepted
+// list is sorted, duplicate-free, at most maxJoinDomains, each domain-shaped and allowed;
+// a refusal is a 400 with a bounded message.
+func FuzzJoinDomains(f *testing.F) {
+	f.Add("example.com\n@Example.COM\n")
+	f.Add("a..b\nx.y")
+	f.Add("other.org")
+	f.Add(strings.Repeat("a.b\n", 30))
+	s := &SSO{Config: SSOConfig{AllowedDomains: []string{"example.com", "a.b", "x.y"}}}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got, err := normalizeJoinDomains(strings.Split(raw, "\n"), s.DomainAllowed)
+		if err != nil {
+			if len(err.Error()) > 200 {
+				t.Fatalf("unbounded message: %d bytes", len(err.Error()))
+			}
+			return
+		}
+		if len(got) > maxJoinDomains {
+			t.Fatalf("%d domains", len(got))
+		}
+		for i, d := range got {
+			if !domainShaped(d) || !s.DomainAllowed("x@"+d) || (i > 0 && got[i-1] >= d) {
+				t.Fatalf("accepted %q", got)
+			}
+		}
+	})
+}

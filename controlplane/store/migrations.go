@@ -272,4 +272,12 @@ var migrations = []string{
 	CREATE INDEX audit_events_project ON audit_events(project_id, at, id);
 	CREATE INDEX audit_events_account ON audit_events(account_id, at, id);
 	CREATE INDEX audit_events_at ON audit_events(at)`,
+	// 15: single sign-on (store/sso.go): the email domains whose people join a project as
+	// members when they log in through the instance's OpenID provider.
+	`CREATE TABLE project_sso_domains (
+		project_id TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+		domain     TEXT NOT NULL,
+		PRIMARY KEY (project_id, domain)
+	);
+	CREATE INDEX project_sso_domains_domain ON project_sso_domains(domain)`,
 }

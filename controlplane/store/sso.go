@@ -33,3 +33,49 @@ func (t *Tx) ClaimBySSO(ctx context.Context, userID string, at time.Time) error 
 	return affected(t.exec(ctx, `UPDATE users SET email_verified_at = ?, password_hash = ? WHERE id = ? AND email_verified_at = 0`,
 		at.UnixMilli(), NoPassword, userID))
 }
+
+// ProjectSSODomains lists the email domains whose people join the project as members when
+// they log in by single sign-on, sorted.
+func (t *Tx) ProjectSSODomains(ctx context.Context, projectID string) ([]string, error) {
+	return t.strings(ctx, `SELECT domain FROM project_sso_domains WHERE project_id = ? ORDER BY domain`, projectID)
+}
+
+// SetProjectSSODomains replaces the project's SSO join domains.
+func (t *Tx) SetProjectSSODomains(ctx context.Context, projectID string, domains []string) error {
+	if _, err := t.exec(ctx, `DELETE FROM project_sso_domains WHERE project_id = ?`, projectID); err != nil {
+		return err
+	}
+	for _, d := range domains {
+		if _, err := t.exec(ctx, `INSERT INTO project_sso_domains (project_id, domain) VALUES (?, ?)`, projectID, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ProjectsJoinedBySSODomain lists the projects a person of the domain joins at an SSO login.
+func (t *Tx) ProjectsJoinedBySSODomain(ctx context.Context, domain string) ([]string, error) {
+	return t.strings(ctx, `SELECT project_id FROM project_sso_domains WHERE domain = ? ORDER BY project_id`, domain)
+}
+
+func (t *Tx) strings(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := t.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// ProjectByID returns a project whoever asks: for joins the person is not yet a member of.
+func (t *Tx) ProjectByID(ctx context.Context, id string) (Project, error) {
+	return scanProject(t.queryRow(ctx, `SELECT `+projectCols+` FROM projects p WHERE p.id = ?`, id))
+}
