@@ -108,6 +108,7 @@ func TestAuditLog(t *testing.T) {
 		}
 		rm := check("member.remove", "admin@example.com")
 		assert.Equal(t, memberID, rm["target"])
+		assert.Equal(t, map[string]any{"from": "member@example.com"}, rm["changes"].(map[string]any)["email"], "who was removed, by email")
 		pu := check("pipeline.update", "admin@example.com")
 		assert.Equal(t, map[string]any{"from": "", "to": `event["status"] == "firing"`}, pu["changes"].(map[string]any)["trigger"])
 		check("pipeline.secret.rotate", "owner@example.com")

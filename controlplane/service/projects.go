@@ -324,6 +324,10 @@ func (s *Service) RemoveMember(ctx context.Context, userID, id, target string) e
 		if target == p.OwnerID {
 			return apierror.New(http.StatusConflict, apierror.Conflict, "the owner cannot be removed; delete the project instead")
 		}
+		// The record names who was removed as people know them; their account may go.
+		if u, err := tx.UserByID(ctx, target); err == nil {
+			store.AuditOf(ctx).Change(map[string]string{"email": u.Email}, nil)
+		}
 		if err := tx.DeleteMember(ctx, p.ID, target); errors.Is(err, store.ErrNotFound) {
 			return NotFound("member")
 		} else if err != nil {
