@@ -1,7 +1,8 @@
 // Single sign-on in a real browser, by role and label, through a real OpenID provider
 // (the zitadel/oidc example server): the login page offers "Log in with Example SSO",
 // the provider's own login form logs alice in and the dashboard shows her (a project's
-// Settings show the instance's provider, never its secret); logging out ends that session;
+// Settings show the instance's provider, never its secret, and name example.com, so carol
+// joins the project at her SSO login); logging out ends that session;
 // mallory, whose address is outside the allowed domains, comes back to the login page with
 // the reason and is not logged in. Run by controlplane/dashboard_sso_e2e_test.go:
 //   DASHBOARD_URL   the control plane (its SVC_PUBLIC_URL: the provider returns there)
@@ -52,8 +53,22 @@ try {
   await panel.getByText('example.com', { exact: true }).waitFor();
   await panel.getByText('Example SSO').waitFor();
   assert.doesNotMatch(await panel.innerText(), /secret/i, 'the client secret is not shown');
+  // People of example.com join the project when they log in by SSO.
+  await panel.getByLabel('Email domains that join this project').fill('other.org');
+  await panel.getByRole('button', { name: 'Save domains' }).click();
+  await panel.getByRole('alert').filter({ hasText: 'other.org cannot log in by single sign-on here' }).waitFor();
+  await panel.getByLabel('Email domains that join this project').fill('Example.com');
+  await panel.getByRole('button', { name: 'Save domains' }).click();
+  await panel.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+  assert.equal(await panel.getByLabel('Email domains that join this project').inputValue(), 'example.com');
   await assertAccessible(a, 'settings');
   await shot(a, 'settings-sso-panel');
+
+  const c = await newPage();
+  await ssoLogin(c, 'carol', 'carol-password');
+  await c.getByRole('heading', { name: 'Projects' }).waitFor();
+  await c.getByRole('link', { name: 'shop' }).first().waitFor();
+  await shot(c, 'carol-joined-by-domain');
 
   // An SSO session is an ordinary session: logging out ends it.
   await a.getByRole('button', { name: 'Log out' }).click();
@@ -71,7 +86,7 @@ try {
   await assertAccessible(m, 'login refused');
   await shot(m, 'login-refused-domain');
 
-  for (const p of [a, m]) assert.deepEqual(p.cspErrors, [], 'no script or CSP errors');
+  for (const p of [a, c, m]) assert.deepEqual(p.cspErrors, [], 'no script or CSP errors');
   console.log(`sso: ok (${shots})`);
 } finally {
   await browser.close();

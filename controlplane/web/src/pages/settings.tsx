@@ -16,12 +16,29 @@ type SSOProvider = {
 /** The instance's single sign-on provider. The control plane has no instance
  * administrator, so it is the operator's setting (SVC_OIDC_*), shown here read-only; the
  * client secret is never shown. */
-function SSOPanel() {
+function SSOPanel({ project }: { project: Project }) {
   const [p, setP] = useState<SSOProvider | null>(null);
+  const [domains, setDomains] = useState('');
+  const [saved, setSaved] = useState(false);
+  const saving = useAction();
+  const path = `/projects/${encodeURIComponent(project.id)}/sso-domains`;
   useEffect(() => {
     api<SSOProvider>('GET', '/sso').then(setP, () => setP(null));
   }, []);
+  useEffect(() => {
+    if (p?.enabled) api<{ domains: string[] }>('GET', path).then((r) => setDomains(r.domains.join(', ')), () => {});
+  }, [p?.enabled, path]);
   if (!p) return null;
+  const save = (e: Event) => {
+    e.preventDefault();
+    setSaved(false);
+    saving.run(async () => {
+      const list = domains.split(',').map((d) => d.trim()).filter(Boolean);
+      const r = await api<{ domains: string[] }>('PUT', path, { domains: list });
+      setDomains(r.domains.join(', '));
+      setSaved(true);
+    });
+  };
   return (
     <section class="panel" aria-labelledby="sso-h">
       <h2 id="sso-h">Single sign-on</h2>
@@ -47,6 +64,21 @@ function SSOPanel() {
       ) : (
         <p>Single sign-on is off on this instance.</p>
       )}
+      {p.enabled &&
+        (canWrite(project.role) ? (
+          <form onSubmit={save}>
+            <Field label="Email domains that join this project" name="sso_domains" value={domains} autoComplete="off"
+              placeholder="e.g. example.com" hint="Comma-separated. People of these domains who log in by single sign-on join this project as members."
+              onInput={(e) => (setDomains(e.currentTarget.value), setSaved(false))} />
+            <button type="submit" class="btn btn-primary" disabled={saving.busy}>
+              Save domains
+            </button>
+            <ErrorMessage error={saving.error} />
+            {saved && <Notice>Saved.</Notice>}
+          </form>
+        ) : (
+          <p>Email domains that join this project: {domains || 'none'}</p>
+        ))}
       <p class="muted">
         The provider is the same for the whole instance and is set by its operator with the SVC_OIDC_* environment
         variables.
@@ -102,7 +134,7 @@ export function SettingsPage({ project, onChange }: { project: Project; onChange
           Project ID <span class="mono">{project.id}</span>
         </p>
       </section>
-      <SSOPanel />
+      <SSOPanel project={project} />
       {project.role === 'owner' && (
         <section class="panel panel-danger" aria-labelledby="delete-h">
           <h2 id="delete-h">Delete project</h2>
