@@ -98,7 +98,7 @@ func TestSSOLogin(t *testing.T) {
 	require.Equal(t, http.StatusOK, ses.Status, "%s", ses.Raw)
 	require.Equal(t, "alice@example.com", ses.Body["user"].(map[string]any)["email"])
 	// The account has no password anyone could know.
-	r := call(t, s.cp.URL, "POST", "/api/v1/auth/login", "", map[string]string{"email": "alice@example.com", "password": "!sso"})
+	r := call(t, s.cp.URL, "POST", "/api/v1/auth/login", "", map[string]string{"email": "alice@example.com", "password": "correct horse battery"})
 	require.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Raw)
 	require.Equal(t, []string{"account.sso_create"}, auditActionsOf(t, c, s.cp.URL), "the new account is in its audit log")
 	// Logging in again is the same account.

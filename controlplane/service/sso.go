@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
+	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
@@ -266,7 +268,8 @@ func (s *SSO) DomainAllowed(email string) bool {
 }
 
 // Account returns the account the identity logs in as: the one with its email, or a new
-// one, verified (the provider vouched for the address) and without a usable password.
+// one, verified (the provider vouched for the address) whose password nobody knows (a
+// reset link sets one).
 //
 // An existing account whose address was never verified may have been made by someone
 // else with this person's address, who knows its password: it is marked verified, its
@@ -277,14 +280,20 @@ func (s *SSO) Account(ctx context.Context, id Identity) (store.User, error) {
 		return store.User{}, &SSORefusal{Code: SSODomain, Reason: id.Email + " is not in a domain allowed to log in here"}
 	}
 	now := time.Now().UTC()
+	// The password of an account made or claimed here is one nobody knows: a real argon2id
+	// hash, so a password login against it takes as long as any other and tells nothing.
+	unusable, err := auth.HashPassword(rand.Text())
+	if err != nil {
+		return store.User{}, err
+	}
 	var u store.User
 	var takenOver bool
-	err := s.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+	err = s.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
 		takenOver = false
 		var err error
 		u, err = tx.UserByEmail(ctx, id.Email)
 		if errors.Is(err, store.ErrNotFound) {
-			u = store.User{ID: NewID("u_"), Email: id.Email, PasswordHash: store.NoPassword, CreatedAt: now}
+			u = store.User{ID: NewID("u_"), Email: id.Email, PasswordHash: unusable, CreatedAt: now}
 			auditSSO(ctx, u, "account.sso_create", nil, map[string]string{"email": u.Email, "verified_by": s.Config.Name})
 			return tx.CreateSSOUser(ctx, u, now)
 		}
@@ -298,7 +307,7 @@ func (s *SSO) Account(ctx context.Context, id Identity) (store.User, error) {
 		takenOver = true
 		auditSSO(ctx, u, "account.sso_claim", map[string]string{"email_verified": "no", "password": "set"},
 			map[string]string{"email_verified": "by " + s.Config.Name, "password": "unusable"})
-		return tx.ClaimBySSO(ctx, u.ID, now)
+		return tx.ClaimBySSO(ctx, u.ID, unusable, now)
 	})
 	if err == nil && takenOver {
 		s.Logger.Info("sso: an unverified account was claimed through the provider; its password and credentials ended", "user", u.ID)

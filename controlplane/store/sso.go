@@ -5,10 +5,6 @@ import (
 	"time"
 )
 
-// NoPassword is the password hash of an account made by single sign-on: no password
-// checks against it (it is no argon2id hash), until the person sets one by a reset link.
-const NoPassword = "!sso"
-
 // CreateSSOUser adds an account whose address the identity provider vouched for: verified
 // from the start. ErrConflict when the email is taken.
 func (t *Tx) CreateSSOUser(ctx context.Context, u User, verifiedAt time.Time) error {
@@ -27,11 +23,12 @@ func (t *Tx) EmailVerified(ctx context.Context, userID string) (bool, error) {
 	return at != 0, err
 }
 
-// ClaimBySSO marks an unverified account verified by the identity provider and makes its
-// password unusable: whoever set that password never proved the address was theirs.
-func (t *Tx) ClaimBySSO(ctx context.Context, userID string, at time.Time) error {
+// ClaimBySSO marks an unverified account verified by the identity provider and replaces
+// its password (by the hash of one nobody knows): whoever set the old one never proved the
+// address was theirs.
+func (t *Tx) ClaimBySSO(ctx context.Context, userID, unusableHash string, at time.Time) error {
 	return affected(t.exec(ctx, `UPDATE users SET email_verified_at = ?, password_hash = ? WHERE id = ? AND email_verified_at = 0`,
-		at.UnixMilli(), NoPassword, userID))
+		at.UnixMilli(), unusableHash, userID))
 }
 
 // ProjectSSODomains lists the email domains whose people join the project as members when
