@@ -170,6 +170,12 @@ func TestAuditLog(t *testing.T) {
 		for _, e := range acc {
 			assert.False(t, strings.HasPrefix(e["action"].(string), "member."), "a project's records stay out of the account log")
 		}
+		assert.NotNil(t, findAction(acc, "project.create"), "creating a project is the account's too")
+		r = call(t, cp, "DELETE", p, login.str("token"), nil)
+		require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Raw)
+		del := findAction(auditEvents(t, cp, "/api/v1/audit", login.str("token")), "project.delete")
+		require.NotNil(t, del, "the deletion stays in the account's log")
+		assert.Equal(t, pid, del["target"])
 	})
 }
 

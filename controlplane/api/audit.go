@@ -221,6 +221,9 @@ func (s *Server) serveAudit(w http.ResponseWriter, r *http.Request, list func(co
 type auditAction struct {
 	action, target string
 	read           bool
+	// account: the record is the caller's account's as well as the project's (creating
+	// and deleting projects: the project's own log is gone with it).
+	account bool
 }
 
 // auditActions are the routes that change a project or an account, or hand out reads of
@@ -228,9 +231,9 @@ type auditAction struct {
 // what is recorded can be read in one place. A change records itself in its own
 // transaction (store.WithAudit); a route not listed records nothing.
 var auditActions = map[string]auditAction{
-	"POST /api/v1/projects":                                        {action: "project.create"},
+	"POST /api/v1/projects":                                        {action: "project.create", account: true},
 	"PATCH /api/v1/projects/{id}":                                  {action: "project.settings", target: "id"},
-	"DELETE /api/v1/projects/{id}":                                 {action: "project.delete", target: "id"},
+	"DELETE /api/v1/projects/{id}":                                 {action: "project.delete", target: "id", account: true},
 	"POST /api/v1/projects/{id}/keys":                              {action: "key.create"},
 	"PATCH /api/v1/projects/{id}/keys/{key_id}":                    {action: "key.scopes", target: "key_id"},
 	"DELETE /api/v1/projects/{id}/keys/{key_id}":                   {action: "key.revoke", target: "key_id"},
@@ -284,7 +287,12 @@ func (s *Server) withAudit(h http.HandlerFunc) http.HandlerFunc {
 			}
 			return
 		}
-		h(w, r.WithContext(service.Audited(r.Context(), s.actor(r), project, a.action, target)))
+		actor := s.actor(r)
+		ctx := service.Audited(r.Context(), actor, project, a.action, target)
+		if a.account {
+			store.AuditOf(ctx).AccountID = actor.UserID
+		}
+		h(w, r.WithContext(ctx))
 	}
 }
 

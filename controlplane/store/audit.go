@@ -73,10 +73,10 @@ func (e *AuditEvent) SetTarget(id string) {
 }
 
 // SetProject names the project a change made (a new project's id): the record is the
-// project's, not the account's.
+// project's, and stays the account's too.
 func (e *AuditEvent) SetProject(id string) {
 	if e != nil {
-		e.ProjectID, e.AccountID, e.Target = id, "", id
+		e.ProjectID, e.Target = id, id
 	}
 }
 
