@@ -1,6 +1,6 @@
 // Package mailer sends the control plane's email through any SMTP server: SVC_SMTP_URL
-// (smtp://user:pass@host:port, STARTTLS when the server offers it; smtps://... for
-// implicit TLS) from SVC_SMTP_FROM. SMTP itself is github.com/wneessen/go-mail's.
+// (smtp://user:pass@host:port, STARTTLS required; smtps://... for implicit TLS) from
+// SVC_SMTP_FROM. SMTP itself is github.com/wneessen/go-mail's.
 package mailer
 
 import (
@@ -30,14 +30,30 @@ type Config struct {
 	Host               string
 	Port               int
 	Username, Password string
-	// ImplicitTLS is smtps: TLS from the first byte. Otherwise STARTTLS is used when
-	// the server offers it.
+	// ImplicitTLS is smtps: TLS from the first byte. Otherwise StartTLS says whether
+	// the connection is upgraded.
 	ImplicitTLS bool
+	StartTLS    StartTLS
 	From        string
 	// RootCAs verify the server's certificate (nil: the system's, which SSL_CERT_FILE
 	// can point elsewhere).
 	RootCAs *x509.CertPool
 }
+
+// StartTLS is how an smtp:// connection gets TLS.
+type StartTLS int
+
+const (
+	// StartTLSRequired refuses a server that does not offer STARTTLS: anyone on the
+	// path can strip the offer, and the mailed links (password resets, invitations)
+	// would then go out in clear.
+	StartTLSRequired StartTLS = iota
+	// StartTLSOpportunistic (?starttls=opportunistic, and the default for a loopback
+	// host, where there is no path to strip it on) upgrades when offered.
+	StartTLSOpportunistic
+	// StartTLSOff (?starttls=off) never upgrades.
+	StartTLSOff
+)
 
 // Parse reads the settings; an empty rawURL is no email (a zero Config, nil error).
 func Parse(rawURL, from string) (Config, error) {
@@ -58,12 +74,37 @@ func Parse(rawURL, from string) (Config, error) {
 	default:
 		return c, fmt.Errorf("%s: the scheme must be smtp:// (STARTTLS when offered) or smtps:// (TLS), got %q", EnvURL, u.Scheme)
 	}
-	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return c, fmt.Errorf("%s: want only smtp://user:pass@host:port, without path or query", EnvURL)
+	if u.Path != "" && u.Path != "/" || u.Fragment != "" || u.Opaque != "" {
+		return c, fmt.Errorf("%s: want only smtp://user:pass@host:port[?starttls=opportunistic|off], without path", EnvURL)
 	}
 	c.Host = u.Hostname()
 	if c.Host == "" {
 		return c, fmt.Errorf("%s: the server's host is missing", EnvURL)
+	}
+	if isLoopback(c.Host) {
+		c.StartTLS = StartTLSOpportunistic
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return c, fmt.Errorf("%s: the query must be ?starttls=opportunistic or ?starttls=off", EnvURL)
+	}
+	for k, v := range q {
+		if k != "starttls" || len(v) != 1 {
+			return c, fmt.Errorf("%s: the only query parameter is starttls (opportunistic or off), once", EnvURL)
+		}
+		if c.ImplicitTLS {
+			return c, fmt.Errorf("%s: starttls does not apply to smtps:// (TLS from the first byte)", EnvURL)
+		}
+		switch v[0] {
+		case "required":
+			c.StartTLS = StartTLSRequired
+		case "opportunistic":
+			c.StartTLS = StartTLSOpportunistic
+		case "off":
+			c.StartTLS = StartTLSOff
+		default:
+			return c, fmt.Errorf("%s: starttls must be required, opportunistic or off", EnvURL)
+		}
 	}
 	if p := u.Port(); p != "" {
 		n, err := strconv.Atoi(p)
@@ -75,6 +116,12 @@ func Parse(rawURL, from string) (Config, error) {
 	if u.User != nil {
 		c.Username = u.User.Username()
 		c.Password, _ = u.User.Password()
+		// Without TLS every AUTH mechanism the server may offer gives the password away,
+		// in clear (PLAIN, LOGIN) or as material for offline cracking (CRAM-MD5, NTLM,
+		// SCRAM): credentials go only where TLS is certain or there is no path.
+		if c.StartTLS != StartTLSRequired && !c.ImplicitTLS && !isLoopback(c.Host) {
+			return c, fmt.Errorf("%s: a user and password are sent only over TLS: drop ?starttls=, or use smtps://", EnvURL)
+		}
 	}
 	if from == "" {
 		return c, fmt.Errorf("%s: set the sender address too, such as %s=\"otelcol-svc <noreply@example.com>\"", EnvFrom, EnvFrom)
@@ -85,6 +132,16 @@ func Parse(rawURL, from string) (Config, error) {
 	}
 	c.From = a.String()
 	return c, nil
+}
+
+// isLoopback is a literal loopback address or localhost: the mail never leaves the
+// machine, so there is no one on the path to strip STARTTLS.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Server names the server for logs, without the credentials.
@@ -138,14 +195,19 @@ func (m *Mailer) Send(ctx context.Context, msg Message) error {
 	}
 	opts := []gomail.Option{gomail.WithPort(m.cfg.Port), gomail.WithTimeout(m.Timeout),
 		gomail.WithTLSConfig(&tls.Config{ServerName: m.cfg.Host, RootCAs: m.cfg.RootCAs, MinVersion: tls.VersionTLS12})}
-	if m.cfg.ImplicitTLS {
+	switch {
+	case m.cfg.ImplicitTLS:
 		opts = append(opts, gomail.WithSSL())
-	} else {
+	case m.cfg.StartTLS == StartTLSOpportunistic:
 		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSOpportunistic))
+	case m.cfg.StartTLS == StartTLSOff:
+		opts = append(opts, gomail.WithTLSPolicy(gomail.NoTLS))
+	default:
+		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSMandatory))
 	}
 	if m.cfg.Username != "" {
-		// The strongest mechanism the server offers; PLAIN and LOGIN only over TLS, so a
-		// server without STARTTLS never sees the password in clear.
+		// The strongest mechanism the server offers. Parse lets credentials go without
+		// certain TLS only to a loopback host.
 		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthAutoDiscover),
 			gomail.WithUsername(m.cfg.Username), gomail.WithPassword(m.cfg.Password))
 	}

@@ -20,7 +20,7 @@ func TestParse(t *testing.T) {
 	c, err = Parse("smtp://ops%40example.com:s3cr%3At@mail.example.com", "Ops <noreply@example.com>")
 	require.NoError(t, err)
 	assert.Equal(t, Config{Host: "mail.example.com", Port: 587, Username: "ops@example.com", Password: "s3cr:t",
-		From: `"Ops" <noreply@example.com>`}, c)
+		From: `"Ops" <noreply@example.com>`, StartTLS: StartTLSRequired}, c)
 	assert.Equal(t, "smtp://mail.example.com:587", c.Server())
 
 	c, err = Parse("smtps://u:p@mail.example.com:2465", "noreply@example.com")
@@ -32,7 +32,12 @@ func TestParse(t *testing.T) {
 		{"http://mail.example.com", "noreply@example.com", "scheme must be smtp://"},
 		{"smtp://:25", "noreply@example.com", "host is missing"},
 		{"smtp://mail.example.com:0", "noreply@example.com", "port must be"},
-		{"smtp://mail.example.com/x?y=1", "noreply@example.com", "without path or query"},
+		{"smtp://mail.example.com/x", "noreply@example.com", "without path"},
+		{"smtp://mail.example.com?y=1", "noreply@example.com", "only query parameter is starttls"},
+		{"smtp://mail.example.com?starttls=maybe", "noreply@example.com", "starttls must be"},
+		{"smtps://mail.example.com?starttls=off", "noreply@example.com", "does not apply to smtps"},
+		{"smtp://u:hunter2@mail.example.com?starttls=off", "noreply@example.com", "only over TLS"},
+		{"smtp://u:hunter2@mail.example.com?starttls=opportunistic", "noreply@example.com", "only over TLS"},
 		{"smtp://u:hunter2@%zz", "noreply@example.com", "not a URL"},
 		{"smtp://u:hunter2@mail.example.com", "", "SVC_SMTP_FROM"},
 	} {
@@ -40,6 +45,19 @@ func TestParse(t *testing.T) {
 		require.Error(t, err, c.raw)
 		assert.Contains(t, err.Error(), c.want, c.raw)
 		assert.NotContains(t, err.Error(), "hunter2", "errors never carry the password")
+	}
+	for raw, want := range map[string]StartTLS{
+		"smtp://mail.example.com":                           StartTLSRequired,
+		"smtp://mail.example.com?starttls=opportunistic":    StartTLSOpportunistic,
+		"smtp://mail.example.com?starttls=off":              StartTLSOff,
+		"smtp://127.0.0.1:1025":                             StartTLSOpportunistic,
+		"smtp://u:p@localhost:1025":                         StartTLSOpportunistic,
+		"smtp://u:p@[::1]:1025?starttls=required":           StartTLSRequired,
+		"smtp://u:p@mail.example.com:587?starttls=required": StartTLSRequired,
+	} {
+		c, err := Parse(raw, "noreply@example.com")
+		require.NoError(t, err, raw)
+		assert.Equal(t, want, c.StartTLS, raw)
 	}
 	_, err = Parse("smtp://mail.example.com", "not an address")
 	assert.ErrorContains(t, err, "SVC_SMTP_FROM")
@@ -70,6 +88,28 @@ func TestSendThroughMailpit(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "wrong-pa55")
 	assert.Len(t, mp.Messages(t, "ana@example.com"), 1, "the refused message was not delivered")
+}
+
+// A server that does not offer STARTTLS (or whose offer someone on the path stripped)
+// gets nothing: a reset link is not sent in clear.
+func TestSendRefusesWithoutSTARTTLS(t *testing.T) {
+	mp := testenv.StartMailpit(t, testenv.MailpitOptions{})
+	c, err := Parse(mp.SMTPURL(), "noreply@example.com")
+	require.NoError(t, err)
+	// The test server is on loopback, which Parse exempts; a remote host is required.
+	c.StartTLS = StartTLSRequired
+	m, err := PasswordReset("cy@example.com", "https://svc.example.com", "https://svc.example.com/reset-password?token=osr_x", 30*time.Minute)
+	require.NoError(t, err)
+	err = New(c).Send(context.Background(), m)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "STARTTLS")
+
+	// The same server takes it when STARTTLS is opportunistic (a loopback host's
+	// default, or ?starttls=opportunistic): the refusal above is the control plane's.
+	c.StartTLS = StartTLSOpportunistic
+	require.NoError(t, New(c).Send(context.Background(), m))
+	mp.WaitFor(t, "cy@example.com", "Reset your password", 1)
+	assert.Len(t, mp.Messages(t, "cy@example.com"), 1, "the refused message never arrived")
 }
 
 // smtps:// speaks TLS from the first byte; a server whose certificate the control plane
