@@ -183,6 +183,16 @@ func run(logger *slog.Logger) error {
 	} else {
 		logger.Info("email off: no verification, invitations or password reset by email (set " + mailer.EnvURL + " and " + mailer.EnvFrom + ")")
 	}
+	// A wrong single sign-on setting stops the start, as a wrong SMTP URL does: an
+	// operator who set SVC_OIDC_* expects the login page's button, not a log line.
+	sso, err := service.SSOConfigFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if sso.Issuer != "" {
+		srv.SSO = service.NewSSO(svc, sso, svc.OutboundAllow, logger)
+		logger.Info("single sign-on on", "issuer", sso.Issuer, "name", sso.Name)
+	}
 	drainDelay, drainTimeout, err := drainSettings()
 	if err != nil {
 		return err
