@@ -233,19 +233,6 @@ func (s *Server) listMembers(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
-	var b struct {
-		Email string `json:"email"`
-		Role  string `json:"role"`
-	}
-	if e := decode(r, &b); e != nil {
-		fail(w, e)
-		return
-	}
-	u, role, err := s.Svc.AddMember(r.Context(), currentUser(r).ID, r.PathValue("id"), b.Email, b.Role)
-	s.respond(w, r, err, http.StatusCreated, func() any { return map[string]any{"user_id": u.ID, "email": u.Email, "role": role} })
-}
-
 func (s *Server) deleteMember(w http.ResponseWriter, r *http.Request) {
 	err := s.Svc.RemoveMember(r.Context(), currentUser(r).ID, r.PathValue("id"), r.PathValue("user_id"))
 	s.respond(w, r, err, http.StatusNoContent, nil)
