@@ -62,7 +62,7 @@ function App() {
 
   if (session === undefined) return <Loading what="your session" />;
   if (path === '/verify-email') return <VerifyEmailPage session={session} />;
-  if (path === '/invitation') return <InvitationPage onSession={adopt} />;
+  if (path === '/invitation') return <InvitationPage session={session} onSession={adopt} />;
   if (path === '/reset-password') return <ResetPasswordPage />;
   if (path === '/forgot-password') return <ForgotPasswordPage />;
   if (!session) {

@@ -3,7 +3,7 @@
 // A link's secret is read from ?token= once and taken out of the address bar, so it does
 // not stay in the history or reach another site as a referrer.
 import type { ComponentChildren } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { api, ApiError, type Session } from '../api';
 import { useAction, useLoad } from '../hooks';
 import { Link, navigate } from '../router';
@@ -38,26 +38,37 @@ function AuthCard({ title, children }: { title: string; children: ComponentChild
   );
 }
 
-/** /verify-email?token=…: confirms the address, logged in or not. */
+/**
+ * /verify-email?token=…: confirms the address, logged in or not. It waits for a click:
+ * mail scanners that open links and run their scripts would otherwise use the link up.
+ */
 export function VerifyEmailPage({ session }: { session: Session | null }) {
   const token = useLinkToken();
-  const [state, setState] = useState<{ email?: string; error?: unknown }>({});
-  useEffect(() => {
-    if (!token) {
-      setState({ error: new Error('This page needs the link from the email; open it from there.') });
-      return;
-    }
-    api<{ email: string }>('POST', '/auth/verify-email', { token }).then(
-      (r) => setState({ email: r.email }),
-      (error) => setState({ error }),
-    );
-  }, []);
+  const confirming = useAction();
+  const [result, setResult] = useState<{ email: string; verified: boolean } | null>(null);
+  const confirm = () =>
+    confirming.run(async () => {
+      setResult(await api<{ email: string; verified: boolean }>('POST', '/auth/verify-email', { token }));
+    });
   const next = session ? '/projects' : '/login';
   return (
     <AuthCard title="Confirm your email address">
-      {!state.email && !state.error && <Loading what="the confirmation" />}
-      {state.email && <Notice>{state.email} is confirmed. Invitations to it now reach your account.</Notice>}
-      <ErrorMessage error={state.error} />
+      {!token ? (
+        <ErrorMessage error={new Error('This page needs the link from the email; open it from there.')} />
+      ) : result?.verified ? (
+        <Notice>{result.email} is confirmed. Invitations to it now reach your account.</Notice>
+      ) : result ? (
+        // The link was valid but the account's address changed since it was sent.
+        <ErrorMessage error={new Error(`${result.email} is not confirmed: the link was for another address. Ask for a new link from the dashboard.`)} />
+      ) : (
+        <>
+          <p class="auth-context">Confirm that this address is yours, so invitations to it reach your account.</p>
+          <ErrorMessage error={confirming.error} />
+          <button type="button" class="btn btn-primary btn-block" onClick={confirm} disabled={confirming.busy}>
+            {confirming.busy ? 'Confirming…' : 'Confirm my address'}
+          </button>
+        </>
+      )}
       <p class="auth-switch">
         <Link href={next}>{session ? 'Go to your projects' : 'Log in'}</Link>
       </p>
@@ -65,10 +76,17 @@ export function VerifyEmailPage({ session }: { session: Session | null }) {
   );
 }
 
-type InvitationInfo = { email: string; project: string; project_id: string; role: string; has_account: boolean };
+type InvitationInfo = {
+  email: string;
+  project: string;
+  project_id: string;
+  role: string;
+  has_account: boolean;
+  invited_by?: string;
+};
 
 /** /invitation?token=…: signs the invited address up (or logs it in) into the project. */
-export function InvitationPage({ onSession }: { onSession: (s: Session) => void }) {
+export function InvitationPage({ session, onSession }: { session: Session | null; onSession: (s: Session) => void }) {
   const token = useLinkToken();
   const info = useLoad(
     () => (token ? api<InvitationInfo>('POST', '/auth/invitation', { token }) : Promise.reject(new Error('This page needs the link from the invitation email; open it from there.'))),
@@ -94,9 +112,15 @@ export function InvitationPage({ onSession }: { onSession: (s: Session) => void 
       {inv && (
         <>
           <p class="auth-context">
-            You are invited to <strong>{inv.project}</strong> as {inv.role === 'admin' ? 'an admin' : 'a member'}, as{' '}
-            <strong>{inv.email}</strong>.
+            {inv.invited_by ? <>{inv.invited_by} invited you</> : 'You are invited'} to <strong>{inv.project}</strong> as{' '}
+            {inv.role === 'admin' ? 'an admin' : 'a member'}, as <strong>{inv.email}</strong>.
           </p>
+          {session && session.user.email !== inv.email && (
+            <Notice>
+              You are logged in as <strong>{session.user.email}</strong>. Accepting logs you out of it and in as{' '}
+              <strong>{inv.email}</strong>.
+            </Notice>
+          )}
           <form onSubmit={accept} noValidate>
             <Field label={inv.has_account ? 'Password' : 'Choose a password'} type="password" name="password" required
               minLength={inv.has_account ? undefined : 8} autoComplete={inv.has_account ? 'current-password' : 'new-password'}

@@ -67,8 +67,15 @@ export function MembersPage({ project, session }: { project: Project; session: S
   const changeRole = (m: Member, to: string) => {
     setDone('');
     posting.run(async () => {
-      await api('POST', base, { email: m.email, role: to });
-      setDone(`${m.email} is now ${article(to)} ${to}.`);
+      const r = await api<Member & { invitation?: Invitation }>('POST', base, { email: m.email, role: to });
+      // An older API answers a role change for an unconfirmed address with an
+      // invitation and leaves the role; say what happened rather than what was asked.
+      if (r.invitation) {
+        setDone(`${m.email}'s role did not change: an invitation was sent instead.`);
+        await invitations.reload();
+        return;
+      }
+      setDone(`${m.email} is now ${article(r.role)} ${r.role}.`);
       await list.reload();
     });
   };
