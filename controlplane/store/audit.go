@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"reflect"
 	"sort"
@@ -219,11 +220,11 @@ func redactURL(s string) string {
 
 // AddAudit writes a record; one whose Dedupe was recorded before is dropped.
 func (t *Tx) AddAudit(ctx context.Context, ev AuditEvent) error {
-	if ev.ID == "" {
-		ev.ID = newAuditID()
-	}
 	if ev.At.IsZero() {
 		ev.At = time.Now()
+	}
+	if ev.ID == "" {
+		ev.ID = newAuditID(ev.At)
 	}
 	if ev.ActorEmail == "" && ev.ActorID != "" {
 		// Kept with the record: the log names who acted after their account is gone.
@@ -242,10 +243,13 @@ func (t *Tx) AddAudit(ctx context.Context, ev AuditEvent) error {
 	return err
 }
 
-func newAuditID() string {
-	b := make([]byte, 12)
+// newAuditID starts with the time in nanoseconds (fixed width), so records of the same
+// millisecond (at is kept in ms) list in the order they were made; the random rest keeps
+// ids unique across control planes.
+func newAuditID(at time.Time) string {
+	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	return "ae_" + hex.EncodeToString(b)
+	return fmt.Sprintf("ae_%016x%s", at.UnixNano(), hex.EncodeToString(b))
 }
 
 // writePendingAudit writes the change ctx carries (WithAudit) in tx, once, when tx wrote
