@@ -99,6 +99,8 @@ type target struct {
 	pending int
 	// lease is the probe's lease while this process holds it through the bucket.
 	lease leaseResult
+	// sharedUntil is the end of the wait the others last heard of (written or adopted).
+	sharedUntil time.Time
 	// remote: the state is another process's (adopted), not moved by this one's attempts.
 	remote bool
 	// probeElsewhere: until then another process's probe is presumed out (the lease was
@@ -329,7 +331,13 @@ func (ts *targets) report(ctx context.Context, t *target, probe bool, a attemptR
 		// The target answered: it is up, whatever it thought of the request.
 		t.failures = 0
 		if probe {
-			t.state, t.probing = stateClosed, false
+			t.probing = false
+			// A throttle or failure another process recorded while the probe was out is
+			// newer than this answer: the close's compare-and-set keeps it in the bucket,
+			// and this process keeps it too rather than send at full speed meanwhile.
+			if !(t.lease.shared && t.seenRev > t.lease.base && t.state != stateClosed && now.Before(t.until)) {
+				t.state = stateClosed
+			}
 		}
 	default:
 		t.failed(now, probe, a)
@@ -360,7 +368,11 @@ func (ts *targets) shareReport(t *target, probe, sent bool, before targetState, 
 		return
 	}
 	switch {
-	case t.state != stateClosed && (t.state != before || t.until.After(beforeUntil)):
+	case t.state != stateClosed && (t.state != before || probe && t.until.After(beforeUntil) || t.until.Sub(t.sharedUntil) > max(time.Second, t.until.Sub(now)/10)):
+		// Each 429 straggler of a throttled target moves its end a little: the others
+		// hear of a move only past a tenth of the wait (a second at least), not of every
+		// answer, which in a storm was a write per failed delivery fanned out to every
+		// process.
 		s.publish(t, t.state, t.until.Sub(now))
 	case probe && t.state == stateClosed && before != stateClosed && t.lease.shared:
 		// Only a probe's answer lifts the others' throttle or circuit, and only one sent

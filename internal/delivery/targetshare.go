@@ -66,6 +66,10 @@ const (
 	sharedClosed    = "closed"
 )
 
+// maxAdopted bounds the targets a process keeps: past it, a target only another process
+// delivered to is not created to hold its throttle.
+const maxAdopted = 16 * minSweep
+
 // maxSharedWait bounds the wait an entry can impose: anyone who can write to the bucket
 // cannot hold a target longer than the longest Retry-After honoured.
 const maxSharedWait = maxRetryAfter
@@ -205,6 +209,7 @@ func (s *targetShare) publish(t *target, state targetState, wait time.Duration) 
 	if s.usable() == nil {
 		return
 	}
+	t.sharedUntil = t.until
 	e := sharedEntry{State: sharedThrottled, WaitMS: max(wait.Milliseconds(), 1), By: s.id, Project: t.project, Origin: t.origin}
 	if state == stateOpen {
 		e.State = sharedOpen
@@ -281,10 +286,10 @@ func (s *targetShare) write(ctx context.Context, j shareJob) {
 		cancel()
 	}
 	if err != nil {
-		if j.close && (errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)) {
+		if j.close && lostRace(err) {
 			s.logger.Debug("probe's close not shared: another process saw the target fail or throttle while the probe was out",
 				zap.String("target", j.t.origin))
-		} else if !j.unlease || !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		} else if !j.unlease || !lostRace(err) {
 			s.logger.Debug("shared target state not written", zap.String("target", j.t.origin), zap.Error(err))
 		}
 	}
@@ -334,20 +339,51 @@ func (s *targetShare) lease(ctx context.Context, t *target, state targetState) l
 	base := t.seenRev
 	t.mu.Unlock()
 	key := leaseKey(t.key)
+	lost := leaseResult{retry: min(max(ttl/4, 250*time.Millisecond), 5*time.Second)}
 	rev, err := kv.Create(ctx, key, []byte(s.id), jetstream.KeyTTL(ttl))
 	if err == nil {
 		return leaseResult{won: true, shared: true, base: base, rev: rev}
 	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
+	if !lostRace(err) {
 		s.logger.Debug("probe lease not taken; probing as if alone", zap.String("target", t.origin), zap.Error(err))
 		return leaseResult{won: true}
 	}
-	// Ours still (our previous probe answered before it ended): our own interval already
-	// paced us.
-	if e, gerr := kv.Get(ctx, key); gerr == nil && string(e.Value()) == s.id {
-		return leaseResult{won: true, shared: true, base: base, rev: e.Revision()}
+	e, gerr := kv.Get(ctx, key)
+	if gerr != nil || string(e.Value()) != s.id {
+		return lost
 	}
-	return leaseResult{retry: min(max(ttl/4, 250*time.Millisecond), 5*time.Second)}
+	// Ours still (our previous probe answered before it ended): our own interval already
+	// paced us. The old lease is given back and taken anew, so that it lasts this probe's
+	// ttl, not what is left of the last one, and an unlease of it still queued (a probe
+	// released and retried at once) finds a newer revision and cannot end this one.
+	if derr := kv.Delete(ctx, key, jetstream.LastRevision(e.Revision())); derr != nil && !lostRace(derr) {
+		s.logger.Debug("probe lease not renewed; probing as if alone", zap.String("target", t.origin), zap.Error(derr))
+		return leaseResult{won: true}
+	}
+	rev, err = kv.Create(ctx, key, []byte(s.id), jetstream.KeyTTL(ttl))
+	switch {
+	case err == nil:
+		return leaseResult{won: true, shared: true, base: base, rev: rev}
+	case lostRace(err):
+		return lost
+	}
+	s.logger.Debug("probe lease not renewed; probing as if alone", zap.String("target", t.origin), zap.Error(err))
+	return leaseResult{won: true}
+}
+
+// lostRace reports whether a create or compare-and-set failed because another write came
+// first. nats.go maps only some of these to its ErrKeyExists/ErrKeyRevisionMismatch: when
+// Create finds a deleted or expired key (the usual state of a lease) it retries on the
+// marker's revision and returns the server's error as is, and replicated streams answer
+// with 10164 where a single server answers 10071. Read as anything else, a lost race made
+// every process probe "as if alone".
+func lostRace(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // watchLoop keeps the bucket watched until ctx ends, binding it again after NATS went
@@ -393,7 +429,9 @@ func (s *targetShare) watch(ctx context.Context, bound func()) error {
 	if err != nil {
 		return fmt.Errorf("watch of bucket %s: %w", TargetsBucket, err)
 	}
-	defer func() { _ = w.Stop() }()
+	// No w.Stop: cancelling wctx unsubscribes in the background, while Stop waits for the
+	// consumer's deletion, up to JetStream's 5s timeout when NATS is gone, which delayed
+	// the rebind after an outage and a shutdown past the roles' hand-off.
 	s.setBucket(kv)
 	bound()
 	if s.down.Swap(false) {
@@ -440,13 +478,22 @@ func (s *targetShare) watch(ctx context.Context, bound func()) error {
 	}
 }
 
+// Bounds of the bucket: an entry is about 200 bytes, so targetsMaxBytes holds some
+// hundred thousand targets; past it writes fail and the processes pace those alone.
+const (
+	targetsMaxValue = 1024
+	targetsMaxBytes = 64 << 20
+)
+
 // bind opens the bucket, creating it when missing. An existing bucket keeps its
 // replicas (processes configured differently do not flip them), but gets the marker
-// setting per-key TTLs (the leases) need if it was made without it.
+// setting per-key TTLs (the leases) need, and the entries' age, history and size
+// bounds, if it was made without them (by hand, or by an older version).
 func (s *targetShare) bind(ctx context.Context) (jetstream.KeyValue, error) {
 	cfg := jetstream.KeyValueConfig{
 		Bucket: TargetsBucket, Description: "otelcol-svc throttles, open circuits and probe leases of agent and destination targets, shared by the exporter processes",
 		History: 1, TTL: targetsTTL, LimitMarkerTTL: markerTTL, Storage: jetstream.FileStorage, Replicas: s.replicas,
+		MaxValueSize: targetsMaxValue, MaxBytes: targetsMaxBytes,
 	}
 	kv, err := s.js.KeyValue(ctx, TargetsBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -462,12 +509,14 @@ func (s *targetShare) bind(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st.LimitMarkerTTL() == 0 {
-		have := st.Config()
-		have.LimitMarkerTTL = markerTTL
-		return s.js.UpdateKeyValue(ctx, have)
+	have := st.Config()
+	if have.LimitMarkerTTL != 0 && have.TTL == targetsTTL && have.History == 1 &&
+		have.MaxValueSize == targetsMaxValue && have.MaxBytes == targetsMaxBytes {
+		return kv, nil
 	}
-	return kv, nil
+	have.LimitMarkerTTL = max(have.LimitMarkerTTL, markerTTL)
+	have.TTL, have.History, have.MaxValueSize, have.MaxBytes = targetsTTL, 1, targetsMaxValue, targetsMaxBytes
+	return s.js.UpdateKeyValue(ctx, have)
 }
 
 // adopt applies an entry of revision rev: a throttle or open circuit holds the target at
@@ -478,9 +527,14 @@ func (ts *targets) adopt(e sharedEntry, own bool, rev uint64, wait time.Duration
 	ts.mu.Lock()
 	key := e.Project + "\x00" + e.Origin
 	t, ok := ts.m[key]
-	if !ok && (own || e.State == sharedClosed || wait <= 0) {
+	if !ok && len(ts.m) >= ts.sweepAt {
+		ts.sweep()
+	}
+	if !ok && (own || e.State == sharedClosed || wait <= 0 || len(ts.m) >= maxAdopted) {
 		ts.mu.Unlock()
-		return // nothing here to hold or lift
+		// Nothing here to hold or lift; or so many targets are held already (another
+		// process's throttles can last a year) that this one is left to find out itself.
+		return
 	}
 	if !ok {
 		t = ts.lookup(e.Project, e.Origin)
@@ -517,6 +571,9 @@ func (ts *targets) adopt(e sharedEntry, own bool, rev uint64, wait time.Duration
 		if until := now.Add(wait); until.After(t.until) {
 			t.until = until
 		}
+		// Everyone has this one: this process's own later answers publish only a move
+		// past it (shareReport).
+		t.sharedUntil = t.until
 		t.wake()
 	}
 }
