@@ -85,6 +85,18 @@ func FuzzDecodeRecordFields(f *testing.F) {
 			if want != got {
 				t.Fatalf("%s: full %v, partial %v on %q", c.String(), want, got, data)
 			}
+			// Into a record that held another one before, as the trigger's scratch record.
+			set := NewFieldSet(fields)
+			reused, err := DecodeRecordFieldsInto(nil, []byte(partialRecords[0]), SignalLog, set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reused, err = DecodeRecordFieldsInto(reused, data, SignalLog, set); err != nil {
+				t.Fatalf("decoding into a used record failed where the full one did not: %v", err)
+			}
+			if got, _ := c.Match(context.Background(), reused); want != got {
+				t.Fatalf("%s: full %v, into a used record %v on %q", c.String(), want, got, data)
+			}
 		}
 	})
 }

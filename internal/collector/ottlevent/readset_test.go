@@ -77,9 +77,15 @@ func checkReadSet(t testing.TB, data []byte, conds []*Condition, values []*Value
 		return r
 	}
 	joined := decode(all)
+	// Into a record that held another one before, as incident mode's scratch record.
+	reused, err := DecodeRecordReadsInto(nil, []byte(readSetRecords[0]), SignalLog, all)
+	require.NoError(t, err)
+	if reused, err = DecodeRecordReadsInto(reused, data, SignalLog, all); err != nil {
+		t.Fatalf("decoding into a used record failed where the whole record did not: %v on %q", err, data)
+	}
 	for i, c := range conds {
 		want, _ := c.Match(ctx, full)
-		for _, part := range []*Record{decode(sets[i]), joined} {
+		for _, part := range []*Record{decode(sets[i]), joined, reused} {
 			if got, _ := c.Match(ctx, part); got != want {
 				t.Fatalf("%s: whole %v, decoded as read %v on %q", c.String(), want, got, data)
 			}
@@ -87,7 +93,7 @@ func checkReadSet(t testing.TB, data []byte, conds []*Condition, values []*Value
 	}
 	for i, v := range values {
 		want, wantErr := v.String(ctx, full)
-		for _, part := range []*Record{decode(sets[len(conds)+i]), joined} {
+		for _, part := range []*Record{decode(sets[len(conds)+i]), joined, reused} {
 			got, gotErr := v.String(ctx, part)
 			if got != want || (gotErr == nil) != (wantErr == nil) {
 				t.Fatalf("value %d: whole %q (%v), decoded as read %q (%v) on %q", i, want, wantErr, got, gotErr, data)
