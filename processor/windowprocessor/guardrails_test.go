@@ -155,7 +155,10 @@ func TestCooldownStormIsOneCallAndTheNextCarriesTheCount(t *testing.T) {
 			project := fmt.Sprintf("prj_storm_%s_%d", name, time.Now().UnixNano())
 			h.put(t, mirror.Project{ID: project, Version: 1, Pipeline: mirror.Pipeline{
 				WindowEnabled: true, Trigger: `severity_number >= 17`, GroupKey: `resource_attributes["k8s.pod.name"]`,
-				CooldownSeconds: 1, // 60 in real use; 1 here, so the test waits a second, not a minute
+				// 60 in real use; 3 here, so the test waits seconds, not a minute, while the
+				// storm's 10 batches still fit inside it on a loaded CI machine (with 1 they
+				// did not always: the cooldown ended mid-storm and a second call went out).
+				CooldownSeconds: 3,
 			}})
 			ledger := map[*deliverylog.Outcome][]uint64{}
 			var sent []call
@@ -179,7 +182,7 @@ func TestCooldownStormIsOneCallAndTheNextCarriesTheCount(t *testing.T) {
 				cooling, err := p.store.Cooling(context.Background(), project, "pod-a")
 				require.NoError(t, err)
 				return !cooling
-			}, 10*time.Second, 20*time.Millisecond, "the cooldown ends")
+			}, 30*time.Second, 20*time.Millisecond, "the cooldown ends")
 			after := run(t, p, request(project, nil), batch("pod-a", 17, 1, 1001))
 			require.Len(t, after, 1, "the trigger after the cooldown is sent")
 			assert.Equal(t, int64(999), after[0].Suppressed, "and says how many were suppressed")
