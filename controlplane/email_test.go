@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -154,11 +155,15 @@ func TestEmailVerificationAndInvitations(t *testing.T) {
 func TestPasswordResetAndChange(t *testing.T) {
 	databases(t, func(t *testing.T, db map[string]string) {
 		s := startMailStack(t, db)
+		col := s.receiver(t)
 		cp := s.cp.URL
 		login, _ := s.signup(t, "ana@example.com")
+		pid := call(t, cp, "POST", "/api/v1/projects", login, map[string]string{"name": "reset"}).str("id")
 		pat := call(t, cp, "POST", "/api/v1/tokens", login, map[string]any{"name": "script"}).str("token")
 		require.True(t, strings.HasPrefix(pat, "osp_"), "a personal access token")
 		require.Equal(t, http.StatusOK, call(t, cp, "GET", "/api/v1/me", pat, nil).Status)
+		// Every kind of credential, each with a console token it minted.
+		held := holdEverywhere(t, cp, col.HTTP, pid, "ana@example.com", "correct horse battery", login)
 
 		r := call(t, cp, "POST", "/api/v1/auth/password-reset", "", map[string]string{"email": "nobody@example.com"})
 		assert.Equal(t, http.StatusAccepted, r.Status, "%s", r.Raw)
@@ -169,6 +174,7 @@ func TestPasswordResetAndChange(t *testing.T) {
 
 		r = call(t, cp, "POST", "/api/v1/auth/password-reset/confirm", "", map[string]string{"token": tok, "password": "a brand new password"})
 		require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Raw)
+		held.requireEnded(t, cp, col.HTTP, pid, time.Now())
 		assert.Equal(t, http.StatusUnauthorized, call(t, cp, "GET", "/api/v1/me", login, nil).Status, "the login token ended")
 		assert.Equal(t, http.StatusUnauthorized, call(t, cp, "GET", "/api/v1/me", pat, nil).Status, "the access token ended")
 		r = call(t, cp, "POST", "/api/v1/auth/password-reset/confirm", "", map[string]string{"token": tok, "password": "yet another password"})
@@ -180,11 +186,13 @@ func TestPasswordResetAndChange(t *testing.T) {
 
 		// Change while logged in.
 		other := call(t, cp, "POST", "/api/v1/auth/login", "", map[string]string{"email": "ana@example.com", "password": "a brand new password"}).str("token")
+		held = holdEverywhere(t, cp, col.HTTP, pid, "ana@example.com", "a brand new password", other)
 		r = call(t, cp, "PUT", "/api/v1/me/password", login, map[string]string{"current_password": "wrong", "password": "the third password"})
 		assert.Equal(t, http.StatusForbidden, r.Status, "%s", r.Raw)
 		r = call(t, cp, "PUT", "/api/v1/me/password", login, map[string]string{"current_password": "a brand new password", "password": "the third password"})
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
 		fresh := r.str("token")
+		held.requireEnded(t, cp, col.HTTP, pid, time.Now())
 		assert.Equal(t, http.StatusOK, call(t, cp, "GET", "/api/v1/me", fresh, nil).Status, "the one asking stays logged in")
 		assert.Equal(t, http.StatusUnauthorized, call(t, cp, "GET", "/api/v1/me", other, nil).Status, "other logins ended")
 		assert.Equal(t, http.StatusOK, call(t, cp, "POST", "/api/v1/auth/login", "", map[string]string{"email": "ana@example.com", "password": "the third password"}).Status)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
@@ -136,6 +137,11 @@ func consoleTool[In consoleArgs](s *Server) mcp.ToolHandlerFor[In, consoleReques
 		c, err := in.call()
 		if err != nil {
 			return nil, out, fmt.Errorf("invalid_body: %v", err)
+		}
+		// A read-only token would get an `ro` console token the receiver refuses for
+		// this call: refused here, with the reason.
+		if c.write && toolCredential(req).Limits.ReadOnly {
+			return nil, out, s.toolError(service.ReadOnlyRefusal, "project")
 		}
 		if c.write {
 			_, role, err := s.Svc.Project(ctx, userID, in.project())

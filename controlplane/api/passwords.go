@@ -98,5 +98,11 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request) {
 		s.startSession(w, r, http.StatusOK, u)
 		return
 	}
+	// An access token ended with the rest; a login token in its place would give a
+	// token made for a program the whole account for a day.
+	if viaAccessToken(r) {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	s.respondToken(w, r, http.StatusOK, u)
 }

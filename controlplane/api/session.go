@@ -144,7 +144,7 @@ func (s *Server) sessionAuthed(w http.ResponseWriter, r *http.Request, secret st
 		}
 	}
 	ctx := context.WithValue(r.Context(), userKey{}, u)
-	ctx = context.WithValue(ctx, credentialKey{}, service.Credential{ID: ses.ID, ExpiresAt: ses.ExpiresAt})
+	ctx = service.WithCredential(ctx, service.Credential{ID: ses.ID, ExpiresAt: ses.ExpiresAt})
 	h(w, r.WithContext(context.WithValue(ctx, sessionKey{}, true)))
 }
 
@@ -197,11 +197,11 @@ func (s *Server) sessionLogout(w http.ResponseWriter, r *http.Request) {
 
 // logoutAll ends every credential of the caller (POST /api/v1/auth/logout-all): their
 // dashboard sessions, login tokens, personal access tokens and OAuth grants at once, and
-// the console tokens those minted at the receivers within a second. A read-only token
-// may not: it changes nothing.
+// the console tokens those minted at the receivers within a second. A token limited to
+// some projects or to reading may not: the account is outside its limits.
 func (s *Server) logoutAll(w http.ResponseWriter, r *http.Request) {
-	if credentialLimits(r).ReadOnly {
-		fail(w, readOnlyRefusal)
+	if credentialLimits(r).Limited() {
+		fail(w, service.AccountRefusal)
 		return
 	}
 	if err := s.Svc.RevokeAllForUser(r.Context(), currentUser(r).ID); err != nil {

@@ -242,20 +242,16 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			cred.ExpiresAt = claims.ExpiresAt.Time
 		}
 		ctx := context.WithValue(r.Context(), userKey{}, u)
-		h(w, r.WithContext(context.WithValue(ctx, credentialKey{}, cred)))
+		h(w, r.WithContext(service.WithCredential(ctx, cred)))
 	}
 }
 
 func currentUser(r *http.Request) store.User { return r.Context().Value(userKey{}).(store.User) }
 
-// credentialKey holds the service.Credential a request was authenticated with.
-type credentialKey struct{}
-
 // currentCredential is the credential a request was authenticated with: console tokens
 // it mints name it, and end when it is revoked.
 func currentCredential(ctx context.Context) service.Credential {
-	c, _ := ctx.Value(credentialKey{}).(service.Credential)
-	return c
+	return service.CredentialOf(ctx)
 }
 
 // oauthAuthed serves h at /mcp for the user of an OAuth access token, which acts as
@@ -283,17 +279,28 @@ func (s *Server) accessTokenAuthed(w http.ResponseWriter, r *http.Request, h htt
 		s.internal(w, r, err)
 		return
 	}
-	// A read-only token changes nothing through the API; asking for a console token
-	// (a read) is a POST all the same. At /mcp every call is a POST: the service
+	// A read-only token changes nothing through the API. The POSTs that only read (a
+	// console token, checks and tests, a backlog's preview) pass, as their MCP tools do,
+	// and the service checks their level; at /mcp every call is a POST: the service
 	// refuses the tools that change something (Limits).
-	if cred.Limits.ReadOnly && !safeMethod(r.Method) && r.URL.Path != "/mcp" && !strings.HasSuffix(r.URL.Path, "/console-token") {
+	if cred.Limits.ReadOnly && !safeMethod(r.Method) && r.URL.Path != "/mcp" && !readingPOSTs[r.Pattern] {
 		fail(w, readOnlyRefusal)
 		return
 	}
 	ctx := context.WithValue(r.Context(), userKey{}, u)
-	ctx = context.WithValue(ctx, credentialKey{}, cred)
+	ctx = service.WithCredential(ctx, cred)
 	ctx = service.WithLimits(ctx, cred.Limits)
 	h(w, r.WithContext(context.WithValue(ctx, accessTokenKey{}, true)))
+}
+
+// readingPOSTs are the routes whose POST reads (the service checks them at Read, or
+// refuses what is a change, as StartBacklog does a read-only token's backlog run).
+var readingPOSTs = map[string]bool{
+	"/api/v1/projects/{id}/console-token":        true,
+	"/api/v1/projects/{id}/pipeline/validate":    true,
+	"/api/v1/projects/{id}/sources/test":         true,
+	"/api/v1/projects/{id}/sinks/{sink_id}/test": true,
+	"/api/v1/projects/{id}/pipeline/backlog":     true,
 }
 
 // readOnlyRefusal answers a change asked for with a read-only personal access token.

@@ -86,6 +86,9 @@ func (s *Service) AuditLog(ctx context.Context, userID, projectID string, q stor
 
 // AccountAuditLog is the changes the user made to their own account.
 func (s *Service) AccountAuditLog(ctx context.Context, userID string, q store.AuditQuery) (evs []store.AuditEvent, err error) {
+	if LimitsOf(ctx).Projects != nil { // its records name projects (a token's, for one)
+		return nil, AccountRefusal
+	}
 	q.ProjectID, q.AccountID = "", userID
 	err = s.Store.InTx(ctx, func(tx *store.Tx) error {
 		evs, err = tx.AuditEvents(ctx, q)

@@ -155,6 +155,11 @@ const msgNoDataPlaneBacklog = "counting the stored records needs the data plane 
 // stores the request with exactly the preview's numbers and publishes it to the mirror
 // (owners and admins). The pipeline role sends it from there.
 func (s *Service) StartBacklog(ctx context.Context, userID, projectID string, req BacklogRequest) (BacklogView, error) {
+	// Checked at Read below (it publishes after the preview, not in InProject's
+	// transaction), so a read-only token is refused here: sending records is a change.
+	if LimitsOf(ctx).ReadOnly {
+		return BacklogView{}, ReadOnlyRefusal
+	}
 	if err := req.Validate(time.Now()); err != nil {
 		return BacklogView{}, err
 	}

@@ -401,6 +401,7 @@ func (e *Email) ConfirmPasswordReset(ctx context.Context, token, password string
 		return store.User{}, err
 	}
 	var u store.User
+	var ended []string
 	err = e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
 		t, err := tx.TakeEmailToken(ctx, store.EmailPasswordReset, apikey.Hash(token), time.Now())
 		if errors.Is(err, store.ErrNotFound) {
@@ -421,20 +422,22 @@ func (e *Email) ConfirmPasswordReset(ctx context.Context, token, password string
 				return err
 			}
 		}
-		return nil
+		// Whoever reset the password may be someone other than who held the sessions.
+		ended, err = revokeAllTx(ctx, tx, u.ID)
+		return err
 	})
 	if err != nil {
 		return u, err
 	}
-	// Whoever reset the password may be someone other than who held the sessions.
-	return u, e.Svc.RevokeAllForUser(ctx, u.ID)
+	e.Svc.RevokeCredentials(ctx, ended...)
+	return u, nil
 }
 
 // ChangePassword sets a new password for a logged-in user who knows the current one,
 // and ends every credential they hold; the caller gives the one asking a new one.
 func (e *Email) ChangePassword(ctx context.Context, userID, current, password string) error {
-	if LimitsOf(ctx).ReadOnly {
-		return ReadOnlyRefusal
+	if LimitsOf(ctx).Limited() {
+		return AccountRefusal
 	}
 	if n := len(password); n < auth.MinPasswordLen || n > auth.MaxPasswordLen {
 		return BadBody("password must be 8 to 256 characters")
@@ -444,6 +447,7 @@ func (e *Email) ChangePassword(ctx context.Context, userID, current, password st
 		return err
 	}
 	var u store.User
+	var ended []string
 	err = e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
 		if u, err = tx.UserByID(ctx, userID); err != nil {
 			return err
@@ -454,14 +458,16 @@ func (e *Email) ChangePassword(ctx context.Context, userID, current, password st
 		if err := tx.SetPassword(ctx, u.ID, hash); err != nil {
 			return err
 		}
-		return tx.DeleteEmailTokens(ctx, u.ID, store.EmailPasswordReset)
+		if err := tx.DeleteEmailTokens(ctx, u.ID, store.EmailPasswordReset); err != nil {
+			return err
+		}
+		ended, err = revokeAllTx(ctx, tx, u.ID)
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	if err := e.Svc.RevokeAllForUser(ctx, u.ID); err != nil {
-		return err
-	}
+	e.Svc.RevokeCredentials(ctx, ended...)
 	if e.Enabled() && !u.EmailVerifiedAt.IsZero() {
 		m, err := mailer.PasswordChanged(u.Email, e.PublicURL)
 		_ = e.send(ctx, m, err) // the change stands; the notice is a courtesy

@@ -66,6 +66,17 @@ func (s *Service) SetKeyScopes(ctx context.Context, userID, id, keyID string, sc
 		return k, e
 	}
 	err = s.InProject(ctx, userID, id, Write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store) error {
+		// What the key could do before, for the audit record (a project has few keys).
+		keys, err := tx.Keys(ctx, p.ID)
+		if err != nil {
+			return err
+		}
+		var before map[string]any
+		for _, old := range keys {
+			if old.ID == keyID {
+				before = map[string]any{"scopes": KeyScopes(old)}
+			}
+		}
 		k, err = tx.SetKeyScopes(ctx, p.ID, keyID, scopes)
 		if errors.Is(err, store.ErrNotFound) {
 			return NotFound("key")
@@ -73,7 +84,7 @@ func (s *Service) SetKeyScopes(ctx context.Context, userID, id, keyID string, sc
 		if err != nil {
 			return err
 		}
-		store.AuditOf(ctx).Change(nil, map[string]any{"scopes": scopes})
+		store.AuditOf(ctx).Change(before, map[string]any{"scopes": scopes})
 		if k.Scope != mirror.ScopeProject {
 			// A push source's key only ever posts to its ingest URL.
 			return BadBody("only project keys have scopes; a push source's key only posts to its source's ingest URL")

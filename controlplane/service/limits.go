@@ -29,7 +29,31 @@ var ReadOnlyRefusal = apierror.New(http.StatusForbidden, apierror.InsufficientSc
 var LimitedTokenRefusal = apierror.New(http.StatusForbidden, apierror.InsufficientScope,
 	"this personal access token is limited to some projects or to reading: creating a project needs the write scope on all projects; use an unlimited token, or the dashboard")
 
+// AccountRefusal answers an account-wide operation asked for with a limited token: the
+// account's password, sessions, tokens, grants and audit log are outside any project, so a
+// token limited to some projects or to reading neither changes them nor reads the ones
+// naming other projects.
+var AccountRefusal = apierror.New(http.StatusForbidden, apierror.InsufficientScope,
+	"this personal access token is limited to some projects or to reading: the account's password, sessions, tokens and audit log need an unlimited token, or the dashboard")
+
+// Limited reports whether the credential is narrower than its user.
+func (l Limits) Limited() bool { return l.Projects != nil || l.ReadOnly }
+
 type limitsKey struct{}
+
+type credentialKey struct{}
+
+// WithCredential returns ctx carrying the credential a request came with, which what it
+// creates re-checks (credentialHeld) and the console tokens it mints name.
+func WithCredential(ctx context.Context, c Credential) context.Context {
+	return context.WithValue(ctx, credentialKey{}, c)
+}
+
+// CredentialOf returns the credential ctx carries (the zero one when none).
+func CredentialOf(ctx context.Context) Credential {
+	c, _ := ctx.Value(credentialKey{}).(Credential)
+	return c
+}
 
 // WithLimits returns ctx carrying the limits of the credential a request came with.
 func WithLimits(ctx context.Context, l Limits) context.Context {

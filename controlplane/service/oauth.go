@@ -366,6 +366,9 @@ func (s *Service) AnswerOAuthRequest(ctx context.Context, issuer, userID, id str
 			redirect = withParams(req.RedirectURI, "error", "access_denied", "error_description", "the user denied the request", "state", req.State, "iss", issuer)
 			return nil
 		}
+		if err := credentialHeld(ctx, tx, userID); err != nil {
+			return err
+		}
 		code := apikey.Generate(apikey.KindOAuthCode)
 		now := time.Now().UTC()
 		err = tx.CreateOAuthCode(ctx, store.OAuthCode{Hash: apikey.Hash(code), UserID: userID, ClientID: req.ClientID, RedirectURI: req.RedirectURI,
@@ -666,6 +669,9 @@ func (s *Service) OAuthGrants(ctx context.Context, userID string) ([]store.OAuth
 // RevokeOAuthGrant deletes one of the user's grants with its tokens; another user's
 // grant is "not found".
 func (s *Service) RevokeOAuthGrant(ctx context.Context, userID, id string) error {
+	if LimitsOf(ctx).Limited() {
+		return AccountRefusal
+	}
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		if err := tx.DeleteOAuthGrant(ctx, userID, id); err != nil {
 			return err

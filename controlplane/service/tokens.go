@@ -67,6 +67,9 @@ func (s *Service) CreateLimitedAccessToken(ctx context.Context, userID, name str
 		Hash: apikey.Hash(secret), CreatedAt: now, ExpiresAt: now.Add(time.Duration(days) * 24 * time.Hour),
 		ProjectIDs: lim.Projects, ReadOnly: lim.ReadOnly}
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
+		if err := credentialHeld(ctx, tx, userID); err != nil {
+			return err
+		}
 		for _, id := range lim.Projects {
 			// Only the user's own projects: a stranger's id is not found, as anywhere.
 			if _, _, err := tx.ProjectForUser(ctx, id, userID); errors.Is(err, store.ErrNotFound) {
@@ -84,6 +87,9 @@ func (s *Service) CreateLimitedAccessToken(ctx context.Context, userID, name str
 
 // AccessTokens lists the user's tokens (without their secrets).
 func (s *Service) AccessTokens(ctx context.Context, userID string) ([]store.AccessToken, error) {
+	if LimitsOf(ctx).Projects != nil { // the tokens name the projects they open
+		return nil, AccountRefusal
+	}
 	var out []store.AccessToken
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		var err error
@@ -95,6 +101,9 @@ func (s *Service) AccessTokens(ctx context.Context, userID string) ([]store.Acce
 
 // RevokeAccessToken deletes one of the user's tokens; another user's token is "not found".
 func (s *Service) RevokeAccessToken(ctx context.Context, userID, id string) error {
+	if LimitsOf(ctx).Limited() {
+		return AccountRefusal
+	}
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		if err := tx.DeleteAccessToken(ctx, userID, id); err != nil {
 			return err

@@ -116,6 +116,7 @@ func (s *Service) AccountUsage(ctx context.Context, userID string) (AccountUsage
 	var owned []store.Project
 	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
 		ps, roles, err := tx.ProjectsForUser(ctx, userID)
+		ps, roles = LimitsOf(ctx).filter(ps, roles)
 		for i, p := range ps {
 			if roles[i] == store.RoleOwner {
 				owned = append(owned, p)
@@ -148,8 +149,9 @@ func (s *Service) AccountUsage(ctx context.Context, userID string) (AccountUsage
 		out.Projects = append(out.Projects, ProjectEvents{ID: p.ID, Name: p.Name, Events: c.Events, Refused: c.Refused})
 		delete(counted, p.ID)
 	}
+	lim := LimitsOf(ctx)
 	for _, p := range u.Projects {
-		if _, gone := counted[p.ID]; gone {
+		if _, gone := counted[p.ID]; gone && lim.Projects == nil {
 			out.Projects = append(out.Projects, ProjectEvents{ID: p.ID, Events: p.Events, Refused: p.Refused, Deleted: true})
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -85,25 +86,55 @@ func (t *Tx) PruneSessions(ctx context.Context, userID string, now time.Time, ke
 
 // DeleteSessions ends all of a user's sessions and returns their ids.
 func (t *Tx) DeleteSessions(ctx context.Context, userID string) ([]string, error) {
-	rows, err := t.query(ctx, `SELECT id FROM sessions WHERE user_id = ? ORDER BY id`, userID)
+	return t.deleteReturningIDs(ctx, `DELETE FROM sessions WHERE user_id = ? RETURNING id`, userID)
+}
+
+// deleteReturningIDs runs a DELETE … RETURNING id and returns the ids it deleted. One
+// statement, not a SELECT then a DELETE: under Postgres's READ COMMITTED a row committed
+// between the two would be deleted without its id being returned, so never revoked.
+func (t *Tx) deleteReturningIDs(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := t.query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
 	var ids []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			rows.Close()
 			return nil, err
 		}
 		ids = append(ids, id)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	_, err = t.exec(ctx, `DELETE FROM sessions WHERE user_id = ?`, userID)
-	return ids, err
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// LockUser holds the user's row to the end of the transaction and returns their login
+// generation. Logging out everywhere raises the generation first, so a transaction making
+// something for a credential that locks the row too runs wholly before or after it, and
+// after, sees it (Postgres's READ COMMITTED reads the locked row as committed).
+func (t *Tx) LockUser(ctx context.Context, userID string) (int64, error) {
+	if err := affected(t.exec(ctx, `UPDATE users SET login_generation = login_generation WHERE id = ?`, userID)); err != nil {
+		return 0, err
+	}
+	return t.LoginGeneration(ctx, userID)
+}
+
+// HoldsCredential reports whether the user still has the session, personal access token
+// or OAuth grant named id (their ids differ by kind prefix, so one id is in one table).
+func (t *Tx) HoldsCredential(ctx context.Context, userID, id string) (bool, error) {
+	var one int
+	err := t.queryRow(ctx, `SELECT 1 FROM sessions WHERE user_id = ? AND id = ?
+		UNION ALL SELECT 1 FROM access_tokens WHERE user_id = ? AND id = ?
+		UNION ALL SELECT 1 FROM oauth_grants WHERE user_id = ? AND id = ?`, userID, id, userID, id, userID, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // LoginGeneration is the user's login generation: login tokens name the one they were

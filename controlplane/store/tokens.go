@@ -91,18 +91,7 @@ func (t *Tx) TouchAccessToken(ctx context.Context, id string, at time.Time) erro
 
 // DeleteAccessTokens removes all of a user's tokens and returns their ids.
 func (t *Tx) DeleteAccessTokens(ctx context.Context, userID string) ([]string, error) {
-	as, err := t.AccessTokens(ctx, userID)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := t.exec(ctx, `DELETE FROM access_tokens WHERE user_id = ?`, userID); err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(as))
-	for i, a := range as {
-		ids[i] = a.ID
-	}
-	return ids, nil
+	return t.deleteReturningIDs(ctx, `DELETE FROM access_tokens WHERE user_id = ? RETURNING id`, userID)
 }
 
 // SetKeyScopes sets what one of a project's keys may do and returns the key

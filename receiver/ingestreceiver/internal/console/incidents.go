@@ -40,7 +40,7 @@ const (
 
 	msgNoIncident       = "no such incident in this project"
 	msgIncidentResolved = "the incident is resolved: there is nothing to %s; reinvestigate it to call the agent again"
-	msgIncidentWrite    = "acting on an incident needs a console token of the project's owner or an admin (`Authorization: Bearer <token>` from the control plane, as the dashboard sends it); API keys and members only read incidents"
+	msgIncidentWrite    = "acting on an incident needs a console token of the project's owner or an admin (`Authorization: Bearer <token>` from the control plane, as the dashboard sends it), not minted with a read-only personal access token; API keys, members and read-only tokens only read incidents"
 )
 
 // IncidentActions are the actions, in the order the dashboard shows them.
