@@ -48,8 +48,8 @@ import (
 //     compared with its own clock.
 //   - Waits travel as durations from when the entry is received, not as instants, for
 //     the same reason; only an entry replayed when a watch starts is aged by the server's
-//     timestamp, which a skewed clock can shorten at most to an earlier lease attempt,
-//     which the lease still gates.
+//     timestamp, so a process whose clock is ahead by S, starting or rebinding during a
+//     wait, takes S off it (and drops it if shorter).
 const TargetsBucket = "svc-targets"
 
 // targetsTTL lets the entries of targets nobody delivers to any more go; a throttle or

@@ -21,8 +21,17 @@ import (
 // (no NATS), measured in the same run in alternating rounds. The goal is one probe per
 // interval in all: a ratio of 1/benchProcs.
 //
+// The R1 variant shares through one nats-server, R3 through a 3-node cluster with the
+// bucket replicated 3 times (the scale-out default, where the lease races answer
+// differently).
+//
 //	go test -run '^$' -bench ProbesAcrossProcesses -benchtime 1x ./internal/delivery/
 func BenchmarkProbesAcrossProcesses(b *testing.B) {
+	b.Run("R1", func(b *testing.B) { benchProbesAcrossProcesses(b, testenv.StartNATS(b).URL(), 1) })
+	b.Run("R3", func(b *testing.B) { benchProbesAcrossProcesses(b, testenv.StartNATSCluster(b, 3).URL(), 3) })
+}
+
+func benchProbesAcrossProcesses(b *testing.B, url string, replicas int) {
 	const (
 		benchProcs = 3
 		waiting    = 4
@@ -31,7 +40,6 @@ func BenchmarkProbesAcrossProcesses(b *testing.B) {
 		window     = 6 * time.Second
 		rounds     = 3
 	)
-	n := testenv.StartNATS(b)
 	var shared, alone float64
 	for range b.N {
 		for r := range rounds {
@@ -40,7 +48,7 @@ func BenchmarkProbesAcrossProcesses(b *testing.B) {
 				modes = []bool{false, true}
 			}
 			for _, share := range modes {
-				got := probesPerInterval(b, n, fmt.Sprintf("b%d_%t", r, share), share, benchProcs, waiting, interval, warmup, window)
+				got := probesPerInterval(b, url, replicas, fmt.Sprintf("b%d_%t", r, share), share, benchProcs, waiting, interval, warmup, window)
 				b.Logf("round %d shared=%t: %.2f requests per interval", r+1, share, got)
 				if share {
 					shared += got
@@ -55,7 +63,7 @@ func BenchmarkProbesAcrossProcesses(b *testing.B) {
 	b.ReportMetric(shared/alone, "ratio")
 }
 
-func probesPerInterval(b *testing.B, n *testenv.NATS, project string, share bool, procs, waiting int, interval, warmup, window time.Duration) float64 {
+func probesPerInterval(b *testing.B, url string, replicas int, project string, share bool, procs, waiting int, interval, warmup, window time.Duration) float64 {
 	var reqs atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		reqs.Add(1)
@@ -72,9 +80,10 @@ func probesPerInterval(b *testing.B, n *testenv.NATS, project string, share bool
 		s.DeliveryLog.Enabled = false
 		s.FailureNotices.Enabled = false
 		s.Target.Circuit = CircuitConfig{Failures: 1, ProbeInterval: interval}
+		s.DeadLetterStream.Replicas = replicas
 		e := New(Options{Settings: s, Name: "bench", Logger: zap.NewNop(), Telemetry: nopTelemetry{}})
 		if share {
-			nc, js := testenv.Connect(b, n.URL())
+			nc, js := testenv.Connect(b, url)
 			if err := e.Start(nil, nc, js); err != nil {
 				b.Fatal(err)
 			}
