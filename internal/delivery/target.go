@@ -101,6 +101,8 @@ type target struct {
 	lease leaseResult
 	// sharedUntil is the end of the wait the others last heard of (written or adopted).
 	sharedUntil time.Time
+	// sharedAt is when the target's entry was last written or adopted (renew).
+	sharedAt time.Time
 	// remote: the state is another process's (adopted), not moved by this one's attempts.
 	remote bool
 	// probeElsewhere: until then another process's probe is presumed out (the lease was

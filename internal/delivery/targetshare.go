@@ -52,9 +52,15 @@ import (
 //     wait, takes S off it (and drops it if shorter).
 const TargetsBucket = "svc-targets"
 
-// targetsTTL lets the entries of targets nobody delivers to any more go; a throttle or
-// interval outlasting it is renewed by the next failed probe.
-const targetsTTL = time.Hour
+// targetsTTL lets the entries of targets nobody delivers to any more go. A throttle or
+// interval outlasting it makes no probe to write it again meanwhile, so the process that
+// recorded it writes it again every renewAfter while it lasts (renew): a process starting
+// an hour after a year's Retry-After still finds it.
+const (
+	targetsTTL = time.Hour
+	renewAfter = targetsTTL / 2
+	renewCheck = time.Minute
+)
 
 // markerTTL is how long an expired lease leaves its marker (per-key TTLs need one).
 const markerTTL = time.Minute
@@ -209,7 +215,7 @@ func (s *targetShare) publish(t *target, state targetState, wait time.Duration) 
 	if s.usable() == nil {
 		return
 	}
-	t.sharedUntil = t.until
+	t.sharedUntil, t.sharedAt = t.until, time.Now()
 	e := sharedEntry{State: sharedThrottled, WaitMS: max(wait.Milliseconds(), 1), By: s.id, Project: t.project, Origin: t.origin}
 	if state == stateOpen {
 		e.State = sharedOpen
@@ -442,6 +448,8 @@ func (s *targetShare) watch(ctx context.Context, bound func()) error {
 	// the connection is back and the watch replays the bucket.
 	tick := time.NewTicker(connCheck)
 	defer tick.Stop()
+	renewTick := time.NewTicker(renewCheck)
+	defer renewTick.Stop()
 	replaying := true
 	for {
 		select {
@@ -451,6 +459,8 @@ func (s *targetShare) watch(ctx context.Context, bound func()) error {
 			if !s.connected() {
 				return errors.New("NATS disconnected")
 			}
+		case now := <-renewTick.C:
+			s.ts.renew(now)
 		case e, ok := <-w.Updates():
 			if !ok {
 				return fmt.Errorf("watch of bucket %s closed", TargetsBucket)
@@ -573,7 +583,30 @@ func (ts *targets) adopt(e sharedEntry, own bool, rev uint64, wait time.Duration
 		}
 		// Everyone has this one: this process's own later answers publish only a move
 		// past it (shareReport).
-		t.sharedUntil = t.until
+		t.sharedUntil, t.sharedAt = t.until, now
 		t.wake()
+	}
+}
+
+// renew writes again the entries of this process's own throttles and open circuits that
+// outlast the bucket's TTL before they expire from it (another process's are its to
+// renew; if it is gone, a process that finds out itself writes them).
+func (ts *targets) renew(now time.Time) {
+	s := ts.share.Load()
+	if s == nil {
+		return
+	}
+	ts.mu.Lock()
+	list := make([]*target, 0, len(ts.m))
+	for _, t := range ts.m {
+		list = append(list, t)
+	}
+	ts.mu.Unlock()
+	for _, t := range list {
+		t.mu.Lock()
+		if !t.remote && t.state != stateClosed && t.until.After(now) && now.Sub(t.sharedAt) >= renewAfter {
+			s.publish(t, t.state, t.until.Sub(now))
+		}
+		t.mu.Unlock()
 	}
 }

@@ -596,3 +596,46 @@ func TestAdoptedTargetsAreBounded(t *testing.T) {
 	defer ts.mu.Unlock()
 	assert.Len(t, ts.m, maxAdopted)
 }
+
+// A Retry-After longer than the bucket keeps entries (a throttle makes no probe that
+// would write it again) is written again before it expires from the bucket, so a process
+// starting later still finds it; once over, it is not.
+func TestALongThrottleIsRenewedInTheBucket(t *testing.T) {
+	n := testenv.StartNATS(t)
+	a := startProc(t, n, circuit(0, time.Second))
+	const url = "https://agent.example.com"
+	ctx := context.Background()
+	ta := a.e.targets.get("p", url)
+	defer a.e.targets.put(ta)
+	kv := a.e.share.bucket()
+	key := shareKey("p", targetOrigin(url))
+	written := func() (uint64, sharedEntry) {
+		require.Eventually(t, func() bool {
+			ta.mu.Lock()
+			defer ta.mu.Unlock()
+			return ta.pending == 0
+		}, 10*time.Second, 5*time.Millisecond)
+		e, err := kv.Get(ctx, key)
+		require.NoError(t, err)
+		var got sharedEntry
+		require.NoError(t, json.Unmarshal(e.Value(), &got))
+		return e.Revision(), got
+	}
+	a.e.targets.report(ctx, ta, false, attemptResult{class: classRetryable, status: 429, retryAfter: 24 * time.Hour, hasRetryAfter: true})
+	first, _ := written()
+
+	a.e.targets.renew(time.Now().Add(renewAfter / 2))
+	rev, _ := written()
+	assert.Equal(t, first, rev, "written recently: not again")
+
+	later := time.Now().Add(renewAfter + time.Minute)
+	a.e.targets.renew(later)
+	rev, got := written()
+	assert.Greater(t, rev, first, "written again before the bucket's TTL ends")
+	assert.Equal(t, sharedThrottled, got.State)
+	assert.InDelta(t, (24*time.Hour - renewAfter - time.Minute).Seconds(), got.wait().Seconds(), 60, "what is left of the wait")
+
+	a.e.targets.renew(time.Now().Add(48 * time.Hour))
+	again, _ := written()
+	assert.Equal(t, rev, again, "over: not written")
+}
