@@ -3,12 +3,17 @@ package api
 import (
 	"net/http"
 
+	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
 func invitationJSON(i store.Invitation) map[string]any {
-	return map[string]any{"id": i.ID, "email": i.Email, "role": i.Role, "invited_by": i.InvitedBy,
+	out := map[string]any{"id": i.ID, "email": i.Email, "role": i.Role, "invited_by": i.InvitedBy,
 		"created_at": ts(i.CreatedAt), "expires_at": ts(i.ExpiresAt)}
+	if i.InvitedByEmail != "" {
+		out["invited_by_email"] = i.InvitedByEmail
+	}
+	return out
 }
 
 // addMemberOrInvite is POST .../members: a verified account becomes a member (201, as
@@ -69,7 +74,7 @@ type tokenBody struct {
 // invitationInfo shows the invitation page what it invites to, by the link's secret
 // (sent in the body, not the URL, where proxies would log it).
 func (s *Server) invitationInfo(w http.ResponseWriter, r *http.Request) {
-	if !s.takeLinkTry(w, r) {
+	if !s.takeLinkUse(w, r) {
 		return
 	}
 	var b tokenBody
@@ -79,8 +84,12 @@ func (s *Server) invitationInfo(w http.ResponseWriter, r *http.Request) {
 	}
 	info, err := s.Email.Invitation(r.Context(), b.Token)
 	s.respond(w, r, err, http.StatusOK, func() any {
-		return map[string]any{"email": info.Email, "project": info.Project, "project_id": info.ProjectID, "role": info.Role,
+		out := map[string]any{"email": info.Email, "project": info.Project, "project_id": info.ProjectID, "role": info.Role,
 			"has_account": info.HasAccount, "expires_at": ts(info.ExpiresAt)}
+		if info.InvitedBy != "" {
+			out["invited_by"] = info.InvitedBy
+		}
+		return out
 	})
 }
 
@@ -102,7 +111,7 @@ func (s *Server) acceptInvitationSession(w http.ResponseWriter, r *http.Request)
 }
 
 func (s *Server) accept(w http.ResponseWriter, r *http.Request) (store.User, string, bool) {
-	if !s.takeLinkTry(w, r) {
+	if !s.takeLinkUse(w, r) {
 		return store.User{}, "", false
 	}
 	var b tokenBody
@@ -110,10 +119,15 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request) (store.User, str
 		fail(w, e)
 		return store.User{}, "", false
 	}
-	u, project, err := s.Email.AcceptInvitation(r.Context(), b.Token, b.Password)
+	u, inv, err := s.Email.AcceptInvitation(r.Context(), b.Token, b.Password)
 	if err != nil {
 		s.answer(w, r, err, "invitation")
 		return store.User{}, "", false
 	}
-	return u, project, true
+	// No actor before the link was used, so no route records it: the member who joined is.
+	if err := s.Svc.RecordAudit(r.Context(), service.Actor{UserID: u.ID, Email: u.Email, CredKind: "email_link", Addr: s.clientAddr(r)},
+		inv.ProjectID, "invitation.accept", inv.ID); err != nil {
+		s.Logger.Warn("accepted invitation not recorded in the audit log", "invitation", inv.ID, "error", err)
+	}
+	return u, inv.ProjectID, true
 }

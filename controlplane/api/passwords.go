@@ -9,10 +9,9 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 )
 
-// takeLinkTry counts an unauthenticated request that mails someone or tries a mailed
-// link's secret against the client's address: neither may be used to flood a mailbox
-// or to guess.
-func (s *Server) takeLinkTry(w http.ResponseWriter, r *http.Request) bool {
+// takeMailTry counts an unauthenticated request that mails someone against the client's
+// address, so no one floods mailboxes from it (uses of links are takeLinkUse's).
+func (s *Server) takeMailTry(w http.ResponseWriter, r *http.Request) bool {
 	if ok, wait := s.emailByAddr.Take(s.limitAddr(r), time.Now()); !ok {
 		fail(w, rateLimited("too many requests from your address", wait))
 		return false
@@ -27,7 +26,7 @@ func (s *Server) passwordReset(w http.ResponseWriter, r *http.Request) {
 		fail(w, service.ErrEmailOff())
 		return
 	}
-	if !s.takeLinkTry(w, r) {
+	if !s.takeMailTry(w, r) {
 		return
 	}
 	var b struct {
@@ -56,7 +55,7 @@ func (s *Server) passwordReset(w http.ResponseWriter, r *http.Request) {
 // passwordResetConfirm sets the password a reset link was mailed for and ends every
 // credential of the account.
 func (s *Server) passwordResetConfirm(w http.ResponseWriter, r *http.Request) {
-	if !s.takeLinkTry(w, r) {
+	if !s.takeLinkUse(w, r) {
 		return
 	}
 	var b tokenBody
@@ -64,7 +63,14 @@ func (s *Server) passwordResetConfirm(w http.ResponseWriter, r *http.Request) {
 		fail(w, e)
 		return
 	}
-	_, err := s.Email.ConfirmPasswordReset(r.Context(), b.Token, b.Password)
+	u, err := s.Email.ConfirmPasswordReset(r.Context(), b.Token, b.Password)
+	if err == nil {
+		// No actor before the link was used, so no route records it: the account is.
+		if err := s.Svc.RecordAudit(r.Context(), service.Actor{UserID: u.ID, Email: u.Email, CredKind: "email_link", Addr: s.clientAddr(r)},
+			"", "password.reset", u.ID); err != nil {
+			s.Logger.Warn("password reset not recorded in the audit log", "user", u.ID, "error", err)
+		}
+	}
 	s.respond(w, r, err, http.StatusNoContent, nil)
 }
 

@@ -55,6 +55,7 @@ type Server struct {
 	signupByAddr       *auth.Limiter
 	registerByAddr     *auth.Limiter
 	emailByAddr        *auth.Limiter
+	linkByAddr         *auth.Limiter
 	resetByEmail       *auth.Limiter
 	verifyByUser       *auth.Limiter
 	ssoByAddr          *auth.Limiter
@@ -68,6 +69,7 @@ func (s *Server) Handler() http.Handler {
 	s.signupByAddr = auth.NewLimiter(10, time.Hour)
 	s.registerByAddr = auth.NewLimiter(registerPerHour, time.Hour)
 	s.emailByAddr = auth.NewLimiter(20, time.Hour)
+	s.linkByAddr = auth.NewLimiter(linkUsesPerHour, time.Hour)
 	s.resetByEmail = auth.NewLimiter(3, time.Hour)
 	s.verifyByUser = auth.NewLimiter(5, time.Hour)
 	s.ssoByAddr = auth.NewLimiter(60, 15*time.Minute)

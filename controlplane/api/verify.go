@@ -8,9 +8,25 @@ import (
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
+// linkUsesPerHour bounds the uses of mailed links (verify, invitation, reset confirm)
+// from one client address. The secrets are 256 bits, so this is no guard against
+// guessing but against load; it is generous because an office behind one address
+// onboards many people at once, and opening an invitation costs two.
+const linkUsesPerHour = 200
+
+// takeLinkUse counts an unauthenticated use of a mailed link's secret against the
+// client's address.
+func (s *Server) takeLinkUse(w http.ResponseWriter, r *http.Request) bool {
+	if ok, wait := s.linkByAddr.Take(s.limitAddr(r), time.Now()); !ok {
+		fail(w, rateLimited("too many requests from your address", wait))
+		return false
+	}
+	return true
+}
+
 // verifyEmail uses a verification link (POST /api/v1/auth/verify-email {"token"}).
 func (s *Server) verifyEmail(w http.ResponseWriter, r *http.Request) {
-	if !s.takeLinkTry(w, r) {
+	if !s.takeLinkUse(w, r) {
 		return
 	}
 	var b tokenBody

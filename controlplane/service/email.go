@@ -47,17 +47,97 @@ type Email struct {
 	Logger    *slog.Logger
 
 	limitsOnce sync.Once
-	// invites bounds the invitations one project mails, so an admin's account cannot be
-	// used to send mail to any number of addresses.
-	invites *auth.Limiter
+	// invites bounds the invitations one project mails, invitesByUser those one account
+	// mails over all its projects, invitesAll the instance's: invitations carry words the
+	// inviter chose (the project's name) from the operator's domain, so no one account
+	// (nor many made for it) may send them to any number of addresses.
+	invites, invitesByUser, invitesAll *auth.Limiter
+	// sending bounds the mails being sent after their request answered.
+	sending chan struct{}
 }
 
-// InvitesPerHour is how many invitations a project may mail an hour.
-const InvitesPerHour = 50
+// How many invitations may be mailed an hour by one project, one account and the
+// instance (each process: replicas multiply it).
+const (
+	InvitesPerHour          = 50
+	InvitesPerHourByAccount = 20
+	InvitesPerHourInstance  = 1000
+)
 
-func (e *Email) inviteLimiter() *auth.Limiter {
-	e.limitsOnce.Do(func() { e.invites = auth.NewLimiter(InvitesPerHour, time.Hour) })
-	return e.invites
+// maxLaterSends bounds the mails sent in the background at once; more are dropped and
+// logged (the user can ask again) rather than holding goroutines without bound.
+const maxLaterSends = 32
+
+func (e *Email) initLimits() {
+	e.limitsOnce.Do(func() {
+		e.invites = auth.NewLimiter(InvitesPerHour, time.Hour)
+		e.invitesByUser = auth.NewLimiter(InvitesPerHourByAccount, time.Hour)
+		e.invitesAll = auth.NewLimiter(InvitesPerHourInstance, time.Hour)
+		e.sending = make(chan struct{}, maxLaterSends)
+	})
+}
+
+// takeInvite counts one invitation against each limit, the first refusal answering.
+func (e *Email) takeInvite(projectID, userID string, now time.Time) error {
+	e.initLimits()
+	for _, l := range []struct {
+		lim  *auth.Limiter
+		key  string
+		what string
+		n    int
+	}{
+		{e.invites, projectID, "this project sent %d invitations", InvitesPerHour},
+		{e.invitesByUser, userID, "you sent %d invitations", InvitesPerHourByAccount},
+		{e.invitesAll, "", "this instance sent %d invitations", InvitesPerHourInstance},
+	} {
+		if ok, wait := l.lim.Take(l.key, now); !ok {
+			secs := int((wait + time.Second - 1) / time.Second)
+			ae := apierror.New(http.StatusTooManyRequests, apierror.RateLimited,
+				fmt.Sprintf(l.what+" in the last hour; try again in %d s", l.n, secs))
+			ae.RetryAfter = time.Duration(secs) * time.Second
+			return ae
+		}
+	}
+	return nil
+}
+
+// later runs job after the request has answered, with a context the request's end does
+// not cancel: neither a slow mail server nor whether there was anything to send shows
+// in the answer or its timing, and a client cannot hold handlers open by asking.
+func (e *Email) later(ctx context.Context, what string, job func(ctx context.Context) error) {
+	e.initLimits()
+	ctx = context.WithoutCancel(ctx)
+	select {
+	case e.sending <- struct{}{}:
+	default:
+		e.Logger.Warn("email not sent: too many being sent", "what", what)
+		return
+	}
+	go func() {
+		defer func() { <-e.sending }()
+		if err := job(ctx); err != nil {
+			e.Logger.Warn("email not sent", "what", what, "error", err)
+		}
+	}()
+}
+
+// CheckNewPassword is the rule every new password follows.
+func CheckNewPassword(p string) error {
+	if n := len(p); n < auth.MinPasswordLen || n > auth.MaxPasswordLen {
+		return BadBody(fmt.Sprintf("password must be %d to %d characters", auth.MinPasswordLen, auth.MaxPasswordLen))
+	}
+	return nil
+}
+
+// checkRole is a role an owner or admin may give: member (the default) or admin.
+func checkRole(role string) (string, error) {
+	switch role {
+	case "":
+		return store.RoleMember, nil
+	case store.RoleAdmin, store.RoleMember:
+		return role, nil
+	}
+	return "", BadBody(`role must be "admin" or "member"`)
 }
 
 // Enabled reports whether mail can be sent.
@@ -142,38 +222,59 @@ func (e *Email) VerifyEmail(ctx context.Context, token string) (u store.User, er
 
 // --- invitations ----------------------------------------------------------------------
 
-// Invite is POST .../members with email on: an address with a verified account becomes a
-// member (as AddMember); any other gets an invitation by email, so an account that
-// never proved its address cannot collect memberships meant for whoever owns it.
-// Exactly one of member and inv is set.
+// Invite is POST .../members with email on: an address with a verified account, or of
+// someone already in the project, becomes a member or gets the role (as AddMember); any
+// other gets an invitation by email, so an account that never proved its address cannot
+// collect memberships meant for whoever owns it. Exactly one of member and inv is set.
 func (e *Email) Invite(ctx context.Context, userID, projectID, email, role string) (member *store.User, inv *store.Invitation, err error) {
 	addr, ok := NormalizeEmail(email)
 	if !ok {
 		return nil, nil, BadBody("email must be an address like ops@example.com")
 	}
-	if role == "" {
-		role = store.RoleMember
-	}
-	if role != store.RoleAdmin && role != store.RoleMember {
-		return nil, nil, BadBody(`role must be "admin" or "member"`)
+	if role, err = checkRole(role); err != nil {
+		return nil, nil, err
 	}
 	// Invitations need no mirror, so they run at Read level below: the credential's own
 	// limits (a read-only or project-limited token) are checked here as for a change.
 	if err := LimitsOf(ctx).allow(projectID, Write); err != nil {
 		return nil, nil, err
 	}
-	var verified bool
+	var direct bool
 	if err := e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
 		u, err := tx.UserByEmail(ctx, addr)
-		verified = err == nil && !u.EmailVerifiedAt.IsZero()
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		if !u.EmailVerifiedAt.IsZero() {
+			direct = true
+			return nil
+		}
+		// Someone already in the project (every account from before email was turned
+		// on is unverified) gets the role asked for: an invitation would leave the old
+		// one, and a demotion would silently do nothing. The owner gets AddMember's 409.
+		p, err := tx.InvitedProject(ctx, projectID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // InProject below answers as to anyone
+		} else if err != nil {
+			return err
+		}
+		if p.OwnerID == u.ID {
+			direct = true
+			return nil
+		}
+		if _, _, err := tx.ProjectForUser(ctx, projectID, u.ID); err == nil {
+			direct = true
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
 	}); err != nil {
 		return nil, nil, err
 	}
-	if verified {
+	if direct {
 		u, _, err := e.Svc.AddMember(ctx, userID, projectID, addr, role)
 		if err != nil {
 			return nil, nil, err
@@ -188,7 +289,11 @@ func (e *Email) Invite(ctx context.Context, userID, projectID, email, role strin
 	i := store.Invitation{ID: NewID("inv_"), Email: addr, Role: role, Hash: apikey.Hash(secret), InvitedBy: userID,
 		CreatedAt: now, ExpiresAt: now.Add(InvitationTTL)}
 	var project, inviter string
-	err = e.Svc.InProject(ctx, userID, projectID, Read, func(ctx context.Context, tx *store.Tx, p store.Project, r string, _ *mirror.Store) error {
+	var previous *store.Invitation
+	// The record is written once the mail went (below), not with the invitation: one
+	// whose mail failed is deleted and was never sent.
+	quiet := store.WithAudit(ctx, nil)
+	err = e.Svc.InProject(quiet, userID, projectID, Read, func(ctx context.Context, tx *store.Tx, p store.Project, r string, _ *mirror.Store) error {
 		if r == store.RoleMember {
 			return apierror.New(http.StatusForbidden, apierror.Forbidden, "only the project's owner and admins can invite")
 		}
@@ -196,17 +301,28 @@ func (e *Email) Invite(ctx context.Context, userID, projectID, email, role strin
 		if err != nil {
 			return err
 		}
+		// The mail says "<inviter> invited you to <project>", both chosen by the inviter,
+		// from the operator's domain: only someone who proved an address sends it.
+		if by.EmailVerifiedAt.IsZero() {
+			return apierror.New(http.StatusForbidden, apierror.Forbidden,
+				"confirm your own email address before inviting: open the link mailed to "+by.Email+" (the dashboard sends a new one)")
+		}
 		i.ProjectID, project, inviter = p.ID, p.Name, by.Email
-		if ok, wait := e.inviteLimiter().Take(p.ID, now); !ok {
-			secs := int((wait + time.Second - 1) / time.Second)
-			ae := apierror.New(http.StatusTooManyRequests, apierror.RateLimited,
-				fmt.Sprintf("this project sent %d invitations in the last hour; try again in %d s", InvitesPerHour, secs))
-			ae.RetryAfter = time.Duration(secs) * time.Second
-			return ae
+		if err := e.takeInvite(p.ID, userID, now); err != nil {
+			return err
 		}
 		// Expired links and invitations go here rather than on a timer of their own.
 		if err := tx.SweepEmail(ctx, now); err != nil {
 			return err
+		}
+		pending, err := tx.Invitations(ctx, p.ID, now)
+		if err != nil {
+			return err
+		}
+		for _, was := range pending {
+			if was.Email == addr {
+				previous = &was
+			}
 		}
 		return tx.PutInvitation(ctx, i)
 	})
@@ -215,9 +331,28 @@ func (e *Email) Invite(ctx context.Context, userID, projectID, email, role strin
 	}
 	m, err := mailer.Invitation(addr, e.PublicURL, e.link("invitation", secret), project, role, inviter, InvitationTTL)
 	if err := e.send(ctx, m, err); err != nil {
-		// An invitation whose mail did not go cannot be accepted; it is not left pending.
-		_ = e.Svc.Store.InTx(context.WithoutCancel(ctx), func(tx *store.Tx) error { return tx.DeleteInvitation(ctx, i.ProjectID, i.ID) })
+		// An invitation whose mail did not go cannot be accepted; it is not left pending,
+		// and the one it replaced (whose mail did go) is pending again. Done even when
+		// the client has gone.
+		bg := context.WithoutCancel(quiet)
+		if cerr := e.Svc.Store.InTx(bg, func(tx *store.Tx) error {
+			if previous != nil {
+				return tx.PutInvitation(bg, *previous)
+			}
+			return tx.DeleteInvitation(bg, i.ProjectID, i.ID)
+		}); cerr != nil {
+			e.Logger.Warn("invitation whose mail failed not removed", "invitation", i.ID, "error", cerr)
+		}
 		return nil, nil, err
+	}
+	if ev := store.AuditOf(ctx); ev != nil {
+		rec := *ev
+		rec.Action, rec.ProjectID, rec.Target = "invitation.create", i.ProjectID, i.ID
+		rec.Change(nil, map[string]string{"email": i.Email, "role": i.Role})
+		bg := context.WithoutCancel(quiet)
+		if err := e.Svc.Store.InTx(bg, func(tx *store.Tx) error { return tx.AddAudit(bg, rec) }); err != nil {
+			e.Logger.Warn("invitation sent but not recorded in the audit log", "invitation", i.ID, "error", err)
+		}
 	}
 	return nil, &i, nil
 }
@@ -228,8 +363,22 @@ func (e *Email) Invitations(ctx context.Context, userID, projectID string) (out 
 		if r == store.RoleMember {
 			return apierror.New(http.StatusForbidden, apierror.Forbidden, "only the project's owner and admins can see invitations")
 		}
-		out, err = tx.Invitations(ctx, p.ID, time.Now())
-		return err
+		if out, err = tx.Invitations(ctx, p.ID, time.Now()); err != nil {
+			return err
+		}
+		// A few per project: one read each is cheaper than a query of its own.
+		emails := map[string]string{}
+		for k, i := range out {
+			if _, ok := emails[i.InvitedBy]; !ok {
+				if u, err := tx.UserByID(ctx, i.InvitedBy); err == nil {
+					emails[i.InvitedBy] = u.Email
+				} else {
+					emails[i.InvitedBy] = ""
+				}
+			}
+			out[k].InvitedByEmail = emails[i.InvitedBy]
+		}
+		return nil
 	})
 	return out, err
 }
@@ -255,8 +404,10 @@ func (e *Email) RevokeInvitation(ctx context.Context, userID, projectID, id stri
 // InvitationInfo is what the invitation page shows before it is accepted.
 type InvitationInfo struct {
 	Email, Project, ProjectID, Role string
-	HasAccount                      bool
-	ExpiresAt                       time.Time
+	// InvitedBy is the inviter's address ("" when their account is gone).
+	InvitedBy  string
+	HasAccount bool
+	ExpiresAt  time.Time
 }
 
 // Invitation describes the invitation of a link.
@@ -273,8 +424,13 @@ func (e *Email) Invitation(ctx context.Context, token string) (info InvitationIn
 		if err != nil {
 			return err
 		}
+		var by string
+		if u, err := tx.UserByID(ctx, i.InvitedBy); err == nil {
+			by = u.Email
+		}
 		_, err = tx.UserByEmail(ctx, i.Email)
-		info = InvitationInfo{Email: i.Email, Project: p.Name, ProjectID: p.ID, Role: i.Role, HasAccount: err == nil, ExpiresAt: i.ExpiresAt}
+		info = InvitationInfo{Email: i.Email, Project: p.Name, ProjectID: p.ID, Role: i.Role, InvitedBy: by,
+			HasAccount: err == nil, ExpiresAt: i.ExpiresAt}
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
@@ -285,14 +441,30 @@ func (e *Email) Invitation(ctx context.Context, token string) (info InvitationIn
 
 // AcceptInvitation uses an invitation link: the invited address signs up with password
 // (or, when it has an account, logs in with it), is verified (the link reached it), and
-// joins the project with the invitation's role. The link works once.
-func (e *Email) AcceptInvitation(ctx context.Context, token, password string) (u store.User, projectID string, err error) {
+// joins the project with the invitation's role, never lowering a role it has. The link
+// works once, and only while whoever sent it may still invite. An account with the
+// address that never proved it (anyone can sign up with any address) is claimed: the
+// link proves the address, so password becomes its password and its credentials end.
+func (e *Email) AcceptInvitation(ctx context.Context, token, password string) (u store.User, inv store.Invitation, err error) {
 	ms, err := e.Svc.mirrorForChange(ctx)
 	if err != nil {
-		return u, "", err
+		return u, inv, err
 	}
 	var hash string
+	newHash := func() error {
+		if err := CheckNewPassword(password); err != nil {
+			return err
+		}
+		if hash != "" {
+			return nil
+		}
+		var herr error
+		hash, herr = auth.HashPassword(password)
+		return herr
+	}
+	var ended []string
 	err = e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+		ended = nil
 		now := time.Now().UTC()
 		i, err := tx.InvitationByHash(ctx, apikey.Hash(token), now)
 		if errors.Is(err, store.ErrNotFound) {
@@ -301,16 +473,23 @@ func (e *Email) AcceptInvitation(ctx context.Context, token, password string) (u
 		if err != nil {
 			return err
 		}
+		p, err := tx.InvitedProject(ctx, i.ProjectID)
+		if err != nil {
+			return err
+		}
+		if p.OwnerID != i.InvitedBy {
+			if _, r, err := tx.ProjectForUser(ctx, p.ID, i.InvitedBy); errors.Is(err, store.ErrNotFound) || err == nil && r == store.RoleMember {
+				return apierror.New(http.StatusBadRequest, "invalid_token",
+					"whoever sent this invitation can no longer invite to the project; ask its owner or an admin to invite you again")
+			} else if err != nil {
+				return err
+			}
+		}
 		u, err = tx.UserByEmail(ctx, i.Email)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			if n := len(password); n < auth.MinPasswordLen || n > auth.MaxPasswordLen {
-				return BadBody("password must be 8 to 256 characters")
-			}
-			if hash == "" {
-				if hash, err = auth.HashPassword(password); err != nil {
-					return err
-				}
+			if err := newHash(); err != nil {
+				return err
 			}
 			u = store.User{ID: NewID("u_"), Email: i.Email, PasswordHash: hash, CreatedAt: now}
 			if err := tx.CreateUser(ctx, u); err != nil {
@@ -318,11 +497,20 @@ func (e *Email) AcceptInvitation(ctx context.Context, token, password string) (u
 			}
 		case err != nil:
 			return err
-		default:
-			if auth.CheckPassword(password, u.PasswordHash) != nil {
-				return apierror.New(http.StatusUnauthorized, apierror.InvalidCredentials,
-					"an account with this email exists: enter its password to accept")
+		case auth.CheckPassword(password, u.PasswordHash) == nil:
+		case u.EmailVerifiedAt.IsZero():
+			if err := newHash(); err != nil {
+				return err
 			}
+			if err := tx.SetPassword(ctx, u.ID, hash); err != nil {
+				return err
+			}
+			if ended, err = revokeAllTx(ctx, tx, u.ID); err != nil {
+				return err
+			}
+		default:
+			return apierror.New(http.StatusUnauthorized, apierror.InvalidCredentials,
+				"an account with this email exists: enter its password to accept, or reset your password (Forgot your password? on the login page) and open this link again")
 		}
 		if u.EmailVerifiedAt.IsZero() {
 			if err := tx.VerifyEmail(ctx, u.ID, u.Email, now); err != nil {
@@ -336,27 +524,33 @@ func (e *Email) AcceptInvitation(ctx context.Context, token, password string) (u
 			}
 			return err
 		}
-		p, err := tx.InvitedProject(ctx, i.ProjectID)
-		if err != nil {
-			return err
-		}
-		projectID = p.ID
+		inv = i
 		if u.ID == p.OwnerID {
 			return nil
+		}
+		if _, r, err := tx.ProjectForUser(ctx, p.ID, u.ID); err == nil && r == store.RoleAdmin {
+			return nil // an old "member" invitation does not demote
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
 		}
 		if err := tx.PutMember(ctx, p.ID, u.ID, i.Role); err != nil {
 			return err
 		}
 		return saveProject(ctx, tx, ms, &p)
 	})
-	return u, projectID, err
+	if err != nil {
+		return u, inv, err
+	}
+	e.Svc.RevokeCredentials(ctx, ended...)
+	return u, inv, nil
 }
 
 // --- passwords ------------------------------------------------------------------------
 
 // RequestPasswordReset mails a reset link to the account of email, if there is one. The
-// caller answers the same whether there is or not (and whether the mail went), so the
-// endpoint does not tell who has an account.
+// lookup and the mail happen after the caller has answered, which it does the same
+// whether there is an account or not (and whether the mail went): neither the answer nor
+// its timing tells who has an account.
 func (e *Email) RequestPasswordReset(ctx context.Context, email string) error {
 	if !e.Enabled() {
 		return ErrEmailOff()
@@ -365,36 +559,39 @@ func (e *Email) RequestPasswordReset(ctx context.Context, email string) error {
 	if !ok {
 		return BadBody("email must be an address like ops@example.com")
 	}
-	secret := apikey.Generate(resetKind)
-	now := time.Now().UTC()
-	var found bool
-	err := e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
-		u, err := tx.UserByEmail(ctx, addr)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
+	e.later(ctx, "password reset", func(ctx context.Context) error {
+		secret := apikey.Generate(resetKind)
+		now := time.Now().UTC()
+		var found bool
+		err := e.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
+			u, err := tx.UserByEmail(ctx, addr)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			found = true
+			return tx.CreateEmailToken(ctx, store.EmailToken{Hash: apikey.Hash(secret), Kind: store.EmailPasswordReset, UserID: u.ID,
+				Email: u.Email, CreatedAt: now, ExpiresAt: now.Add(ResetTTL)})
+		})
+		if err != nil || !found {
+			return err
 		}
+		m, err := mailer.PasswordReset(addr, e.PublicURL, e.link("reset-password", secret), ResetTTL)
 		if err != nil {
 			return err
 		}
-		found = true
-		return tx.CreateEmailToken(ctx, store.EmailToken{Hash: apikey.Hash(secret), Kind: store.EmailPasswordReset, UserID: u.ID,
-			Email: u.Email, CreatedAt: now, ExpiresAt: now.Add(ResetTTL)})
+		return e.Mailer.Send(ctx, m)
 	})
-	if err != nil || !found {
-		return err
-	}
-	m, err := mailer.PasswordReset(addr, e.PublicURL, e.link("reset-password", secret), ResetTTL)
-	if err := e.send(ctx, m, err); err != nil {
-		e.Logger.Warn("password reset mail not sent")
-	}
 	return nil
 }
 
 // ConfirmPasswordReset uses a reset link: the password becomes password and every
 // credential of the account ends.
 func (e *Email) ConfirmPasswordReset(ctx context.Context, token, password string) (store.User, error) {
-	if n := len(password); n < auth.MinPasswordLen || n > auth.MaxPasswordLen {
-		return store.User{}, BadBody("password must be 8 to 256 characters")
+	if err := CheckNewPassword(password); err != nil {
+		return store.User{}, err
 	}
 	hash, err := auth.HashPassword(password)
 	if err != nil {
@@ -439,8 +636,8 @@ func (e *Email) ChangePassword(ctx context.Context, userID, current, password st
 	if LimitsOf(ctx).Limited() {
 		return AccountRefusal
 	}
-	if n := len(password); n < auth.MinPasswordLen || n > auth.MaxPasswordLen {
-		return BadBody("password must be 8 to 256 characters")
+	if err := CheckNewPassword(password); err != nil {
+		return err
 	}
 	hash, err := auth.HashPassword(password)
 	if err != nil {
@@ -469,8 +666,15 @@ func (e *Email) ChangePassword(ctx context.Context, userID, current, password st
 	}
 	e.Svc.RevokeCredentials(ctx, ended...)
 	if e.Enabled() && !u.EmailVerifiedAt.IsZero() {
-		m, err := mailer.PasswordChanged(u.Email, e.PublicURL)
-		_ = e.send(ctx, m, err) // the change stands; the notice is a courtesy
+		// After the answer: a slow mail server must not hold the one asking, whose new
+		// session comes with it (every other credential just ended).
+		e.later(ctx, "password changed", func(ctx context.Context) error {
+			m, err := mailer.PasswordChanged(u.Email, e.PublicURL)
+			if err != nil {
+				return err
+			}
+			return e.Mailer.Send(ctx, m)
+		})
 	}
 	return nil
 }

@@ -276,14 +276,12 @@ func (s *Service) AddMember(ctx context.Context, userID, id, email, role string)
 	if !ok {
 		return store.User{}, "", BadBody("email must be an address like ops@example.com")
 	}
-	if role == "" {
-		role = store.RoleMember
-	}
-	if role != store.RoleAdmin && role != store.RoleMember {
-		return store.User{}, "", BadBody(`role must be "admin" or "member"`)
+	role, err := checkRole(role)
+	if err != nil {
+		return store.User{}, "", err
 	}
 	var u store.User
-	err := s.InProject(ctx, userID, id, Write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store) error {
+	err = s.InProject(ctx, userID, id, Write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store) error {
 		var err error
 		u, err = tx.UserByEmail(ctx, email)
 		if errors.Is(err, store.ErrNotFound) {

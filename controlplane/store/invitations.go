@@ -13,6 +13,9 @@ import (
 type Invitation struct {
 	ID, ProjectID, Email, Role, Hash, InvitedBy string
 	CreatedAt, ExpiresAt                        time.Time
+	// InvitedByEmail is the inviter's address when a listing looked it up (not stored:
+	// an account's address can change).
+	InvitedByEmail string
 }
 
 const invitationCols = `id, project_id, email, role, hash, invited_by, created_at, expires_at`
