@@ -43,6 +43,8 @@ try {
   await assertAccessible(a, 'projects with the banner');
   await shot(a, 'verify-banner');
   await a.goto(await mailedLink('owner@example.com', 'Confirm your email address', 'verify-email'));
+  // Opening the link alone (as a mail scanner does) uses nothing: it takes a click.
+  await a.getByRole('button', { name: 'Confirm my address' }).click();
   await a.getByRole('status').filter({ hasText: 'owner@example.com is confirmed.' }).waitFor();
   assert.equal(new URL(a.url()).search, '', 'the secret left the address bar');
   await shot(a, 'verified');
@@ -67,8 +69,12 @@ try {
   const pending = a.getByRole('table', { name: 'Pending invitations to shop' });
   await pending.getByRole('row', { name: /newbie@example\.com admin/ }).waitFor();
   await pending.getByRole('row', { name: /gone@example\.com member/ }).waitFor();
+  const newbieRow = pending.getByRole('row', { name: /newbie@example\.com/ });
+  assert.match(await newbieRow.textContent(), /owner@example\.com/, 'who invited');
   await assertAccessible(a, 'members with pending invitations');
   await shot(a, 'pending-invitations');
+  await a.getByRole('button', { name: 'Resend the invitation to gone@example.com' }).click();
+  await a.getByRole('status').filter({ hasText: 'A new invitation was sent to gone@example.com' }).waitFor();
   const goneLink = await mailedLink('gone@example.com', 'invited you to shop', 'invitation');
   await a.getByRole('button', { name: 'Revoke the invitation to gone@example.com' }).click();
   const dialog = a.getByRole('dialog', { name: 'Revoke the invitation to gone@example.com?' });
@@ -83,9 +89,16 @@ try {
   await b.goto(goneLink);
   await b.getByRole('alert').filter({ hasText: 'This invitation link is unknown, used, revoked or expired' }).waitFor();
   await shot(b, 'revoked-link');
-  await b.goto(await mailedLink('newbie@example.com', 'invited you to shop', 'invitation'));
+  const newbieLink = await mailedLink('newbie@example.com', 'invited you to shop', 'invitation');
+  // Opened in a browser logged in as someone else, the page says accepting swaps the session.
+  await a.goto(newbieLink);
+  await a.getByRole('status').filter({ hasText: 'You are logged in as owner@example.com. Accepting logs you out of it and in as newbie@example.com.' }).waitFor();
+  await shot(a, 'invitation-other-session');
+  await a.goto(base + '/projects');
+  await b.goto(newbieLink);
   await b.getByRole('heading', { name: 'Accept the invitation' }).waitFor();
-  await b.getByText(/You are invited to shop as an admin, as newbie@example\.com/).waitFor();
+  await b.getByText(/owner@example\.com invited you to shop as an admin, as newbie@example\.com/).waitFor();
+  assert.equal(await b.getByText('You are logged in as').count(), 0, 'no session, no warning');
   await assertAccessible(b, 'invitation');
   await shot(b, 'invitation');
   await b.getByLabel('Choose a password').fill('newbie password 1');

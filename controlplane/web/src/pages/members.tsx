@@ -5,7 +5,14 @@ import { RemovableTable } from '../removal';
 import { navigate } from '../router';
 import { ErrorMessage, Field, LoadStatus, Notice, PageHeader, When } from '../ui';
 
-type Invitation = { id: string; email: string; role: string; created_at: string; expires_at: string };
+type Invitation = {
+  id: string;
+  email: string;
+  role: string;
+  invited_by_email?: string;
+  created_at: string;
+  expires_at: string;
+};
 
 /**
  * Members: owners and admins invite by email with a role, change roles and remove; a
@@ -44,6 +51,16 @@ export function MembersPage({ project, session }: { project: Project; session: S
     },
   );
   const busy = posting.busy || removing.busy || revoking.busy;
+
+  // Resending is inviting again: a new link replaces the old one, which stops working.
+  const resend = (i: Invitation) => {
+    setDone('');
+    posting.run(async () => {
+      await api('POST', base, { email: i.email, role: i.role });
+      setDone(`A new invitation was sent to ${i.email}; the link in the earlier one no longer works.`);
+      await invitations.reload();
+    });
+  };
   const emailOn = invitations.data?.email_enabled ?? false;
 
   const invite = (e: Event) => {
@@ -150,7 +167,7 @@ export function MembersPage({ project, session }: { project: Project; session: S
       {manage && invitations.data && invitations.data.invitations.length > 0 && (
         <>
           <h2 id="pending-h" class="section-title">Pending invitations</h2>
-          <RemovableTable caption={`Pending invitations to ${project.name}`} columns={['Email', 'Role', 'Expires']}
+          <RemovableTable caption={`Pending invitations to ${project.name}`} columns={['Email', 'Role', 'Invited by', 'Sent', 'Expires']}
             items={invitations.data.invitations} id={(i) => i.id} removal={revoking} busy={busy}
             cells={(i) => (
               <>
@@ -158,8 +175,16 @@ export function MembersPage({ project, session }: { project: Project; session: S
                 <td>
                   <span class="badge">{i.role}</span>
                 </td>
+                <td>{i.invited_by_email ?? '—'}</td>
                 <td>
-                  <When at={i.expires_at} />
+                  <When at={i.created_at} />
+                </td>
+                <td>
+                  <When at={i.expires_at} />{' '}
+                  <button type="button" class="btn btn-small" disabled={busy} aria-label={`Resend the invitation to ${i.email}`}
+                    onClick={() => resend(i)}>
+                    Resend
+                  </button>
                 </td>
               </>
             )}
