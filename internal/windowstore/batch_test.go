@@ -209,3 +209,32 @@ func TestAddBatchHoldsTheProjectToItsBound(t *testing.T) {
 	assert.Less(t, len(m.projects["p"].order)-m.projects["p"].head, 2*kept+1024+50)
 	m.mu.Unlock()
 }
+
+// The memory store keeps only the record, in memory of its own: a caller's record is
+// often a slice of a NATS message's buffer (headers before it), which it must neither
+// pin nor see changed, and the bounds count what is really kept.
+func TestMemoryKeepsOwnCopiesOfExactlyTheRecord(t *testing.T) {
+	m := NewMemory(time.Minute)
+	t.Cleanup(func() { _ = m.Close() })
+	ctx := context.Background()
+	t0 := time.Now()
+	const hdr = "NATS/1.0\r\nSvc-Signal: log\r\nNats-Msg-Id: 0123456789abcdef\r\n\r\n"
+	const rec = `{"body":"disk full"}`
+	msg := []byte(hdr + rec + rec)
+	first := msg[len(hdr) : len(hdr)+len(rec)]
+	second := msg[len(hdr)+len(rec):]
+	require.NoError(t, m.AddBatch(ctx, "p", t0, time.Minute, []Entry{{Group: "g", Seq: 1, Rec: first}}))
+	require.NoError(t, m.Add(ctx, "p", "g", 2, second, t0, time.Minute))
+
+	for i := range msg {
+		msg[i] = 'x' // the caller reuses its buffer
+	}
+	got, _, err := m.Window(ctx, "p", "g", t0.Add(-time.Second), 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{rec, rec}, strs(got))
+	for _, g := range got {
+		assert.Equal(t, len(rec), cap(g), "the kept entry holds the record only, not the buffer behind it")
+	}
+	assert.Equal(t, 2*(len(rec)+entryOverhead), m.ProjectBytes("p"))
+	assert.Equal(t, 2*(len(rec)+entryOverhead), m.TotalBytes())
+}

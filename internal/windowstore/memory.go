@@ -165,11 +165,13 @@ func (m *Memory) sweep(now time.Time) {
 
 // Add implements Store. It keeps a copy of rec.
 func (m *Memory) Add(ctx context.Context, project, group string, seq uint64, rec []byte, t time.Time, ttl time.Duration) error {
-	return m.AddBatch(ctx, project, t, ttl, []Entry{{Group: group, Seq: seq, Rec: append([]byte(nil), rec...)}})
+	return m.AddBatch(ctx, project, t, ttl, []Entry{{Group: group, Seq: seq, Rec: rec}})
 }
 
 // AddBatch implements Store: the entries under one lock, and the bounds applied once
-// for all of them. It keeps each Rec as it is, without a copy.
+// for all of them. It keeps an exact-size copy of each Rec it stores: a caller's Rec
+// may be a slice of a larger buffer (a NATS message's, headers included), and keeping
+// that would hold memory the project's and process's bounds never counted.
 func (m *Memory) AddBatch(_ context.Context, project string, t time.Time, ttl time.Duration, entries []Entry) error {
 	if len(entries) == 0 {
 		return nil
@@ -202,7 +204,7 @@ func (m *Memory) AddBatch(_ context.Context, project string, t time.Time, ttl ti
 		pr.bytes += len(e.Rec) + entryOverhead
 		pr.live++
 		pr.order = append(pr.order, memRef{group: g, seq: e.Seq})
-		g.insert(memEntry{t: t, seq: e.Seq, rec: e.Rec})
+		g.insert(memEntry{t: t, seq: e.Seq, rec: exactCopy(e.Rec)})
 		// Trim what has expired and what exceeds the cap.
 		cut := 0
 		if g.entries[0].t.Before(t.Add(-ttl)) {
@@ -494,6 +496,14 @@ func (m *Memory) dropGroup(k string, g *memGroup) {
 	} else {
 		pr.compact()
 	}
+}
+
+// exactCopy is rec in memory of its own, with no spare capacity (append would round
+// the capacity up).
+func exactCopy(rec []byte) []byte {
+	c := make([]byte, len(rec))
+	copy(c, rec)
+	return c
 }
 
 // Evicted is how many entries the bounds (per project and per process) have evicted

@@ -23,8 +23,9 @@ type Store interface {
 	Add(ctx context.Context, project, group string, seq uint64, rec []byte, t time.Time, ttl time.Duration) error
 	// AddBatch is Add for many records of one project at time t, each kept for ttl: one
 	// lock in memory, one round trip to Redis (for a batch of common size), where one
-	// Add per record would pay that each time. The store may keep each Rec as it is, so
-	// the caller must not change one afterwards.
+	// Add per record would pay that each time. The store keeps no reference to a Rec
+	// after the call (the memory store copies what it keeps), so Rec may be a slice of
+	// a larger buffer that the caller reuses.
 	AddBatch(ctx context.Context, project string, t time.Time, ttl time.Duration, entries []Entry) error
 	// Window returns the newest max records of the group stored at or after since,
 	// oldest first, and how many the group holds since then in all (total >= len(recs)),
