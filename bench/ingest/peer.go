@@ -38,6 +38,8 @@ const (
 	peerBin = "build/otelcol-peer"
 	// peerDrainTimeout bounds the wait for side B's queue to empty after a round.
 	peerDrainTimeout = 2 * time.Minute
+	// peerTail is how long after a round's last answer its sides' CPU is still counted.
+	peerTail = time.Second
 
 	// Goals from the performance issue, against the stock collector of the same run.
 	goalPeerRateA = 0.6 // otelcol-svc records/s ≥ 0.6 × A
@@ -57,7 +59,11 @@ func peerBinary(r *benchkit.Runner) string {
 	}
 	base := filepath.Join(root, "bin", "peer")
 	dir := peerCacheDir(base, cfg)
+	sweepPeerBuilds(base, dir)
 	if _, err := os.Stat(filepath.Join(dir, peerBin)); err == nil {
+		// Its time says it is in use, so that another run's sweep keeps it.
+		now := time.Now()
+		_ = os.Chtimes(dir, now, now)
 		fmt.Fprintf(os.Stderr, "stock collector: %s (built before from %s/builder-config.yaml)\n", filepath.Join(dir, peerBin), peerDir)
 		return filepath.Join(dir, peerBin)
 	}
@@ -92,14 +98,36 @@ func peerBinary(r *benchkit.Runner) string {
 			r.Fatal(err)
 		}
 	}
-	// Builds of earlier configs are not used again.
-	old, _ := filepath.Glob(filepath.Join(base, "????????????????"))
-	for _, o := range old {
-		if o != dir && isHex(filepath.Base(o)) {
-			_ = os.RemoveAll(o)
+	return filepath.Join(dir, peerBin)
+}
+
+const (
+	// peerBuildKeep is how long a build of another config is kept unused: a run started
+	// with another builder config (another checkout's, another helper's) may be using it.
+	peerBuildKeep = 24 * time.Hour
+	// peerBuildingKeep is how long an unfinished build's directory may sit untouched
+	// before it is taken for one whose run was killed (SIGKILL skips AtExit) and removed;
+	// a build takes minutes.
+	peerBuildingKeep = time.Hour
+)
+
+// sweepPeerBuilds removes from base the builds of other configs left unused for a day
+// and the directories of builds interrupted long ago.
+func sweepPeerBuilds(base, keep string) {
+	entries, _ := os.ReadDir(base)
+	for _, e := range entries {
+		p := filepath.Join(base, e.Name())
+		info, err := e.Info()
+		if err != nil || !e.IsDir() || p == keep {
+			continue
+		}
+		age := time.Since(info.ModTime())
+		switch {
+		case len(e.Name()) == 16 && isHex(e.Name()) && age > peerBuildKeep,
+			strings.HasPrefix(e.Name(), "building-") && age > peerBuildingKeep:
+			_ = os.RemoveAll(p)
 		}
 	}
-	return filepath.Join(dir, peerBin)
 }
 
 // peerCacheDir is where the stock collector built from the builder config cfg is kept:
@@ -363,6 +391,7 @@ type peerSide struct {
 	res    result
 	cpu    benchkit.CPUSnap
 	drain  time.Duration
+	tail   time.Duration // collector CPU in the idle tails after the rounds
 	rss    mem
 	rounds []peerRound
 }
@@ -424,17 +453,23 @@ func peerBench(r *benchkit.Runner, d time.Duration, rounds, conc, batch, distinc
 				res.Elapsed += drain
 				side.drain += drain
 			}
-			c1 := cpuOf(side.pids)
 			if peak := stopRSS(); peak.RSS > side.rss.RSS {
 				side.rss = peak
 			}
+			// The side's CPU is read after the same idle tail for every side, so that
+			// what a process does after its last answer (nats-server flushing and
+			// compacting its store, a periodic sync) is charged to it, not to nobody or
+			// the next side. records/s stays on the time until the last answer.
+			cEnd := cpuOf(side.pids)
+			time.Sleep(peerTail)
+			c1 := cpuOf(side.pids)
+			side.tail += c1.Collector - cEnd.Collector
 			side.res = side.res.merge(res)
 			side.cpu = side.cpu.Add(c0, c1)
 			use := cpuUseOf(benchkit.CPUSnap{}.Add(c0, c1), res.Elapsed)
 			p := phaseReport(res, use)
 			side.rounds = append(side.rounds, peerRound{RecordsPerSec: p.RecordsPerSec, CollectorUsPerRecord: p.CollectorUsPerRecord,
 				Other: use.Other, Steal: use.Steal})
-			time.Sleep(time.Second)
 		}
 	}
 
@@ -442,6 +477,9 @@ func peerBench(r *benchkit.Runner, d time.Duration, rounds, conc, batch, distinc
 		sr := peerSideReport{Name: s.name, Setup: s.setup, Processes: len(s.pids), RSSPeak: s.rss,
 			DrainSeconds: s.drain.Seconds(), Rounds: s.rounds}
 		sr.phase = phaseReport(s.res, cpuUseOf(s.cpu, s.res.Elapsed))
+		if s.cpu.Collector > 0 {
+			sr.TailCPUShare = s.tail.Seconds() / s.cpu.Collector.Seconds()
+		}
 		rep.Sides = append(rep.Sides, sr)
 	}
 	svc, ra, rb := rep.Sides[0], rep.Sides[1], rep.Sides[2]
@@ -453,8 +491,24 @@ func peerBench(r *benchkit.Runner, d time.Duration, rounds, conc, batch, distinc
 	}
 	rep.RateA, rep.CPUA = div(svc.RecordsPerSec, ra.RecordsPerSec), div(svc.CollectorUsPerRecord, ra.CollectorUsPerRecord)
 	rep.RateB, rep.CPUB = div(svc.RecordsPerSec, rb.RecordsPerSec), div(svc.CollectorUsPerRecord, rb.CollectorUsPerRecord)
-	rep.Goals = peerGoals{RateA: rep.RateA >= goalPeerRateA, CPUA: rep.CPUA > 0 && rep.CPUA <= goalPeerCPUA, RateB: rep.RateB >= goalPeerRateB}
+	rep.judge()
 	return rep
+}
+
+// judge sets the goals from the ratios. A side that refused requests (503, 429) is
+// measured on its successes only, which says nothing about the load it was given: no
+// goal is judged then.
+func (rep *peerReport) judge() {
+	rep.Comparable = true
+	for _, s := range rep.Sides {
+		if total(s.Failures) > 0 {
+			rep.Comparable = false
+		}
+	}
+	rep.Goals = peerGoals{}
+	if rep.Comparable {
+		rep.Goals = peerGoals{RateA: rep.RateA >= goalPeerRateA, CPUA: rep.CPUA > 0 && rep.CPUA <= goalPeerCPUA, RateB: rep.RateB >= goalPeerRateB}
+	}
 }
 
 type peerReport struct {
@@ -470,11 +524,14 @@ type peerReport struct {
 	RequestBytes int              `json:"request_bytes_avg"`
 	Sides        []peerSideReport `json:"sides"` // otelcol-svc, A, B
 	// otelcol-svc ÷ A and ÷ B: records/s and collector CPU per record.
-	RateA float64   `json:"ratio_records_per_sec_a"`
-	CPUA  float64   `json:"ratio_cpu_per_record_a"`
-	RateB float64   `json:"ratio_records_per_sec_b"`
-	CPUB  float64   `json:"ratio_cpu_per_record_b"`
-	Goals peerGoals `json:"goals"`
+	RateA float64 `json:"ratio_records_per_sec_a"`
+	CPUA  float64 `json:"ratio_cpu_per_record_a"`
+	RateB float64 `json:"ratio_records_per_sec_b"`
+	CPUB  float64 `json:"ratio_cpu_per_record_b"`
+	// Comparable is false when a side had failures: the goals are then not judged (all
+	// false) and print as not comparable.
+	Comparable bool      `json:"comparable"`
+	Goals      peerGoals `json:"goals"`
 }
 
 type peerSideReport struct {
@@ -485,7 +542,10 @@ type peerSideReport struct {
 	RSSPeak   mem `json:"rss_peak"`  // summed over them, sampled every 200 ms at full speed
 	// B: time after the clients' last answer until the second collector had every
 	// record, included in its seconds (so in records/s and in CPU per record).
-	DrainSeconds float64     `json:"drain_seconds,omitempty"`
+	DrainSeconds float64 `json:"drain_seconds,omitempty"`
+	// TailCPUShare is the part of its collector CPU spent in the idle tail after each
+	// round's last answer (counted, as work the round caused).
+	TailCPUShare float64     `json:"tail_cpu_share"`
 	Rounds       []peerRound `json:"rounds"`
 }
 
@@ -504,6 +564,9 @@ type peerGoals struct {
 
 func (rep *peerReport) print(w io.Writer) {
 	ok := func(b bool) string {
+		if !rep.Comparable {
+			return "not comparable (a side had failures)"
+		}
 		if b {
 			return "met"
 		}
@@ -522,6 +585,11 @@ func (rep *peerReport) print(w io.Writer) {
 		fmt.Fprintf(w, "  %-11s %10.0f %7.2fms %7.2fms %8d %13.2f %8.1f MiB   %.2f / %.2f / %.2f / %.2f\n", s.Name, s.RecordsPerSec, s.P50Ms, s.P99Ms,
 			total(s.Failures), s.CollectorUsPerRecord, s.RSSPeak.RSS, s.CPU.Collector, s.CPU.Generator, s.CPU.Other, s.CPU.Steal)
 	}
+	fmt.Fprintf(w, "  CPU includes a %s idle tail after each round's last answer; its share of the collector CPU:", peerTail)
+	for _, s := range rep.Sides {
+		fmt.Fprintf(w, " %s %.1f%%", s.Name, 100*s.TailCPUShare)
+	}
+	fmt.Fprintln(w)
 	if b := rep.Sides[2]; b.DrainSeconds > 0 {
 		fmt.Fprintf(w, "  (B: %.2f s of its %.2f s were the second collector catching up after the clients' last answer)\n", b.DrainSeconds, b.Seconds)
 	}

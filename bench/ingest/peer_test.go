@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/test/testenv"
 )
@@ -73,4 +74,59 @@ func FuzzAcceptedIn(f *testing.F) {
 			t.Errorf("an error with a count: %v, %v", n, err)
 		}
 	})
+}
+
+// A side that answered some requests 503 or 429 is measured on its successes only: its
+// records/s says nothing about the load it was given, so no goal is met or missed.
+func TestPeerGoalsAreNotJudgedWhenASideFailed(t *testing.T) {
+	rep := &peerReport{RateA: 1, CPUA: 1, RateB: 3, Sides: []peerSideReport{
+		{Name: "otelcol-svc", phase: phase{Failures: map[string]int{}}},
+		{Name: "A", phase: phase{Failures: map[string]int{"503": 4}}},
+		{Name: "B"},
+	}}
+	rep.judge()
+	if rep.Comparable || rep.Goals != (peerGoals{}) {
+		t.Errorf("with A failing: comparable %v, goals %+v; want not comparable, none met", rep.Comparable, rep.Goals)
+	}
+	var out bytes.Buffer
+	rep.print(&out)
+	if !strings.Contains(out.String(), "not comparable") || strings.Contains(out.String(), " met") {
+		t.Errorf("the report judges goals of a run with failures:\n%s", out.String())
+	}
+	rep.Sides[1].Failures = nil
+	rep.judge()
+	if !rep.Comparable || rep.Goals != (peerGoals{RateA: true, CPUA: true, RateB: true}) {
+		t.Errorf("without failures: comparable %v, goals %+v; want all met", rep.Comparable, rep.Goals)
+	}
+}
+
+// Builds of other configs are removed only once unused for a day (another run may be
+// using one), and interrupted builds only once long untouched (another run may be
+// building right now).
+func TestPeerBuildSweepSparesWhatAnotherRunMayUse(t *testing.T) {
+	base := t.TempDir()
+	mk := func(name string, age time.Duration) string {
+		p := filepath.Join(base, name)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(-age)
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	current := mk("00000000000000aa", 48*time.Hour)
+	recent := mk("00000000000000bb", time.Hour)
+	stale := mk("00000000000000cc", 48*time.Hour)
+	building := mk("building-123", time.Minute)
+	killed := mk("building-456", 3*time.Hour)
+	other := mk("ocb-v0", 48*time.Hour)
+	sweepPeerBuilds(base, current)
+	for p, want := range map[string]bool{current: true, recent: true, stale: false, building: true, killed: false, other: true} {
+		_, err := os.Stat(p)
+		if got := err == nil; got != want {
+			t.Errorf("%s kept = %v, want %v", filepath.Base(p), got, want)
+		}
+	}
 }
