@@ -288,8 +288,9 @@ func (s *SSO) Account(ctx context.Context, id Identity) (store.User, error) {
 	}
 	var u store.User
 	var takenOver bool
+	var ended []string
 	err = s.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
-		takenOver = false
+		takenOver, ended = false, nil
 		var err error
 		u, err = tx.UserByEmail(ctx, id.Email)
 		if errors.Is(err, store.ErrNotFound) {
@@ -307,11 +308,16 @@ func (s *SSO) Account(ctx context.Context, id Identity) (store.User, error) {
 		takenOver = true
 		auditSSO(ctx, u, "account.sso_claim", map[string]string{"email_verified": "no", "password": "set"},
 			map[string]string{"email_verified": "by " + s.Config.Name, "password": "unusable"})
-		return tx.ClaimBySSO(ctx, u.ID, unusable, now)
+		if err := tx.ClaimBySSO(ctx, u.ID, unusable, now); err != nil {
+			return err
+		}
+		// In the claim's transaction: the claim stands only with the credentials ended.
+		ended, err = revokeAllTx(ctx, tx, u.ID)
+		return err
 	})
 	if err == nil && takenOver {
 		s.Logger.Info("sso: an unverified account was claimed through the provider; its password and credentials ended", "user", u.ID)
-		err = s.Svc.RevokeAllForUser(ctx, u.ID)
+		s.Svc.RevokeCredentials(ctx, ended...)
 	}
 	return u, err
 }
