@@ -74,7 +74,8 @@ func main() {
 	// Ctrl-C still kills the collector and removes the temporary directories.
 	r.ExitOnInterrupt()
 
-	rep := &report{Duration: duration.String(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), LoadBefore: benchkit.LoadAvg()}
+	rep := &report{Duration: duration.String(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), LoadBefore: benchkit.LoadAvg(),
+		Profiled: *pprofFile != ""}
 	if run["ottl"] {
 		fmt.Fprintf(os.Stderr, "ottl: %s...\n", shellCommand("go", ottlArgs))
 		rep.OTTL = ottl(r)
@@ -104,6 +105,7 @@ type report struct {
 	CPUs       int               `json:"cpus"`
 	GOMAXPROCS int               `json:"gomaxprocs"`
 	LoadBefore string            `json:"loadavg_before"` // /proc/loadavg when the run started
+	Profiled   bool              `json:"profiled"`       // a -pprof run: the profile costs CPU, so do not average it with others
 	OTTL       *ottlReport       `json:"ottl,omitempty"`
 	Throughput *throughputReport `json:"throughput,omitempty"`
 	Latency    *latencyReport    `json:"latency,omitempty"`
@@ -138,6 +140,9 @@ func ok(b bool) string {
 func (rep *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\notelcol-svc pipeline benchmark (%d CPUs, GOMAXPROCS %d; load average before the run: %s)\n",
 		rep.CPUs, rep.GOMAXPROCS, rep.LoadBefore)
+	if rep.Profiled {
+		fmt.Fprintln(w, "PROFILED (-pprof): the profile costs the collector CPU; do not average these figures with unprofiled runs")
+	}
 	goal := func(name, measured, target string, met bool) {
 		fmt.Fprintf(w, "    %-44s %14s   %-12s %s\n", name, measured, target, ok(met))
 	}

@@ -124,7 +124,7 @@ func throughput(r *benchkit.Runner, n int64, perfDir, pprofFile string, incident
 	config, pprofAt := "configs/pipeline.yaml", ""
 	if pprofFile != "" {
 		pprofAt = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(r))
-		config = withPprof(r, config, pprofAt)
+		config = benchkit.PprofConfig(r, config, pprofAt)
 	}
 	col := testenv.StartCollector(r, testenv.CollectorOptions{Config: config, Env: map[string]string{
 		"NATS_URL": nt.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1",

@@ -62,7 +62,8 @@ type report struct {
 	Command    string          `json:"command"`
 	CPUs       int             `json:"cpus"`
 	LoadBefore string          `json:"loadavg_before"`
-	Runs       []*run          `json:"runs"` // the 1-project reference, then N projects
+	Profiled   bool            `json:"profiled"` // a -pprof run: the profile costs CPU, so do not average it with others
+	Runs       []*run          `json:"runs"`     // the 1-project reference, then N projects
 	API        *viaAPI         `json:"control_plane,omitempty"`
 	Accounts   []accountsRun   `json:"nats_accounts,omitempty"`
 	Goals      map[string]bool `json:"goals"`
@@ -121,7 +122,8 @@ func main() {
 	r.ExitOnInterrupt()
 
 	rep := &report{Config: config{Projects: *n, Idle: idleFor.String(), Settle: settle.String(), HotRate: *hotRate,
-		HotDuration: hotFor.String(), HotRounds: *hotRounds, Concurrency: *conc}, Commit: *label, CPUs: runtime.NumCPU(), LoadBefore: benchkit.LoadAvg()}
+		HotDuration: hotFor.String(), HotRounds: *hotRounds, Concurrency: *conc}, Commit: *label, CPUs: runtime.NumCPU(), LoadBefore: benchkit.LoadAvg(),
+		Profiled: prof != nil}
 	if rep.Commit == "" {
 		rep.Commit = commit()
 	}
@@ -231,6 +233,9 @@ func met(b bool) string {
 func (rep *report) print(w io.Writer) {
 	ref, big := rep.Runs[0], rep.Runs[len(rep.Runs)-1]
 	fmt.Fprintf(w, "\notelcol-svc tenants benchmark, commit %s (%d CPUs; load average before the run: %s)\n", rep.Commit, rep.CPUs, rep.LoadBefore)
+	if rep.Profiled {
+		fmt.Fprintln(w, "PROFILED (-pprof): profiling costs both processes CPU; do not average these figures with unprofiled runs")
+	}
 	fmt.Fprintf(w, "%s\n", rep.Command)
 	fmt.Fprintf(w, "nats-server and otelcol-svc (configs/embedded.yaml, NATS_URL set) as two processes. Each project: an agent\n")
 	fmt.Fprintf(w, "endpoint and one enabled webhook destination, written straight into the configuration mirror (NATS KV)\n")

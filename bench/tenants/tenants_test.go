@@ -116,31 +116,6 @@ func TestMetricReadsTheCollectorsExposition(t *testing.T) {
 	}
 }
 
-// -pprof must profile the configuration the benchmark runs: configs/embedded.yaml with the
-// extension declared and started, nothing else changed.
-func TestWithPprofOnTheEmbeddedConfig(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "configs", "embedded.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := withPprof(string(b), 41777)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(got, "\nextensions:\n  pprof:\n    endpoint: 127.0.0.1:41777\n  embeddednats:\n") {
-		t.Errorf("pprof not declared among the top-level extensions:\n%s", got[:min(len(got), 400)])
-	}
-	if !strings.Contains(got, "\nservice:\n  extensions: [pprof, embeddednats, ") {
-		t.Error("pprof not started with the service's extensions")
-	}
-	if n := strings.Count(got, "pprof"); n != 2 {
-		t.Errorf("pprof named %d times, want 2 (declared and started, no other edit)", n)
-	}
-	if _, err := withPprof("receivers: {}\n", 1); err == nil {
-		t.Error("a configuration without extensions was edited silently")
-	}
-}
-
 // The server-only phase's configuration must give nats-server k accounts that each have
 // JetStream and a user, or the phase would measure one account however many it names.
 func TestAccountsConfigAsNATSServerReadsIt(t *testing.T) {
