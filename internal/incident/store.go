@@ -31,6 +31,56 @@ type Store struct {
 	maxFingerprints int
 	// listKeys bounds the incidents List reads (tests lower it).
 	listKeys int
+	// last is each f-key's value as this process last wrote or read it, with its
+	// revision: a fingerprint's batches mostly come to one process, so Apply starts from
+	// it and saves the read; the compare-and-set still decides (a stale one loses and the
+	// key is read).
+	last lastValues
+}
+
+// lastValues is a bounded map of key -> (value, revision).
+type lastValues struct {
+	mu    sync.Mutex
+	m     map[string]lastValue
+	bytes int
+}
+
+type lastValue struct {
+	v   []byte
+	rev uint64
+}
+
+// maxLastBytes bounds what lastValues holds; past it the map starts over (the next
+// Apply of each key reads it again).
+const maxLastBytes = 8 << 20
+
+func (l *lastValues) get(key string) (lastValue, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v, ok := l.m[key]
+	return v, ok
+}
+
+func (l *lastValues) set(key string, v []byte, rev uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old, ok := l.m[key]; ok {
+		l.bytes -= len(key) + len(old.v)
+	}
+	if l.m == nil || l.bytes+len(key)+len(v) > maxLastBytes {
+		l.m, l.bytes = map[string]lastValue{}, 0
+	}
+	l.m[key] = lastValue{v: v, rev: rev}
+	l.bytes += len(key) + len(v)
+}
+
+func (l *lastValues) drop(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old, ok := l.m[key]; ok {
+		l.bytes -= len(key) + len(old.v)
+		delete(l.m, key)
+	}
 }
 
 // DefaultMaxBytes is the bucket's size when Open is given none: every project's incidents
@@ -214,7 +264,7 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 	reserved, admitted := false, false
 	for {
 		var res JoinResult
-		inc, err := s.update(ctx, key, func(cur *Incident, exists bool) (bool, error) {
+		inc, err := s.updateGuessed(ctx, key, func(cur *Incident, exists, guessed bool) (bool, error) {
 			res = JoinResult{}
 			n, fresh, resolve := j.Events, j.Seqs, j.Resolve
 			switch {
@@ -260,6 +310,10 @@ func (s *Store) apply(ctx context.Context, project string, set Settings, j Join,
 					var counted []SeqRange
 					var unpublished []Notice
 					if exists {
+						if guessed {
+							// Archives are written from what the key holds only.
+							return false, errGuessed
+						}
 						// Archived before the f-key names the new generation, so the old
 						// id stays readable (Get). A Put repeated by a lost round writes
 						// the same incident again.
@@ -1058,14 +1112,57 @@ func (s *Store) Watch(ctx context.Context) (jetstream.KeyWatcher, error) {
 // it did (false writes nothing). It returns the incident as written, or as read when
 // unchanged (zero when absent).
 func (s *Store) update(ctx context.Context, key string, fn func(cur *Incident, exists bool) (bool, error)) (Incident, error) {
-	var out Incident
-	_, err := streams.UpdateKV(ctx, s.kv, key, func(old []byte, exists bool) ([]byte, error) {
+	return s.updateFrom(ctx, key, nil, func(cur *Incident, exists, _ bool) (bool, error) { return fn(cur, exists) })
+}
+
+// errGuessed: fn would not write the value guessed from lastValues; what it decided
+// needs the key as it is.
+var errGuessed = errors.New("incident: decided on a guessed value")
+
+// updateGuessed is update starting from the key's last value this process knows (fn
+// is told so by guessed): a write at its revision succeeds only if no one wrote since,
+// so the guess costs nothing when right and one lost compare-and-set when stale. What
+// fn decides without writing (nothing changed, an error: a slot or a place to reserve)
+// on a guess is decided again on the key as read, as is anything fn returns errGuessed
+// for, so only a write rests on the guess.
+func (s *Store) updateGuessed(ctx context.Context, key string, fn func(cur *Incident, exists, guessed bool) (bool, error)) (Incident, error) {
+	if lv, ok := s.last.get(key); ok {
+		inc, err := s.updateFrom(ctx, key, &lv, fn)
+		if !errors.Is(err, errGuessed) {
+			return inc, err
+		}
+		s.last.drop(key)
+	}
+	return s.updateFrom(ctx, key, nil, fn)
+}
+
+func (s *Store) updateFrom(ctx context.Context, key string, guess *lastValue, fn func(cur *Incident, exists, guessed bool) (bool, error)) (Incident, error) {
+	var (
+		out   Incident
+		seen  []byte // the value fn was last given, as read
+		wrote []byte
+	)
+	var opts []streams.KVOption
+	guessed := guess != nil
+	if guessed {
+		opts = append(opts, streams.KVAssume(guess.v, guess.rev))
+	}
+	rev, err := streams.UpdateKV(ctx, s.kv, key, func(old []byte, exists bool) ([]byte, error) {
+		g := guessed
+		guessed = false // a lost compare-and-set reads the key
+		seen, wrote = old, nil
+		if !exists {
+			seen = nil
+		}
 		var cur Incident
 		if exists && json.Unmarshal(old, &cur) != nil {
 			exists, cur = false, Incident{} // a damaged entry is replaced
 		}
-		changed, err := fn(&cur, exists)
+		changed, err := fn(&cur, exists, g)
 		out = cur
+		if g && (err != nil || !changed) {
+			return nil, errGuessed
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -1076,9 +1173,16 @@ func (s *Store) update(ctx context.Context, key string, fn func(cur *Incident, e
 			return nil, streams.ErrKVUnchanged
 		}
 		b, err := marshalBounded(&cur)
-		out = cur
+		out, wrote = cur, b
 		return b, err
-	})
+	}, opts...)
+	switch {
+	case err != nil:
+	case wrote != nil:
+		s.last.set(key, wrote, rev)
+	case seen != nil && rev > 0:
+		s.last.set(key, seen, rev)
+	}
 	return out, err
 }
 
