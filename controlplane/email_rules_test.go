@@ -215,3 +215,27 @@ func TestInvitationClaimsRolesAndAudit(t *testing.T) {
 		assert.Equal(t, "email_link", reset["credential"].(map[string]any)["kind"])
 	})
 }
+
+// A reset link used after its 30 minutes is refused through the API and changes nothing
+// (the stored expiry is moved into the past, as the clock would move past it).
+func TestResetLinkExpires(t *testing.T) {
+	databases(t, func(t *testing.T, db map[string]string) {
+		s := startMailStack(t, db)
+		cp := s.cp.URL
+		r := call(t, cp, "POST", "/api/v1/auth/signup", "", map[string]string{"email": "ana@example.com", "password": "short"})
+		assert.Equal(t, http.StatusBadRequest, r.Status, "one password rule for signup too: %s", r.Raw)
+		assert.Contains(t, r.message(), "8 to 256 characters")
+		s.signup(t, "ana@example.com")
+		require.Equal(t, http.StatusAccepted, call(t, cp, "POST", "/api/v1/auth/password-reset", "", map[string]string{"email": "ana@example.com"}).Status)
+		tok := s.mailedToken(t, "ana@example.com", "Reset your password", "reset-password", 1)
+		past := time.Now().Add(-time.Second).UnixMilli()
+		res, err := rawDB(t, db).Exec(fmt.Sprintf(`UPDATE email_tokens SET expires_at = %d WHERE kind = 'reset'`, past))
+		require.NoError(t, err)
+		n, _ := res.RowsAffected()
+		require.EqualValues(t, 1, n)
+		r = call(t, cp, "POST", "/api/v1/auth/password-reset/confirm", "", map[string]string{"token": tok, "password": "a brand new password"})
+		assert.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Raw)
+		assert.Equal(t, "invalid_token", r.code())
+		assert.Equal(t, http.StatusOK, call(t, cp, "POST", "/api/v1/auth/login", "", map[string]string{"email": "ana@example.com", "password": "correct horse battery"}).Status, "the password did not change")
+	})
+}

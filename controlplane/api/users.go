@@ -71,8 +71,8 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request) (store.Us
 		fail(w, badBody("email must be an address like ops@example.com"))
 		return store.User{}, false
 	}
-	if n := len(c.Password); n < auth.MinPasswordLen || n > auth.MaxPasswordLen {
-		fail(w, badBody(fmt.Sprintf("password must be %d to %d characters", auth.MinPasswordLen, auth.MaxPasswordLen)))
+	if err := service.CheckNewPassword(c.Password); err != nil {
+		s.answer(w, r, err, "account")
 		return store.User{}, false
 	}
 	hash, err := auth.HashPassword(c.Password)
