@@ -190,8 +190,10 @@ func (e *Evaluator) pass(ctx context.Context, project, key string, seq uint64, c
 	return true, n, nil
 }
 
-// partialRecords are scratch records for triggers decoded in part
-// (DecodeRecordFieldsInto): they never leave legacy.
+// partialRecords are scratch records decoded in part only to evaluate: legacy's trigger
+// (DecodeRecordFieldsInto) and incident mode's reads (DecodeRecordReadsInto). One goes
+// back to the pool when the evaluation of its record ends, so no result may keep it or
+// anything of it that is not a copy.
 var partialRecords sync.Pool
 
 // legacy runs the trigger, then the transforms. rec is the whole record as the agent
