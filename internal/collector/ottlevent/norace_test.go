@@ -1,0 +1,5 @@
+//go:build !race
+
+package ottlevent
+
+const raceDetector = false
