@@ -347,8 +347,8 @@ func (bl *backlog) consume(ctx context.Context, cons jetstream.Consumer) error {
 			return err
 		}
 		for _, k := range bl.ready(info, first) {
-			batch := bl.take(k)
-			ok := r.process(ctx, t, batch)
+			batch, seqs := bl.take(k)
+			ok := r.process(ctx, t, batch, seqs)
 			bl.mu.Lock()
 			bl.working = nil
 			bl.mu.Unlock()
@@ -481,8 +481,8 @@ func (bl *backlog) ready(info *jetstream.ConsumerInfo, first uint64) []uint64 {
 	return out
 }
 
-// take removes batch k from held, in sequence order.
-func (bl *backlog) take(k uint64) []jetstream.Msg {
+// take removes batch k from held, in sequence order, and returns its sequences too.
+func (bl *backlog) take(k uint64) ([]jetstream.Msg, []uint64) {
 	bl.mu.Lock()
 	defer bl.mu.Unlock()
 	msgs := bl.held[k]
@@ -498,7 +498,7 @@ func (bl *backlog) take(k uint64) []jetstream.Msg {
 		batch = append(batch, msgs[s])
 	}
 	bl.working = batch
-	return batch
+	return batch, seqs
 }
 
 func (bl *backlog) heldCount() int {

@@ -2,6 +2,7 @@ package jetstreamreceiver
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,9 +18,13 @@ import (
 type inbox struct {
 	mu     sync.Mutex
 	queued []jetstream.Msg
+	// queuedSeqs are the queued messages' stream sequences, read from their metadata once
+	// when they arrive: parsing it (the reply subject) again for the redelivery check and
+	// the ledger was a sizeable part of the receiver's work per message.
+	queuedSeqs []uint64
 	// working holds the batches in flight (the receiver's max_inflight_batches), by the
 	// id take gave them.
-	working map[uint64][]jetstream.Msg
+	working map[uint64]heldBatch
 	nextID  uint64
 	err     error
 	ready   chan struct{} // a wake-up when queued grows or err is set
@@ -27,8 +32,14 @@ type inbox struct {
 	closed bool
 }
 
+// heldBatch is a batch take handed out, with its messages' stream sequences.
+type heldBatch struct {
+	msgs []jetstream.Msg
+	seqs []uint64
+}
+
 func newInbox() *inbox {
-	return &inbox{ready: make(chan struct{}, 1), working: map[uint64][]jetstream.Msg{}}
+	return &inbox{ready: make(chan struct{}, 1), working: map[uint64]heldBatch{}}
 }
 
 func (in *inbox) wake() {
@@ -79,19 +90,28 @@ func pullOptions(cons jetstream.Consumer, batchSize int) []jetstream.PullMessage
 func (in *inbox) fill(it jetstream.MessagesContext) {
 	for {
 		m, err := it.Next()
+		// Parsed outside the lock; a message without JetStream metadata (none is expected)
+		// counts as a first delivery of sequence 0, which no held message has.
+		var seq, delivered uint64
+		if err == nil {
+			if md, merr := m.Metadata(); merr == nil {
+				seq, delivered = md.Sequence.Stream, md.NumDelivered
+			}
+		}
 		in.mu.Lock()
 		switch {
 		case err != nil:
 			in.err = err
 		case in.closed:
 			_ = m.Nak()
-		case in.holdsLocked(m):
+		case delivered > 1 && in.holdsLocked(seq):
 			// A keep-alive came too late (a starved process) and the server sent a message
 			// again that this inbox still holds: the copy held settles it (the server takes
 			// an ack of any delivery of a sequence), so the second copy is dropped rather
 			// than delivered twice.
 		default:
 			in.queued = append(in.queued, m)
+			in.queuedSeqs = append(in.queuedSeqs, seq)
 		}
 		in.mu.Unlock()
 		in.wake()
@@ -101,45 +121,33 @@ func (in *inbox) fill(it jetstream.MessagesContext) {
 	}
 }
 
-// holdsLocked reports whether m is a redelivery of a message still queued or in a batch
-// being worked on. Only redeliveries are looked up, so the common path parses no
-// metadata. Called with mu held.
-func (in *inbox) holdsLocked(m jetstream.Msg) bool {
-	md, err := m.Metadata()
-	if err != nil || md.NumDelivered < 2 {
-		return false
-	}
-	same := func(msgs []jetstream.Msg) bool {
-		for _, h := range msgs {
-			if hm, err := h.Metadata(); err == nil && hm.Sequence.Stream == md.Sequence.Stream {
-				return true
-			}
-		}
-		return false
-	}
+// holdsLocked reports whether stream sequence seq is queued or in a batch being worked
+// on. fill asks only for redeliveries, so a first delivery costs no lookup. Called with
+// mu held.
+func (in *inbox) holdsLocked(seq uint64) bool {
 	for _, b := range in.working {
-		if same(b) {
+		if slices.Contains(b.seqs, seq) {
 			return true
 		}
 	}
-	return same(in.queued)
+	return slices.Contains(in.queuedSeqs, seq)
 }
 
 // take waits for at least one message and returns up to size, waiting up to linger for
-// the batch to fill, and the batch's id. The batch counts as being worked on until
-// settled is called with its id.
-func (in *inbox) take(ctx context.Context, size int, linger time.Duration) ([]jetstream.Msg, uint64, error) {
+// the batch to fill, their stream sequences (not to be modified) and the batch's id. The
+// batch counts as being worked on until settled is called with its id.
+func (in *inbox) take(ctx context.Context, size int, linger time.Duration) ([]jetstream.Msg, []uint64, uint64, error) {
 	var deadline <-chan time.Time
 	for {
 		in.mu.Lock()
 		n, err := len(in.queued), in.err
 		if n >= size || n > 0 && linger <= 0 {
 			b, id := in.takeLocked(size)
-			return b, id, nil
+			return b.msgs, b.seqs, id, nil
 		}
 		in.mu.Unlock()
 		if n == 0 && err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		if n > 0 && deadline == nil {
 			t := time.NewTimer(linger)
@@ -148,25 +156,27 @@ func (in *inbox) take(ctx context.Context, size int, linger time.Duration) ([]je
 		}
 		select {
 		case <-ctx.Done():
-			return nil, 0, ctx.Err()
+			return nil, nil, 0, ctx.Err()
 		case <-in.ready:
 		case <-deadline:
 			in.mu.Lock()
 			b, id := in.takeLocked(size)
-			return b, id, nil
+			return b.msgs, b.seqs, id, nil
 		}
 	}
 }
 
 // takeLocked is called with mu held, and releases it.
-func (in *inbox) takeLocked(size int) ([]jetstream.Msg, uint64) {
+func (in *inbox) takeLocked(size int) (heldBatch, uint64) {
 	defer in.mu.Unlock()
 	n := min(size, len(in.queued))
-	batch := make([]jetstream.Msg, n)
-	copy(batch, in.queued)
+	batch := heldBatch{msgs: make([]jetstream.Msg, n), seqs: make([]uint64, n)}
+	copy(batch.msgs, in.queued)
+	copy(batch.seqs, in.queuedSeqs)
 	// Drop the references, so the backing array does not keep settled messages alive.
 	clear(in.queued[:n])
 	in.queued = in.queued[n:]
+	in.queuedSeqs = in.queuedSeqs[n:]
 	in.nextID++
 	in.working[in.nextID] = batch
 	return batch, in.nextID
@@ -179,7 +189,7 @@ func (in *inbox) close() []jetstream.Msg {
 	defer in.mu.Unlock()
 	in.closed = true
 	q := in.queued
-	in.queued = nil
+	in.queued, in.queuedSeqs = nil, nil
 	return q
 }
 
@@ -204,7 +214,7 @@ func (in *inbox) keepAlive(ctx context.Context, every time.Duration) {
 		in.mu.Lock()
 		held := make([]jetstream.Msg, 0, len(in.queued))
 		for _, b := range in.working {
-			held = append(held, b...)
+			held = append(held, b.msgs...)
 		}
 		held = append(held, in.queued...)
 		in.mu.Unlock()

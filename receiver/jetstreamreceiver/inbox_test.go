@@ -39,10 +39,11 @@ func TestQueuedMessagesAndBatchesInFlightOutliveSlowBatches(t *testing.T) {
 	defer cancel()
 	go in.keepAlive(kctx, 300*time.Millisecond)
 
-	first, firstID, err := in.take(ctx, 1, 0)
+	first, firstSeqs, firstID, err := in.take(ctx, 1, 0)
 	require.NoError(t, err)
 	require.Equal(t, "first", string(first[0].Data()))
-	second, secondID, err := in.take(ctx, 1, 0)
+	assert.Equal(t, []uint64{1}, firstSeqs, "each message comes with its stream sequence")
+	second, _, secondID, err := in.take(ctx, 1, 0)
 	require.NoError(t, err)
 	require.Equal(t, "second", string(second[0].Data()))
 	time.Sleep(2500 * time.Millisecond) // the slow batches: 2.5 x AckWait
@@ -52,12 +53,13 @@ func TestQueuedMessagesAndBatchesInFlightOutliveSlowBatches(t *testing.T) {
 	require.NoError(t, first[0].Ack())
 	in.settled(firstID)
 
-	third, _, err := in.take(ctx, 1, 0)
+	third, thirdSeqs, _, err := in.take(ctx, 1, 0)
 	require.NoError(t, err)
 	require.Equal(t, "third", string(third[0].Data()))
 	meta, err := third[0].Metadata()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), meta.NumDelivered, "delivered once: kept alive while it waited")
+	assert.Equal(t, []uint64{meta.Sequence.Stream}, thirdSeqs)
 	require.NoError(t, third[0].Ack())
 
 	info, err := cons.Info(ctx)
@@ -85,19 +87,19 @@ func TestTakeWaitsForTheLingerToFillABatch(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		_, _ = js.Publish(ctx, "linger.in", []byte("b"))
 	}()
-	batch, _, err := in.take(ctx, 5, 2*time.Second)
+	batch, _, _, err := in.take(ctx, 5, 2*time.Second)
 	require.NoError(t, err)
 	assert.Len(t, batch, 2, "a record arriving within the linger joins the batch")
 
 	_, err = js.Publish(ctx, "linger.in", []byte("c"))
 	require.NoError(t, err)
-	batch, _, err = in.take(ctx, 5, 0)
+	batch, _, _, err = in.take(ctx, 5, 0)
 	require.NoError(t, err)
 	assert.Len(t, batch, 1, "no linger: what is there, at once")
 
 	cctx, cancelTake := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancelTake()
-	_, _, err = in.take(cctx, 5, 0)
+	_, _, _, err = in.take(cctx, 5, 0)
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "nothing there: wait until the context ends")
 }
 
@@ -125,7 +127,7 @@ func TestARedeliveryOfAHeldMessageIsNotHandedOutTwice(t *testing.T) {
 	// No keep-alive: the starved process.
 	in := newInbox()
 	go in.fill(it)
-	first, firstID, err := in.take(ctx, 1, 0)
+	first, _, firstID, err := in.take(ctx, 1, 0)
 	require.NoError(t, err)
 	require.Equal(t, "first", string(first[0].Data()))
 	require.Eventually(t, func() bool {
@@ -151,8 +153,9 @@ func TestARedeliveryOfAHeldMessageIsNotHandedOutTwice(t *testing.T) {
 	assert.Equal(t, []string{"second", "marker"}, queued(), "neither held message is queued again")
 	require.NoError(t, first[0].Ack())
 	in.settled(firstID)
-	rest, restID, err := in.take(ctx, 10, 0)
+	rest, restSeqs, restID, err := in.take(ctx, 10, 0)
 	require.NoError(t, err)
+	assert.Equal(t, []uint64{2, 3}, restSeqs, "the second and the marker, each once")
 	for _, m := range rest {
 		require.NoError(t, m.Ack())
 	}

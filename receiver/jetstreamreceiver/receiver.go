@@ -479,7 +479,7 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 				l = 0
 			}
 		}
-		batch, id, err := r.takeOrIdle(ctx, in, size, l)
+		batch, seqs, id, err := r.takeOrIdle(ctx, in, size, l)
 		if errors.Is(err, errIdle) {
 			<-slots
 			// A batch still in flight keeps the consumer busy (hasWork would say so too).
@@ -497,7 +497,7 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 			// this goroutine, whose stack has grown through the pipeline already. A
 			// goroutine per batch started each one on a small stack that grew again
 			// through the exporter, every time (a seventh of the sink's CPU).
-			r.process(bctx, t, batch)
+			r.process(bctx, t, batch, seqs)
 			in.settled(id)
 			<-slots
 			if consumed != nil {
@@ -516,7 +516,7 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 		go func() {
 			defer running.Done()
 			defer close(returned)
-			r.process(hctx, t, batch)
+			r.process(hctx, t, batch, seqs)
 			in.settled(id)
 			<-slots
 		}()
@@ -536,32 +536,27 @@ func (r *jsReceiver) consumeOnce(ctx context.Context, w *worker, consumed func()
 }
 
 // takeOrIdle is in.take that gives up with errIdle after the idle timeout without a record.
-func (r *jsReceiver) takeOrIdle(ctx context.Context, in *inbox, size int, linger time.Duration) ([]jetstream.Msg, uint64, error) {
+func (r *jsReceiver) takeOrIdle(ctx context.Context, in *inbox, size int, linger time.Duration) ([]jetstream.Msg, []uint64, uint64, error) {
 	ictx, cancel := context.WithTimeout(ctx, r.cfg.IdleTimeout)
 	defer cancel()
-	batch, id, err := in.take(ictx, size, linger)
+	batch, seqs, id, err := in.take(ictx, size, linger)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return nil, 0, errIdle
+		return nil, nil, 0, errIdle
 	}
-	return batch, id, err
+	return batch, seqs, id, err
 }
 
 // process hands one batch to the pipeline and acks it when the pipeline has handled every
-// record, or asks for redelivery when it has not (false). Batches in flight together are
-// acked each on its own, in the order they finish.
-func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Msg) bool {
+// record, or asks for redelivery when it has not (false). seqs are the messages' stream
+// sequences, which the caller has already read from their metadata (only read here).
+// Batches in flight together are acked each on its own, in the order they finish.
+func (r *jsReceiver) process(ctx context.Context, t target, batch []jetstream.Msg, seqs []uint64) bool {
 	project := t.project
 	ld, lrs := pipelinedata.New()
 	lrs.EnsureCapacity(len(batch))
-	seqs := make([]uint64, 0, len(batch))
-	for _, m := range batch {
-		var seq uint64
-		if meta, err := m.Metadata(); err == nil {
-			seq = meta.Sequence.Stream
-		}
-		seqs = append(seqs, seq)
+	for i, m := range batch {
 		h := m.Headers()
-		it := pipelinedata.Item{Body: m.Data(), Signal: h.Get(streams.HeaderSignal), Seq: seq}
+		it := pipelinedata.Item{Body: m.Data(), Signal: h.Get(streams.HeaderSignal), Seq: seqs[i]}
 		if t.sink != "" {
 			it.Kind, it.SinkID = pipelinedata.KindResult, t.sink
 			it.RequestID, it.MsgID = h.Get(streams.HeaderRequestID), h.Get(streams.HeaderMsgID)
