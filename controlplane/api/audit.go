@@ -217,7 +217,8 @@ func (s *Server) serveAudit(w http.ResponseWriter, r *http.Request, list func(co
 
 // auditAction is what a route records: the action, the path value naming its target
 // ("" when the change names it: a new id), and whether it is a read that changes no row
-// (a console token that reads data), recorded once it succeeded.
+// (a console token that reads data), which IssueConsoleToken records in the transaction
+// that mints the token, before handing it out.
 type auditAction struct {
 	action, target string
 	read           bool
@@ -261,7 +262,9 @@ var auditActions = map[string]auditAction{
 }
 
 // withAudit serves h with the record of its route's action (auditActions) in the
-// context, for the authenticated caller; reads are recorded after they succeed.
+// context, for the authenticated caller: a change writes it in its transaction, a
+// console token before it is handed out, so a record that cannot be written refuses
+// either.
 func (s *Server) withAudit(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		a, ok := auditActions[r.Method+" "+r.Pattern]
@@ -277,16 +280,6 @@ func (s *Server) withAudit(h http.HandlerFunc) http.HandlerFunc {
 		if strings.HasPrefix(r.Pattern, "/api/v1/oauth/") {
 			project = "" // an OAuth request's or grant's id, the account's
 		}
-		if a.read {
-			sw := &statusWriter{ResponseWriter: w}
-			h(sw, r)
-			if sw.status >= 200 && sw.status < 300 {
-				if err := s.Svc.RecordAudit(context.WithoutCancel(r.Context()), s.actor(r), project, a.action, target); err != nil {
-					s.Logger.Error("audit record of a read failed", "action", a.action, "error", err)
-				}
-			}
-			return
-		}
 		actor := s.actor(r)
 		ctx := service.Audited(r.Context(), actor, project, a.action, target)
 		if a.account {
@@ -294,24 +287,4 @@ func (s *Server) withAudit(h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r.WithContext(ctx))
 	}
-}
-
-// statusWriter keeps the status a handler answered with.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
 }

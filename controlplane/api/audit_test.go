@@ -3,17 +3,22 @@ package api
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
@@ -101,4 +106,88 @@ func countLines(b []byte) int {
 		}
 	}
 	return n
+}
+
+// A console token reads the project's data at the receiver, so it is handed out only
+// once its record is in the audit log: while the log cannot be written the dashboard's
+// route answers 500 and the MCP tools fail, with no token in either answer; once it can,
+// the token comes with its record.
+func TestConsoleTokenNotHandedOutWithoutItsRecord(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, dir, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	now := time.Now()
+	require.NoError(t, st.InTx(ctx, func(tx *store.Tx) error {
+		if err := tx.CreateUser(ctx, store.User{ID: "u_1", Email: "u_1@example.com", PasswordHash: "x", CreatedAt: now}); err != nil {
+			return err
+		}
+		return tx.CreateProject(ctx, store.Project{ID: "p_1", Name: "one", OwnerID: "u_1", Version: 1, CreatedAt: now, UpdatedAt: now})
+	}))
+	tokens, err := auth.NewTokens([]byte("test-secret-test-secret-test-secret-0123"), time.Hour)
+	require.NoError(t, err)
+	_, priv, err := ed25519.GenerateKey(nil)
+	require.NoError(t, err)
+	logger := slog.New(slog.DiscardHandler)
+	s := &Server{Tokens: tokens, Logger: logger, Svc: &service.Service{Store: st, Logger: logger,
+		ConsoleKey: priv, ReceiverURL: testReceiverURL}}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	tok, err := tokens.Issue("u_1", "u_1@example.com", now)
+	require.NoError(t, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp",
+			HTTPClient: &http.Client{Transport: bearerTransport{tok}, Timeout: 10 * time.Second}, MaxRetries: -1}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	issue := func() (int, string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/api/v1/projects/p_1/console-token", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	tool := func(name string) (bool, string) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(`{"project_id": "p_1"}`)})
+		require.NoError(t, err)
+		b, _ := json.Marshal(res)
+		return res.IsError, string(b)
+	}
+	records := func() int {
+		var n int
+		require.NoError(t, st.InTx(ctx, func(tx *store.Tx) error {
+			evs, err := tx.AuditEvents(ctx, store.AuditQuery{ProjectID: "p_1", Action: "console.token"})
+			n = len(evs)
+			return err
+		}))
+		return n
+	}
+
+	// The audit log refuses writes, as a full disk or a lost database would.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "controlplane.db")+"?_pragma=busy_timeout(5000)")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.Exec(`CREATE TRIGGER audit_down BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'audit log down'); END`)
+	require.NoError(t, err)
+	code, body := issue()
+	assert.Equal(t, http.StatusInternalServerError, code, body)
+	assert.NotContains(t, body, `"token"`)
+	for _, name := range []string{"get_console_token", "console_recent_events"} {
+		failed, body := tool(name)
+		assert.True(t, failed, "%s: %s", name, body)
+		assert.NotContains(t, body, "Bearer ", name)
+		assert.NotContains(t, body, `"console_token"`, name)
+	}
+
+	_, err = db.Exec(`DROP TRIGGER audit_down`)
+	require.NoError(t, err)
+	code, body = issue()
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `"token"`)
+	failed, body := tool("console_recent_events")
+	require.False(t, failed, body)
+	assert.Equal(t, 2, records(), "each token handed out is recorded, the refused ones are not")
 }

@@ -55,9 +55,10 @@ func toolActor(req *mcp.CallToolRequest) service.Actor {
 	return a
 }
 
-// auditTools records the tool calls of mcpAuditActions: a change's record rides in the
-// call's context to the transaction that makes it (service.Audited), a read's is written
-// once the tool succeeded. Project and target come from the call's arguments.
+// auditTools records the tool calls of mcpAuditActions: the record rides in the call's
+// context to the transaction that makes the change or mints the console token
+// (service.Audited), so a record that cannot be written refuses the call. Project and
+// target come from the call's arguments.
 func (s *Server) auditTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		call, ok := req.(*mcp.CallToolRequest)
@@ -77,17 +78,7 @@ func (s *Server) auditTools(next mcp.MethodHandler) mcp.MethodHandler {
 		} else if a.read {
 			target = call.Params.Name
 		}
-		actor := toolActor(call)
-		if !a.read {
-			return next(service.Audited(ctx, actor, project, a.action, target), method, req)
-		}
-		res, err := next(ctx, method, req)
-		if tr, ok := res.(*mcp.CallToolResult); err == nil && ok && !tr.IsError && project != "" && actor.UserID != "" {
-			if err := s.Svc.RecordAudit(context.WithoutCancel(ctx), actor, project, a.action, target); err != nil {
-				s.Logger.Error("audit record of a read failed", "action", a.action, "error", err)
-			}
-		}
-		return res, err
+		return next(service.Audited(ctx, toolActor(call), project, a.action, target), method, req)
 	}
 }
 

@@ -58,6 +58,10 @@ func (s *Service) IssueConsoleToken(ctx context.Context, userID, id string, cred
 		if err != nil {
 			return err
 		}
+		// Recorded before the token exists: data is never read with no trail.
+		if err := tx.AuditRead(ctx); err != nil {
+			return err
+		}
 		now := time.Now().UTC()
 		ttl := consoleTokenTTL
 		if !cred.ExpiresAt.IsZero() {

@@ -267,6 +267,15 @@ func (t *Tx) writePendingAudit(ctx context.Context) error {
 	return nil
 }
 
+// AuditRead writes the record ctx carries (WithAudit) in tx now, for a transaction whose
+// work is a read that hands out data (a console token) and so writes nothing of its own:
+// what it hands out is handed out only once the record is in, and a record that cannot
+// be written refuses it.
+func (t *Tx) AuditRead(ctx context.Context) error {
+	t.wrote = true
+	return t.writePendingAudit(ctx)
+}
+
 // AuditCursor is where a page of the log ends: the next page is older than it.
 type AuditCursor struct {
 	At int64 // unix ms
