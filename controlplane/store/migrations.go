@@ -280,4 +280,12 @@ var migrations = []string{
 		PRIMARY KEY (project_id, domain)
 	);
 	CREATE INDEX project_sso_domains_domain ON project_sso_domains(domain)`,
+	// 16: the usage and failure notices mailed to owners (store/noticemail.go): a row per
+	// notice and recipient, inserted before the mail goes, so that of several control
+	// planes watching the same buckets only the one whose insert wins sends it.
+	`CREATE TABLE notice_mails (
+		notice  TEXT PRIMARY KEY,
+		sent_at BIGINT NOT NULL
+	);
+	CREATE INDEX notice_mails_sent ON notice_mails(sent_at)`,
 }
