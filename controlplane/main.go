@@ -183,6 +183,14 @@ func run(logger *slog.Logger) error {
 	} else {
 		logger.Info("email off: no verification, invitations or password reset by email (set " + mailer.EnvURL + " and " + mailer.EnvFrom + ")")
 	}
+	// Usage thresholds and failed deliveries are mailed to owners as well as told to the
+	// projects' destinations; nothing runs when email is off.
+	noticesCtx, stopNotices := context.WithCancel(ctx)
+	waitNotices := srv.Email.WatchNotices(noticesCtx, func(ctx context.Context) (jetstream.JetStream, error) {
+		_, js, err := m.get(ctx)
+		return js, err
+	})
+	defer func() { stopNotices(); waitNotices() }()
 	// A wrong single sign-on setting stops the start, as a wrong SMTP URL does: an
 	// operator who set SVC_OIDC_* expects the login page's button, not a log line.
 	sso, err := service.SSOConfigFromEnv(os.Getenv)
