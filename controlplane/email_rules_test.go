@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -238,4 +241,85 @@ func TestResetLinkExpires(t *testing.T) {
 		assert.Equal(t, "invalid_token", r.code())
 		assert.Equal(t, http.StatusOK, call(t, cp, "POST", "/api/v1/auth/login", "", map[string]string{"email": "ana@example.com", "password": "correct horse battery"}).Status, "the password did not change")
 	})
+}
+
+// blackHole is a mail server that accepts connections and never answers, as one that
+// hangs does: each connection is reported when accepted and when the client gives up.
+type blackHole struct {
+	addr             string
+	accepted, closed chan struct{}
+}
+
+func startBlackHole(t *testing.T) *blackHole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	b := &blackHole{addr: ln.Addr().String(), accepted: make(chan struct{}, 16), closed: make(chan struct{}, 16)}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			b.accepted <- struct{}{}
+			go func() {
+				_, _ = io.Copy(io.Discard, c)
+				b.closed <- struct{}{}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return b
+}
+
+// A mail server that hangs holds neither a reset request nor a password change: both
+// answer while the mail is still waiting for it (before, the answer came only after the
+// 15 s delivery timeout, and a browser giving up earlier lost its new session).
+func TestMailAfterTheAnswer(t *testing.T) {
+	db := map[string]string{"SVC_DATA_DIR": t.TempDir()}
+	s := startMailStack(t, db)
+	owner, _ := s.signup(t, "owner@example.com")
+	s.verify(t, "owner@example.com", 1)
+	stopControlPlane(t, s.stack)
+
+	bh := startBlackHole(t)
+	cp := startMailStackAt(t, db, "smtp://"+bh.addr).cp.URL
+	r := call(t, cp, "PUT", "/api/v1/me/password", owner, map[string]string{"current_password": "correct horse battery", "password": "the second password"})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	select {
+	case <-bh.closed:
+		t.Fatal("the password change waited for the mail server")
+	default:
+	}
+	waitFor(t, bh.accepted, "the password-changed notice to be sent")
+
+	r = call(t, cp, "POST", "/api/v1/auth/password-reset", "", map[string]string{"email": "owner@example.com"})
+	require.Equal(t, http.StatusAccepted, r.Status, "%s", r.Raw)
+	select {
+	case <-bh.closed:
+		t.Fatal("the reset request waited for the mail server")
+	default:
+	}
+	waitFor(t, bh.accepted, "the reset mail to be sent")
+}
+
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
 }
