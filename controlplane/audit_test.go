@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,37 @@ func TestAuditLog(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, call(t, cp, "GET", p+"/audit?limit=100000", owner, nil).Status)
 		assert.Equal(t, http.StatusBadRequest, call(t, cp, "GET", p+"/audit?before=x", owner, nil).Status)
 
+		// What was chosen, and only that: a new destination without its id and start time
+		// (the record's target and the service's), a new source with its name, connector
+		// and labels but no key or secret, and code or templates people write (where a
+		// literal may be a secret) as a digest that still tells a change.
+		sc1 := findAction(evs, "sink.create")["changes"].(map[string]any)
+		assert.Equal(t, map[string]any{"to": "webhook"}, sc1["kind"])
+		assert.NotContains(t, sc1, "id")
+		assert.NotContains(t, sc1, "since")
+		src := call(t, cp, "POST", p+"/sources", owner, map[string]any{"name": "alerts", "labels": map[string]string{"svc": "service.name"},
+			"text_template": "see https://wiki.example.com/?k=tmpl-secret-9", "verification": map[string]string{"scheme": "github"}})
+		require.Equal(t, http.StatusCreated, src.Status, "%s", src.Raw)
+		r = call(t, cp, "PUT", p+"/pipeline", owner, map[string]any{"trigger": `event["status"] == "firing"`,
+			"transforms": []string{`set(event["token"], "ottl-secret-10")`}})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+		raw := string(auditRaw(t, cp, p+"/audit?limit=2", owner))
+		for _, secret := range []string{"tmpl-secret-9", "ottl-secret-10", src.str("ingest_key"), src.str("api_key"), src.Body["verification"].(map[string]any)["secret"].(string)} {
+			require.NotEmpty(t, secret)
+			assert.NotContains(t, raw, secret)
+		}
+		latest := auditEvents(t, cp, p+"/audit?limit=2", owner)
+		require.Equal(t, "source.create", latest[1]["action"])
+		scs := latest[1]["changes"].(map[string]any)
+		assert.Equal(t, map[string]any{"to": "alerts"}, scs["name"])
+		assert.Equal(t, map[string]any{"to": map[string]any{"svc": "service.name"}}, scs["labels"])
+		assert.Equal(t, map[string]any{"to": "github"}, scs["verification"])
+		assert.Contains(t, scs["text_template"].(map[string]any)["to"], "[as written, #")
+		require.Equal(t, "pipeline.update", latest[0]["action"])
+		tr := latest[0]["changes"].(map[string]any)["transforms"].(map[string]any)["to"].([]any)
+		require.Len(t, tr, 1)
+		assert.Contains(t, tr[0], "[as written, #")
+
 		// The account's own log: its access token and logging out everywhere.
 		pat := call(t, cp, "POST", "/api/v1/tokens", owner, map[string]any{"name": "script"})
 		require.Equal(t, http.StatusCreated, pat.Status, "%s", pat.Raw)
@@ -280,4 +312,42 @@ func TestAuditLogThroughMCP(t *testing.T) {
 	require.NoError(t, err)
 	_, errText = tool(t, ms, "audit_list", map[string]any{"project_id": pid})
 	assert.Contains(t, errText, "forbidden")
+}
+
+// TestAuditLogAccountEvents: an account's own log shows its creation, the verification
+// of its address (from the mailed link, with no login) and an app revoking its grant
+// with its own refresh token (RFC 7009, with no login either), each with the address
+// it came from.
+func TestAuditLogAccountEvents(t *testing.T) {
+	databases(t, func(t *testing.T, db map[string]string) {
+		s := startMailStack(t, db)
+		cp := s.cp.URL
+		b := newBrowser(t, cp)
+		b.signup("acct@example.com")
+		link := s.mailedToken(t, "acct@example.com", "Confirm your email address", "verify-email", 1)
+		r := call(t, cp, "POST", "/api/v1/auth/verify-email", "", map[string]string{"token": link})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+		redirect := "http://127.0.0.1:9/callback"
+		f := &oauthFlow{t: t, cp: cp, clientID: registerOAuthClient(t, cp, redirect), redirect: redirect, state: "st-1"}
+		_, refresh := f.tokens(b)
+		require.Equal(t, http.StatusOK, postForm(t, cp, "/oauth/revoke", url.Values{"token": {refresh}, "client_id": {f.clientID}}).Status)
+		// Unknown tokens change nothing and record nothing.
+		require.Equal(t, http.StatusOK, postForm(t, cp, "/oauth/revoke", url.Values{"token": {"ort_nonsense"}}).Status)
+
+		login := call(t, cp, "POST", "/api/v1/auth/login", "", map[string]string{"email": "acct@example.com", "password": "correct horse battery"}).str("token")
+		acc := auditEvents(t, cp, "/api/v1/audit", login)
+		var got []string
+		for _, e := range acc {
+			got = append(got, e["action"].(string))
+			assert.Equal(t, "acct@example.com", e["actor"].(map[string]any)["email"], e["action"])
+			assert.Equal(t, "127.0.0.1", e["from"], e["action"])
+		}
+		assert.Equal(t, []string{"oauth_grant.revoke", "oauth_grant.create", "email.verify", "account.create"}, got)
+		assert.Equal(t, map[string]any{"to": "acct@example.com"}, findAction(acc, "account.create")["changes"].(map[string]any)["email"])
+		assert.Equal(t, map[string]any{"to": "acct@example.com"}, findAction(acc, "email.verify")["changes"].(map[string]any)["email_verified"])
+		// The grant revoked is the target, and its own token the credential.
+		rv := findAction(acc, "oauth_grant.revoke")
+		assert.True(t, strings.HasPrefix(rv["target"].(string), "ogr_"), "%v", rv["target"])
+		assert.Equal(t, map[string]any{"kind": "oauth_grant", "id": rv["target"]}, rv["credential"])
+	})
 }

@@ -229,7 +229,8 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, &service.OAuthError{Status: http.StatusBadRequest, Code: "invalid_request", Description: "the body is not a form"})
 		return
 	}
-	if err := s.Svc.RevokeOAuthToken(r.Context(), q.Get("token"), q.Get("client_id")); err != nil {
+	actx := service.Audited(r.Context(), service.Actor{CredKind: store.CredOAuth, Addr: s.clientAddr(r)}, "", "", "")
+	if err := s.Svc.RevokeOAuthToken(actx, q.Get("token"), q.Get("client_id")); err != nil {
 		s.oauthFail(w, r, err)
 		return
 	}

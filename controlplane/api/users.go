@@ -81,7 +81,8 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request) (store.Us
 		return store.User{}, false
 	}
 	u := store.User{ID: service.NewID("u_"), Email: email, PasswordHash: hash, CreatedAt: time.Now().UTC()}
-	err = s.Svc.Store.InTx(r.Context(), func(tx *store.Tx) error { return tx.CreateUser(r.Context(), u) })
+	actx := service.AccountCreated(r.Context(), s.clientAddr(r), u)
+	err = s.Svc.Store.InTx(actx, func(tx *store.Tx) error { return tx.CreateUser(actx, u) })
 	if errors.Is(err, store.ErrConflict) {
 		fail(w, apierror.New(http.StatusConflict, apierror.Conflict, "an account with this email exists; log in instead"))
 		return store.User{}, false

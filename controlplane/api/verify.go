@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 )
 
@@ -34,7 +35,7 @@ func (s *Server) verifyEmail(w http.ResponseWriter, r *http.Request) {
 		fail(w, e)
 		return
 	}
-	u, err := s.Email.VerifyEmail(r.Context(), b.Token)
+	u, err := s.Email.VerifyEmail(service.Audited(r.Context(), service.Actor{Addr: s.clientAddr(r)}, "", "", ""), b.Token)
 	s.respond(w, r, err, http.StatusOK, func() any {
 		return map[string]any{"email": u.Email, "verified": !u.EmailVerifiedAt.IsZero()}
 	})

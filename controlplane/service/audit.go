@@ -168,6 +168,53 @@ func (s *Service) recordReplay(ctx context.Context, j deliverylog.Job) error {
 	})
 }
 
+// auditAccount names the account a change acted on, in the record ctx carries, when the
+// request did not know it (signing up, a verification link, an OAuth token revoked by the
+// app holding it): that account's owner is the actor, and the record is their account's.
+// Until it is called the record has no action, so a transaction that turns out to change
+// nothing (an unknown token, an address changed since the mail) records nothing.
+func auditAccount(ctx context.Context, userID, action, target string, before, after any) {
+	ev := store.AuditOf(ctx)
+	if ev == nil {
+		return
+	}
+	ev.ActorID, ev.AccountID, ev.ProjectID = userID, userID, ""
+	ev.SetAction(action)
+	ev.SetTarget(target)
+	ev.Change(before, after)
+}
+
+// AccountCreated is the record of a signup, for the transaction that creates u.
+func AccountCreated(ctx context.Context, addr string, u store.User) context.Context {
+	ctx = Audited(ctx, Actor{UserID: u.ID, Email: u.Email, Addr: addr}, "", "", "")
+	auditAccount(ctx, u.ID, "account.create", u.ID, nil, map[string]string{"email": u.Email})
+	return ctx
+}
+
+// sinkAudited is a destination as its audit record shows it: without its id (the
+// record's target) and the time it delivers from (set by the service, not the person),
+// which would read as changes next to the fields they did change.
+func sinkAudited(c mirror.Sink) map[string]any {
+	m := map[string]any{}
+	if b, err := json.Marshal(c); err == nil && json.Unmarshal(b, &m) == nil {
+		delete(m, "id")
+		delete(m, "since")
+	}
+	return m
+}
+
+// sourceAudited is a new source as its audit record shows it: what the person chose,
+// never its ingest key, API key or verification secret (only the verification's kind).
+func sourceAudited(v SourceView) map[string]any {
+	m := map[string]any{"name": v.Name, "connector": v.Connector, "event_type": v.EventType,
+		"event_type_field": v.EventTypeField, "text_template": v.TextTemplate,
+		"event_time_field": v.EventTimeField, "labels": v.Labels, "preset": v.Preset}
+	if v.Verification != nil {
+		m["verification"] = v.Verification.Scheme
+	}
+	return m
+}
+
 // projectSettings are a project's settings as its audit record shows them.
 type projectSettings struct {
 	Name       string           `json:"name"`

@@ -211,7 +211,9 @@ func (e *Email) VerifyEmail(ctx context.Context, token string) (u store.User, er
 			return err
 		}
 		// An address changed since the mail was sent is not the one verified.
-		if err := tx.VerifyEmail(ctx, t.UserID, t.Email, time.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := tx.VerifyEmail(ctx, t.UserID, t.Email, time.Now()); err == nil {
+			auditAccount(ctx, t.UserID, "email.verify", t.UserID, nil, map[string]string{"email_verified": t.Email})
+		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		u, err = tx.UserByID(ctx, t.UserID)

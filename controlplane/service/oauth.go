@@ -638,13 +638,18 @@ func (s *Service) RevokeOAuthToken(ctx context.Context, token, clientID string) 
 		if clientID != "" && clientID != g.ClientID {
 			return nil
 		}
+		if ev := store.AuditOf(ctx); ev != nil {
+			ev.CredID = g.ID // the app revoked with the grant's own token
+		}
 		if k.Kind == store.OAuthRefresh {
+			auditAccount(ctx, g.UserID, "oauth_grant.revoke", g.ID, map[string]string{"client": g.ClientName}, nil)
 			revoked = g.ID
 			if err := tx.RevokeOAuthGrant(ctx, g.ID); err != nil {
 				return err
 			}
 			return RecordRevocations(ctx, tx, g.ID)
 		}
+		auditAccount(ctx, g.UserID, "oauth_token.revoke", g.ID, map[string]string{"client": g.ClientName}, nil)
 		return tx.DeleteOAuthToken(ctx, hash)
 	})
 	if err == nil && revoked != "" {

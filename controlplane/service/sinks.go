@@ -246,7 +246,7 @@ func (s *Service) CreateSink(ctx context.Context, userID, id string, b SinkUpdat
 			return err
 		}
 		store.AuditOf(ctx).SetTarget(c.ID)
-		store.AuditOf(ctx).Change(nil, c)
+		store.AuditOf(ctx).Change(nil, sinkAudited(c))
 		return saveProject(ctx, tx, ms, &p)
 	})
 	return sk, err
@@ -282,7 +282,7 @@ func (s *Service) UpdateSink(ctx context.Context, userID, id, sinkID string, b S
 		if err := tx.UpdateSink(ctx, sk); err != nil {
 			return err
 		}
-		store.AuditOf(ctx).Change(before, sk.Config)
+		store.AuditOf(ctx).Change(sinkAudited(before), sinkAudited(sk.Config))
 		return saveProject(ctx, tx, ms, &p)
 	})
 	return sk, err

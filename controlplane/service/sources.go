@@ -289,6 +289,7 @@ func (s *Service) CreateSource(ctx context.Context, userID, id string, src mirro
 	err = s.InProject(ctx, userID, id, Write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, ms *mirror.Store) error {
 		v, err = s.createSource(ctx, tx, p, ms, src)
 		store.AuditOf(ctx).SetTarget(v.ID)
+		store.AuditOf(ctx).Change(nil, sourceAudited(v))
 		return err
 	})
 	return v, err

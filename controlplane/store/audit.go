@@ -197,8 +197,25 @@ func redact(k string, v any) any {
 		if strings.HasSuffix(strings.ToLower(k), "url") {
 			return redactURL(x)
 		}
+		if writtenName(k) && x != "" {
+			return digest(x)
+		}
 	}
 	return v
+}
+
+// writtenName reports a field whose value is code or text a person writes (pipeline
+// transforms, message templates), where a literal may hold a secret no field name
+// announces (a token compared in OTTL, a key in a link): shown as a digest, which tells
+// which statement changed; the pipeline's versions show the text to those who may read it.
+func writtenName(k string) bool {
+	k = strings.ToLower(k)
+	return k == "transforms" || strings.HasSuffix(k, "template")
+}
+
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "[as written, #" + hex.EncodeToString(sum[:4]) + "]"
 }
 
 func redactURL(s string) string {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -122,4 +123,21 @@ func TestAuditChangesNeverHoldSecrets(t *testing.T) {
 	assert.Contains(t, c, `https://example.com/… (#`)
 	assert.NotContains(t, c, `"kind"`, "unchanged fields are left out")
 	assert.True(t, strings.Contains(string(ev2.Changes), `"name":{"to":"n"}`))
+
+	// What people write (OTTL, templates) may hold a literal secret under no telling
+	// name: a digest per statement, which still shows which one changed.
+	ev3 := AuditEvent{}
+	ev3.Change(map[string]any{"transforms": []string{`set(event["a"], 1)`, `set(event["k"], "ottl-secret-9")`}, "text_template": ""},
+		map[string]any{"transforms": []string{`set(event["a"], 1)`, `set(event["k"], "ottl-secret-10")`}, "text_template": "key tmpl-secret-11"})
+	c3 := string(ev3.Changes)
+	for _, sec := range []string{"ottl-secret-9", "ottl-secret-10", "tmpl-secret-11"} {
+		assert.NotContains(t, c3, sec)
+	}
+	var d map[string]map[string]any
+	require.NoError(t, json.Unmarshal(ev3.Changes, &d))
+	from, to := d["transforms"]["from"].([]any), d["transforms"]["to"].([]any)
+	assert.Equal(t, from[0], to[0], "the same statement digests alike")
+	assert.NotEqual(t, from[1], to[1], "a changed one does not")
+	assert.Equal(t, "", d["text_template"]["from"])
+	assert.Contains(t, d["text_template"]["to"], "[as written, #")
 }
