@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -104,6 +106,8 @@ func TestSSOLogin(t *testing.T) {
 	// Logging in again is the same account.
 	c2, _ := s.ssoLogin(t, "alice", "alice-password")
 	require.Equal(t, ses.Body["user"].(map[string]any)["id"], sessionOf(t, c2, s.cp.URL).Body["user"].(map[string]any)["id"])
+	require.Equal(t, []string{"login.sso", "account.sso_create"}, auditActionsOf(t, c2, s.cp.URL),
+		"a login that changed nothing is in the account's log too")
 
 	c, landed = s.ssoLogin(t, "mallory", "mallory-password")
 	require.Equal(t, "/login", landed.Path, "%s", landed)
@@ -141,6 +145,7 @@ func TestSSOLinksAccountByEmail(t *testing.T) {
 
 	c, landed := s.ssoLogin(t, "bob", "bob-password")
 	require.Equal(t, "/", landed.Path, "%s", landed)
+	require.Equal(t, "claimed", landed.Query().Get("sso_notice"), "the dashboard is told the account was claimed, to say so")
 	ses := sessionOf(t, c, s.cp.URL)
 	require.Equal(t, http.StatusOK, ses.Status, "%s", ses.Raw)
 	require.Equal(t, bobID, ses.Body["user"].(map[string]any)["id"], "the provider's address logs in to the account that has it")
@@ -181,31 +186,63 @@ func auditActionsOf(t *testing.T, c *http.Client, base string) []string {
 	return out
 }
 
+// sessionCall calls the API with the session a browser holds, as the dashboard does
+// (its CSRF token in the header).
+func sessionCall(t *testing.T, c *http.Client, base, method, path string, body any) reply {
+	t.Helper()
+	csrf := sessionOf(t, c, base).str("csrf_token")
+	require.NotEmpty(t, csrf)
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	req, err := http.NewRequest(method, base+path, bytes.NewReader(b))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-CSRF-Token", csrf)
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := reply{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
+	_ = json.Unmarshal(raw, &r.Body)
+	return r
+}
+
 // TestSSOJoinsProjectsByDomain: a project whose owner named example.com gets people of
-// that domain as members when they log in by single sign-on (recorded in its audit log); a
-// domain the instance does not let log in cannot be named; a project that did not name it
-// gets nobody.
+// that domain as members when they log in by single sign-on (recorded in its audit log).
+// Only someone verified at exactly that domain may name it: an owner whose address is
+// elsewhere (or unverified) cannot pull another company's people, and their addresses,
+// into a project. A domain the instance does not let log in cannot be named; a project
+// that did not name it gets nobody.
 func TestSSOJoinsProjectsByDomain(t *testing.T) {
 	s := startSSOStack(t, nil)
-	r := call(t, s.cp.URL, "POST", "/api/v1/auth/signup", "", map[string]string{"email": "owner@corp.test", "password": "correct horse battery"})
+	r := call(t, s.cp.URL, "POST", "/api/v1/auth/signup", "", map[string]string{"email": "stranger@corp.test", "password": "correct horse battery"})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Raw)
-	owner := r.str("token")
-	pid := call(t, s.cp.URL, "POST", "/api/v1/projects", owner, map[string]string{"name": "joined"}).str("id")
-	other := call(t, s.cp.URL, "POST", "/api/v1/projects", owner, map[string]string{"name": "closed"}).str("id")
-	require.NotEmpty(t, pid)
+	stranger := r.str("token")
+	trap := call(t, s.cp.URL, "POST", "/api/v1/projects", stranger, map[string]string{"name": "IT: required setup"}).str("id")
+	require.NotEmpty(t, trap)
+	r = call(t, s.cp.URL, "PUT", "/api/v1/projects/"+trap+"/sso-domains", stranger, map[string]any{"domains": []string{"example.com"}})
+	require.Equal(t, http.StatusForbidden, r.Status, "a stranger cannot name example.com: %s", r.Raw)
 
-	r = call(t, s.cp.URL, "PUT", "/api/v1/projects/"+pid+"/sso-domains", owner, map[string]any{"domains": []string{"other.org"}})
+	// The owner is verified at example.com by the provider.
+	oc, _ := s.ssoLogin(t, "alice", "alice-password")
+	pid := sessionCall(t, oc, s.cp.URL, "POST", "/api/v1/projects", map[string]string{"name": "joined"}).str("id")
+	other := sessionCall(t, oc, s.cp.URL, "POST", "/api/v1/projects", map[string]string{"name": "closed"}).str("id")
+	require.NotEmpty(t, pid)
+	require.NotEmpty(t, other)
+	owner := func(method, path string, body any) reply { return sessionCall(t, oc, s.cp.URL, method, path, body) }
+
+	r = owner("PUT", "/api/v1/projects/"+pid+"/sso-domains", map[string]any{"domains": []string{"other.org"}})
 	require.Equal(t, http.StatusBadRequest, r.Status, "a domain the instance refuses cannot be named: %s", r.Raw)
-	r = call(t, s.cp.URL, "PUT", "/api/v1/projects/"+pid+"/sso-domains", owner, map[string]any{"domains": []string{" Example.COM ", "example.com"}})
+	r = owner("PUT", "/api/v1/projects/"+pid+"/sso-domains", map[string]any{"domains": []string{" Example.COM ", "example.com"}})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
 	require.Equal(t, []any{"example.com"}, r.Body["domains"])
-	require.Equal(t, []any{"example.com"}, call(t, s.cp.URL, "GET", "/api/v1/projects/"+pid+"/sso-domains", owner, nil).Body["domains"])
+	require.Equal(t, []any{"example.com"}, callWith(t, oc, s.cp.URL, "GET", "/api/v1/projects/"+pid+"/sso-domains", "", nil).Body["domains"])
 
 	c, landed := s.ssoLogin(t, "carol", "carol-password")
 	require.Equal(t, "/", landed.Path, "%s", landed)
 	require.Equal(t, http.StatusOK, sessionOf(t, c, s.cp.URL).Status)
 
-	members := call(t, s.cp.URL, "GET", "/api/v1/projects/"+pid+"/members", owner, nil)
+	members := callWith(t, oc, s.cp.URL, "GET", "/api/v1/projects/"+pid+"/members", "", nil)
 	require.Equal(t, http.StatusOK, members.Status)
 	roles := map[string]string{}
 	for _, m := range members.Body["members"].([]any) {
@@ -217,7 +254,9 @@ func TestSSOJoinsProjectsByDomain(t *testing.T) {
 	// carol sees the project with her session.
 	require.Equal(t, http.StatusOK, callWith(t, c, s.cp.URL, "GET", "/api/v1/projects/"+pid, "", nil).Status)
 
-	audit := call(t, s.cp.URL, "GET", "/api/v1/projects/"+pid+"/audit", owner, nil)
+	require.Equal(t, http.StatusNotFound, callWith(t, c, s.cp.URL, "GET", "/api/v1/projects/"+trap+"/members", "", nil).Status,
+		"the stranger's project got nobody")
+	audit := callWith(t, oc, s.cp.URL, "GET", "/api/v1/projects/"+pid+"/audit", "", nil)
 	require.Equal(t, http.StatusOK, audit.Status, "%s", audit.Raw)
 	var actions []string
 	for _, e := range audit.Body["events"].([]any) {

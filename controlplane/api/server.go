@@ -73,7 +73,6 @@ func (s *Server) Handler() http.Handler {
 	s.resetByEmail = auth.NewLimiter(3, time.Hour)
 	s.verifyByUser = auth.NewLimiter(5, time.Hour)
 	s.ssoByAddr = auth.NewLimiter(60, 15*time.Minute)
-	s.ssoFromEnv()
 	if s.Email == nil {
 		s.Email = &service.Email{Svc: s.Svc, Logger: s.Logger}
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -40,20 +39,6 @@ const (
 	maxCallbackParam = 2048
 	ssoCallbackPath  = "/api/v1/auth/sso/callback"
 )
-
-// ssoFromEnv sets up the provider named by SVC_OIDC_*; a wrong setting is logged and
-// leaves single sign-on off (password login keeps working).
-func (s *Server) ssoFromEnv() {
-	if s.SSO != nil {
-		return
-	}
-	c, err := service.SSOConfigFromEnv(os.Getenv)
-	if err != nil {
-		s.Logger.Error("single sign-on is off: " + err.Error())
-		return
-	}
-	s.SSO = service.NewSSO(s.Svc, c, s.Svc.OutboundAllow, s.Logger)
-}
 
 // ssoState is what the cookie keeps between the two legs of a login.
 type ssoState struct {
@@ -231,11 +216,12 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := s.SSO.Exchange(r.Context(), s.ssoRedirectURL(r), cb.Code, st.Verifier, st.Nonce)
 	var u store.User
+	var outcome string
 	if err == nil {
 		// A new account, or an unverified one claimed, is a change to an account: recorded
 		// with the provider as the credential; logging in to a verified one writes nothing.
 		actx := service.Audited(r.Context(), service.Actor{CredKind: "sso", Addr: s.clientAddr(r)}, "", "account.sso_create", "")
-		u, err = s.SSO.Account(actx, id)
+		u, outcome, err = s.SSO.Account(actx, id)
 	}
 	var refusal *service.SSORefusal
 	switch {
@@ -253,6 +239,15 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) {
 		ssoFailed(w, r, "failed")
 		return
 	}
+	if outcome == service.SSOLoggedIn {
+		// A login that changed nothing still goes in the account's log: a security team
+		// reads there who logged in through the provider, and from where.
+		if err := s.Svc.RecordAudit(r.Context(), service.Actor{UserID: u.ID, Email: u.Email, CredKind: "sso", Addr: s.clientAddr(r)}, "", "login.sso", u.ID); err != nil {
+			s.Logger.Error("sso: recording the login", "error", err)
+			ssoFailed(w, r, "failed")
+			return
+		}
+	}
 	s.SSO.JoinProjects(r.Context(), u, s.clientAddr(r))
 	secret, err := s.newSession(r, u)
 	if err != nil {
@@ -262,6 +257,12 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, ssoCookie(r, "", -1))
 	http.SetCookie(w, auth.SessionCookie(r, secret))
+	if outcome == service.SSOClaimed {
+		// The account existed before its owner proved the address: the dashboard tells
+		// them its password and credentials ended, and to review what it holds.
+		http.Redirect(w, r, "/?sso_notice=claimed", http.StatusFound)
+		return
+	}
 	http.Redirect(w, r, "/", http.StatusFound)
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
 	"github.com/otelcol-svc/otelcol-svc/internal/outbound"
 )
@@ -67,6 +69,12 @@ func SSOConfigFromEnv(getenv func(string) string) (SSOConfig, error) {
 	if err := outbound.CheckURL(c.Issuer); err != nil {
 		return SSOConfig{}, fmt.Errorf("%s: %w", EnvOIDCIssuer, err)
 	}
+	// Discovery and the signing keys over plain HTTP let anyone on the path swap the keys
+	// and forge ID tokens for any address, and the client secret would go in clear; only a
+	// provider on this host (a development setup) may be reached without TLS.
+	if u, _ := url.Parse(c.Issuer); u.Scheme != "https" && !loopbackHost(u.Hostname()) {
+		return SSOConfig{}, fmt.Errorf("%s must be an https:// URL (http:// only for a provider on loopback)", EnvOIDCIssuer)
+	}
 	if c.ClientID == "" || c.ClientSecret == "" {
 		return SSOConfig{}, fmt.Errorf("%s needs %s and %s", EnvOIDCIssuer, EnvOIDCClientID, EnvOIDCClientSecret)
 	}
@@ -90,6 +98,14 @@ func SSOConfigFromEnv(getenv func(string) string) (SSOConfig, error) {
 		c.Name = c.Name[:64]
 	}
 	return c, nil
+}
+
+func loopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && a.IsLoopback()
 }
 
 // SSO logs people in through the provider: the authorization code flow with PKCE, state
@@ -267,6 +283,13 @@ func (s *SSO) DomainAllowed(email string) bool {
 	return false
 }
 
+// What an SSO login did to the account it logged in to.
+const (
+	SSOLoggedIn = "login"   // a verified account, unchanged
+	SSOCreated  = "created" // a new account
+	SSOClaimed  = "claimed" // an unverified account, claimed (see Account)
+)
+
 // Account returns the account the identity logs in as: the one with its email, or a new
 // one, verified (the provider vouched for the address) whose password nobody knows (a
 // reset link sets one).
@@ -275,25 +298,26 @@ func (s *SSO) DomainAllowed(email string) bool {
 // else with this person's address, who knows its password: it is marked verified, its
 // password is replaced by an unusable one and every credential it held ends, so only the
 // provider's person uses it from now on.
-func (s *SSO) Account(ctx context.Context, id Identity) (store.User, error) {
+func (s *SSO) Account(ctx context.Context, id Identity) (store.User, string, error) {
 	if !s.DomainAllowed(id.Email) {
-		return store.User{}, &SSORefusal{Code: SSODomain, Reason: id.Email + " is not in a domain allowed to log in here"}
+		return store.User{}, "", &SSORefusal{Code: SSODomain, Reason: id.Email + " is not in a domain allowed to log in here"}
 	}
 	now := time.Now().UTC()
 	// The password of an account made or claimed here is one nobody knows: a real argon2id
 	// hash, so a password login against it takes as long as any other and tells nothing.
 	unusable, err := auth.HashPassword(rand.Text())
 	if err != nil {
-		return store.User{}, err
+		return store.User{}, "", err
 	}
 	var u store.User
-	var takenOver bool
+	var outcome string
 	var ended []string
 	err = s.Svc.Store.InTx(ctx, func(tx *store.Tx) error {
-		takenOver, ended = false, nil
+		outcome, ended = SSOLoggedIn, nil
 		var err error
 		u, err = tx.UserByEmail(ctx, id.Email)
 		if errors.Is(err, store.ErrNotFound) {
+			outcome = SSOCreated
 			u = store.User{ID: NewID("u_"), Email: id.Email, PasswordHash: unusable, CreatedAt: now}
 			auditSSO(ctx, u, "account.sso_create", nil, map[string]string{"email": u.Email, "verified_by": s.Config.Name})
 			return tx.CreateSSOUser(ctx, u, now)
@@ -305,7 +329,7 @@ func (s *SSO) Account(ctx context.Context, id Identity) (store.User, error) {
 		if err != nil || verified {
 			return err
 		}
-		takenOver = true
+		outcome = SSOClaimed
 		auditSSO(ctx, u, "account.sso_claim", map[string]string{"email_verified": "no", "password": "set"},
 			map[string]string{"email_verified": "by " + s.Config.Name, "password": "unusable"})
 		if err := tx.ClaimBySSO(ctx, u.ID, unusable, now); err != nil {
@@ -315,11 +339,11 @@ func (s *SSO) Account(ctx context.Context, id Identity) (store.User, error) {
 		ended, err = revokeAllTx(ctx, tx, u.ID)
 		return err
 	})
-	if err == nil && takenOver {
+	if err == nil && outcome == SSOClaimed {
 		s.Logger.Info("sso: an unverified account was claimed through the provider; its password and credentials ended", "user", u.ID)
 		s.Svc.RevokeCredentials(ctx, ended...)
 	}
-	return u, err
+	return u, outcome, err
 }
 
 // auditSSO names the account an SSO login changes in the record ctx carries (the caller
@@ -348,23 +372,59 @@ func (s *SSO) ProjectSSODomains(ctx context.Context, userID, projectID string) (
 	return domains, err
 }
 
-// SetProjectSSODomains replaces them (owners and admins). Each must be one the instance
-// lets log in (SVC_OIDC_ALLOWED_DOMAINS, when set): a project cannot invite a domain the
-// provider's logins are refused for.
+// SetProjectSSODomains replaces them (owners and admins). A join hands the project every
+// SSO person of the domain, and their addresses on its Members list, so a domain may be
+// named only by someone whose own account is verified at exactly that domain (one named
+// before may stay), and only on an instance that lists its allowed domains: with any
+// domain allowed (a public provider), gmail.com would be anyone's to name.
 func (s *SSO) SetProjectSSODomains(ctx context.Context, userID, projectID string, in []string) ([]string, error) {
 	domains, err := normalizeJoinDomains(in, s.DomainAllowed)
 	if err != nil {
 		return nil, err
+	}
+	if len(domains) > 0 && len(s.Config.AllowedDomains) == 0 {
+		return nil, apierror.New(http.StatusConflict, apierror.Conflict,
+			"projects can name join domains only when the instance lists its own (SVC_OIDC_ALLOWED_DOMAINS)")
 	}
 	err = s.Svc.InProject(ctx, userID, projectID, Write, func(ctx context.Context, tx *store.Tx, p store.Project, _ string, _ *mirror.Store) error {
 		before, err := tx.ProjectSSODomains(ctx, p.ID)
 		if err != nil {
 			return err
 		}
+		if err := s.mayName(ctx, tx, userID, domains, before); err != nil {
+			return err
+		}
 		store.AuditOf(ctx).Change(map[string]any{"sso_join_domains": before}, map[string]any{"sso_join_domains": domains})
 		return tx.SetProjectSSODomains(ctx, p.ID, domains)
 	})
 	return domains, err
+}
+
+// mayName refuses a domain new to the project unless the caller's own address is at it
+// and verified (by a link or by the provider).
+func (s *SSO) mayName(ctx context.Context, tx *store.Tx, userID string, domains, before []string) error {
+	var own string
+	verified := false
+	for _, d := range domains {
+		if slices.Contains(before, d) {
+			continue
+		}
+		if own == "" {
+			u, err := tx.UserByID(ctx, userID)
+			if err != nil {
+				return err
+			}
+			own = strings.ToLower(u.Email[strings.LastIndexByte(u.Email, '@')+1:])
+			if verified, err = tx.EmailVerified(ctx, userID); err != nil {
+				return err
+			}
+		}
+		if d != own || !verified {
+			return apierror.New(http.StatusForbidden, apierror.Forbidden, fmt.Sprintf(
+				"%s can be named only by someone whose own verified address is at %s", d, d))
+		}
+	}
+	return nil
 }
 
 // normalizeJoinDomains reads the domains a project names: lowercased, without a leading
@@ -427,10 +487,12 @@ func (s *SSO) JoinProjects(ctx context.Context, u store.User, addr string) {
 		ids, err = tx.ProjectsJoinedBySSODomain(ctx, domain)
 		return err
 	})
+	if err != nil {
+		s.Logger.Warn("sso: listing the projects of the email's domain failed", "user", u.ID, "error", err)
+		return
+	}
+	// One project failing does not keep the person out of the others.
 	for _, id := range ids {
-		if err != nil {
-			break
-		}
 		actx := Audited(ctx, Actor{UserID: u.ID, Email: u.Email, CredKind: "sso", Addr: addr}, id, "member.join_sso", u.ID)
 		err = s.Svc.Store.InTx(actx, func(tx *store.Tx) error {
 			if _, _, err := tx.ProjectForUser(actx, id, u.ID); err == nil {
@@ -450,8 +512,8 @@ func (s *SSO) JoinProjects(ctx context.Context, u store.User, addr string) {
 			}
 			return saveProject(actx, tx, ms, &p)
 		})
-	}
-	if err != nil {
-		s.Logger.Warn("sso: joining the projects of the email's domain failed", "user", u.ID, "error", err)
+		if err != nil {
+			s.Logger.Warn("sso: joining a project of the email's domain failed", "user", u.ID, "project", id, "error", err)
+		}
 	}
 }

@@ -1,8 +1,12 @@
 package service
 
 import (
+	"errors"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 )
 
 func TestSSOConfigFromEnv(t *testing.T) {
@@ -23,6 +27,9 @@ func TestSSOConfigFromEnv(t *testing.T) {
 		{EnvOIDCIssuer: "ftp://id.example.com", EnvOIDCClientID: "cp", EnvOIDCClientSecret: "s3cret-value"},
 		{EnvOIDCIssuer: "https://id.example.com", EnvOIDCClientSecret: "s3cret-value"},
 		{EnvOIDCIssuer: "https://id.example.com", EnvOIDCClientID: "cp", EnvOIDCClientSecret: "s3cret-value", EnvOIDCAllowedDomains: "a@b.com"},
+		// Keys and tokens over plain HTTP could be swapped on the path.
+		{EnvOIDCIssuer: "http://id.example.com", EnvOIDCClientID: "cp", EnvOIDCClientSecret: "s3cret-value"},
+		{EnvOIDCIssuer: "http://10.0.0.5:8080", EnvOIDCClientID: "cp", EnvOIDCClientSecret: "s3cret-value"},
 	} {
 		_, err := SSOConfigFromEnv(env(bad))
 		if err == nil {
@@ -30,6 +37,27 @@ func TestSSOConfigFromEnv(t *testing.T) {
 		} else if strings.Contains(err.Error(), "s3cret-value") {
 			t.Errorf("the error shows the client secret: %v", err)
 		}
+	}
+}
+
+// A provider on this host (development) may be reached over plain HTTP.
+func TestSSOConfigLoopbackIssuerOverHTTP(t *testing.T) {
+	for _, iss := range []string{"http://127.0.0.1:9998", "http://localhost:9998/realms/x", "http://[::1]:9998"} {
+		m := map[string]string{EnvOIDCIssuer: iss, EnvOIDCClientID: "cp", EnvOIDCClientSecret: "s"}
+		if _, err := SSOConfigFromEnv(func(k string) string { return m[k] }); err != nil {
+			t.Errorf("%s: %v", iss, err)
+		}
+	}
+}
+
+// With any domain allowed to log in (a public provider), no project may name join domains:
+// gmail.com would be anyone's to name.
+func TestSSOJoinDomainsNeedAllowedDomains(t *testing.T) {
+	s := &SSO{}
+	_, err := s.SetProjectSSODomains(t.Context(), "u_1", "p_1", []string{"gmail.com"})
+	var e *apierror.Error
+	if !errors.As(err, &e) || e.Status != http.StatusConflict {
+		t.Fatalf("got %v, want 409", err)
 	}
 }
 
