@@ -68,7 +68,7 @@ function SSOPanel({ project }: { project: Project }) {
         (canWrite(project.role) ? (
           <form onSubmit={save}>
             <Field label="Email domains that join this project" name="sso_domains" value={domains} autoComplete="off"
-              placeholder="e.g. example.com" hint="Comma-separated. People of these domains who log in by single sign-on join this project as members."
+              placeholder="e.g. example.com" hint="Comma-separated. People of these domains who log in by single sign-on join this project as members. You can add only the domain of your own verified address, and only when the instance lists its allowed domains."
               onInput={(e) => (setDomains(e.currentTarget.value), setSaved(false))} />
             <button type="submit" class="btn btn-primary" disabled={saving.busy}>
               Save domains
