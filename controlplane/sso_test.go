@@ -142,6 +142,11 @@ func TestSSOLinksAccountByEmail(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Raw)
 	squatterToken, bobID := r.str("token"), r.Body["user"].(map[string]any)["id"].(string)
 	require.Equal(t, http.StatusOK, call(t, s.cp.URL, "GET", "/api/v1/me", squatterToken, nil).Status)
+	// The squatter sets up a project and keeps a key to read what the rightful owner sends.
+	pid := call(t, s.cp.URL, "POST", "/api/v1/projects", squatterToken, map[string]string{"name": "bob's"}).str("id")
+	require.NotEmpty(t, pid)
+	r = call(t, s.cp.URL, "POST", "/api/v1/projects/"+pid+"/keys", squatterToken, map[string]any{"name": "kept"})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Raw)
 
 	c, landed := s.ssoLogin(t, "bob", "bob-password")
 	require.Equal(t, "/", landed.Path, "%s", landed)
@@ -156,6 +161,9 @@ func TestSSOLinksAccountByEmail(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, r.Status, "the unverified account's password no longer logs in: %s", r.Raw)
 
 	require.Contains(t, auditActionsOf(t, c, s.cp.URL), "account.sso_claim", "the claim is in the account's audit log")
+	keys := callWith(t, c, s.cp.URL, "GET", "/api/v1/projects/"+pid+"/keys", "", nil)
+	require.Equal(t, http.StatusOK, keys.Status, "%s", keys.Raw)
+	require.Empty(t, keys.Body["keys"], "the project keys the account's earlier holder made end with the claim")
 
 	// A second SSO login keeps the session the first made: the account is verified now.
 	c2, _ := s.ssoLogin(t, "bob", "bob-password")

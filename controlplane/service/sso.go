@@ -330,8 +330,12 @@ func (s *SSO) Account(ctx context.Context, id Identity) (store.User, string, err
 			return err
 		}
 		outcome = SSOClaimed
-		auditSSO(ctx, u, "account.sso_claim", map[string]string{"email_verified": "no", "password": "set"},
-			map[string]string{"email_verified": "by " + s.Config.Name, "password": "unusable"})
+		owned, revoked, err := s.revokeOwnedProjectKeys(ctx, tx, u.ID)
+		if err != nil {
+			return err
+		}
+		auditSSO(ctx, u, "account.sso_claim", map[string]any{"email_verified": "no", "password": "set", "owned_projects": owned},
+			map[string]any{"email_verified": "by " + s.Config.Name, "password": "unusable", "owned_projects": owned, "project_keys_revoked": revoked})
 		if err := tx.ClaimBySSO(ctx, u.ID, unusable, now); err != nil {
 			return err
 		}
@@ -344,6 +348,46 @@ func (s *SSO) Account(ctx context.Context, id Identity) (store.User, string, err
 		s.Svc.RevokeCredentials(ctx, ended...)
 	}
 	return u, outcome, err
+}
+
+// revokeOwnedProjectKeys revokes every API key of the projects a claimed account owns:
+// whoever held the account before the claim made them and may keep one (a read-scoped key
+// reads the projects' data) after the rightful owner starts using the projects. It
+// returns the projects, for the claim's record, and how many keys ended.
+func (s *SSO) revokeOwnedProjectKeys(ctx context.Context, tx *store.Tx, userID string) ([]string, int, error) {
+	ps, roles, err := tx.ProjectsForUser(ctx, userID)
+	if err != nil {
+		return nil, 0, err
+	}
+	owned := []string{}
+	revoked := 0
+	var ms *mirror.Store
+	for i, p := range ps {
+		if roles[i] != store.RoleOwner {
+			continue
+		}
+		owned = append(owned, p.ID)
+		keys, err := tx.Keys(ctx, p.ID)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, k := range keys {
+			if ms == nil {
+				if ms, err = s.Svc.mirrorForChange(ctx); err != nil {
+					return nil, 0, err
+				}
+			}
+			if _, err := tx.DeleteKey(ctx, p.ID, k.ID); err != nil {
+				return nil, 0, err
+			}
+			if err := ms.DeleteKey(ctx, k.Hash); err != nil {
+				return nil, 0, err
+			}
+			_ = ms.ForgetKeyUsage(ctx, k.ID)
+			revoked++
+		}
+	}
+	return owned, revoked, nil
 }
 
 // auditSSO names the account an SSO login changes in the record ctx carries (the caller
