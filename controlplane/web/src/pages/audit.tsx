@@ -88,18 +88,19 @@ function show(v: unknown): string {
   return JSON.stringify(v);
 }
 
-/** A record's changes: one line per field, what it was struck out, what it became. */
-function Changes({ changes, label }: { changes: AuditEvent['changes']; label: string }) {
+/** A record's changes: one line per field, what it was struck out, what it became; each
+ * value is labelled by its field's name (the term), so it can be found by it. */
+function Changes({ changes, label, id }: { changes: AuditEvent['changes']; label: string; id: string }) {
   const fields = Object.keys(changes ?? {});
   if (fields.length === 0) return <span class="muted">—</span>;
   return (
     <dl class="audit-changes" aria-label={label}>
-      {fields.map((f) => {
+      {fields.map((f, i) => {
         const c = changes[f];
         return (
           <div key={f}>
-            <dt>{f}</dt>
-            <dd>
+            <dt id={`${id}-${i}`}>{f}</dt>
+            <dd aria-labelledby={`${id}-${i}`}>
               {'from' in c && <del class="diff-del">{show(c.from)}</del>}
               {'from' in c && 'to' in c && <span aria-hidden="true"> → </span>}
               {'to' in c && <ins class="diff-add">{show(c.to)}</ins>}
@@ -192,7 +193,7 @@ export function AuditPage({ project }: { project: Project }) {
                   <span>{actionLabel(e.action)}</span>
                   <code class="muted small">{e.action}{e.target ? ` ${e.target}` : ''}</code>
                 </td>
-                <td><Changes changes={e.changes} label={`Changes of ${e.action} at ${e.at}`} /></td>
+                <td><Changes changes={e.changes} label={`Changes of ${e.action} at ${e.at}`} id={`audit-${i}`} /></td>
               </tr>
             ))}
           </tbody>
