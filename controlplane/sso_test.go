@@ -30,6 +30,8 @@ var ssoUsers = []testenv.OIDCUser{
 	{ID: "carol", Username: "carol", Password: "carol-password", Email: "carol@example.com", EmailVerified: true},
 	{ID: "mallory", Username: "mallory", Password: "mallory-password", Email: "mallory@other.org", EmailVerified: true},
 	{ID: "una", Username: "una", Password: "una-password", Email: "una@example.com", EmailVerified: false},
+	// Another person at the provider given alice's address (a reassigned mailbox).
+	{ID: "alice2", Username: "alice2", Password: "alice2-password", Email: "alice@example.com", EmailVerified: true},
 }
 
 func startSSOStack(t *testing.T, extra map[string]string) ssoStack {
@@ -108,6 +110,11 @@ func TestSSOLogin(t *testing.T) {
 	require.Equal(t, ses.Body["user"].(map[string]any)["id"], sessionOf(t, c2, s.cp.URL).Body["user"].(map[string]any)["id"])
 	require.Equal(t, []string{"login.sso", "account.sso_create"}, auditActionsOf(t, c2, s.cp.URL),
 		"a login that changed nothing is in the account's log too")
+	// Another subject with alice's address does not get alice's account.
+	c3, landed := s.ssoLogin(t, "alice2", "alice2-password")
+	require.Equal(t, "/login", landed.Path, "%s", landed)
+	require.Equal(t, "subject", landed.Query().Get("sso_error"))
+	require.Equal(t, http.StatusUnauthorized, sessionOf(t, c3, s.cp.URL).Status)
 
 	c, landed = s.ssoLogin(t, "mallory", "mallory-password")
 	require.Equal(t, "/login", landed.Path, "%s", landed)
@@ -261,6 +268,15 @@ func TestSSOJoinsProjectsByDomain(t *testing.T) {
 		"a project that named no domain got nobody")
 	// carol sees the project with her session.
 	require.Equal(t, http.StatusOK, callWith(t, c, s.cp.URL, "GET", "/api/v1/projects/"+pid, "", nil).Status)
+
+	// Removed by the owner, carol does not join again at her next login.
+	carolID := sessionOf(t, c, s.cp.URL).Body["user"].(map[string]any)["id"].(string)
+	r = owner("DELETE", "/api/v1/projects/"+pid+"/members/"+carolID, nil)
+	require.Contains(t, []int{http.StatusOK, http.StatusNoContent}, r.Status, "%s", r.Raw)
+	c, landed = s.ssoLogin(t, "carol", "carol-password")
+	require.Equal(t, "/", landed.Path, "%s", landed)
+	require.Equal(t, http.StatusNotFound, callWith(t, c, s.cp.URL, "GET", "/api/v1/projects/"+pid, "", nil).Status,
+		"a removed member does not join again by SSO")
 
 	require.Equal(t, http.StatusNotFound, callWith(t, c, s.cp.URL, "GET", "/api/v1/projects/"+trap+"/members", "", nil).Status,
 		"the stranger's project got nobody")

@@ -202,6 +202,8 @@ func (e *SSORefusal) Error() string { return e.Reason }
 const (
 	SSODomain     = "domain"
 	SSOUnverified = "unverified"
+	// SSOSubject: the address's account is linked to another person at the provider.
+	SSOSubject = "subject"
 )
 
 // Identity is what the provider vouched for.
@@ -320,9 +322,20 @@ func (s *SSO) Account(ctx context.Context, id Identity) (store.User, string, err
 			outcome = SSOCreated
 			u = store.User{ID: NewID("u_"), Email: id.Email, PasswordHash: unusable, CreatedAt: now}
 			auditSSO(ctx, u, "account.sso_create", nil, map[string]string{"email": u.Email, "verified_by": s.Config.Name})
-			return tx.CreateSSOUser(ctx, u, now)
+			if err := tx.CreateSSOUser(ctx, u, now); err != nil {
+				return err
+			}
+			return tx.SetSSOSubject(ctx, u.ID, id.Subject)
 		}
 		if err != nil {
+			return err
+		}
+		// The first SSO login links the account to the provider's subject; another subject
+		// with the same address (a mailbox given to someone new, or an address a provider
+		// admin marked verified) is another person and does not get the account.
+		if err := tx.SetSSOSubject(ctx, u.ID, id.Subject); errors.Is(err, store.ErrConflict) {
+			return &SSORefusal{Code: SSOSubject, Reason: id.Email + "'s account is linked to another identity at the provider"}
+		} else if err != nil {
 			return err
 		}
 		verified, err := tx.EmailVerified(ctx, u.ID)
@@ -542,6 +555,11 @@ func (s *SSO) JoinProjects(ctx context.Context, u store.User, addr string) {
 			if _, _, err := tx.ProjectForUser(actx, id, u.ID); err == nil {
 				return nil // already a member, in whatever role
 			}
+			// Joined once and no longer a member: removed (or left) since, which a
+			// login must not undo; an owner or admin can add them back by hand.
+			if joined, err := tx.SSOJoined(actx, id, u.ID); err != nil || joined {
+				return err
+			}
 			p, err := tx.ProjectByID(actx, id)
 			if err != nil {
 				return err
@@ -552,6 +570,9 @@ func (s *SSO) JoinProjects(ctx context.Context, u store.User, addr string) {
 			}
 			store.AuditOf(actx).Change(nil, map[string]string{"email": u.Email, "role": store.RoleMember})
 			if err := tx.PutMember(actx, p.ID, u.ID, store.RoleMember); err != nil {
+				return err
+			}
+			if err := tx.RecordSSOJoin(actx, p.ID, u.ID); err != nil {
 				return err
 			}
 			return saveProject(actx, tx, ms, &p)

@@ -288,4 +288,14 @@ var migrations = []string{
 		sent_at BIGINT NOT NULL
 	);
 	CREATE INDEX notice_mails_sent ON notice_mails(sent_at)`,
+	// 17: single sign-on (store/sso.go): the provider's subject an account was first linked
+	// to, so another subject with the same address (a reassigned mailbox, or a provider
+	// admin who marks any address verified) is refused; and the SSO joins a project made,
+	// so a member removed from it is not joined again at their next login.
+	`ALTER TABLE users ADD COLUMN sso_subject TEXT NOT NULL DEFAULT '';
+	CREATE TABLE project_sso_joins (
+		project_id TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+		user_id    TEXT NOT NULL,
+		PRIMARY KEY (project_id, user_id)
+	)`,
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -70,6 +71,37 @@ func (t *Tx) strings(ctx context.Context, q string, args ...any) ([]string, erro
 		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// SSOSubject is the provider's subject the account was linked to ("" before its first SSO
+// login).
+func (t *Tx) SSOSubject(ctx context.Context, userID string) (string, error) {
+	var sub string
+	err := t.queryRow(ctx, `SELECT sso_subject FROM users WHERE id = ?`, userID).Scan(&sub)
+	return sub, err
+}
+
+// SetSSOSubject links the account to the provider's subject, once: ErrConflict when it is
+// linked to another one already.
+func (t *Tx) SetSSOSubject(ctx context.Context, userID, subject string) error {
+	err := affected(t.exec(ctx, `UPDATE users SET sso_subject = ? WHERE id = ? AND (sso_subject = '' OR sso_subject = ?)`, subject, userID, subject))
+	if errors.Is(err, ErrNotFound) {
+		return ErrConflict
+	}
+	return err
+}
+
+// SSOJoined tells whether an SSO login once joined the user to the project.
+func (t *Tx) SSOJoined(ctx context.Context, projectID, userID string) (bool, error) {
+	var n int
+	err := t.queryRow(ctx, `SELECT COUNT(*) FROM project_sso_joins WHERE project_id = ? AND user_id = ?`, projectID, userID).Scan(&n)
+	return n > 0, err
+}
+
+// RecordSSOJoin remembers that an SSO login joined the user to the project.
+func (t *Tx) RecordSSOJoin(ctx context.Context, projectID, userID string) error {
+	_, err := t.exec(ctx, `INSERT INTO project_sso_joins (project_id, user_id) VALUES (?, ?) ON CONFLICT DO NOTHING`, projectID, userID)
+	return err
 }
 
 // ProjectByID returns a project whoever asks: for joins the person is not yet a member of.

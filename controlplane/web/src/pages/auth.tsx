@@ -10,6 +10,7 @@ const ssoErrors: Record<string, (name: string) => string> = {
   domain: (n) => `Your ${n} account's email domain is not allowed on this instance. Ask an administrator to allow it, or log in with a password.`,
   unverified: (n) => `${n} does not confirm that your email address is verified, so it cannot log you in here.`,
   denied: (n) => `The login at ${n} was cancelled.`,
+  subject: (n) => `The account with your email address here belongs to another ${n} identity, so it cannot log you in. Ask an administrator.`,
   expired: () => 'That single sign-on took too long or was started in another browser. Try again.',
   unavailable: (n) => `${n} cannot be reached right now. Try again later, or log in with a password.`,
   rate: () => 'Too many single sign-on attempts from your address. Try again in a few minutes.',
