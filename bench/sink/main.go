@@ -16,7 +16,7 @@
 // -pprof FILE runs the collector with the pprof extension and saves a CPU profile of the
 // sink's throughput phase to FILE (gzipped protobuf, for go tool pprof).
 //
-//	go run ./bench/sink [-duration 15s] [-rate 1000] [-rounds 3] [-results 20000] [-json out.json] [-pprof out.pb.gz]
+//	go run ./bench/sink [-duration 15s] [-rate 1000] [-rounds 3] [-results 20000] [-json out.json] [-pprof out.pb.gz] [-collector-env GOGC=200]
 package main
 
 import (
@@ -28,6 +28,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/otelcol-svc/otelcol-svc/bench/internal/benchkit"
@@ -50,6 +51,8 @@ func main() {
 	results := flag.Int("results", 20000, "results on the stream in the throughput phase")
 	jsonOut := flag.String("json", "", "also write the figures to this file as JSON")
 	pprofOut := flag.String("pprof", "", "run the collector with the pprof extension and save a CPU profile of the sink's throughput phase to this file")
+	var colEnv envFlag
+	flag.Var(&colEnv, "collector-env", "NAME=VALUE added to the collector's environment only (repeatable), e.g. GOGC=200: the bench's own GC stays as it is, so the reference is not moved with it")
 	flag.Parse()
 	if *duration <= 0 || *rate <= 0 || *results <= 0 || *rounds <= 0 {
 		fmt.Fprintln(os.Stderr, "bench/sink: -duration, -rate, -rounds and -results must be positive")
@@ -61,7 +64,7 @@ func main() {
 	fmt.Fprintln(os.Stderr, "building otelcol-svc...")
 	bin := testenv.Binary(r)
 	r.AtExit(func() { _ = os.RemoveAll(parentDir(bin)) })
-	s := start(r, *pprofOut)
+	s := start(r, *pprofOut, colEnv)
 
 	rep := &report{CPUs: runtime.NumCPU()}
 	fmt.Fprintf(os.Stderr, "latency: %.0f results/s for %s, in %d rounds...\n", *rate, *duration, *rounds)
@@ -75,6 +78,23 @@ func main() {
 	}
 	rep.print(os.Stdout)
 	benchkit.WriteReport("bench/sink", *jsonOut, rep)
+}
+
+// envFlag collects -collector-env NAME=VALUE settings.
+type envFlag map[string]string
+
+func (e *envFlag) String() string { return fmt.Sprint(map[string]string(*e)) }
+
+func (e *envFlag) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("want NAME=VALUE, got %q", v)
+	}
+	if *e == nil {
+		*e = envFlag{}
+	}
+	(*e)[name] = value
+	return nil
 }
 
 func parentDir(p string) string {

@@ -41,7 +41,7 @@ type setup struct {
 
 const sinkConfig = "configs/sink.yaml"
 
-func start(r *benchkit.Runner, pprofOut string) *setup {
+func start(r *benchkit.Runner, pprofOut string, colEnv map[string]string) *setup {
 	n := testenv.StartNATS(r)
 	nc, js := testenv.Connect(r, n.URL())
 	m, err := mirror.Open(bg, js, 1)
@@ -54,9 +54,11 @@ func start(r *benchkit.Runner, pprofOut string) *setup {
 		s.pprof = "127.0.0.1:" + strconv.Itoa(testenv.FreePort(r))
 		cfg = withPprof(r, s.pprof)
 	}
-	s.col = testenv.StartCollector(r, testenv.CollectorOptions{Config: cfg, Env: map[string]string{
-		"NATS_URL": n.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1",
-	}})
+	env := map[string]string{"NATS_URL": n.URL(), "SVC_OUTBOUND_ALLOW": "127.0.0.0/8", "SVC_STREAM_REPLICAS": "1"}
+	for k, v := range colEnv {
+		env[k] = v
+	}
+	s.col = testenv.StartCollector(r, testenv.CollectorOptions{Config: cfg, Env: env})
 	s.ep = startEndpoint(r)
 	return s
 }
