@@ -58,8 +58,8 @@ type event struct {
 type Writer struct {
 	js  jetstream.JetStream
 	cfg WriterConfig
-	// ch holds pooled events (eventPool): a buffer of events by value (about 1.1 KB
-	// each) was 9 MB of live heap per writer at Buffer 8192, idle or not, and the GC
+	// ch holds pooled events (eventPool): a buffer of events by value (about 570 B
+	// each) was 4.6 MB of live heap per writer at Buffer 8192, idle or not, and the GC
 	// paces the heap from what is live.
 	ch       chan *event
 	dropped  atomic.Int64
