@@ -57,7 +57,10 @@ function App() {
   const deepLink = consent || (path.startsWith('/projects/') && !loggedOut.current);
   useEffect(() => {
     if (session === null && !publicPage && !linkPage) navigate(withNext('/login', deepLink ? location.pathname + location.search : null), true);
-    if (session && (publicPage || path === '/')) navigate((publicPage && currentNext()) || '/projects', true);
+    // A single sign-on that claimed an account lands on /?sso_notice=claimed: the notice
+    // goes along to the projects page, which says what the claim ended.
+    const notice = path === '/' ? new URLSearchParams(location.search).get('sso_notice') : null;
+    if (session && (publicPage || path === '/')) navigate((publicPage && currentNext()) || (notice === 'claimed' ? '/projects?sso_notice=claimed' : '/projects'), true);
   }, [session, path]);
 
   if (session === undefined) return <Loading what="your session" />;

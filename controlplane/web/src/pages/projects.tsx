@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, type Project } from '../api';
 import { useAction, useLoad } from '../hooks';
 import { Link, navigate } from '../router';
-import { ErrorMessage, Field, LoadStatus, PageHeader, When } from '../ui';
+import { ErrorMessage, Field, LoadStatus, Notice, PageHeader, When } from '../ui';
 
 export function ProjectsPage() {
   const list = useLoad(() => api<{ projects: Project[] }>('GET', '/projects').then((r) => r.projects), []);
@@ -22,6 +22,14 @@ export function ProjectsPage() {
   return (
     <>
       <PageHeader title="Projects" />
+      {new URLSearchParams(location.search).get('sso_notice') === 'claimed' && (
+        <Notice>
+          This account was signed up with your address before anyone proved it was theirs, and
+          single sign-on has now made it yours: its password, sessions, tokens and the API keys
+          of the projects it owned were ended. Review each project's keys, destinations and
+          agent address before you use it.
+        </Notice>
+      )}
       <section aria-labelledby="new-project" class="panel">
         <h2 id="new-project">New project</h2>
         <form class="inline-form" onSubmit={create}>
