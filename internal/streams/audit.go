@@ -49,3 +49,38 @@ func AuditConfig(replicas int) jetstream.StreamConfig {
 		Duplicates: AuditDuplicateWindow,
 	}
 }
+
+// Actions of the records receivers publish on the audit stream.
+const (
+	// AuditKeyRead is a credential's reads on one console surface within one hour.
+	AuditKeyRead = "key.read"
+	// AuditReplay is a replay of dead-lettered deliveries queued at a receiver.
+	AuditReplay = "deadletter.replay"
+)
+
+// AuditRecord is one record on the audit stream. Its project is the subject's, never a
+// field: a record cannot name another project than the one it is filed under.
+type AuditRecord struct {
+	// ID names the record across publishers and redeliveries: its Nats-Msg-Id, and what
+	// the control plane deduplicates by.
+	ID     string    `json:"id"`
+	Action string    `json:"action"`
+	At     time.Time `json:"at"`
+	// Actor is the credential's key id: an API key's id, or "user:<id>" for a console token.
+	Actor      string `json:"actor"`
+	ActorEmail string `json:"actor_email,omitempty"`
+	// Scope is the credential's scope (a key scope, or "console").
+	Scope string `json:"scope,omitempty"`
+	// Surface is the console endpoint read (key.read).
+	Surface string `json:"surface,omitempty"`
+	Target  string `json:"target,omitempty"`
+	// Addr is the client's address as the receiver saw it.
+	Addr    string         `json:"addr,omitempty"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// AuditReadID is the id of a credential's reads of a surface in the hour of at: every
+// read in that hour publishes the same id, and the stream keeps one.
+func AuditReadID(projectID, actor, surface string, at time.Time) string {
+	return AuditKeyRead + ":" + projectID + ":" + actor + ":" + surface + ":" + at.UTC().Format("2006010215")
+}

@@ -102,6 +102,8 @@ type API struct {
 	replays replayQueue
 	// origins is Settings.AllowedOrigins as a set.
 	origins map[string]bool
+	// audit publishes who read and who replayed (audit.go).
+	audit *auditor
 }
 
 // New returns the API.
@@ -109,7 +111,9 @@ func New(set Settings) *API {
 	if set.Incidents == nil {
 		set.Incidents = &Incidents{Logger: set.Logger}
 	}
-	a := &API{set: set, reads: make(chan struct{}, maxReads), origins: map[string]bool{}}
+	// The audit stream is created with the replay queue's replicas: both are small
+	// service-wide streams.
+	a := &API{set: set, reads: make(chan struct{}, maxReads), origins: map[string]bool{}, audit: newAuditor(set.Logger, set.ReplayReplicas)}
 	for _, o := range set.AllowedOrigins {
 		a.origins[o] = true
 	}
@@ -295,6 +299,9 @@ func (a *API) readDetailed(req *http.Request, ep endpoint) (answer any, release 
 		release()
 		a.set.Logger.Debug("console read failed", zap.String("project_id", projectID), zap.String("endpoint", ep.name), zap.Error(err))
 		return nil, nil, a.unavailable(), nil
+	}
+	if !ep.write {
+		a.audit.read(ctx, req, js, projectID, ep.name)
 	}
 	return answer, release, nil, nil
 }

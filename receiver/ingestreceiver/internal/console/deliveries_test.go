@@ -40,6 +40,7 @@ import (
 // mirror holding project A (an owner, an admin, a member, sinks s1 on and s2 off) and
 // project B (its own owner), each with a project API key.
 type logStack struct {
+	api        *API
 	url        string
 	js         jetstream.JetStream
 	keyA, keyB string
@@ -110,6 +111,7 @@ func startLogStack(t *testing.T) *logStack {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	s.url = srv.URL
+	s.api = api
 
 	_, err = deliverylog.EnsureStream(ctx, js, deliverylog.StoreConfig{})
 	require.NoError(t, err)

@@ -68,13 +68,14 @@ func (a *API) replayEndpoint() endpoint {
 			return nil, apierror.New(http.StatusBadRequest, apierror.InvalidBody,
 				fmt.Sprintf("Idempotency-Key must be at most %d printable ASCII characters", maxIdempotencyKey))
 		}
+		addr := clientAddr(req)
 		return func(ctx context.Context, js jetstream.JetStream, projectID string) (any, error) {
-			return a.replay(ctx, js, projectID, rr, idem)
+			return a.replay(ctx, js, projectID, rr, idem, addr)
 		}, nil
 	}}
 }
 
-func (a *API) replay(ctx context.Context, js jetstream.JetStream, projectID string, rr deliverylog.ReplayRequest, idem string) (any, error) {
+func (a *API) replay(ctx context.Context, js jetstream.JetStream, projectID string, rr deliverylog.ReplayRequest, idem, addr string) (any, error) {
 	ans := replayAnswer{Skipped: []skipped{}, ReplayID: replayID(projectID, idem)}
 	chosen, err := a.chooseReplays(ctx, js, projectID, rr, &ans)
 	if err != nil || len(chosen) == 0 {
@@ -94,6 +95,7 @@ func (a *API) replay(ctx context.Context, js jetstream.JetStream, projectID stri
 		return nil, err
 	}
 	ans.Replayed = len(jobs)
+	a.audit.replay(ctx, js, projectID, ans.ReplayID, addr, len(jobs), rr.IDs == nil, now)
 	// Replays are rare and change what destinations receive: worth a line an operator
 	// can find. Ids only, never bodies.
 	a.set.Logger.Info("deliveries queued for replay", zap.String("project_id", projectID),
