@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelcol-svc/otelcol-svc/internal/collector/principal"
+	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
@@ -83,11 +84,20 @@ func (au *auditor) read(ctx context.Context, req *http.Request, js jetstream.Jet
 }
 
 // replay records a replay request.
-func (au *auditor) replay(ctx context.Context, js jetstream.JetStream, projectID, replayID, addr string, jobs int, bulk bool, at time.Time) {
+func (au *auditor) replay(ctx context.Context, js jetstream.JetStream, projectID, replayID, addr string, jobs []deliverylog.Job, bulk bool, at time.Time) {
 	p, _ := principal.FromContext(ctx)
-	details := map[string]any{"deliveries": jobs}
-	if bulk {
+	details := map[string]any{"deliveries": len(jobs)}
+	switch {
+	case bulk:
 		details["all_dead_letters"] = true
+	case len(jobs) == 1:
+		details["delivery_id"] = jobs[0].DeliveryID
+	default: // at most deliverylog.MaxReplay ids
+		ids := make([]string, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.DeliveryID
+		}
+		details["delivery_ids"] = ids
 	}
 	rec := streams.AuditRecord{ID: streams.AuditReplay + ":" + projectID + ":" + replayID, Action: streams.AuditReplay, At: at,
 		Actor: p.KeyID, ActorEmail: p.Email, Scope: p.Scope, Target: replayID, Addr: addr, Details: details}

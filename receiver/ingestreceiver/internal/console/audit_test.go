@@ -90,5 +90,6 @@ func TestReplayIsAudited(t *testing.T) {
 	assert.Equal(t, r.ReplayID, recs[0].Target)
 	assert.Equal(t, "127.0.0.1", recs[0].Addr)
 	assert.EqualValues(t, 1, recs[0].Details["deliveries"])
+	assert.Equal(t, "req_call1", recs[0].Details["delivery_id"])
 	assert.Empty(t, s.auditRecords(t, projB))
 }

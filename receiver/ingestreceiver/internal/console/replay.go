@@ -95,7 +95,7 @@ func (a *API) replay(ctx context.Context, js jetstream.JetStream, projectID stri
 		return nil, err
 	}
 	ans.Replayed = len(jobs)
-	a.audit.replay(ctx, js, projectID, ans.ReplayID, addr, len(jobs), rr.IDs == nil, now)
+	a.audit.replay(ctx, js, projectID, ans.ReplayID, addr, jobs, rr.IDs == nil, now)
 	// Replays are rare and change what destinations receive: worth a line an operator
 	// can find. Ids only, never bodies.
 	a.set.Logger.Info("deliveries queued for replay", zap.String("project_id", projectID),
