@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/otelcol-svc/otelcol-svc/controlplane/store"
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
-	"github.com/otelcol-svc/otelcol-svc/internal/deliverylog"
 	"github.com/otelcol-svc/otelcol-svc/internal/mirror"
+	"github.com/otelcol-svc/otelcol-svc/internal/streams"
 )
 
 // Actor is who a request acts as, for the audit log: the user, the credential they came
@@ -123,46 +124,139 @@ func (s *Service) SweepAuditLoop(ctx context.Context, retention, every time.Dura
 	}
 }
 
-// WatchReplays records the replays the console queues at the receivers (the dashboard
-// and agents ask the receiver, never the control plane): every job published to the
-// replay queue is seen here too by a plain subscription, and one record per replay
-// request is kept (deduplicated by its replay id, whichever control plane or job wrote
-// it first). What a control plane misses while it is not connected is not recorded:
-// the queue is a work queue consumed by the exporters, where a second consumer cannot
-// read.
-func (s *Service) WatchReplays(nc *nats.Conn) (*nats.Subscription, error) {
-	return nc.Subscribe(deliverylog.ReplayPrefix+".*", func(m *nats.Msg) {
-		var j deliverylog.Job
-		if len(m.Data) > 64<<10 || json.Unmarshal(m.Data, &j) != nil || j.Project == "" || j.ReplayID == "" {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.recordReplay(ctx, j); err != nil {
-			s.Logger.Warn("recording a replay in the audit log failed", "project_id", j.Project, "replay_id", j.ReplayID, "error", err)
-		}
-	})
+// AuditConsumer is the durable consumer of the audit stream that every control plane
+// shares: each record is taken by one of them, and stays on the stream until one has
+// committed it, so records published while no control plane runs are written at the next
+// start.
+const AuditConsumer = "svc-audit-controlplane"
+
+// auditRetry is how long a record that could not be written waits before it comes again.
+const auditRetry = 5 * time.Second
+
+// AuditWatch is the control plane's share of the audit stream's consumer.
+type AuditWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
-func (s *Service) recordReplay(ctx context.Context, j deliverylog.Job) error {
+// Unsubscribe stops taking records; a record being written is finished first.
+func (w *AuditWatch) Unsubscribe() error {
+	w.cancel()
+	<-w.done
+	return nil
+}
+
+// WatchReplays writes the audit records the receivers publish on the audit stream
+// (svc-audit): the replays the console queues and the reads made with a project key or a
+// console token, which reach the receivers and never the control plane. A record is
+// acknowledged once committed; one whose write fails comes again, and one written before
+// (a redelivery, or a receiver that published it again) is dropped by its id.
+//
+// Until the stream and consumer can be made (JetStream not yet up) it tries again in the
+// background: the control plane starts without them.
+func (s *Service) WatchReplays(nc *nats.Conn) (*AuditWatch, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &AuditWatch{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		s.consumeAudit(ctx, js)
+	}()
+	return w, nil
+}
+
+func (s *Service) consumeAudit(ctx context.Context, js jetstream.JetStream) {
+	wait := time.Second
+	for {
+		cc, err := s.startAuditConsumer(ctx, js)
+		if err == nil {
+			<-ctx.Done()
+			cc.Drain()
+			<-cc.Closed()
+			return
+		}
+		s.Logger.Warn("the audit stream cannot be read yet; retrying", "error", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Minute)
+	}
+}
+
+func (s *Service) startAuditConsumer(ctx context.Context, js jetstream.JetStream) (jetstream.ConsumeContext, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// Created if missing and otherwise left as the receivers made it: a reader must not
+	// fight the writers over its limits.
+	if err := streams.Create(cctx, js, streams.AuditConfig(1)); err != nil {
+		return nil, err
+	}
+	c, err := js.CreateOrUpdateConsumer(cctx, streams.AuditStream, jetstream.ConsumerConfig{
+		Durable: AuditConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		MaxAckPending: 256, DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.Consume(func(m jetstream.Msg) { s.auditMsg(ctx, m) })
+}
+
+func (s *Service) auditMsg(ctx context.Context, m jetstream.Msg) {
+	// The project is the subject's: a record cannot place itself in another project's log.
+	project := streams.AuditProject(m.Subject())
+	var r streams.AuditRecord
+	if project == "" || len(m.Data()) > 64<<10 || json.Unmarshal(m.Data(), &r) != nil || r.ID == "" ||
+		r.Action != streams.AuditKeyRead && r.Action != streams.AuditReplay {
+		s.Logger.Warn("an audit stream message is not a record; dropped", "subject", m.Subject())
+		_ = m.Term()
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := s.recordReceived(wctx, project, r); err != nil {
+		s.Logger.Warn("writing a receiver's audit record failed; it comes again", "project_id", project, "action", r.Action, "error", err)
+		_ = m.NakWithDelay(auditRetry)
+		return
+	}
+	_ = m.Ack()
+}
+
+// recordReceived writes a receiver's record in project's log, once per record id.
+func (s *Service) recordReceived(ctx context.Context, project string, r streams.AuditRecord) error {
 	return s.Store.InTx(ctx, func(tx *store.Tx) error {
-		ev := store.AuditEvent{ProjectID: j.Project, Action: "deadletter.replay", Target: j.ReplayID,
-			CredKind: store.CredConsole, At: j.RequestedAt, Dedupe: "replay:" + j.Project + ":" + j.ReplayID}
+		ev := store.AuditEvent{ProjectID: project, Action: r.Action, Target: r.Target, At: r.At, Addr: r.Addr,
+			Dedupe: "receiver:" + project + ":" + r.ID}
 		if ev.At.IsZero() {
 			ev.At = time.Now()
 		}
-		what := map[string]any{"delivery_id": j.DeliveryID}
-		if j.Bulk {
-			what = map[string]any{"all_dead_letters": true}
+		what := map[string]any{}
+		for k, v := range r.Details {
+			what[k] = v
+		}
+		if r.Action == streams.AuditKeyRead {
+			ev.Target = r.Surface
+			what["surface"] = r.Surface
+			if r.Scope != "" {
+				what["scope"] = r.Scope
+			}
 		}
 		ev.Change(nil, what)
-		if id, ok := strings.CutPrefix(j.RequestedBy, "user:"); ok {
-			ev.ActorID = id
+		if id, ok := strings.CutPrefix(r.Actor, "user:"); ok {
+			ev.CredKind, ev.ActorID = store.CredConsole, id
 			if u, err := tx.UserByID(ctx, id); err == nil {
 				ev.ActorEmail = u.Email
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
+		} else {
+			ev.CredKind, ev.CredID = store.CredProjectKey, r.Actor
 		}
 		return tx.AddAudit(ctx, ev)
 	})
