@@ -209,11 +209,8 @@ func (s *Service) startAuditConsumer(ctx context.Context, js jetstream.JetStream
 }
 
 func (s *Service) auditMsg(ctx context.Context, m jetstream.Msg) {
-	// The project is the subject's: a record cannot place itself in another project's log.
-	project := streams.AuditProject(m.Subject())
-	var r streams.AuditRecord
-	if project == "" || len(m.Data()) > 64<<10 || json.Unmarshal(m.Data(), &r) != nil || r.ID == "" ||
-		r.Action != streams.AuditKeyRead && r.Action != streams.AuditReplay {
+	project, r, ok := parseAuditMsg(m.Subject(), m.Data())
+	if !ok {
 		s.Logger.Warn("an audit stream message is not a record; dropped", "subject", m.Subject())
 		_ = m.Term()
 		return
@@ -226,6 +223,17 @@ func (s *Service) auditMsg(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	_ = m.Ack()
+}
+
+// parseAuditMsg reads a message of the audit stream. The project is the subject's: a
+// record cannot place itself in another project's log.
+func parseAuditMsg(subject string, data []byte) (project string, r streams.AuditRecord, ok bool) {
+	project = streams.AuditProject(subject)
+	if project == "" || len(data) > 64<<10 || json.Unmarshal(data, &r) != nil || r.ID == "" || len(r.ID) > 512 ||
+		r.Action != streams.AuditKeyRead && r.Action != streams.AuditReplay {
+		return "", streams.AuditRecord{}, false
+	}
+	return project, r, true
 }
 
 // recordReceived writes a receiver's record in project's log, once per record id.
