@@ -229,7 +229,8 @@ func run(logger *slog.Logger) error {
 		return fmt.Errorf("SVC_AUDIT_RETENTION: %w", err)
 	}
 	go svc.SweepAuditLoop(ctx, auditRetention, time.Hour)
-	// Replays are queued at the receivers; the audit log sees them on the queue's subject.
+	// Replays and reads at the receivers reach the audit log through the svc-audit
+	// stream, read by one durable consumer all control planes share.
 	replays, err := svc.WatchReplays(nc)
 	if err != nil {
 		return fmt.Errorf("watching replays for the audit log: %w", err)

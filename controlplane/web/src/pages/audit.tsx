@@ -78,6 +78,20 @@ export function actionLabel(a: string): string {
     'backlog.start': 'Sent a backlog to the agent',
     'console.token': "Got a token to read the project's data",
     'audit.export': 'Exported the audit log',
+    'key.read': "Read the project's data (console, at a receiver)",
+    'account.create': 'Signed up',
+    'account.sso_create': 'Signed up by single sign-on',
+    'account.sso_claim': 'Claimed the account by single sign-on',
+    'login.sso': 'Logged in by single sign-on',
+    'logout_all': 'Logged out everywhere',
+    'email.verify': 'Confirmed the email address',
+    'password.change': 'Changed the password',
+    'password.reset': 'Reset the password by email',
+    'token.create': 'Created a personal access token',
+    'token.revoke': 'Revoked a personal access token',
+    'oauth_grant.create': 'Connected an app (OAuth)',
+    'oauth_grant.revoke': 'Disconnected an app (OAuth)',
+    'oauth_token.revoke': "Revoked an app's token (OAuth)",
   };
   return words[a] ?? a;
 }
