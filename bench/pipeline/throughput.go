@@ -139,15 +139,20 @@ func throughput(r *benchkit.Runner, n int64, perfDir, pprofFile string, incident
 	if err != nil {
 		r.Fatal(err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(fetch))
+	// A missed heartbeat on a loaded machine must not end the reference's consumer (it
+	// did, and the run died with the reference stalled): only Stop ends it.
+	it, err := cons.Messages(jetstream.PullMaxMessages(fetch), jetstream.WithMessagesErrOnMissingHeartbeat(false))
 	if err != nil {
 		r.Fatal(err)
 	}
 	go func() {
 		for {
 			m, err := it.Next()
-			if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return // stopped
+			}
+			if err != nil {
+				continue
 			}
 			_ = m.Ack()
 		}
