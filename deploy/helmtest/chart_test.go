@@ -692,3 +692,29 @@ func keys[V any](m map[string]V) []string {
 	slices.Sort(out)
 	return out
 }
+
+// The sink runs with GOGC=200 (its small live heap made Go's default GC a tenth of its
+// CPU per delivery); the other roles keep Go's default, and an operator's value wins.
+func TestSinkGCSetting(t *testing.T) {
+	gogc := func(r *rendered, role string) (string, bool) {
+		for _, e := range r.deployments[release+"-"+role].Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "GOGC" {
+				return e.Value, true
+			}
+		}
+		return "", false
+	}
+	r := decodeAll(t, template(t))
+	if v, ok := gogc(r, "sink"); !ok || v != "200" {
+		t.Errorf("sink: GOGC %q (set %v), want 200", v, ok)
+	}
+	for _, role := range []string{"receiver", "pipeline", "controlplane"} {
+		if v, ok := gogc(r, role); ok {
+			t.Errorf("%s: GOGC %q set, want Go's default", role, v)
+		}
+	}
+	r = decodeAll(t, template(t, "--set", "sink.env.GOGC=100"))
+	if v, _ := gogc(r, "sink"); v != "100" {
+		t.Errorf("sink with sink.env.GOGC=100: GOGC %q", v)
+	}
+}
