@@ -230,7 +230,7 @@ func (s *Service) auditMsg(ctx context.Context, m jetstream.Msg) {
 func parseAuditMsg(subject string, data []byte) (project string, r streams.AuditRecord, ok bool) {
 	project = streams.AuditProject(subject)
 	if project == "" || len(data) > 64<<10 || json.Unmarshal(data, &r) != nil || r.ID == "" || len(r.ID) > 512 ||
-		r.Action != streams.AuditKeyRead && r.Action != streams.AuditReplay {
+		!streams.IsAuditAction(r.Action) {
 		return "", streams.AuditRecord{}, false
 	}
 	return project, r, true

@@ -133,6 +133,27 @@ func TestAuditStreamReplayWhileControlPlaneStopped(t *testing.T) {
 	})
 }
 
+// A person's incident action at a receiver lands in the project's log with who, from where
+// and what the incident became; an action name that is not a word is refused.
+func TestAuditStreamIncidentAction(t *testing.T) {
+	auditStreamDatabases(t, func(t *testing.T, env auditStreamEnv) {
+		env.controlPlane(t)
+		at := time.Now().UTC().Truncate(time.Millisecond)
+		env.publish(t, "pa", streams.AuditRecord{ID: "incident.resolve:pa:inc_1:1", Action: streams.AuditIncidentPrefix + "resolve", At: at,
+			Actor: "user:" + env.ownerID, Scope: "console", Target: "inc_1", Addr: "192.0.2.9", Details: map[string]any{"status": "resolved"}})
+		env.settled(t)
+		recs := env.log(t, "pa")
+		require.Len(t, recs, 1)
+		assert.Equal(t, "incident.resolve", recs[0].Action)
+		assert.Equal(t, "inc_1", recs[0].Target)
+		assert.Equal(t, env.email, recs[0].ActorEmail)
+		assert.Equal(t, "192.0.2.9", recs[0].Addr)
+		assert.JSONEq(t, `{"status":{"to":"resolved"}}`, string(recs[0].Changes))
+	})
+	_, _, ok := parseAuditMsg("svc-audit.pa", []byte(`{"id":"x","action":"incident.drop table"}`))
+	assert.False(t, ok)
+}
+
 // A key's reads in one hour are one record, however many receivers published it and
 // control planes took it; project A's reads never land in B's log, and a record on B's
 // subject naming A is B's.

@@ -56,7 +56,28 @@ const (
 	AuditKeyRead = "key.read"
 	// AuditReplay is a replay of dead-lettered deliveries queued at a receiver.
 	AuditReplay = "deadletter.replay"
+	// AuditIncidentPrefix starts the action of a person's incident action at a receiver:
+	// "incident.acknowledge", "incident.resolve", ...
+	AuditIncidentPrefix = "incident."
 )
+
+// IsAuditAction reports whether action is one receivers publish: a key's reads, a
+// replay, or an incident action (a lower-case word after AuditIncidentPrefix).
+func IsAuditAction(action string) bool {
+	if action == AuditKeyRead || action == AuditReplay {
+		return true
+	}
+	verb, ok := strings.CutPrefix(action, AuditIncidentPrefix)
+	if !ok || verb == "" || len(verb) > 32 {
+		return false
+	}
+	for i := 0; i < len(verb); i++ {
+		if c := verb[i]; (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
 
 // AuditRecord is one record on the audit stream. Its project is the subject's, never a
 // field: a record cannot name another project than the one it is filed under.

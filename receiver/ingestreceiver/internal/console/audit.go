@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,6 +102,16 @@ func (au *auditor) replay(ctx context.Context, js jetstream.JetStream, projectID
 	}
 	rec := streams.AuditRecord{ID: streams.AuditReplay + ":" + projectID + ":" + replayID, Action: streams.AuditReplay, At: at,
 		Actor: p.KeyID, ActorEmail: p.Email, Scope: p.Scope, Target: replayID, Addr: addr, Details: details}
+	au.publish(js, projectID, rec, nil)
+}
+
+// incidentAction records a person's action on an incident (who, from where, what the
+// incident's status became): a change to what the on-call sees, as a pipeline change is.
+func (au *auditor) incidentAction(ctx context.Context, js jetstream.JetStream, projectID, incidentID, action, addr, status string, at time.Time) {
+	p, _ := principal.FromContext(ctx)
+	rec := streams.AuditRecord{ID: streams.AuditIncidentPrefix + action + ":" + projectID + ":" + incidentID + ":" + strconv.FormatInt(at.UnixNano(), 10),
+		Action: streams.AuditIncidentPrefix + action, At: at, Actor: p.KeyID, ActorEmail: p.Email, Scope: p.Scope,
+		Target: incidentID, Addr: addr, Details: map[string]any{"status": status}}
 	au.publish(js, projectID, rec, nil)
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +92,29 @@ func TestReplayIsAudited(t *testing.T) {
 	assert.Equal(t, "127.0.0.1", recs[0].Addr)
 	assert.EqualValues(t, 1, recs[0].Details["deliveries"])
 	assert.Equal(t, "req_call1", recs[0].Details["delivery_id"])
+	assert.Empty(t, s.auditRecords(t, projB))
+}
+
+// A person's incident action is recorded on the audit stream: who, from where, which
+// incident and what it became; never under another project.
+func TestIncidentActionIsAudited(t *testing.T) {
+	s := startLogStack(t)
+	inc := openIncident(t, incidentStore(t, s.js), projA, "db-down", time.Now().UTC())
+	ans := s.act(t, projA, inc.ID, "acknowledge", "", s.token(t, "owner", projA))
+	require.Equal(t, http.StatusOK, ans.status, "%s", ans.body)
+
+	var acts []streams.AuditRecord
+	for _, r := range s.auditRecords(t, projA) {
+		if strings.HasPrefix(r.Action, streams.AuditIncidentPrefix) {
+			acts = append(acts, r)
+		}
+	}
+	require.Len(t, acts, 1)
+	assert.Equal(t, "incident.acknowledge", acts[0].Action)
+	assert.Equal(t, "user:owner", acts[0].Actor)
+	assert.Equal(t, inc.ID, acts[0].Target)
+	assert.Equal(t, "127.0.0.1", acts[0].Addr)
+	assert.Equal(t, "acknowledged", acts[0].Details["status"])
+	assert.True(t, streams.IsAuditAction(acts[0].Action), "the control plane takes it")
 	assert.Empty(t, s.auditRecords(t, projB))
 }

@@ -130,12 +130,14 @@ func (a *API) incidentActionEndpoints() []endpoint {
 				if _, _, ok := incident.ParseID(id); !ok {
 					return nil, apierror.New(http.StatusNotFound, apierror.NotFound, msgNoIncident)
 				}
+				addr := clientAddr(req)
 				return func(ctx context.Context, js jetstream.JetStream, projectID string) (any, error) {
 					by := actor(ctx)
 					inc, err := a.set.Incidents.Act(ctx, js, projectID, id, action, by)
 					if err != nil {
 						return nil, err
 					}
+					a.audit.incidentAction(ctx, js, projectID, id, action, addr, inc.Status, time.Now().UTC())
 					// Actions are rare and change what the on-call sees: worth a line an
 					// operator can find. Ids only: the email (personal data) stays in the
 					// incident's timeline and notices, which the project's people see.
