@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/otelcol-svc/otelcol-svc/controlplane/auth"
 	"github.com/otelcol-svc/otelcol-svc/controlplane/service"
 	"github.com/otelcol-svc/otelcol-svc/internal/apierror"
 )
@@ -12,7 +13,12 @@ import (
 // takeMailTry counts an unauthenticated request that mails someone against the client's
 // address, so no one floods mailboxes from it (uses of links are takeLinkUse's).
 func (s *Server) takeMailTry(w http.ResponseWriter, r *http.Request) bool {
-	if ok, wait := s.emailByAddr.Take(s.limitAddr(r), time.Now()); !ok {
+	return s.takeFromAddr(w, r, s.emailByAddr)
+}
+
+// takeFromAddr takes one from l for the client's address, answering 429 when it is used up.
+func (s *Server) takeFromAddr(w http.ResponseWriter, r *http.Request, l *auth.Limiter) bool {
+	if ok, wait := l.Take(s.limitAddr(r), time.Now()); !ok {
 		fail(w, rateLimited("too many requests from your address", wait))
 		return false
 	}

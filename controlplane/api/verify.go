@@ -18,11 +18,7 @@ const linkUsesPerHour = 200
 // takeLinkUse counts an unauthenticated use of a mailed link's secret against the
 // client's address.
 func (s *Server) takeLinkUse(w http.ResponseWriter, r *http.Request) bool {
-	if ok, wait := s.linkByAddr.Take(s.limitAddr(r), time.Now()); !ok {
-		fail(w, rateLimited("too many requests from your address", wait))
-		return false
-	}
-	return true
+	return s.takeFromAddr(w, r, s.linkByAddr)
 }
 
 // verifyEmail uses a verification link (POST /api/v1/auth/verify-email {"token"}).
